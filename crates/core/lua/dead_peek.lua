@@ -1,0 +1,13 @@
+-- Reads the head of a queue's dead letter over the buckets this shard holds.
+-- KEYS[2b-1], KEYS[2b] for b = 1..nb: jobs hash, dead list of the queue
+-- ARGV[1]: nb   ARGV[2]: how many stale entries to skip per bucket at most
+-- Returns: the id of the oldest live dead job at a list head, or nil.
+local nb, max_scan = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now = now_ms()
+local best_id, best
+for b = 1, nb do
+  local k = bucket_keys(b, 2)
+  local id, r = first_live(k[1], k[2], DEAD, now, max_scan)
+  if id and (best == nil or r.pub < best.pub) then best_id, best = id, r end
+end
+return best_id

@@ -1,0 +1,27 @@
+-- Publishes one or more jobs into one bucket, all or nothing.
+-- KEYS[1]: jobs hash     KEYS[2]: timer zset     KEYS[3]: counters hash
+-- KEYS[4]: ready list of the queue
+-- ARGV[1]: queue   ARGV[2]: delay ms   ARGV[3]: ttl ms (0 = never)   ARGV[4]: tries
+-- ARGV[5]: ready channel of the queue   ARGV[6]: timer channel   ARGV[7]: bucket tag
+-- ARGV[8..]: triples of job id, attributes JSON ("" for none), body
+-- Returns: the number of jobs published, or an error reply `EXISTS <id>` and no change.
+local queue, delay, ttl, tries = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local first = 8
+
+for i = first, #ARGV, 3 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
+    return redis.error_reply('EXISTS ' .. ARGV[i])
+  end
+end
+
+local now = now_ms()
+local n = (#ARGV - first + 1) / 3
+local r = fresh(queue, delay, ttl, tries, now)
+for i = first, #ARGV, 3 do
+  r.attrs, r.body = ARGV[i + 1], ARGV[i + 2]
+  put(KEYS[1], KEYS[2], KEYS[4], ARGV[i], r, now + delay, ARGV[6], ARGV[7])
+end
+
+count(KEYS[3], r.state, queue, n)
+if r.state == READY then redis.call('PUBLISH', ARGV[5], n) end
+return n

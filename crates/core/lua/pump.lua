@@ -1,0 +1,61 @@
+-- Moves what is due in one bucket: delayed jobs to ready; reservations whose
+-- TTR ran out back to ready while tries remain, else to the dead letter; jobs
+-- past their TTL dropped; stale timer entries removed.
+-- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash
+-- ARGV[1]: bucket key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue)
+-- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
+-- Returns: {processed, to_ready, retried, dead, expired, next_due_ms (-1 = none), oldest_due_ms (-1 = none)}
+-- where oldest_due_ms is the score of the first entry handled (for lag).
+--
+-- The ready and dead lists are named here rather than passed in KEYS because
+-- which queues are due is only known from the records. They carry the same
+-- hash tag as KEYS[1], so the script still touches a single slot.
+local prefix, limit, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local now = now_ms()
+local jkey, tkey, ckey = KEYS[1], KEYS[2], KEYS[3]
+local due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+local to_ready, retried, dead, gone = 0, 0, 0, 0
+local woken = {}
+local oldest = -1
+if #due > 0 then oldest = tonumber(due[2]) end
+
+for i = 1, #due, 2 do
+  local id = due[i]
+  local raw = redis.call('HGET', jkey, id)
+  if not raw then
+    redis.call('ZREM', tkey, id)
+  else
+    local r = decode(raw)
+    if expired(r, now) then
+      drop(jkey, tkey, ckey, id, r)
+      gone = gone + 1
+    elseif r.state == DELAYED or (r.state == RESERVED and r.tries > 0) then
+      if r.state == RESERVED then retried = retried + 1 else to_ready = to_ready + 1 end
+      count(ckey, r.state, r.queue, -1)
+      r.state = READY
+      redis.call('HSET', jkey, id, encode(r))
+      count(ckey, READY, r.queue, 1)
+      redis.call('LPUSH', prefix .. 'r:' .. r.queue, id)
+      arm_expiry(tkey, id, r)
+      woken[r.queue] = (woken[r.queue] or 0) + 1
+    elseif r.state == RESERVED then
+      count(ckey, RESERVED, r.queue, -1)
+      r.state = DEAD
+      redis.call('HSET', jkey, id, encode(r))
+      count(ckey, DEAD, r.queue, 1)
+      redis.call('LPUSH', prefix .. 'd:' .. r.queue, id)
+      arm_expiry(tkey, id, r)
+      dead = dead + 1
+    else
+      -- ready or dead: only an expiry is ever scheduled for these states.
+      arm_expiry(tkey, id, r)
+    end
+  end
+end
+
+for q, n in pairs(woken) do
+  redis.call('PUBLISH', chan .. q, n)
+end
+
+local next_due = zmin(tkey) or -1
+return { #due / 2, to_ready, retried, dead, gone, next_due, oldest }

@@ -1,0 +1,18 @@
+//! One shard (a Redis deployment) and the job operations that run on it.
+//!
+//! Each operation is one script call (queue-wide operations that may touch
+//! many jobs, like destroy or respawn, are one call per batch; each batch is
+//! atomic). Operations take the namespace and the buckets of that namespace
+//! that live on this shard; which buckets those are is the router's business.
+
+mod decode;
+mod jobs;
+mod pump;
+mod queue;
+mod shard;
+
+pub use decode::{Delivery, JobView};
+pub use jobs::{NewJob, Schedule};
+pub use pump::PumpOutcome;
+pub use queue::Counts;
+pub use shard::{Shard, ShardCheck, ShardOptions};

@@ -1,0 +1,55 @@
+//! One pump step over one bucket.
+
+use fred::types::Value;
+
+use super::decode::Fields;
+use crate::{EngineError, Shard, keys, keys::BucketKeys, scripts::SCRIPTS};
+
+/// What one pump call did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PumpOutcome {
+    /// Timer entries handled (at most the batch limit).
+    pub processed: u64,
+    /// Delayed jobs made ready.
+    pub to_ready: u64,
+    /// Reservations whose TTR ran out, made ready again.
+    pub retried: u64,
+    /// Reservations whose TTR ran out with no try left, moved to the dead letter.
+    pub dead: u64,
+    /// Jobs dropped because their TTL ran out.
+    pub expired: u64,
+    /// The bucket's next deadline after this call (ms, shard clock).
+    pub next_due_ms: Option<u64>,
+    /// The deadline of the first entry handled: how late the pump was.
+    pub oldest_due_ms: Option<u64>,
+}
+
+impl Shard {
+    /// Moves up to `limit` due timer entries of one bucket.
+    pub async fn pump(
+        &self,
+        ns: &str,
+        bucket: u32,
+        limit: u32,
+    ) -> Result<PumpOutcome, EngineError> {
+        let k = BucketKeys::new(ns, bucket);
+        let keys = vec![k.jobs(), k.timer(), k.counters()];
+        let args: Vec<Value> = vec![
+            k.prefix().into(),
+            i64::from(limit).into(),
+            keys::ready_channel_prefix(ns).into(),
+        ];
+        let v = self.eval(&SCRIPTS.pump, keys, args).await?;
+        let mut f = Fields::new(self, v)?;
+        let opt = |v: i64| u64::try_from(v).ok();
+        Ok(PumpOutcome {
+            processed: f.uint()?,
+            to_ready: f.uint()?,
+            retried: f.uint()?,
+            dead: f.uint()?,
+            expired: f.uint()?,
+            next_due_ms: opt(f.int()?),
+            oldest_due_ms: opt(f.int()?),
+        })
+    }
+}

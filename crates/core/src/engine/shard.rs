@@ -1,0 +1,268 @@
+//! The connection to one shard, the script runner, and the startup checks.
+
+use std::{sync::Arc, time::Duration};
+
+use fred::{
+    clients::{Pool, SubscriberClient},
+    error::{Error as RedisError, ErrorKind},
+    prelude::*,
+    types::{
+        Value,
+        config::{Config, ConnectionConfig, PerformanceConfig, ReconnectPolicy},
+        scripts::Script,
+    },
+};
+
+use crate::{EngineError, keys, scripts::SCRIPTS};
+
+/// How to connect to a shard.
+#[derive(Debug, Clone)]
+pub struct ShardOptions {
+    /// `redis://[:password@]host:port[/db]` or `rediss://…` for TLS.
+    pub url: String,
+    /// Connections in the pool; each pipelines many requests.
+    pub connections: usize,
+    /// How long a command may take before the request fails with 503.
+    pub command_timeout: Duration,
+    /// How long connecting may take.
+    pub connect_timeout: Duration,
+}
+
+impl ShardOptions {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            connections: 4,
+            command_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// A connected shard. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Shard {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    name: String,
+    pool: Pool,
+    builder: Builder,
+}
+
+/// What the startup check found on a shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardCheck {
+    pub maxmemory_policy: String,
+    pub aof_enabled: bool,
+    pub redis_version: String,
+}
+
+impl Shard {
+    /// Builds the connection pool and starts connecting in the background.
+    /// The shard is usable at once: while it is not connected, operations
+    /// fail fast with [`EngineError::Unavailable`], and it reconnects by itself.
+    pub fn connect(name: impl Into<String>, opts: &ShardOptions) -> Result<Self, EngineError> {
+        let name = name.into();
+        let config = Config::from_url(&opts.url).map_err(|e| EngineError::Unsafe {
+            shard: name.clone(),
+            what: format!("invalid redis url: {e}"),
+        })?;
+        let mut config = config;
+        // Keep trying when the shard is down at startup: the gateway answers
+        // 503 for it meanwhile instead of refusing to start.
+        config.fail_fast = false;
+        let mut builder = Builder::from_config(config);
+        builder
+            .with_connection_config(|c: &mut ConnectionConfig| {
+                c.connection_timeout = opts.connect_timeout;
+                c.internal_command_timeout = opts.connect_timeout;
+                // A script whose connection dropped may or may not have run;
+                // running it again could publish or consume twice. Fail it
+                // and let the client decide.
+                c.max_command_attempts = 1;
+            })
+            .with_performance_config(|p: &mut PerformanceConfig| {
+                p.default_command_timeout = opts.command_timeout;
+            })
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 1_000, 2));
+        let pool = builder
+            .build_pool(opts.connections.max(1))
+            .map_err(|e| EngineError::from_redis(&name, e))?;
+        let _handles = pool.connect_pool();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                name,
+                pool,
+                builder,
+            }),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// A new subscriber connection to this shard (it reconnects and
+    /// resubscribes by itself).
+    pub fn subscriber(&self) -> Result<SubscriberClient, EngineError> {
+        self.inner
+            .builder
+            .build_subscriber_client()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Whether at least one pooled connection is up.
+    pub fn is_connected(&self) -> bool {
+        self.inner.pool.next_connected().is_connected()
+    }
+
+    /// Waits until the shard is connected, up to `timeout`.
+    pub async fn wait_connected(&self, timeout: Duration) -> Result<(), EngineError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.is_connected() {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(self.unavailable("not connected"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// A connected client, or `Unavailable` at once (no queuing behind a
+    /// reconnect: a request should get its 503 quickly).
+    pub fn client(&self) -> Result<&Client, EngineError> {
+        let client = self.inner.pool.next_connected();
+        if client.is_connected() {
+            Ok(client)
+        } else {
+            Err(self.unavailable("not connected"))
+        }
+    }
+
+    pub(crate) fn err(&self, e: RedisError) -> EngineError {
+        EngineError::from_redis(&self.inner.name, e)
+    }
+
+    fn unavailable(&self, what: &'static str) -> EngineError {
+        EngineError::Unavailable {
+            shard: self.inner.name.clone(),
+            source: RedisError::new(ErrorKind::IO, what),
+        }
+    }
+
+    pub(crate) fn bad_reply(&self, what: impl Into<String>) -> EngineError {
+        EngineError::reply(&self.inner.name, what)
+    }
+
+    /// Runs a script, loading it first if the shard does not know it.
+    pub(crate) async fn eval(
+        &self,
+        script: &Script,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> Result<Value, EngineError> {
+        let client = self.client()?;
+        script
+            .evalsha_with_reload(client, keys, args)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    /// Loads every script, so that the first requests need no reload.
+    pub async fn load_scripts(&self) -> Result<(), EngineError> {
+        let client = self.client()?;
+        for s in SCRIPTS.all() {
+            s.load(client).await.map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// Startup check: refuses a shard that would evict keys, and pins the
+    /// pool's bucket count in the shard so that a later change is refused
+    /// instead of silently orphaning jobs.
+    pub async fn check(&self, buckets: u32) -> Result<ShardCheck, EngineError> {
+        let client = self.client()?;
+        let info: String = client.info(None).await.map_err(|e| self.err(e))?;
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(|v| v.trim().to_owned())
+                .unwrap_or_default()
+        };
+        let check = ShardCheck {
+            maxmemory_policy: field("maxmemory_policy"),
+            aof_enabled: field("aof_enabled") == "1",
+            redis_version: field("redis_version"),
+        };
+        if check.maxmemory_policy.starts_with("allkeys-") {
+            return Err(EngineError::Unsafe {
+                shard: self.name().to_owned(),
+                what: format!(
+                    "maxmemory-policy is {}, which evicts keys and so loses jobs; \
+                     set `maxmemory-policy noeviction` in redis.conf (or CONFIG SET) and restart Sundial",
+                    check.maxmemory_policy
+                ),
+            });
+        }
+        let stored: Option<u32> = {
+            let _: bool = client
+                .hsetnx(keys::META, keys::META_BUCKETS, buckets)
+                .await
+                .map_err(|e| self.err(e))?;
+            client
+                .hget(keys::META, keys::META_BUCKETS)
+                .await
+                .map_err(|e| self.err(e))?
+        };
+        if stored != Some(buckets) {
+            return Err(EngineError::Unsafe {
+                shard: self.name().to_owned(),
+                what: format!(
+                    "this shard holds data written with {} buckets per namespace, but the config says {buckets}; \
+                     the bucket count cannot change once jobs exist (set it back to {0})",
+                    stored.map_or_else(|| "an unknown number of".to_owned(), |b| b.to_string())
+                ),
+            });
+        }
+        Ok(check)
+    }
+
+    /// Records that a namespace has a queue on this shard (idempotent). The
+    /// gateway calls this before the first publish to a queue, so a job never
+    /// exists in a queue the registry does not list.
+    pub async fn register(&self, ns: &str, queue: &str) -> Result<(), EngineError> {
+        let client = self.client()?;
+        let pipe = client.pipeline();
+        let _: () = pipe
+            .sadd(keys::NAMESPACES, ns)
+            .await
+            .map_err(|e| self.err(e))?;
+        let _: () = pipe
+            .sadd(keys::queues(ns), queue)
+            .await
+            .map_err(|e| self.err(e))?;
+        let _: Vec<Value> = pipe.all().await.map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// The namespaces registered on this shard.
+    pub async fn namespaces(&self) -> Result<Vec<String>, EngineError> {
+        let client = self.client()?;
+        client
+            .smembers(keys::NAMESPACES)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    /// The queues of a namespace registered on this shard.
+    pub async fn queues(&self, ns: &str) -> Result<Vec<String>, EngineError> {
+        let client = self.client()?;
+        client
+            .smembers(keys::queues(ns))
+            .await
+            .map_err(|e| self.err(e))
+    }
+}

@@ -1,0 +1,75 @@
+//! Errors of the engine.
+//!
+//! Library code returns [`EngineError`]; the gateway maps
+//! [`EngineError::Unavailable`] to 503 and the rest to 500. Only
+//! transport-class failures (connection refused or lost, timeouts) are
+//! `Unavailable`: they are the ones a client may simply retry.
+
+use fred::error::{Error as RedisError, ErrorKind};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The shard could not be reached or did not answer in time.
+    #[error("redis shard {shard} unavailable: {source}")]
+    Unavailable {
+        shard: String,
+        #[source]
+        source: RedisError,
+    },
+    /// Redis answered with an error.
+    #[error("redis shard {shard} error: {source}")]
+    Redis {
+        shard: String,
+        #[source]
+        source: RedisError,
+    },
+    /// A script answered something this version does not understand.
+    #[error("unexpected reply from shard {shard}: {what}")]
+    Reply { shard: String, what: String },
+    /// A shard is configured in a way that would lose jobs.
+    #[error("shard {shard}: {what}")]
+    Unsafe { shard: String, what: String },
+}
+
+impl EngineError {
+    pub(crate) fn from_redis(shard: &str, source: RedisError) -> Self {
+        let shard = shard.to_owned();
+        match source.kind() {
+            ErrorKind::IO | ErrorKind::Timeout | ErrorKind::Canceled | ErrorKind::Backpressure => {
+                Self::Unavailable { shard, source }
+            }
+            // fred reports commands it could not route to a connected server
+            // (e.g. during a reconnect) as routing errors.
+            ErrorKind::Routing | ErrorKind::Sentinel => Self::Unavailable { shard, source },
+            _ if is_transient_reply(source.details()) => Self::Unavailable { shard, source },
+            _ => Self::Redis { shard, source },
+        }
+    }
+
+    pub(crate) fn reply(shard: &str, what: impl Into<String>) -> Self {
+        Self::Reply {
+            shard: shard.to_owned(),
+            what: what.into(),
+        }
+    }
+
+    /// Whether the request may succeed if retried later (answer 503).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+}
+
+/// Replies by which a live Redis says "not now": loading a dataset, a replica
+/// that is read-only after a failover, a busy script, a master gone.
+fn is_transient_reply(details: &str) -> bool {
+    [
+        "LOADING",
+        "READONLY",
+        "BUSY",
+        "MASTERDOWN",
+        "TRYAGAIN",
+        "CLUSTERDOWN",
+    ]
+    .iter()
+    .any(|p| details.starts_with(p))
+}

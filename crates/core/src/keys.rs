@@ -1,0 +1,148 @@
+//! Every Redis key and channel that Sundial uses, and what it holds.
+//!
+//! All keys start with `sd:`. A namespace's jobs are spread over `B` buckets
+//! (B is per pool); a job's bucket is [`crate::JobId::bucket`]. Every key of
+//! one bucket carries the hash tag `{<ns>/<b>}`, so a bucket never splits
+//! across shards and could live on a Redis Cluster slot of its own. Names
+//! match `[-_A-Za-z0-9]+`, so `/` and `:` never occur inside them.
+//!
+//! Per bucket (`T` = `{ns/b}`):
+//!
+//! | key | type | holds | invariant |
+//! | --- | --- | --- | --- |
+//! | `sd:T:j` | hash | job id → packed record (state, tries left, publish and expiry time, queue, attributes, body) | a job exists iff its field exists |
+//! | `sd:T:t` | zset | job id → next deadline (ms, shard clock) | delayed: due time; reserved: TTR deadline (or expiry if sooner); ready or dead: expiry if any, else absent |
+//! | `sd:T:c` | hash | `<s><queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead) | equals the count of records in that state; changed by the same script that changes a record |
+//! | `sd:T:r:<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; it may also hold stale ids (deleted or expired jobs), skipped on pop |
+//! | `sd:T:d:<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
+//!
+//! Per shard:
+//!
+//! | key | type | holds |
+//! | --- | --- | --- |
+//! | `sd:meta` | hash | `buckets` → the pool's bucket count, fixed once written |
+//! | `sd:namespaces` | set | namespaces that have (had) jobs on this shard |
+//! | `sd:queues:<ns>` | set | queues of the namespace that have (had) jobs on this shard |
+//!
+//! Admin Redis (tokens): `sd:tokens` hash `<pool>/<ns>/<token>` → description,
+//! and `sd:tokens:version`, a counter bumped on every change so that every
+//! gateway reloads its cache.
+//!
+//! Channels: `sd:ready:<ns>/<queue>` (a count of jobs that became ready, for
+//! long polls), `sd:timer` (a bucket tag `<ns>/<b>` whose earliest deadline
+//! moved sooner, for pumps).
+
+/// The prefix of every key.
+pub const PREFIX: &str = "sd:";
+/// Per-shard metadata hash.
+pub const META: &str = "sd:meta";
+/// Field of [`META`] that holds the pool's bucket count.
+pub const META_BUCKETS: &str = "buckets";
+/// Per-shard set of namespaces.
+pub const NAMESPACES: &str = "sd:namespaces";
+/// Channel on which scripts announce that a bucket became due sooner.
+pub const TIMER_CHANNEL: &str = "sd:timer";
+/// Prefix of the channels on which scripts announce ready jobs.
+pub const READY_CHANNEL_PREFIX: &str = "sd:ready:";
+/// Admin Redis: all tokens.
+pub const TOKENS: &str = "sd:tokens";
+/// Admin Redis: the token table's version.
+pub const TOKENS_VERSION: &str = "sd:tokens:version";
+
+/// The set of a namespace's queues on one shard.
+pub fn queues(ns: &str) -> String {
+    format!("sd:queues:{ns}")
+}
+
+/// The channel on which a queue's newly ready jobs are announced.
+pub fn ready_channel(ns: &str, queue: &str) -> String {
+    format!("{READY_CHANNEL_PREFIX}{ns}/{queue}")
+}
+
+/// The prefix of a namespace's ready channels (`ready_channel(ns, q)` is this
+/// followed by `q`).
+pub fn ready_channel_prefix(ns: &str) -> String {
+    format!("{READY_CHANNEL_PREFIX}{ns}/")
+}
+
+/// Splits a ready channel name back into namespace and queue.
+pub fn parse_ready_channel(channel: &str) -> Option<(&str, &str)> {
+    channel.strip_prefix(READY_CHANNEL_PREFIX)?.split_once('/')
+}
+
+/// The tag that names a bucket in messages: `<ns>/<b>`.
+pub fn bucket_tag(ns: &str, bucket: u32) -> String {
+    format!("{ns}/{bucket}")
+}
+
+/// Splits a bucket tag back into namespace and bucket.
+pub fn parse_bucket_tag(tag: &str) -> Option<(&str, u32)> {
+    let (ns, b) = tag.rsplit_once('/')?;
+    Some((ns, b.parse().ok()?))
+}
+
+/// The keys of one bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketKeys {
+    /// `sd:{<ns>/<b>}:`
+    prefix: String,
+}
+
+impl BucketKeys {
+    pub fn new(ns: &str, bucket: u32) -> Self {
+        Self {
+            prefix: format!("sd:{{{ns}/{bucket}}}:"),
+        }
+    }
+
+    /// The common prefix of the bucket's keys (the pump builds list names
+    /// from it inside its script).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn jobs(&self) -> String {
+        format!("{}j", self.prefix)
+    }
+
+    pub fn timer(&self) -> String {
+        format!("{}t", self.prefix)
+    }
+
+    pub fn counters(&self) -> String {
+        format!("{}c", self.prefix)
+    }
+
+    pub fn ready(&self, queue: &str) -> String {
+        format!("{}r:{queue}", self.prefix)
+    }
+
+    pub fn dead(&self, queue: &str) -> String {
+        format!("{}d:{queue}", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_keys_share_one_hash_tag() {
+        let k = BucketKeys::new("ns", 7);
+        for key in [k.jobs(), k.timer(), k.counters(), k.ready("q"), k.dead("q")] {
+            assert!(key.starts_with("sd:{ns/7}:"), "{key}");
+        }
+        assert_eq!(k.ready("q"), "sd:{ns/7}:r:q");
+    }
+
+    #[test]
+    fn channels_and_tags_round_trip() {
+        assert_eq!(
+            parse_ready_channel(&ready_channel("n-s", "q_1")),
+            Some(("n-s", "q_1"))
+        );
+        assert_eq!(parse_bucket_tag(&bucket_tag("ns", 12)), Some(("ns", 12)));
+        assert_eq!(parse_bucket_tag("ns"), None);
+        assert_eq!(ready_channel_prefix("ns") + "q", ready_channel("ns", "q"));
+    }
+}

@@ -1,0 +1,70 @@
+//! The Lua scripts, each prefixed with `lua/lib.lua`, run with `EVALSHA` and
+//! loaded again when the shard answers `NOSCRIPT` (after a restart or a
+//! failover to a replica that never saw them).
+
+use std::sync::LazyLock;
+
+use fred::types::scripts::Script;
+
+macro_rules! script {
+    ($name:literal) => {
+        concat!(
+            include_str!("../lua/lib.lua"),
+            "\n",
+            include_str!(concat!("../lua/", $name, ".lua"))
+        )
+    };
+}
+
+/// Every script, parsed once.
+#[derive(Debug)]
+pub struct Scripts {
+    pub publish: Script,
+    pub republish: Script,
+    pub consume: Script,
+    pub release: Script,
+    pub delete: Script,
+    pub peek_job: Script,
+    pub peek_queue: Script,
+    pub counts: Script,
+    pub destroy: Script,
+    pub dead_peek: Script,
+    pub dead_move: Script,
+    pub pump: Script,
+}
+
+/// The scripts of this build.
+pub static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    publish: Script::from_lua(script!("publish")),
+    republish: Script::from_lua(script!("republish")),
+    consume: Script::from_lua(script!("consume")),
+    release: Script::from_lua(script!("release")),
+    delete: Script::from_lua(script!("delete")),
+    peek_job: Script::from_lua(script!("peek_job")),
+    peek_queue: Script::from_lua(script!("peek_queue")),
+    counts: Script::from_lua(script!("counts")),
+    destroy: Script::from_lua(script!("destroy")),
+    dead_peek: Script::from_lua(script!("dead_peek")),
+    dead_move: Script::from_lua(script!("dead_move")),
+    pump: Script::from_lua(script!("pump")),
+});
+
+impl Scripts {
+    /// All scripts, for loading them up front.
+    pub fn all(&self) -> [&Script; 12] {
+        [
+            &self.publish,
+            &self.republish,
+            &self.consume,
+            &self.release,
+            &self.delete,
+            &self.peek_job,
+            &self.peek_queue,
+            &self.counts,
+            &self.destroy,
+            &self.dead_peek,
+            &self.dead_move,
+            &self.pump,
+        ]
+    }
+}

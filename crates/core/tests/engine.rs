@@ -1,0 +1,506 @@
+//! The Lua engine against a real Redis: every state change, checked both
+//! through the engine and, with an independent client, in what Redis holds.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use redis::Commands;
+use sundial_core::{EngineError, JobId, NewJob, Schedule, Shard, ShardOptions, keys::BucketKeys};
+use sundial_tests::{RedisServer, wait_until_async};
+
+const B: u32 = 8;
+const ALL: [u32; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+
+async fn shard(redis: &RedisServer) -> Shard {
+    let s = Shard::connect("test", &ShardOptions::new(redis.url())).expect("connect");
+    s.wait_connected(Duration::from_secs(5))
+        .await
+        .expect("connected");
+    s
+}
+
+fn job(body: &str) -> NewJob {
+    NewJob {
+        id: JobId::mint(false),
+        attrs: String::new(),
+        body: Bytes::from(body.to_owned()),
+    }
+}
+
+fn now_sched(tries: u16) -> Schedule {
+    Schedule {
+        delay_ms: 0,
+        ttl_ms: 0,
+        tries,
+    }
+}
+
+async fn publish(s: &Shard, queue: &str, sched: Schedule, body: &str) -> JobId {
+    let j = job(body);
+    s.publish(
+        "ns",
+        j.id.bucket(B),
+        queue,
+        &sched,
+        std::slice::from_ref(&j),
+    )
+    .await
+    .expect("publish");
+    j.id
+}
+
+#[tokio::test]
+async fn publish_consume_ack_leaves_nothing_behind() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", now_sched(3), "hello").await;
+
+    let c = s.counts("ns", &ALL, "q").await.expect("counts");
+    assert_eq!((c.ready, c.delayed, c.reserved, c.dead), (1, 0, 0, 0));
+
+    let got = s
+        .consume("ns", &ALL, &["q"], 1, 30_000)
+        .await
+        .expect("consume");
+    assert_eq!(got.len(), 1);
+    let d = &got[0];
+    assert_eq!(d.job.id, id.as_str());
+    assert_eq!(d.job.body, Bytes::from_static(b"hello"));
+    assert_eq!(d.job.tries_left, 2);
+    assert_eq!(d.job.queue, "q");
+    assert_eq!(d.bucket, id.bucket(B));
+    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").reserved, 1);
+    // Nothing else to take.
+    assert!(
+        s.consume("ns", &ALL, &["q"], 1, 30_000)
+            .await
+            .expect("consume")
+            .is_empty()
+    );
+
+    assert!(s.delete("ns", d.bucket, "q", &id).await.expect("ack"));
+    assert!(!s.delete("ns", d.bucket, "q", &id).await.expect("ack twice"));
+
+    let k = BucketKeys::new("ns", id.bucket(B));
+    let mut r = redis.client();
+    let jobs: u64 = r.hlen(k.jobs()).expect("hlen");
+    let timer: u64 = r.zcard(k.timer()).expect("zcard");
+    assert_eq!(
+        (jobs, timer),
+        (0, 0),
+        "an acked job leaves no record and no timer entry"
+    );
+    let c = s.counts("ns", &ALL, "q").await.expect("counts");
+    assert_eq!(c, Default::default());
+}
+
+#[tokio::test]
+async fn delete_needs_the_right_queue() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", now_sched(1), "x").await;
+    assert!(
+        !s.delete("ns", id.bucket(B), "other", &id)
+            .await
+            .expect("delete")
+    );
+    assert!(
+        s.peek_job("ns", id.bucket(B), "q", &id)
+            .await
+            .expect("peek")
+            .is_some()
+    );
+    assert!(
+        s.peek_job("ns", id.bucket(B), "other", &id)
+            .await
+            .expect("peek")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn delayed_jobs_wait_for_the_pump() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let sched = Schedule {
+        delay_ms: 150,
+        ttl_ms: 0,
+        tries: 1,
+    };
+    let id = publish(&s, "q", sched, "later").await;
+    let b = id.bucket(B);
+    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").delayed, 1);
+    assert!(
+        s.consume("ns", &ALL, &["q"], 1, 1000)
+            .await
+            .expect("consume")
+            .is_empty()
+    );
+
+    let early = s.pump("ns", b, 100).await.expect("pump");
+    assert_eq!(early.processed, 0, "nothing is due before its time");
+    let due = early.next_due_ms.expect("the bucket has a deadline");
+
+    wait_until_async(Duration::from_secs(5), "the job to become due", || async {
+        s.pump("ns", b, 100).await.expect("pump").to_ready == 1
+    })
+    .await;
+    let got = s
+        .consume("ns", &ALL, &["q"], 1, 1000)
+        .await
+        .expect("consume");
+    assert_eq!(got.len(), 1);
+    assert!(
+        got[0].job.elapsed_ms >= 150,
+        "delivered after its delay: {:?}",
+        got[0].job
+    );
+    assert!(due > 0);
+}
+
+#[tokio::test]
+async fn ttr_retries_then_dead_letters_then_respawns() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", now_sched(2), "work").await;
+    let b = id.bucket(B);
+
+    // First delivery; the worker "dies".
+    let d1 = s.consume("ns", &ALL, &["q"], 1, 50).await.expect("consume");
+    assert_eq!(d1[0].job.tries_left, 1);
+    wait_until_async(Duration::from_secs(5), "the TTR to run out", || async {
+        s.pump("ns", b, 100).await.expect("pump").retried == 1
+    })
+    .await;
+    // Second and last delivery; the worker dies again.
+    let d2 = s.consume("ns", &ALL, &["q"], 1, 50).await.expect("consume");
+    assert_eq!(d2.len(), 1);
+    assert_eq!(d2[0].job.tries_left, 0);
+    wait_until_async(Duration::from_secs(5), "the job to go dead", || async {
+        s.pump("ns", b, 100).await.expect("pump").dead == 1
+    })
+    .await;
+    let c = s.counts("ns", &ALL, "q").await.expect("counts");
+    assert_eq!((c.ready, c.reserved, c.dead), (0, 0, 1));
+    assert_eq!(
+        s.dead_head("ns", &ALL, "q").await.expect("head"),
+        Some(id.to_string())
+    );
+
+    assert_eq!(
+        s.respawn("ns", &ALL, "q", 10, 60_000)
+            .await
+            .expect("respawn"),
+        1
+    );
+    let d3 = s
+        .consume("ns", &ALL, &["q"], 1, 1000)
+        .await
+        .expect("consume");
+    assert_eq!(d3[0].job.id, id.as_str());
+    assert_eq!(d3[0].job.tries_left, 0, "a respawned job has one try");
+    assert!(d3[0].job.ttl_ms > 0 && d3[0].job.ttl_ms <= 60_000);
+}
+
+#[tokio::test]
+async fn dead_letter_delete_respects_limit() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    for i in 0..5 {
+        publish(&s, "q", now_sched(1), &format!("j{i}")).await;
+    }
+    let got = s.consume("ns", &ALL, &["q"], 5, 1).await.expect("consume");
+    assert_eq!(got.len(), 5);
+    wait_until_async(Duration::from_secs(5), "all five to go dead", || async {
+        for b in ALL {
+            s.pump("ns", b, 100).await.expect("pump");
+        }
+        s.counts("ns", &ALL, "q").await.expect("counts").dead == 5
+    })
+    .await;
+    assert_eq!(s.dead_delete("ns", &ALL, "q", 2).await.expect("delete"), 2);
+    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").dead, 3);
+    assert_eq!(
+        s.dead_delete("ns", &ALL, "q", 100).await.expect("delete"),
+        3
+    );
+    assert_eq!(s.dead_head("ns", &ALL, "q").await.expect("head"), None);
+    let mut r = redis.client();
+    for b in ALL {
+        let n: u64 = r.hlen(BucketKeys::new("ns", b).jobs()).expect("hlen");
+        assert_eq!(n, 0);
+    }
+}
+
+#[tokio::test]
+async fn expired_jobs_are_skipped_within_the_same_consume() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let short = Schedule {
+        delay_ms: 0,
+        ttl_ms: 30,
+        tries: 1,
+    };
+    let mut expiring = Vec::new();
+    for _ in 0..3 {
+        expiring.push(publish(&s, "q", short, "old").await);
+    }
+    let keeper = publish(&s, "q", now_sched(1), "new").await;
+    // Deleted before anyone consumed it: a stale list entry.
+    let recalled = publish(&s, "q", now_sched(1), "recalled").await;
+    assert!(
+        s.delete("ns", recalled.bucket(B), "q", &recalled)
+            .await
+            .expect("delete")
+    );
+    tokio::time::sleep(Duration::from_millis(60)).await; // let the TTL pass (the thing under test is time)
+    let got = s
+        .consume("ns", &ALL, &["q"], 10, 1000)
+        .await
+        .expect("consume");
+    assert_eq!(got.len(), 1, "only the live job is delivered: {got:?}");
+    assert_eq!(got[0].job.id, keeper.as_str());
+    let c = s.counts("ns", &ALL, "q").await.expect("counts");
+    assert_eq!(
+        (c.ready, c.reserved),
+        (0, 1),
+        "size counts only jobs that still exist"
+    );
+}
+
+#[tokio::test]
+async fn the_pump_drops_expired_jobs_and_fixes_counts() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(
+        &s,
+        "q",
+        Schedule {
+            delay_ms: 0,
+            ttl_ms: 20,
+            tries: 1,
+        },
+        "x",
+    )
+    .await;
+    wait_until_async(
+        Duration::from_secs(5),
+        "the pump to drop the job",
+        || async { s.pump("ns", id.bucket(B), 100).await.expect("pump").expired == 1 },
+    )
+    .await;
+    assert_eq!(
+        s.counts("ns", &ALL, "q").await.expect("counts"),
+        Default::default()
+    );
+    let mut r = redis.client();
+    let n: u64 = r
+        .hlen(BucketKeys::new("ns", id.bucket(B)).jobs())
+        .expect("hlen");
+    assert_eq!(n, 0);
+}
+
+#[tokio::test]
+async fn queues_are_served_in_priority_order_and_batches_span_buckets() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    for i in 0..20 {
+        publish(&s, "low", now_sched(1), &format!("low{i}")).await;
+    }
+    for i in 0..3 {
+        publish(&s, "high", now_sched(1), &format!("high{i}")).await;
+    }
+    let got = s
+        .consume("ns", &ALL, &["high", "low"], 5, 1000)
+        .await
+        .expect("consume");
+    let queues: Vec<&str> = got.iter().map(|d| d.job.queue.as_str()).collect();
+    assert_eq!(queues, ["high", "high", "high", "low", "low"]);
+    let rest = s
+        .consume("ns", &ALL, &["low"], 100, 1000)
+        .await
+        .expect("consume");
+    assert_eq!(rest.len(), 18);
+}
+
+#[tokio::test]
+async fn bulk_publish_is_all_or_nothing() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let taken = publish(&s, "q", now_sched(1), "first").await;
+    let b = taken.bucket(B);
+    let mut jobs: Vec<NewJob> = (0..3)
+        .map(|_| NewJob {
+            id: JobId::mint_in_bucket(false, b, B),
+            attrs: String::new(),
+            body: Bytes::from_static(b"bulk"),
+        })
+        .collect();
+    jobs.push(NewJob {
+        id: taken.clone(),
+        attrs: String::new(),
+        body: Bytes::from_static(b"clash"),
+    });
+    let err = s
+        .publish("ns", b, "q", &now_sched(1), &jobs)
+        .await
+        .expect_err("an id clash fails the whole batch");
+    assert!(matches!(err, EngineError::Redis { .. }), "{err:?}");
+    let mut r = redis.client();
+    let n: u64 = r.hlen(BucketKeys::new("ns", b).jobs()).expect("hlen");
+    assert_eq!(n, 1, "nothing of the failed batch was stored");
+    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 1);
+
+    jobs.pop();
+    s.publish("ns", b, "q", &now_sched(1), &jobs)
+        .await
+        .expect("bulk");
+    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 4);
+}
+
+#[tokio::test]
+async fn republish_replaces_atomically() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let old = publish(&s, "q", now_sched(1), "v1").await;
+    let b = old.bucket(B);
+    let new = NewJob {
+        id: JobId::mint_in_bucket(false, b, B),
+        attrs: String::new(),
+        body: Bytes::from_static(b"v2"),
+    };
+    let sched = Schedule {
+        delay_ms: 0,
+        ttl_ms: 0,
+        tries: 2,
+    };
+    assert!(
+        s.republish("ns", b, "q", &old, &sched, &new)
+            .await
+            .expect("republish")
+    );
+    assert!(
+        s.peek_job("ns", b, "q", &old)
+            .await
+            .expect("peek")
+            .is_none()
+    );
+    let got = s
+        .consume("ns", &ALL, &["q"], 10, 1000)
+        .await
+        .expect("consume");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].job.body, Bytes::from_static(b"v2"));
+    assert_eq!(got[0].job.tries_left, 1);
+}
+
+#[tokio::test]
+async fn peek_shows_the_head_without_taking_it() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    assert!(s.peek_queue("ns", &ALL, "q").await.expect("peek").is_none());
+    let first = publish(&s, "q", now_sched(1), "a").await;
+    tokio::time::sleep(Duration::from_millis(3)).await; // distinct publish times
+    publish(&s, "q", now_sched(1), "b").await;
+    let head = s
+        .peek_queue("ns", &ALL, "q")
+        .await
+        .expect("peek")
+        .expect("a head");
+    assert_eq!(head.id, first.as_str());
+    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 2);
+    let by_id = s
+        .peek_job("ns", first.bucket(B), "q", &first)
+        .await
+        .expect("peek")
+        .expect("the job");
+    assert_eq!(by_id.body, Bytes::from_static(b"a"));
+}
+
+#[tokio::test]
+async fn destroy_drops_ready_jobs_only() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    for _ in 0..30 {
+        publish(&s, "q", now_sched(1), "r").await;
+    }
+    publish(
+        &s,
+        "q",
+        Schedule {
+            delay_ms: 60_000,
+            ttl_ms: 0,
+            tries: 1,
+        },
+        "d",
+    )
+    .await;
+    assert_eq!(s.destroy("ns", &ALL, "q").await.expect("destroy"), 30);
+    let c = s.counts("ns", &ALL, "q").await.expect("counts");
+    assert_eq!((c.ready, c.delayed), (0, 1));
+}
+
+#[tokio::test]
+async fn release_gives_the_job_and_its_try_back() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", now_sched(1), "x").await;
+    let d = s
+        .consume("ns", &ALL, &["q"], 1, 60_000)
+        .await
+        .expect("consume");
+    assert!(s.release("ns", &d[0]).await.expect("release"));
+    assert!(
+        !s.release("ns", &d[0]).await.expect("release twice"),
+        "fenced"
+    );
+    let again = s
+        .consume("ns", &ALL, &["q"], 1, 60_000)
+        .await
+        .expect("consume");
+    assert_eq!(again[0].job.id, id.as_str());
+    assert_eq!(again[0].job.tries_left, 0);
+}
+
+#[tokio::test]
+async fn startup_check_refuses_evicting_redis_and_bucket_changes() {
+    let evicting = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let s = shard(&evicting).await;
+    let err = s.check(B).await.expect_err("allkeys-lru loses jobs");
+    assert!(err.to_string().contains("noeviction"), "{err}");
+
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let ok = s.check(B).await.expect("a safe shard");
+    assert_eq!(ok.maxmemory_policy, "noeviction");
+    assert!(!ok.aof_enabled);
+    let err = s.check(B * 2).await.expect_err("bucket count is pinned");
+    assert!(err.to_string().contains("cannot change"), "{err}");
+}
+
+#[tokio::test]
+async fn scripts_reload_after_script_flush() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    s.load_scripts().await.expect("load");
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut redis.client())
+        .expect("flush");
+    publish(&s, "q", now_sched(1), "x").await;
+    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 1);
+}
+
+#[tokio::test]
+async fn a_dead_shard_is_unavailable_not_a_panic() {
+    let mut redis = RedisServer::start();
+    let s = shard(&redis).await;
+    redis.kill();
+    let err = s.counts("ns", &ALL, "q").await.expect_err("redis is gone");
+    assert!(err.is_unavailable(), "{err:?}");
+    redis.restart();
+    s.wait_connected(Duration::from_secs(10))
+        .await
+        .expect("reconnects by itself");
+    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 0);
+}

@@ -1,0 +1,43 @@
+//! Harness for Sundial's tests: real `redis-server` and `sundial` processes,
+//! started on free loopback ports and stopped on drop.
+//!
+//! - [`RedisServer`]: a throwaway Redis, which a test may kill and restart.
+//! - [`Sundial`]: the real `sundial` binary with a generated config.
+//! - [`wait_until`]: the only way tests wait (no sleeps as synchronisation).
+
+mod redis_server;
+
+pub use redis_server::RedisServer;
+
+use std::{
+    net::TcpListener,
+    time::{Duration, Instant},
+};
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// Polls `cond` until it holds or `timeout` passes; panics with `what` then.
+pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The async form of [`wait_until`].
+pub async fn wait_until_async<F, Fut>(timeout: Duration, what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !cond().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -1,0 +1,112 @@
+//! A real `redis-server` on a free port, in its own temporary directory.
+
+use std::{
+    net::TcpStream,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use crate::{free_port, wait_until};
+
+/// A throwaway Redis. Killed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+    args: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts a Redis with no persistence.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a Redis with extra `redis-server` arguments
+    /// (e.g. `["--maxmemory-policy", "allkeys-lru"]`).
+    pub fn start_with(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut s = Self {
+            child: None,
+            port: free_port(),
+            dir,
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(redis_server_bin())
+            .arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server (install it with: apt-get install redis-server)");
+        self.child = Some(child);
+        let port = self.port;
+        wait_until(Duration::from_secs(10), "redis-server to accept", || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// An independent client, to check what Redis really holds.
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .expect("redis url")
+            .get_connection()
+            .expect("connect to test redis")
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to go.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the server again on the same port (its data is gone unless it
+    /// was started with persistence).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// Bytes of memory Redis reports as used (`INFO memory`, `used_memory`).
+    pub fn used_memory(&self) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query(&mut self.client())
+            .expect("INFO memory");
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("used_memory in INFO")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn redis_server_bin() -> PathBuf {
+    std::env::var_os("REDIS_SERVER").map_or_else(|| PathBuf::from("redis-server"), PathBuf::from)
+}
