@@ -5,9 +5,13 @@
 //! - [`Sundial`]: the real `sundial` binary with a generated config.
 //! - [`wait_until`]: the only way tests wait (no sleeps as synchronisation).
 
+mod client;
 mod redis_server;
+mod sundial;
 
+pub use client::{Api, Resp, create_token};
 pub use redis_server::RedisServer;
+pub use sundial::{Sundial, SundialConfig};
 
 use std::{
     net::TcpListener,

@@ -4,7 +4,7 @@
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash
 -- ARGV[1]: bucket key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue)
 -- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
--- Returns: {processed, to_ready, retried, dead, expired, next_due_ms (-1 = none), oldest_due_ms (-1 = none)}
+-- Returns: {processed, to_ready, retried, dead, expired, next_due_ms (-1 = none), oldest_due_ms (-1 = none), now_ms}
 -- where oldest_due_ms is the score of the first entry handled (for lag).
 --
 -- The ready and dead lists are named here rather than passed in KEYS because
@@ -58,4 +58,4 @@ for q, n in pairs(woken) do
 end
 
 local next_due = zmin(tkey) or -1
-return { #due / 2, to_ready, retried, dead, gone, next_due, oldest }
+return { #due / 2, to_ready, retried, dead, gone, next_due, oldest, now }

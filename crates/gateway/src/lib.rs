@@ -1,1 +1,159 @@
-//! placeholder
+//! Sundial's gateway: the lmstfy-compatible HTTP API, the admin API, and the
+//! `sundial` binary's commands.
+//!
+//! - [`api`]: the public job API, one file per resource.
+//! - [`admin`]: tokens, pools, info, metrics, health, on a second listener.
+//! - [`tokens`]: the token table, replicated into every gateway.
+//! - [`wakeups`]: long polls woken through Redis pub/sub.
+//! - [`config`]: figment configuration.
+//!
+//! [`serve`] runs a gateway (with its pumps unless `pump.enabled = false`);
+//! [`pumpd`] runs the pumps alone. Both stop when their
+//! `CancellationToken` is cancelled: listeners stop accepting, requests in
+//! flight finish within the grace period, waiting consumers get a 404.
+//!
+//! Errors: handlers return [`api::error::ApiError`]; startup uses `anyhow`.
+
+pub mod admin;
+pub mod api;
+pub mod config;
+mod http;
+pub mod state;
+pub mod telemetry;
+pub mod tokens;
+pub mod wakeups;
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use anyhow::Context;
+use sundial_router::{Router, Topology};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use config::Config;
+use state::AppState;
+
+/// How long startup waits for each shard to answer.
+const STARTUP_WAIT: Duration = Duration::from_secs(15);
+
+/// Connects every pool and checks every shard (eviction policy, AOF,
+/// bucket count), loading the scripts.
+async fn connect(config: &Config) -> anyhow::Result<Arc<Router>> {
+    let topology = Topology::build(&config.pools)?;
+    for pool in topology.pools() {
+        for shard in pool.shards() {
+            shard
+                .wait_connected(STARTUP_WAIT)
+                .await
+                .with_context(|| format!("shard {} did not answer within {STARTUP_WAIT:?}", shard.name()))?;
+            let check = shard.check(pool.buckets()).await?;
+            if !check.aof_enabled {
+                tracing::warn!(
+                    shard = shard.name(),
+                    "AOF is off: a Redis restart loses every job since the last snapshot; \
+                     set `appendonly yes` for durability"
+                );
+            }
+            shard.load_scripts().await?;
+            tracing::info!(
+                pool = pool.name(),
+                shard = shard.name(),
+                redis = check.redis_version,
+                buckets = pool.buckets(),
+                "shard ready"
+            );
+        }
+    }
+    Ok(Arc::new(Router::new(topology)))
+}
+
+/// Runs the gateway on the given listeners until `shutdown` is cancelled.
+pub async fn serve(
+    config: Config,
+    api: TcpListener,
+    admin: TcpListener,
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let router = connect(&config).await?;
+    let topology = router.topology();
+
+    let admin_shard = match &config.admin_redis {
+        Some(url) => {
+            let s = sundial_core::Shard::connect("admin", &sundial_core::ShardOptions::new(url.clone()))?;
+            s.wait_connected(STARTUP_WAIT).await.context("admin redis did not answer")?;
+            s
+        }
+        None => topology
+            .pool("default")
+            .and_then(|p| p.shards().next().cloned())
+            .context("no default pool")?,
+    };
+    let tokens = tokens::TokenStore::new(admin_shard);
+    tokens.reload().await.context("cannot load the token table")?;
+
+    let mut wakeups = HashMap::new();
+    for pool in topology.pools() {
+        for shard in pool.shards() {
+            wakeups.insert(
+                shard.name().to_owned(),
+                wakeups::Wakeups::start(shard, shutdown.clone())?,
+            );
+        }
+    }
+    drop(topology);
+
+    let state = AppState::new(
+        router.clone(),
+        tokens.clone(),
+        wakeups,
+        config.limits.limits(),
+        config.accounts.clone(),
+        metrics,
+        shutdown.clone(),
+    );
+    let background = CancellationToken::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(tokens.run(background.clone()));
+    if config.pump.enabled {
+        tasks.spawn(sundial_pumpd::run(router.clone(), config.pump_options(), background.clone()));
+    }
+
+    let api_app = api::router(state.clone()).layer(axum::middleware::from_fn(http::observe));
+    let admin_app = admin::router(state.clone()).layer(axum::middleware::from_fn(http::observe));
+    tracing::info!(
+        api = %api.local_addr()?,
+        admin = %admin.local_addr()?,
+        pump = config.pump.enabled,
+        "sundial gateway listening"
+    );
+    state.set_ready(true);
+
+    let api_server = axum::serve(api, api_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let admin_server =
+        axum::serve(admin, admin_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let servers = async { tokio::try_join!(api_server.into_future(), admin_server.into_future()) };
+    let grace = config.shutdown_grace();
+    tokio::select! {
+        r = servers => { r?; }
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+        } => tracing::warn!(?grace, "requests still in flight after the grace period; stopping anyway"),
+    }
+    // Pumps and the token poller stop only after the listeners, so requests
+    // in flight keep their wake-ups and tokens until the end.
+    background.cancel();
+    while tasks.join_next().await.is_some() {}
+    tracing::info!("sundial gateway stopped");
+    Ok(())
+}
+
+/// Runs the pumps alone until `shutdown` is cancelled.
+pub async fn pumpd(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let router = connect(&config).await?;
+    tracing::info!("sundial pumpd running");
+    sundial_pumpd::run(router, config.pump_options(), shutdown).await;
+    tracing::info!("sundial pumpd stopped");
+    Ok(())
+}

@@ -1,1 +1,103 @@
-fn main() {}
+//! `sundial`: the gateway and pump daemon.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use sundial_gateway::{Config, telemetry};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(name = "sundial", version, about = "Delayed and retried jobs over Redis, with lmstfy's HTTP API")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP gateway (and, unless `pump.enabled = false`, the pumps).
+    Serve {
+        /// TOML config file; `SUNDIAL_*` environment variables override it.
+        #[arg(long, short, env = "SUNDIAL_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Run the pumps alone, without the HTTP API.
+    Pumpd {
+        #[arg(long, short, env = "SUNDIAL_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Check a config file and exit.
+    CheckConfig {
+        #[arg(long, short, env = "SUNDIAL_CONFIG")]
+        config: Option<PathBuf>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let (Command::Serve { config: file } | Command::Pumpd { config: file } | Command::CheckConfig { config: file }) =
+        &cli.command;
+    let config = Config::load(file.as_deref())?;
+    if matches!(cli.command, Command::CheckConfig { .. }) {
+        println!("{}", toml_summary(&config));
+        return Ok(());
+    }
+    telemetry::init_logs(&config.log);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(on_signal(shutdown.clone()));
+    match cli.command {
+        Command::Serve { .. } => {
+            let metrics = telemetry::init_metrics()?;
+            let api = tokio::net::TcpListener::bind(config.listen)
+                .await
+                .with_context(|| format!("cannot listen on {}", config.listen))?;
+            let admin = tokio::net::TcpListener::bind(config.admin_listen)
+                .await
+                .with_context(|| format!("cannot listen on {}", config.admin_listen))?;
+            sundial_gateway::serve(config, api, admin, metrics, shutdown).await
+        }
+        Command::Pumpd { .. } => {
+            let _metrics = telemetry::init_metrics()?;
+            sundial_gateway::pumpd(config, shutdown).await
+        }
+        Command::CheckConfig { .. } => Ok(()),
+    }
+}
+
+fn toml_summary(config: &Config) -> String {
+    let pools: Vec<String> = config
+        .pools
+        .iter()
+        .map(|(n, p)| format!("{n} ({} shard(s), {} buckets)", p.shards.len(), p.buckets))
+        .collect();
+    format!(
+        "config ok: api {}, admin {}, pools: {}",
+        config.listen,
+        config.admin_listen,
+        pools.join(", ")
+    )
+}
+
+/// Cancels `shutdown` on SIGINT or SIGTERM.
+async fn on_signal(shutdown: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutting down: no new requests, finishing those in flight");
+    shutdown.cancel();
+}

@@ -1,1 +1,63 @@
-//! placeholder
+//! Pumps: the timer loops that move due jobs of every bucket.
+//!
+//! For each shard of each pool, [`run`] keeps one task per (namespace,
+//! bucket) held by that shard. A bucket's task calls the pump script, then
+//! sleeps until the bucket's next deadline (as the script reports it, on the
+//! shard's clock). It wakes early when a script announces on
+//! [`sundial_core::keys::TIMER_CHANNEL`] that the bucket became due sooner,
+//! so a job is moved within milliseconds of its due time and an idle bucket
+//! costs one call per [`PumpOptions::idle_check`].
+//!
+//! Which buckets exist comes from the shard's registry of namespaces (kept
+//! by publish), read every [`PumpOptions::registry_refresh`], and from timer
+//! announcements for buckets not yet known.
+//!
+//! This is the single-process pump: every process that runs it pumps every
+//! bucket (harmless, as each pump call is atomic, but wasteful). Leases that
+//! give each bucket one pump at a time come with issue #4.
+
+mod bucket;
+mod shard;
+
+use std::{sync::Arc, time::Duration};
+
+use sundial_router::Router;
+use tokio_util::sync::CancellationToken;
+
+/// How the pumps behave.
+#[derive(Debug, Clone)]
+pub struct PumpOptions {
+    /// Timer entries one pump call handles at most.
+    pub batch: u32,
+    /// How long an idle bucket sleeps before it checks again anyway.
+    pub idle_check: Duration,
+    /// How often the namespace registry is read for new buckets.
+    pub registry_refresh: Duration,
+    /// How long to wait after a failed pump call.
+    pub retry_after: Duration,
+}
+
+impl Default for PumpOptions {
+    fn default() -> Self {
+        Self {
+            batch: 500,
+            idle_check: Duration::from_secs(10),
+            registry_refresh: Duration::from_secs(5),
+            retry_after: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Pumps every bucket of every pool of the router's topology until
+/// `shutdown` is cancelled.
+pub async fn run(router: Arc<Router>, opts: PumpOptions, shutdown: CancellationToken) {
+    let topology = router.topology();
+    let mut tasks = tokio::task::JoinSet::new();
+    for pool in topology.pools() {
+        for shard in pool.shards() {
+            let pumps = shard::ShardPumps::new(pool.clone(), shard.clone(), opts.clone());
+            tasks.spawn(pumps.run(shutdown.clone()));
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+}

@@ -22,6 +22,8 @@ pub struct PumpOutcome {
     pub next_due_ms: Option<u64>,
     /// The deadline of the first entry handled: how late the pump was.
     pub oldest_due_ms: Option<u64>,
+    /// The shard's clock when the call ran (ms).
+    pub now_ms: u64,
 }
 
 impl Shard {
@@ -50,6 +52,7 @@ impl Shard {
             expired: f.uint()?,
             next_due_ms: opt(f.int()?),
             oldest_due_ms: opt(f.int()?),
+            now_ms: f.uint()?,
         })
     }
 }

@@ -142,7 +142,8 @@ impl Shard {
         }
     }
 
-    pub(crate) fn err(&self, e: RedisError) -> EngineError {
+    /// Classifies a Redis error of this shard (see [`EngineError`]).
+    pub fn err(&self, e: RedisError) -> EngineError {
         EngineError::from_redis(&self.inner.name, e)
     }
 

@@ -1,0 +1,75 @@
+//! Read-only admin endpoints: pools, info, version, metrics, health.
+
+use std::{collections::BTreeMap, collections::HashMap, sync::Arc};
+
+use axum::{
+    Json,
+    extract::{Query, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+use serde_json::json;
+
+use crate::{api::error::ApiError, state::AppState};
+
+/// `GET /pools`: the pool names.
+pub(super) async fn pools(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    let names: Vec<String> = state.router.topology().pools().map(|p| p.name().to_owned()).collect();
+    Json(names)
+}
+
+/// `GET /info?pool=`: `{namespace: [queues]}` of a pool (default: `default`).
+pub(super) async fn info(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let name = q.get("pool").filter(|p| !p.is_empty()).map_or("default", String::as_str);
+    let topology = state.router.topology();
+    let Some(pool) = topology.pool(name) else {
+        return Err(ApiError::NotFound("pool not found"));
+    };
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for shard in pool.shards() {
+        for ns in shard.namespaces().await? {
+            let queues = shard.queues(&ns).await?;
+            out.entry(ns).or_default().extend(queues);
+        }
+    }
+    for queues in out.values_mut() {
+        queues.sort();
+        queues.dedup();
+    }
+    Ok(Json(out))
+}
+
+/// `GET /version`
+pub(super) async fn version() -> impl IntoResponse {
+    Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "build_commit": option_env!("SUNDIAL_BUILD_COMMIT").unwrap_or("unknown"),
+        "build_date": option_env!("SUNDIAL_BUILD_DATE").unwrap_or("unknown"),
+    }))
+}
+
+/// `GET /metrics`: Prometheus text format.
+pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+}
+
+/// `GET /live`: the process answers.
+pub(super) async fn live() -> impl IntoResponse {
+    Json(json!({ "status": "ok" }))
+}
+
+/// `GET /ready`: 200 once the topology is loaded and every shard answers.
+pub(super) async fn ready(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    let shards_up = state.router.topology().pools().all(|p| p.shards().all(|s| s.is_connected()));
+    if state.is_ready() && shards_up && !state.shutdown.is_cancelled() {
+        (StatusCode::OK, Json(json!({ "status": "ready" })))
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not ready" })))
+    }
+}

@@ -1,0 +1,69 @@
+//! The admin API, on its own listener: tokens, pools, info, version,
+//! metrics and health. Token routes need HTTP basic auth when accounts are
+//! configured; the rest are read-only and open, as in lmstfy.
+
+mod info;
+mod tokens;
+
+use std::sync::Arc;
+
+use axum::{
+    Router,
+    extract::{Request, State},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::{delete, get},
+};
+use base64::Engine;
+
+use crate::{api::error::ApiError, state::AppState};
+
+pub fn router(state: Arc<AppState>) -> Router {
+    let guarded = Router::new()
+        .route("/token/{ns}", get(tokens::list).post(tokens::create))
+        .route("/token/{ns}/{token}", delete(tokens::delete))
+        .route_layer(middleware::from_fn_with_state(state.clone(), basic_auth));
+    Router::new()
+        .merge(guarded)
+        .route("/pools", get(info::pools))
+        .route("/info", get(info::info))
+        .route("/version", get(info::version))
+        .route("/metrics", get(info::metrics))
+        .route("/live", get(info::live))
+        .route("/ready", get(info::ready))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("api not found")
+}
+
+async fn basic_auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if state.accounts.is_empty() || authorized(&state, &req) {
+        return next.run(req).await;
+    }
+    let mut resp = ApiError::Unauthorized("unauthorized").into_response();
+    resp.headers_mut().insert(
+        axum::http::header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static("Basic realm=\"sundial\""),
+    );
+    resp
+}
+
+fn authorized(state: &AppState, req: &Request) -> bool {
+    let Some(creds) = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+    else {
+        return false;
+    };
+    let Some((user, pass)) = creds.split_once(':') else {
+        return false;
+    };
+    state.accounts.get(user).is_some_and(|p| p == pass)
+}

@@ -1,0 +1,76 @@
+//! The one error type of the HTTP API: each case maps to a status and a
+//! stable JSON body in lmstfy's shapes. Internal causes are logged once,
+//! here, and never shown to clients.
+
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+use sundial_core::EngineError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400 `{"error": …}`
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401 `{"error": …}`
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// 404 `{"error": …}`
+    #[error("{0}")]
+    NotFound(&'static str),
+    /// 404 `{"msg": "no job available"}` (lmstfy's shape for an empty consume)
+    #[error("no job available")]
+    NoJob,
+    /// 413 `{"error": …}`
+    #[error("{0}")]
+    TooLarge(&'static str),
+    /// 503 `{"error": …}`: Redis unreachable; retry later.
+    #[error(transparent)]
+    Unavailable(EngineError),
+    /// 500 `{"error": "internal error"}`
+    #[error(transparent)]
+    Internal(anyhow::Error),
+}
+
+impl ApiError {
+    pub fn bad(msg: impl Into<String>) -> Self {
+        Self::BadRequest(msg.into())
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        if e.is_unavailable() {
+            Self::Unavailable(e)
+        } else {
+            Self::Internal(e.into())
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, body) = match &self {
+            Self::BadRequest(m) => (StatusCode::BAD_REQUEST, json!({ "error": m })),
+            Self::Unauthorized(m) => (StatusCode::UNAUTHORIZED, json!({ "error": m })),
+            Self::NotFound(m) => (StatusCode::NOT_FOUND, json!({ "error": m })),
+            Self::NoJob => (StatusCode::NOT_FOUND, json!({ "msg": "no job available" })),
+            Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": m })),
+            Self::Unavailable(e) => {
+                tracing::warn!(error = %e, "redis unavailable");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({ "error": "storage unavailable, retry later" }),
+                )
+            }
+            Self::Internal(e) => {
+                tracing::error!(error = format!("{e:#}"), "internal error");
+                (StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": "internal error" }))
+            }
+        };
+        (status, Json(body)).into_response()
+    }
+}

@@ -1,0 +1,57 @@
+//! One job by id: peek and delete (acknowledge).
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+use sundial_core::{JobId, job::check_queue};
+
+use super::{error::ApiError, render, tenant::Tenant};
+use crate::state::AppState;
+
+pub(super) fn job_id(path: &BTreeMap<String, String>) -> Result<JobId, ApiError> {
+    JobId::parse(path.get("job_id").map(String::as_str).unwrap_or_default())
+        .map_err(|e| ApiError::bad(e.to_string()))
+}
+
+pub(super) fn queue(path: &BTreeMap<String, String>) -> Result<String, ApiError> {
+    let q = path.get("queue").cloned().unwrap_or_default();
+    check_queue(&q).map_err(|e| ApiError::bad(e.to_string()))?;
+    Ok(q)
+}
+
+/// `GET /api/{ns}/{queue}/job/{job_id}`
+pub(super) async fn peek(
+    State(_state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(path): Path<BTreeMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue(&path)?;
+    let id = job_id(&path)?;
+    let bucket = id.bucket(tenant.pool.buckets());
+    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
+    match shard.peek_job(&tenant.ns, bucket, &queue, &id).await? {
+        Some(j) => Ok(Json(render::job(&tenant.ns, &j))),
+        None => Err(ApiError::NotFound("job not found")),
+    }
+}
+
+/// `DELETE /api/{ns}/{queue}/job/{job_id}`: 204 whether or not it existed.
+pub(super) async fn delete(
+    State(_state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(path): Path<BTreeMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue(&path)?;
+    let id = job_id(&path)?;
+    let bucket = id.bucket(tenant.pool.buckets());
+    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
+    if shard.delete(&tenant.ns, bucket, &queue, &id).await? {
+        metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned()).increment(1);
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

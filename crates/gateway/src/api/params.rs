@@ -1,0 +1,140 @@
+//! Query parameters, parsed as lmstfy parses them (unsigned integers, its
+//! error texts), with its defaults from the configured limits.
+
+use std::collections::HashMap;
+
+use sundial_core::{Limits, job::MAX_CONSUME_COUNT};
+
+use super::error::ApiError;
+
+/// The query string of a request.
+#[derive(Debug, Default)]
+pub(super) struct Params(pub HashMap<String, String>);
+
+impl Params {
+    /// An unsigned parameter, `default` when absent or empty, else 400
+    /// `invalid <name>`.
+    fn uint<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ApiError> {
+        match self.0.get(name).map(String::as_str) {
+            None | Some("") => Ok(default),
+            Some(v) => v.parse().map_err(|_| ApiError::bad(format!("invalid {name}"))),
+        }
+    }
+}
+
+/// What a publish asks for, in seconds as the client sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PublishParams {
+    pub(super) delay: u32,
+    pub(super) ttl: u32,
+    pub(super) tries: u16,
+}
+
+impl PublishParams {
+    pub(super) fn parse(p: &Params, limits: &Limits) -> Result<Self, ApiError> {
+        let delay = p.uint("delay", limits.default_delay_secs)?;
+        let ttl = p.uint("ttl", limits.default_ttl_secs)?;
+        let tries = p.uint("tries", limits.default_tries)?;
+        if tries == 0 {
+            return Err(ApiError::bad("tries shouldn't be zero"));
+        }
+        if ttl > 0 && ttl < delay {
+            return Err(ApiError::bad("ttl is shorter than delay"));
+        }
+        Ok(Self { delay, ttl, tries })
+    }
+
+    pub(super) fn schedule(&self) -> sundial_core::Schedule {
+        sundial_core::Schedule {
+            delay_ms: u64::from(self.delay) * 1000,
+            ttl_ms: u64::from(self.ttl) * 1000,
+            tries: self.tries,
+        }
+    }
+}
+
+/// What a consume asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ConsumeParams {
+    pub(super) ttr_ms: u64,
+    /// Already capped to the configured maximum.
+    pub(super) timeout_secs: u32,
+    pub(super) count: u32,
+}
+
+impl ConsumeParams {
+    pub(super) fn parse(p: &Params, limits: &Limits) -> Result<Self, ApiError> {
+        let ttr: u32 = p.uint("ttr", limits.default_ttr_secs)?;
+        let timeout: u32 = p.uint("timeout", limits.default_timeout_secs)?;
+        let count: u32 = p.uint("count", 1)?;
+        if count == 0 || count > MAX_CONSUME_COUNT {
+            return Err(ApiError::bad("invalid count"));
+        }
+        Ok(Self {
+            ttr_ms: u64::from(ttr) * 1000,
+            timeout_secs: timeout.min(limits.max_timeout_secs),
+            count,
+        })
+    }
+}
+
+/// `limit` of the dead-letter calls: default 1, at least 1.
+pub(super) fn limit(p: &Params) -> Result<u64, ApiError> {
+    match p.uint("limit", 1u64)? {
+        0 => Err(ApiError::bad("invalid limit")),
+        n => Ok(n),
+    }
+}
+
+/// `ttl` of a respawn: the configured default when absent, 0 = never expire.
+pub(super) fn respawn_ttl_ms(p: &Params, limits: &Limits) -> Result<u64, ApiError> {
+    Ok(u64::from(p.uint::<u32>("ttl", limits.default_ttl_secs)?) * 1000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> Params {
+        Params(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
+    }
+
+    fn msg(e: ApiError) -> String {
+        e.to_string()
+    }
+
+    #[test]
+    fn publish_defaults_and_errors_match_lmstfy() {
+        let l = Limits::default();
+        let p = PublishParams::parse(&params(&[]), &l).expect("defaults");
+        assert_eq!(p, PublishParams { delay: 0, ttl: 86_400, tries: 1 });
+        let err = |q: &[(&str, &str)]| msg(PublishParams::parse(&params(q), &l).expect_err("invalid"));
+        assert_eq!(err(&[("delay", "-1")]), "invalid delay");
+        assert_eq!(err(&[("delay", "4294967296")]), "invalid delay");
+        assert_eq!(err(&[("ttl", "x")]), "invalid ttl");
+        assert_eq!(err(&[("tries", "65536")]), "invalid tries");
+        assert_eq!(err(&[("tries", "0")]), "tries shouldn't be zero");
+        assert_eq!(err(&[("delay", "10"), ("ttl", "5")]), "ttl is shorter than delay");
+        let forever = PublishParams::parse(&params(&[("delay", "10"), ("ttl", "0")]), &l).expect("ttl 0");
+        assert_eq!(forever.ttl, 0);
+    }
+
+    #[test]
+    fn consume_caps_timeout_and_checks_count() {
+        let l = Limits::default();
+        let c = ConsumeParams::parse(&params(&[("timeout", "100000")]), &l).expect("ok");
+        assert_eq!(c.timeout_secs, 600);
+        assert_eq!(c.ttr_ms, 120_000);
+        let err = |q: &[(&str, &str)]| msg(ConsumeParams::parse(&params(q), &l).expect_err("invalid"));
+        assert_eq!(err(&[("count", "0")]), "invalid count");
+        assert_eq!(err(&[("count", "101")]), "invalid count");
+        assert_eq!(err(&[("ttr", "-5")]), "invalid ttr");
+        assert_eq!(err(&[("timeout", "1.5")]), "invalid timeout");
+    }
+
+    #[test]
+    fn dead_letter_limit() {
+        assert_eq!(limit(&params(&[])).expect("default"), 1);
+        assert_eq!(msg(limit(&params(&[("limit", "0")])).expect_err("zero")), "invalid limit");
+    }
+}

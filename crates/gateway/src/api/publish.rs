@@ -1,0 +1,224 @@
+//! Publish, bulk publish, and republish.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use axum::{
+    Json,
+    body::Body,
+    extract::{Path, State},
+    http::{HeaderMap, StatusCode},
+    response::IntoResponse,
+};
+use serde_json::{json, value::RawValue};
+use sundial_core::{
+    JobId, NewJob,
+    job::{
+        MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTE_VALUE_BYTES, MAX_ATTRIBUTES, MAX_BODY_BYTES,
+        MAX_BULK_JOBS, check_queue,
+    },
+};
+
+use super::{
+    body,
+    error::ApiError,
+    params::{Params, PublishParams},
+    tenant::Tenant,
+};
+use crate::state::AppState;
+
+/// Versioned ids and attributes, from `Enable-Job-Version: YES` and
+/// `Job-Attr-<Key>: <value>` headers (keys lower-cased, keys and values
+/// truncated as lmstfy does).
+fn version_and_attrs(headers: &HeaderMap) -> Result<(bool, String), ApiError> {
+    let versioned = headers
+        .get("enable-job-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("yes"));
+    if !versioned {
+        return Ok((false, String::new()));
+    }
+    let mut attrs = BTreeMap::new();
+    for (name, value) in headers {
+        let Some(key) = name.as_str().strip_prefix("job-attr-") else {
+            continue;
+        };
+        let value = String::from_utf8_lossy(value.as_bytes());
+        attrs.insert(truncate(key, MAX_ATTRIBUTE_KEY_BYTES), truncate(&value, MAX_ATTRIBUTE_VALUE_BYTES));
+    }
+    if attrs.len() > MAX_ATTRIBUTES {
+        return Err(ApiError::bad(format!(
+            "too many attributes, cannot exceed {MAX_ATTRIBUTES}"
+        )));
+    }
+    let json = if attrs.is_empty() {
+        String::new()
+    } else {
+        serde_json::to_string(&attrs).map_err(|e| ApiError::Internal(e.into()))?
+    };
+    Ok((true, json))
+}
+
+/// The first `max` bytes of `s`, cut at a character boundary.
+fn truncate(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+fn queue_of(params: &BTreeMap<String, String>) -> Result<String, ApiError> {
+    let queue = params.get("queue").cloned().unwrap_or_default();
+    check_queue(&queue).map_err(|e| ApiError::bad(e.to_string()))?;
+    Ok(queue)
+}
+
+/// `PUT /api/{ns}/{queue}`
+pub(super) async fn publish(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(path): Path<BTreeMap<String, String>>,
+    params: axum::extract::Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue_of(&path)?;
+    let p = PublishParams::parse(&Params(params.0), &state.limits)?;
+    let (versioned, attrs) = version_and_attrs(&headers)?;
+    let body = body::read(body, MAX_BODY_BYTES, "body too large").await?;
+    let job = NewJob {
+        id: JobId::mint(versioned),
+        attrs,
+        body,
+    };
+    let bucket = job.id.bucket(tenant.pool.buckets());
+    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
+    state.register(shard, &tenant.ns, &queue).await?;
+    shard
+        .publish(&tenant.ns, bucket, &queue, &p.schedule(), std::slice::from_ref(&job))
+        .await?;
+    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned()).increment(1);
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "msg": "published", "job_id": job.id.as_str() })),
+    ))
+}
+
+/// `PUT /api/{ns}/{queue}/bulk`: a JSON array; each element's raw JSON text
+/// is one job's body. All jobs are published, or none.
+pub(super) async fn bulk(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(path): Path<BTreeMap<String, String>>,
+    params: axum::extract::Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue_of(&path)?;
+    let p = PublishParams::parse(&Params(params.0), &state.limits)?;
+    let (versioned, attrs) = version_and_attrs(&headers)?;
+    // 64 bodies of up to 1 MiB, plus the array's punctuation.
+    let raw = body::read(body, MAX_BULK_JOBS * (MAX_BODY_BYTES + 16) + 16, "job too large").await?;
+    let items: Vec<&RawValue> = serde_json::from_slice(&raw)
+        .map_err(|_| ApiError::bad("request body should be an array of objects"))?;
+    if items.is_empty() {
+        return Err(ApiError::bad("no jobs"));
+    }
+    if items.len() > MAX_BULK_JOBS {
+        return Err(ApiError::bad("too many jobs"));
+    }
+    if items.iter().any(|i| i.get().len() > MAX_BODY_BYTES) {
+        return Err(ApiError::TooLarge("job too large"));
+    }
+    let buckets = tenant.pool.buckets();
+    let bucket = rand::random_range(0..buckets);
+    let jobs: Vec<NewJob> = items
+        .iter()
+        .map(|i| NewJob {
+            id: JobId::mint_in_bucket(versioned, bucket, buckets),
+            attrs: attrs.clone(),
+            body: bytes::Bytes::copy_from_slice(i.get().as_bytes()),
+        })
+        .collect();
+    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
+    state.register(shard, &tenant.ns, &queue).await?;
+    shard.publish(&tenant.ns, bucket, &queue, &p.schedule(), &jobs).await?;
+    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned())
+        .increment(jobs.len() as u64);
+    let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "msg": "published", "job_ids": ids })),
+    ))
+}
+
+/// `PUT /api/{ns}/{queue}/job/{job_id}`: deletes the job and publishes its
+/// replacement (a new id) in one atomic step.
+pub(super) async fn republish(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(path): Path<BTreeMap<String, String>>,
+    params: axum::extract::Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue_of(&path)?;
+    let old = super::jobs::job_id(&path)?;
+    let p = PublishParams::parse(&Params(params.0), &state.limits)?;
+    let (versioned, attrs) = version_and_attrs(&headers)?;
+    let body = body::read(body, MAX_BODY_BYTES, "body too large").await?;
+    let buckets = tenant.pool.buckets();
+    let bucket = old.bucket(buckets);
+    let job = NewJob {
+        id: JobId::mint_in_bucket(versioned, bucket, buckets),
+        attrs,
+        body,
+    };
+    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
+    state.register(shard, &tenant.ns, &queue).await?;
+    shard
+        .republish(&tenant.ns, bucket, &queue, &old, &p.schedule(), &job)
+        .await?;
+    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned()).increment(1);
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "msg": "published", "job_id": job.id.as_str() })),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attributes_need_the_version_header() {
+        let mut h = HeaderMap::new();
+        h.insert("job-attr-color", "red".parse().expect("header"));
+        assert_eq!(version_and_attrs(&h).expect("ok"), (false, String::new()));
+        h.insert("enable-job-version", "yes".parse().expect("header"));
+        assert_eq!(version_and_attrs(&h).expect("ok"), (true, r#"{"color":"red"}"#.to_owned()));
+    }
+
+    #[test]
+    fn attributes_are_truncated_and_counted() {
+        let mut h = HeaderMap::new();
+        h.insert("enable-job-version", "YES".parse().expect("header"));
+        let long_key = format!("job-attr-{}", "k".repeat(40));
+        h.insert(
+            axum::http::HeaderName::from_bytes(long_key.as_bytes()).expect("name"),
+            "v".repeat(200).parse().expect("value"),
+        );
+        let (_, json) = version_and_attrs(&h).expect("ok");
+        let map: BTreeMap<String, String> = serde_json::from_str(&json).expect("json");
+        let (k, v) = map.iter().next().expect("one");
+        assert_eq!((k.len(), v.len()), (32, 128));
+        for i in 0..16 {
+            h.insert(
+                axum::http::HeaderName::from_bytes(format!("job-attr-a{i}").as_bytes()).expect("name"),
+                "x".parse().expect("value"),
+            );
+        }
+        let err = version_and_attrs(&h).expect_err("17 attributes");
+        assert_eq!(err.to_string(), "too many attributes, cannot exceed 16");
+    }
+}

@@ -1,0 +1,71 @@
+//! A whole queue: peek at its head, its size, destroy it.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+use serde_json::json;
+use sundial_core::Counts;
+
+use super::{error::ApiError, jobs::queue, render, tenant::Tenant};
+use crate::state::AppState;
+
+/// A queue's counts summed over the pool's shards.
+pub(super) async fn counts(tenant: &Tenant, queue: &str) -> Result<Counts, ApiError> {
+    let mut total = Counts::default();
+    for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
+        total.add(&shard.counts(&tenant.ns, buckets, queue).await?);
+    }
+    Ok(total)
+}
+
+/// `GET /api/{ns}/{queue}/peek`
+pub(super) async fn peek(
+    State(_state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(path): Path<BTreeMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue(&path)?;
+    let mut best: Option<sundial_core::JobView> = None;
+    for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
+        if let Some(j) = shard.peek_queue(&tenant.ns, buckets, &queue).await?
+            && best.as_ref().is_none_or(|b| j.elapsed_ms > b.elapsed_ms)
+        {
+            best = Some(j);
+        }
+    }
+    match best {
+        Some(j) => Ok(Json(render::job(&tenant.ns, &j))),
+        None => Err(ApiError::NotFound("the queue is empty")),
+    }
+}
+
+/// `GET /api/{ns}/{queue}/size`: ready jobs that still exist.
+pub(super) async fn size(
+    State(_state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(path): Path<BTreeMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue(&path)?;
+    let c = counts(&tenant, &queue).await?;
+    Ok(Json(json!({ "namespace": tenant.ns, "queue": queue, "size": c.ready })))
+}
+
+/// `DELETE /api/{ns}/{queue}`: deletes the queue's ready jobs.
+pub(super) async fn destroy(
+    State(_state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path(path): Path<BTreeMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue(&path)?;
+    let mut n = 0;
+    for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
+        n += shard.destroy(&tenant.ns, buckets, &queue).await?;
+    }
+    metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned()).increment(n);
+    Ok(StatusCode::NO_CONTENT)
+}

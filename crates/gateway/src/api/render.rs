@@ -1,0 +1,52 @@
+//! The JSON of a job, as lmstfy shapes it.
+
+use base64::Engine;
+use serde_json::{Value, json};
+use sundial_core::JobView;
+
+/// Seconds left before expiry, as Redis `TTL` would say it; 0 = never.
+fn ttl_secs(ttl_ms: u64) -> u64 {
+    if ttl_ms == 0 { 0 } else { ttl_ms.div_ceil(1000) }
+}
+
+fn attributes(attrs: &str) -> Value {
+    if attrs.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(attrs).unwrap_or(Value::Null)
+    }
+}
+
+/// A job as peek shows it.
+pub(super) fn job(ns: &str, j: &JobView) -> Value {
+    json!({
+        "namespace": ns,
+        "queue": j.queue,
+        "job_id": j.id,
+        "data": base64::engine::general_purpose::STANDARD.encode(&j.body),
+        "ttl": ttl_secs(j.ttl_ms),
+        "elapsed_ms": j.elapsed_ms,
+        "remain_tries": j.tries_left,
+        "attributes": attributes(&j.attrs),
+    })
+}
+
+/// A job as consume hands it out.
+pub(super) fn delivered(ns: &str, j: &JobView) -> Value {
+    let mut v = job(ns, j);
+    v["msg"] = json!("new job");
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_rounds_up_and_zero_means_forever() {
+        assert_eq!(ttl_secs(0), 0);
+        assert_eq!(ttl_secs(1), 1);
+        assert_eq!(ttl_secs(1000), 1);
+        assert_eq!(ttl_secs(1001), 2);
+    }
+}

@@ -1,0 +1,199 @@
+//! The gateway's configuration: embedded defaults, then the TOML file, then
+//! `SUNDIAL_` environment variables (`__` separates levels, e.g.
+//! `SUNDIAL_LIMITS__DEFAULT_TTR=60`). `config/sundial.toml` documents every key.
+
+use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
+
+use anyhow::Context;
+use figment::{
+    Figment,
+    providers::{Env, Format, Serialized, Toml},
+};
+use serde::{Deserialize, Serialize};
+use sundial_core::Limits;
+use sundial_router::{PoolConfig, ShardConfig, config::DEFAULT_BUCKETS};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address of the public job API.
+    pub listen: SocketAddr,
+    /// Address of the admin API (tokens, pools, metrics, health).
+    pub admin_listen: SocketAddr,
+    /// Redis URL for tokens; the default pool's shard when absent.
+    pub admin_redis: Option<String>,
+    /// Admin API basic-auth accounts (user → password); none = no auth.
+    pub accounts: BTreeMap<String, String>,
+    /// How long a shutdown waits for requests in flight.
+    pub shutdown_grace_secs: u64,
+    pub limits: LimitsConfig,
+    pub pump: PumpConfig,
+    pub log: LogConfig,
+    pub pools: BTreeMap<String, PoolConfig>,
+}
+
+/// lmstfy's defaults for requests that leave a parameter out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub default_ttl: u32,
+    pub default_delay: u32,
+    pub default_tries: u16,
+    pub default_ttr: u32,
+    pub default_timeout: u32,
+    /// The longest long poll; longer asks are capped to this.
+    pub max_timeout: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PumpConfig {
+    /// Run the pumps inside `sundial serve`.
+    pub enabled: bool,
+    /// Timer entries per pump call.
+    pub batch: u32,
+    /// How long an idle bucket sleeps before it checks anyway (ms).
+    pub idle_check_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// `text` or `json`.
+    pub format: String,
+    /// A tracing filter, e.g. `info` or `sundial_gateway=debug,info`;
+    /// `RUST_LOG` overrides it.
+    pub level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let default_pool = PoolConfig {
+            buckets: DEFAULT_BUCKETS,
+            shards: vec![ShardConfig {
+                url: "redis://127.0.0.1:6379".to_owned(),
+                connections: 4,
+            }],
+        };
+        Self {
+            listen: ([127, 0, 0, 1], 7777).into(),
+            admin_listen: ([127, 0, 0, 1], 7778).into(),
+            admin_redis: None,
+            accounts: BTreeMap::new(),
+            shutdown_grace_secs: 10,
+            limits: LimitsConfig::from(&Limits::default()),
+            pump: PumpConfig {
+                enabled: true,
+                batch: 500,
+                idle_check_ms: 10_000,
+            },
+            log: LogConfig {
+                format: "text".to_owned(),
+                level: "info".to_owned(),
+            },
+            pools: BTreeMap::from([("default".to_owned(), default_pool)]),
+        }
+    }
+}
+
+impl From<&Limits> for LimitsConfig {
+    fn from(l: &Limits) -> Self {
+        Self {
+            default_ttl: l.default_ttl_secs,
+            default_delay: l.default_delay_secs,
+            default_tries: l.default_tries,
+            default_ttr: l.default_ttr_secs,
+            default_timeout: l.default_timeout_secs,
+            max_timeout: l.max_timeout_secs,
+        }
+    }
+}
+
+impl LimitsConfig {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            default_ttl_secs: self.default_ttl,
+            default_delay_secs: self.default_delay,
+            default_tries: self.default_tries,
+            default_ttr_secs: self.default_ttr,
+            default_timeout_secs: self.default_timeout,
+            max_timeout_secs: self.max_timeout,
+        }
+    }
+}
+
+impl Config {
+    /// Loads and validates the configuration.
+    pub fn load(file: Option<&Path>) -> anyhow::Result<Self> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            anyhow::ensure!(file.exists(), "config file {} does not exist", file.display());
+            // A file that lists pools replaces the default pool entirely.
+            fig = fig.merge(Toml::file(file));
+        }
+        let cfg: Config = fig
+            .merge(Env::prefixed("SUNDIAL_").split("__"))
+            .extract()
+            .context("invalid configuration")?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.pools.contains_key("default"),
+            "a pool named `default` is required (bare tokens route to it)"
+        );
+        for (name, pool) in &self.pools {
+            sundial_core::job::check_namespace(name)
+                .map_err(|_| anyhow::anyhow!("pool name {name:?} must match [-_A-Za-z0-9]+"))?;
+            pool.validate(name).map_err(anyhow::Error::msg)?;
+        }
+        anyhow::ensure!(self.limits.default_tries >= 1, "limits.default_tries must be at least 1");
+        anyhow::ensure!(
+            self.limits.default_ttl == 0 || self.limits.default_ttl >= self.limits.default_delay,
+            "limits.default_ttl must be 0 or at least limits.default_delay"
+        );
+        anyhow::ensure!(self.pump.batch >= 1, "pump.batch must be at least 1");
+        anyhow::ensure!(
+            matches!(self.log.format.as_str(), "text" | "json"),
+            "log.format must be `text` or `json`"
+        );
+        Ok(())
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_secs)
+    }
+
+    pub fn pump_options(&self) -> sundial_pumpd::PumpOptions {
+        sundial_pumpd::PumpOptions {
+            batch: self.pump.batch,
+            idle_check: Duration::from_millis(self.pump.idle_check_ms.max(1)),
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_config_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/sundial.toml");
+        let cfg = Config::load(Some(&path)).expect("config/sundial.toml is valid");
+        assert_eq!(cfg.listen, ([127, 0, 0, 1], 7777).into());
+        assert!(cfg.pools.contains_key("default"));
+    }
+
+    #[test]
+    fn a_pool_with_no_buckets_is_refused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[pools.default]\nbuckets = 0\nshards = [{ url = \"redis://127.0.0.1:1\" }]\n")
+            .expect("write");
+        let err = Config::load(Some(&path)).expect_err("0 buckets");
+        assert!(err.to_string().contains("buckets"), "{err:#}");
+    }
+}

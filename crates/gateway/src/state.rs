@@ -1,0 +1,79 @@
+//! What every handler shares.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use sundial_core::{EngineError, Limits, Shard};
+use sundial_router::Router;
+use tokio_util::sync::CancellationToken;
+
+use crate::{tokens::TokenStore, wakeups::Wakeups};
+
+#[derive(Debug)]
+pub struct AppState {
+    pub router: Arc<Router>,
+    pub tokens: Arc<TokenStore>,
+    /// Wake-ups per shard name.
+    pub wakeups: HashMap<String, Wakeups>,
+    pub limits: Limits,
+    pub accounts: BTreeMap<String, String>,
+    pub metrics: PrometheusHandle,
+    /// Cancelled when the gateway shuts down: long polls end with a 404.
+    pub shutdown: CancellationToken,
+    /// Queues this process has registered, per shard: `<shard>/<ns>/<queue>`.
+    registered: Mutex<HashSet<String>>,
+    ready: AtomicBool,
+}
+
+impl AppState {
+    pub fn new(
+        router: Arc<Router>,
+        tokens: Arc<TokenStore>,
+        wakeups: HashMap<String, Wakeups>,
+        limits: Limits,
+        accounts: BTreeMap<String, String>,
+        metrics: PrometheusHandle,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            router,
+            tokens,
+            wakeups,
+            limits,
+            accounts,
+            metrics,
+            shutdown,
+            registered: Mutex::default(),
+            ready: AtomicBool::new(false),
+        })
+    }
+
+    /// Records the queue in the shard's registry once per process.
+    pub async fn register(&self, shard: &Shard, ns: &str, queue: &str) -> Result<(), EngineError> {
+        let key = format!("{}/{ns}/{queue}", shard.name());
+        if self.lock_registered().contains(&key) {
+            return Ok(());
+        }
+        shard.register(ns, queue).await?;
+        self.lock_registered().insert(key);
+        Ok(())
+    }
+
+    fn lock_registered(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.registered.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+}

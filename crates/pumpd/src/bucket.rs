@@ -1,0 +1,100 @@
+//! The loop of one bucket.
+
+use std::{sync::Arc, time::Duration};
+
+use sundial_core::{PumpOutcome, Shard};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::PumpOptions;
+
+/// Pumps one bucket until `shutdown`: pump, then sleep until the next
+/// deadline or until `wake` is notified.
+pub(crate) async fn run(
+    pool: String,
+    shard: Shard,
+    ns: String,
+    bucket: u32,
+    wake: Arc<Notify>,
+    opts: PumpOptions,
+    shutdown: CancellationToken,
+) {
+    loop {
+        // Register for a wake-up before looking at Redis, so that an
+        // announcement made while the pump call runs is not lost.
+        let notified = wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+
+        let pause = match shard.pump(&ns, bucket, opts.batch).await {
+            Ok(o) => {
+                record(&pool, &o);
+                if o.processed >= u64::from(opts.batch) {
+                    // A backlog: go again at once, yielding to other tasks.
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                until_next(&o, opts.idle_check)
+            }
+            Err(e) => {
+                tracing::warn!(pool, shard = shard.name(), ns, bucket, error = %e, "pump failed");
+                opts.retry_after
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = &mut notified => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// How long to sleep: until the next deadline, measured on the shard's
+/// clock, and no longer than `idle`.
+fn until_next(o: &PumpOutcome, idle: Duration) -> Duration {
+    match o.next_due_ms {
+        Some(due) => Duration::from_millis(due.saturating_sub(o.now_ms)).min(idle),
+        None => idle,
+    }
+}
+
+fn record(pool: &str, o: &PumpOutcome) {
+    if o.processed == 0 {
+        return;
+    }
+    let pool = pool.to_owned();
+    for (outcome, n) in [
+        ("ready", o.to_ready),
+        ("retried", o.retried),
+        ("dead", o.dead),
+        ("expired", o.expired),
+    ] {
+        if n > 0 {
+            metrics::counter!("sundial_pump_jobs_total", "pool" => pool.clone(), "outcome" => outcome)
+                .increment(n);
+        }
+    }
+    if let Some(oldest) = o.oldest_due_ms {
+        metrics::histogram!("sundial_pump_lateness_seconds", "pool" => pool)
+            .record(o.now_ms.saturating_sub(oldest) as f64 / 1000.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleeps_until_the_next_deadline_but_not_past_idle() {
+        let idle = Duration::from_secs(10);
+        let o = |next, now| PumpOutcome {
+            next_due_ms: next,
+            now_ms: now,
+            ..Default::default()
+        };
+        assert_eq!(until_next(&o(Some(1_250), 1_000), idle), Duration::from_millis(250));
+        assert_eq!(until_next(&o(Some(900), 1_000), idle), Duration::ZERO);
+        assert_eq!(until_next(&o(Some(100_000), 1_000), idle), idle);
+        assert_eq!(until_next(&o(None, 1_000), idle), idle);
+    }
+}

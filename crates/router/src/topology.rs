@@ -1,0 +1,117 @@
+//! The connected pools, and which shard holds which bucket of a namespace.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use arc_swap::ArcSwap;
+use sundial_core::{EngineError, Shard, ShardOptions};
+
+use crate::config::PoolConfig;
+
+/// Why a topology could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum RouterError {
+    #[error("invalid pool configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// One pool, connected.
+#[derive(Debug)]
+pub struct Pool {
+    name: String,
+    buckets: u32,
+    shard: Shard,
+    all: Vec<u32>,
+}
+
+impl Pool {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Buckets per namespace.
+    pub fn buckets(&self) -> u32 {
+        self.buckets
+    }
+
+    /// The shard that holds `bucket` of namespace `ns`.
+    pub fn shard_for(&self, _ns: &str, _bucket: u32) -> &Shard {
+        &self.shard
+    }
+
+    /// The pool's shards, each with the buckets of `ns` it holds: what a
+    /// queue-wide operation visits, one call per shard.
+    pub fn groups(&self, _ns: &str) -> Vec<(&Shard, &[u32])> {
+        vec![(&self.shard, &self.all)]
+    }
+
+    /// Every shard of the pool.
+    pub fn shards(&self) -> impl Iterator<Item = &Shard> {
+        std::iter::once(&self.shard)
+    }
+}
+
+/// Every pool, by name. Immutable: a reload builds a new one.
+#[derive(Debug, Default)]
+pub struct Topology {
+    pools: BTreeMap<String, Arc<Pool>>,
+}
+
+impl Topology {
+    /// Connects every pool of `config` (connections come up in the
+    /// background; an unreachable shard answers 503 until it is back).
+    pub fn build(config: &BTreeMap<String, PoolConfig>) -> Result<Self, RouterError> {
+        if !config.contains_key(crate::token::DEFAULT_POOL) {
+            return Err(RouterError::Config("a pool named `default` is required".to_owned()));
+        }
+        let mut pools = BTreeMap::new();
+        for (name, pc) in config {
+            pc.validate(name).map_err(RouterError::Config)?;
+            let sc = &pc.shards[0];
+            let mut opts = ShardOptions::new(sc.url.clone());
+            opts.connections = sc.connections;
+            let shard = Shard::connect(format!("{name}/0"), &opts)?;
+            let pool = Pool {
+                name: name.clone(),
+                buckets: pc.buckets,
+                shard,
+                all: (0..pc.buckets).collect(),
+            };
+            pools.insert(name.clone(), Arc::new(pool));
+        }
+        Ok(Self { pools })
+    }
+
+    pub fn pool(&self, name: &str) -> Option<&Arc<Pool>> {
+        self.pools.get(name)
+    }
+
+    pub fn pools(&self) -> impl Iterator<Item = &Arc<Pool>> {
+        self.pools.values()
+    }
+}
+
+/// The current topology, swappable as one value.
+#[derive(Debug)]
+pub struct Router {
+    current: ArcSwap<Topology>,
+}
+
+impl Router {
+    pub fn new(topology: Topology) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(topology),
+        }
+    }
+
+    /// The topology now. Hold the `Arc` (not a guard) across `.await`.
+    pub fn topology(&self) -> Arc<Topology> {
+        self.current.load_full()
+    }
+
+    /// Replaces the topology in one store.
+    pub fn swap(&self, topology: Topology) {
+        self.current.store(Arc::new(topology));
+    }
+}

@@ -1,0 +1,86 @@
+//! A thin HTTP client for tests: every call returns status, JSON and headers.
+
+use reqwest::{Method, header::HeaderMap};
+use serde_json::Value;
+
+/// An answer from Sundial.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub json: Value,
+    pub headers: HeaderMap,
+}
+
+/// Calls one Sundial listener with one token.
+#[derive(Debug, Clone)]
+pub struct Api {
+    pub base: String,
+    pub token: Option<String>,
+    pub http: reqwest::Client,
+}
+
+impl Api {
+    pub fn new(base: impl Into<String>, token: Option<&str>) -> Self {
+        Self {
+            base: base.into(),
+            token: token.map(str::to_owned),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// Sends `method path` with an optional body and extra headers.
+    pub async fn call(&self, method: Method, path: &str, body: Option<Vec<u8>>, headers: &[(&str, &str)]) -> Resp {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(t) = &self.token {
+            req = req.header("X-Token", t);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.body(b);
+        }
+        let resp = req.send().await.expect("request sent");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.expect("response body");
+        let json = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        Resp { status, json, headers }
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.call(Method::GET, path, None, &[]).await
+    }
+
+    pub async fn put(&self, path: &str, body: &[u8]) -> Resp {
+        self.call(Method::PUT, path, Some(body.to_vec()), &[]).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Resp {
+        self.call(Method::DELETE, path, None, &[]).await
+    }
+
+    pub async fn post(&self, path: &str) -> Resp {
+        self.call(Method::POST, path, None, &[]).await
+    }
+
+    /// Publishes and returns the job id (panics unless 201).
+    pub async fn publish(&self, ns: &str, queue: &str, query: &str, body: &[u8]) -> String {
+        let r = self.put(&format!("/api/{ns}/{queue}?{query}"), body).await;
+        assert_eq!(r.status, 201, "publish: {r:?}");
+        r.json["job_id"].as_str().expect("job_id").to_owned()
+    }
+}
+
+/// Creates a token for `ns` through the admin API.
+pub async fn create_token(admin_base: &str, ns: &str) -> String {
+    let r = Api::new(admin_base, None)
+        .post(&format!("/token/{ns}?description=test"))
+        .await;
+    assert_eq!(r.status, 201, "create token: {r:?}");
+    r.json["token"].as_str().expect("token").to_owned()
+}

@@ -1,0 +1,212 @@
+//! The real `sundial` binary, started with a generated config on free ports.
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command, ExitStatus, Stdio},
+    time::{Duration, Instant},
+};
+
+use crate::{free_port, wait_until};
+
+/// What to start a gateway with.
+#[derive(Debug, Clone)]
+pub struct SundialConfig {
+    /// The default pool's shard.
+    pub redis_url: String,
+    /// Run the pumps inside the gateway.
+    pub pump: bool,
+    /// Admin accounts (user, password).
+    pub accounts: Vec<(String, String)>,
+    /// Extra TOML appended at the top level (before the pool tables).
+    pub extra: String,
+    /// Subcommand: `serve` or `pumpd`.
+    pub command: &'static str,
+}
+
+impl SundialConfig {
+    pub fn new(redis_url: impl Into<String>) -> Self {
+        Self {
+            redis_url: redis_url.into(),
+            pump: true,
+            accounts: Vec::new(),
+            extra: String::new(),
+            command: "serve",
+        }
+    }
+}
+
+/// A running `sundial`. Killed on drop; its log is printed if the test failed.
+#[derive(Debug)]
+pub struct Sundial {
+    child: Option<Child>,
+    pub api_port: u16,
+    pub admin_port: u16,
+    dir: tempfile::TempDir,
+    cfg: SundialConfig,
+}
+
+impl Sundial {
+    /// Starts a gateway and waits until `/ready` answers 200.
+    pub fn start(cfg: &SundialConfig) -> Self {
+        let s = Self::spawn(cfg);
+        let admin = s.admin_port;
+        wait_until(Duration::from_secs(30), "sundial to be ready", || {
+            http_status(admin, "/ready") == Some(200)
+        });
+        s
+    }
+
+    /// Starts the binary and returns at once (for tests of failed starts,
+    /// or of `pumpd`, which has no listener).
+    pub fn spawn(cfg: &SundialConfig) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut s = Self {
+            child: None,
+            api_port: free_port(),
+            admin_port: free_port(),
+            dir,
+            cfg: cfg.clone(),
+        };
+        s.launch();
+        s
+    }
+
+    fn launch(&mut self) {
+        let cfg = &self.cfg;
+        let accounts: Vec<String> = cfg.accounts.iter().map(|(u, p)| format!("{u} = \"{p}\"")).collect();
+        let toml = format!(
+            "listen = \"127.0.0.1:{api}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nshutdown_grace_secs = 5\n{extra}\n\
+             [accounts]\n{accounts}\n\
+             [pump]\nenabled = {pump}\n\
+             [log]\nlevel = \"info\"\n\
+             [pools.default]\nbuckets = 16\nshards = [{{ url = \"{url}\" }}]\n",
+            api = self.api_port,
+            admin = self.admin_port,
+            extra = cfg.extra,
+            accounts = accounts.join("\n"),
+            pump = cfg.pump,
+            url = cfg.redis_url,
+        );
+        let path = self.dir.path().join("sundial.toml");
+        std::fs::write(&path, toml).expect("write config");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("log file");
+        let child = Command::new(binary())
+            .arg(cfg.command)
+            .arg("--config")
+            .arg(&path)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start sundial");
+        self.child = Some(child);
+    }
+
+    /// Starts the same gateway again (same ports and config) after a kill.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.launch();
+        let admin = self.admin_port;
+        wait_until(Duration::from_secs(30), "sundial to be ready again", || {
+            http_status(admin, "/ready") == Some(200)
+        });
+    }
+
+    pub fn api(&self) -> String {
+        format!("http://127.0.0.1:{}", self.api_port)
+    }
+
+    pub fn admin(&self) -> String {
+        format!("http://127.0.0.1:{}", self.admin_port)
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("sundial.log")
+    }
+
+    /// What the process has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// SIGKILL, and wait for the process to go.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends a signal by name (`TERM`, `INT`, `STOP`, `CONT`).
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{sig} failed");
+    }
+
+    /// Waits for the process to exit by itself, up to `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Sundial {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!("---- sundial log ----\n{}", self.log());
+        }
+    }
+}
+
+/// The status of a plain GET on loopback, or `None` when nothing answers.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    let mut buf = [0u8; 12];
+    s.read_exact(&mut buf).ok()?;
+    std::str::from_utf8(&buf[9..12]).ok()?.parse().ok()
+}
+
+/// The `sundial` binary: `$SUNDIAL_BIN`, else the workspace's debug build.
+/// `tests/run` builds it before the tests; a plain `cargo test` needs
+/// `cargo build --bin sundial` first (a nested cargo would wait on the
+/// build lock that the running `cargo test` holds).
+fn binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("SUNDIAL_BIN") {
+        return PathBuf::from(p);
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let bin = target.join("debug").join("sundial");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --bin sundial` (tests/run does) or set SUNDIAL_BIN",
+        bin.display()
+    );
+    bin
+}
