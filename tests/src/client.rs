@@ -29,7 +29,13 @@ impl Api {
     }
 
     /// Sends `method path` with an optional body and extra headers.
-    pub async fn call(&self, method: Method, path: &str, body: Option<Vec<u8>>, headers: &[(&str, &str)]) -> Resp {
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> Resp {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
         if let Some(t) = &self.token {
             req = req.header("X-Token", t);
@@ -47,9 +53,14 @@ impl Api {
         let json = if bytes.is_empty() {
             Value::Null
         } else {
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
         };
-        Resp { status, json, headers }
+        Resp {
+            status,
+            json,
+            headers,
+        }
     }
 
     pub async fn get(&self, path: &str) -> Resp {

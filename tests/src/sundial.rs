@@ -73,7 +73,11 @@ impl Sundial {
 
     fn launch(&mut self) {
         let cfg = &self.cfg;
-        let accounts: Vec<String> = cfg.accounts.iter().map(|(u, p)| format!("{u} = \"{p}\"")).collect();
+        let accounts: Vec<String> = cfg
+            .accounts
+            .iter()
+            .map(|(u, p)| format!("{u} = \"{p}\""))
+            .collect();
         let toml = format!(
             "listen = \"127.0.0.1:{api}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nshutdown_grace_secs = 5\n{extra}\n\
              [accounts]\n{accounts}\n\
@@ -186,7 +190,11 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut buf = [0u8; 12];
     s.read_exact(&mut buf).ok()?;
     std::str::from_utf8(&buf[9..12]).ok()?.parse().ok()
@@ -201,7 +209,8 @@ fn binary() -> PathBuf {
         return PathBuf::from(p);
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let bin = target.join("debug").join("sundial");
     assert!(
         bin.exists(),

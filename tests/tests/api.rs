@@ -42,10 +42,17 @@ async fn publish_consume_ack_in_lmstfy_shapes() {
     assert_eq!(r.json["msg"], "published");
     let id = r.json["job_id"].as_str().expect("id").to_owned();
     assert_eq!(id.len(), 26);
-    assert_eq!(r.headers["x-request-id"].len(), 26, "every response carries a request id");
+    assert_eq!(
+        r.headers["x-request-id"].len(),
+        26,
+        "every response carries a request id"
+    );
 
     let size = e.api.get("/api/ns/q/size").await;
-    assert_eq!(size.json, serde_json::json!({"namespace": "ns", "queue": "q", "size": 1}));
+    assert_eq!(
+        size.json,
+        serde_json::json!({"namespace": "ns", "queue": "q", "size": 1})
+    );
 
     let c = e.api.get("/api/ns/q?ttr=30").await;
     assert_eq!(c.status, 200, "{c:?}");
@@ -61,13 +68,23 @@ async fn publish_consume_ack_in_lmstfy_shapes() {
     assert_eq!(c.json["attributes"], Value::Null);
 
     let none = e.api.get("/api/ns/q").await;
-    assert_eq!((none.status, none.json.clone()), (404, serde_json::json!({"msg": "no job available"})));
+    assert_eq!(
+        (none.status, none.json.clone()),
+        (404, serde_json::json!({"msg": "no job available"}))
+    );
 
     let ack = e.api.delete(&format!("/api/ns/q/job/{id}")).await;
     assert_eq!(ack.status, 204);
     let gone = e.api.get(&format!("/api/ns/q/job/{id}")).await;
-    assert_eq!((gone.status, gone.json["error"].as_str()), (404, Some("job not found")));
-    assert_eq!(e.api.delete(&format!("/api/ns/q/job/{id}")).await.status, 204, "ack is idempotent");
+    assert_eq!(
+        (gone.status, gone.json["error"].as_str()),
+        (404, Some("job not found"))
+    );
+    assert_eq!(
+        e.api.delete(&format!("/api/ns/q/job/{id}")).await.status,
+        204,
+        "ack is idempotent"
+    );
     drop(e.gw);
 }
 
@@ -101,7 +118,10 @@ async fn bulk_publish_and_batch_consume() {
     let jobs = c.json.as_array().expect("count > 1 answers an array");
     let mut bodies: Vec<Vec<u8>> = jobs.iter().map(|j| b64(&j["data"])).collect();
     bodies.sort();
-    assert_eq!(bodies, vec![b"\"s\"".to_vec(), b"3".to_vec(), br#"{"a":1}"#.to_vec()]);
+    assert_eq!(
+        bodies,
+        vec![b"\"s\"".to_vec(), b"3".to_vec(), br#"{"a":1}"#.to_vec()]
+    );
 }
 
 #[tokio::test]
@@ -110,19 +130,37 @@ async fn bulk_errors_store_nothing() {
     let cases: [(&[u8], u16, &str); 4] = [
         (b"{}", 400, "request body should be an array of objects"),
         (b"[]", 400, "no jobs"),
-        (b"not json", 400, "request body should be an array of objects"),
-        (&[b'['; 1][..], 400, "request body should be an array of objects"),
+        (
+            b"not json",
+            400,
+            "request body should be an array of objects",
+        ),
+        (
+            &[b'['; 1][..],
+            400,
+            "request body should be an array of objects",
+        ),
     ];
     for (body, status, msg) in cases {
         let r = e.api.put("/api/ns/q/bulk", body).await;
-        assert_eq!((r.status, r.json["error"].as_str()), (status, Some(msg)), "{body:?}");
+        assert_eq!(
+            (r.status, r.json["error"].as_str()),
+            (status, Some(msg)),
+            "{body:?}"
+        );
     }
     let many = format!("[{}]", vec!["1"; 65].join(","));
     let r = e.api.put("/api/ns/q/bulk", many.as_bytes()).await;
-    assert_eq!((r.status, r.json["error"].as_str()), (400, Some("too many jobs")));
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (400, Some("too many jobs"))
+    );
     let big = format!("[\"{}\"]", "x".repeat(1024 * 1024));
     let r = e.api.put("/api/ns/q/bulk", big.as_bytes()).await;
-    assert_eq!((r.status, r.json["error"].as_str()), (413, Some("job too large")));
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (413, Some("job too large"))
+    );
     assert!(job_keys(&e.redis).is_empty(), "no job was stored");
 }
 
@@ -135,23 +173,49 @@ async fn bad_input_is_a_clear_4xx_and_stores_nothing() {
         ("/api/ns/q?tries=0", 400, "tries shouldn't be zero"),
         ("/api/ns/q?tries=70000", 400, "invalid tries"),
         ("/api/ns/q?delay=10&ttl=5", 400, "ttl is shorter than delay"),
-        ("/api/ns/_q", 400, "queue name contains forbidden characters"),
-        ("/api/ns/q%2Cr", 400, "queue name contains forbidden characters"),
-        ("/api/n.s/q", 400, "namespace name contains forbidden characters"),
+        (
+            "/api/ns/_q",
+            400,
+            "queue name contains forbidden characters",
+        ),
+        (
+            "/api/ns/q%2Cr",
+            400,
+            "queue name contains forbidden characters",
+        ),
+        (
+            "/api/n.s/q",
+            400,
+            "namespace name contains forbidden characters",
+        ),
     ];
     for (path, status, msg) in cases {
         let r = e.api.put(path, b"x").await;
-        assert_eq!((r.status, r.json["error"].as_str()), (status, Some(msg)), "{path}");
+        assert_eq!(
+            (r.status, r.json["error"].as_str()),
+            (status, Some(msg)),
+            "{path}"
+        );
     }
     let long = format!("/api/ns/{}", "q".repeat(256));
     let r = e.api.put(&long, b"x").await;
-    assert_eq!((r.status, r.json["error"].as_str()), (400, Some("namespace or queue name too long")));
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (400, Some("namespace or queue name too long"))
+    );
 
     let big = vec![b'x'; 1024 * 1024 + 1];
     let r = e.api.put("/api/ns/q", &big).await;
-    assert_eq!((r.status, r.json["error"].as_str()), (413, Some("body too large")));
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (413, Some("body too large"))
+    );
     let exact = vec![b'x'; 1024 * 1024];
-    assert_eq!(e.api.put("/api/ns/exact", &exact).await.status, 201, "1 MiB exactly is fine");
+    assert_eq!(
+        e.api.put("/api/ns/exact", &exact).await.status,
+        201,
+        "1 MiB exactly is fine"
+    );
     // Only the 1 MiB job was stored: its bucket's hash, counters, ready list,
     // and timer (for its expiry).
     assert_eq!(job_keys(&e.redis).len(), 4, "{:?}", job_keys(&e.redis));
@@ -164,14 +228,30 @@ async fn bad_input_is_a_clear_4xx_and_stores_nothing() {
         ("/api/ns/q,_r", "invalid queue name(s)"),
     ] {
         let r = e.api.get(path).await;
-        assert_eq!((r.status, r.json["error"].as_str()), (400, Some(msg)), "{path}");
+        assert_eq!(
+            (r.status, r.json["error"].as_str()),
+            (400, Some(msg)),
+            "{path}"
+        );
     }
     let r = e.api.get("/api/ns/q/job/not-an-id").await;
-    assert_eq!((r.status, r.json["error"].as_str()), (400, Some("invalid job id")));
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (400, Some("invalid job id"))
+    );
     let r = e.api.get("/nowhere").await;
-    assert_eq!((r.status, r.json["error"].as_str()), (404, Some("api not found")));
-    let r = e.api.call(reqwest::Method::PATCH, "/api/ns/q", None, &[]).await;
-    assert_eq!((r.status, r.json["error"].as_str()), (404, Some("api not found")));
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (404, Some("api not found"))
+    );
+    let r = e
+        .api
+        .call(reqwest::Method::PATCH, "/api/ns/q", None, &[])
+        .await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (404, Some("api not found"))
+    );
 }
 
 #[tokio::test]
@@ -180,13 +260,30 @@ async fn tokens_are_checked_on_every_route() {
     let anon = Api::new(e.gw.api(), None);
     let wrong = Api::new(e.gw.api(), Some("01ARZ3NDEKTSV4RRFFQ69G5FAV"));
     let other_pool = Api::new(e.gw.api(), Some("nopool:01ARZ3NDEKTSV4RRFFQ69G5FAV"));
-    for path in ["/api/ns/q", "/api/ns/q/size", "/api/ns/q/deadletter/size", "/api/ns/q/peek"] {
+    for path in [
+        "/api/ns/q",
+        "/api/ns/q/size",
+        "/api/ns/q/deadletter/size",
+        "/api/ns/q/peek",
+    ] {
         let r = anon.get(path).await;
-        assert_eq!((r.status, r.json["error"].as_str()), (401, Some("token not found")), "{path}");
+        assert_eq!(
+            (r.status, r.json["error"].as_str()),
+            (401, Some("token not found")),
+            "{path}"
+        );
         let r = wrong.get(path).await;
-        assert_eq!((r.status, r.json["error"].as_str()), (401, Some("invalid token")), "{path}");
+        assert_eq!(
+            (r.status, r.json["error"].as_str()),
+            (401, Some("invalid token")),
+            "{path}"
+        );
         let r = other_pool.get(path).await;
-        assert_eq!((r.status, r.json["error"].as_str()), (404, Some("pool not found")), "{path}");
+        assert_eq!(
+            (r.status, r.json["error"].as_str()),
+            (404, Some("pool not found")),
+            "{path}"
+        );
     }
     // A token is bound to its namespace.
     let r = e.api.get("/api/other/q").await;
@@ -202,12 +299,19 @@ async fn delayed_jobs_arrive_through_a_long_poll() {
     let e = env().await;
     let start = Instant::now();
     e.api.publish("ns", "q", "delay=1", b"later").await;
-    assert_eq!(e.api.get("/api/ns/q").await.status, 404, "not before its delay");
+    assert_eq!(
+        e.api.get("/api/ns/q").await.status,
+        404,
+        "not before its delay"
+    );
     let c = e.api.get("/api/ns/q?timeout=10").await;
     assert_eq!(c.status, 200, "{c:?}");
     let waited = start.elapsed();
     assert!(waited >= Duration::from_secs(1), "never early: {waited:?}");
-    assert!(waited < Duration::from_secs(5), "woken by the pump, not the timeout: {waited:?}");
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken by the pump, not the timeout: {waited:?}"
+    );
 }
 
 #[tokio::test]
@@ -235,7 +339,10 @@ async fn a_long_poll_wakes_when_a_job_is_published() {
     let (r, waited) = waiter.await.expect("waiter");
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.json["job_id"], id.as_str());
-    assert!(waited < Duration::from_secs(10), "woken by the publish: {waited:?}");
+    assert!(
+        waited < Duration::from_secs(10),
+        "woken by the publish: {waited:?}"
+    );
 }
 
 #[tokio::test]
@@ -253,7 +360,10 @@ async fn queues_are_consumed_in_priority_order() {
 async fn peek_size_destroy() {
     let e = env().await;
     let r = e.api.get("/api/ns/q/peek").await;
-    assert_eq!((r.status, r.json["error"].as_str()), (404, Some("the queue is empty")));
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (404, Some("the queue is empty"))
+    );
     let id = e.api.publish("ns", "q", "", b"one").await;
     e.api.publish("ns", "q", "", b"two").await;
     let r = e.api.get("/api/ns/q/peek").await;
@@ -272,7 +382,10 @@ async fn peek_size_destroy() {
 async fn republish_replaces_the_job() {
     let e = env().await;
     let old = e.api.publish("ns", "q", "", b"v1").await;
-    let r = e.api.put(&format!("/api/ns/q/job/{old}?tries=2"), b"v2").await;
+    let r = e
+        .api
+        .put(&format!("/api/ns/q/job/{old}?tries=2"), b"v2")
+        .await;
     assert_eq!(r.status, 201);
     let new = r.json["job_id"].as_str().expect("new id").to_owned();
     assert_ne!(new, old);
@@ -280,7 +393,11 @@ async fn republish_replaces_the_job() {
     let c = e.api.get("/api/ns/q").await;
     assert_eq!(c.json["job_id"], new.as_str());
     assert_eq!(b64(&c.json["data"]), b"v2");
-    assert_eq!(e.api.get("/api/ns/q").await.status, 404, "the old job is gone");
+    assert_eq!(
+        e.api.get("/api/ns/q").await.status,
+        404,
+        "the old job is gone"
+    );
 }
 
 #[tokio::test]
@@ -295,9 +412,11 @@ async fn a_job_whose_worker_dies_is_retried_then_dead_lettered_then_respawned() 
     assert_eq!(second.json["job_id"], id.as_str());
     assert_eq!(second.json["remain_tries"], 0);
     // No ack again: after the TTR it is dead.
-    sundial_tests::wait_until_async(Duration::from_secs(10), "the job to reach the dead letter", || async {
-        e.api.get("/api/ns/q/deadletter/size").await.json["size"] == 1
-    })
+    sundial_tests::wait_until_async(
+        Duration::from_secs(10),
+        "the job to reach the dead letter",
+        || async { e.api.get("/api/ns/q/deadletter/size").await.json["size"] == 1 },
+    )
     .await;
     let dl = e.api.get("/api/ns/q/deadletter").await;
     assert_eq!(
@@ -305,8 +424,14 @@ async fn a_job_whose_worker_dies_is_retried_then_dead_lettered_then_respawned() 
         serde_json::json!({"namespace": "ns", "queue": "q", "deadletter_size": 1, "deadletter_head": id})
     );
     let r = e.api.put("/api/ns/q/deadletter?limit=0", b"").await;
-    assert_eq!((r.status, r.json["error"].as_str()), (400, Some("invalid limit")));
-    let r = e.api.put("/api/ns/q/deadletter?limit=10&ttl=100", b"").await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (400, Some("invalid limit"))
+    );
+    let r = e
+        .api
+        .put("/api/ns/q/deadletter?limit=10&ttl=100", b"")
+        .await;
     assert_eq!(r.json, serde_json::json!({"msg": "respawned", "count": 1}));
     let again = e.api.get("/api/ns/q").await;
     assert_eq!(again.json["job_id"], id.as_str());
@@ -320,14 +445,34 @@ async fn dead_letter_delete() {
     for _ in 0..3 {
         e.api.publish("ns", "q", "", b"x").await;
     }
-    assert_eq!(e.api.get("/api/ns/q?ttr=0&count=3").await.json.as_array().map(Vec::len), Some(3));
+    assert_eq!(
+        e.api
+            .get("/api/ns/q?ttr=0&count=3")
+            .await
+            .json
+            .as_array()
+            .map(Vec::len),
+        Some(3)
+    );
     sundial_tests::wait_until_async(Duration::from_secs(10), "three dead jobs", || async {
         e.api.get("/api/ns/q/deadletter/size").await.json["size"] == 3
     })
     .await;
-    assert_eq!(e.api.delete("/api/ns/q/deadletter?limit=2").await.status, 204);
+    assert_eq!(
+        e.api.delete("/api/ns/q/deadletter?limit=2").await.status,
+        204
+    );
     assert_eq!(e.api.get("/api/ns/q/deadletter/size").await.json["size"], 1);
-    assert_eq!(e.api.delete("/api/ns/q/deadletter?limit=5").await.status, 204);
+    assert_eq!(
+        e.api.delete("/api/ns/q/deadletter?limit=5").await.status,
+        204
+    );
     let dl = e.api.get("/api/ns/q/deadletter").await;
-    assert_eq!((dl.json["deadletter_size"].clone(), dl.json["deadletter_head"].clone()), (0.into(), "".into()));
+    assert_eq!(
+        (
+            dl.json["deadletter_size"].clone(),
+            dl.json["deadletter_head"].clone()
+        ),
+        (0.into(), "".into())
+    );
 }

@@ -127,7 +127,11 @@ impl Config {
     pub fn load(file: Option<&Path>) -> anyhow::Result<Self> {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
         if let Some(file) = file {
-            anyhow::ensure!(file.exists(), "config file {} does not exist", file.display());
+            anyhow::ensure!(
+                file.exists(),
+                "config file {} does not exist",
+                file.display()
+            );
             // A file that lists pools replaces the default pool entirely.
             fig = fig.merge(Toml::file(file));
         }
@@ -149,7 +153,10 @@ impl Config {
                 .map_err(|_| anyhow::anyhow!("pool name {name:?} must match [-_A-Za-z0-9]+"))?;
             pool.validate(name).map_err(anyhow::Error::msg)?;
         }
-        anyhow::ensure!(self.limits.default_tries >= 1, "limits.default_tries must be at least 1");
+        anyhow::ensure!(
+            self.limits.default_tries >= 1,
+            "limits.default_tries must be at least 1"
+        );
         anyhow::ensure!(
             self.limits.default_ttl == 0 || self.limits.default_ttl >= self.limits.default_delay,
             "limits.default_ttl must be 0 or at least limits.default_delay"
@@ -191,8 +198,11 @@ mod tests {
     fn a_pool_with_no_buckets_is_refused() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("c.toml");
-        std::fs::write(&path, "[pools.default]\nbuckets = 0\nshards = [{ url = \"redis://127.0.0.1:1\" }]\n")
-            .expect("write");
+        std::fs::write(
+            &path,
+            "[pools.default]\nbuckets = 0\nshards = [{ url = \"redis://127.0.0.1:1\" }]\n",
+        )
+        .expect("write");
         let err = Config::load(Some(&path)).expect_err("0 buckets");
         assert!(err.to_string().contains("buckets"), "{err:#}");
     }

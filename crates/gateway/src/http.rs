@@ -37,9 +37,14 @@ pub(crate) async fn observe(req: Request, next: Next) -> Response {
         ("status", status.as_u16().to_string()),
     ];
     metrics::counter!("sundial_http_requests_total", &labels).increment(1);
-    metrics::histogram!("sundial_http_request_duration_seconds", &labels).record(elapsed.as_secs_f64());
+    metrics::histogram!("sundial_http_request_duration_seconds", &labels)
+        .record(elapsed.as_secs_f64());
     span.in_scope(|| {
-        tracing::debug!(status = status.as_u16(), elapsed_ms = elapsed.as_millis() as u64, "request");
+        tracing::debug!(
+            status = status.as_u16(),
+            elapsed_ms = elapsed.as_millis() as u64,
+            "request"
+        );
     });
     resp
 }

@@ -42,10 +42,12 @@ async fn connect(config: &Config) -> anyhow::Result<Arc<Router>> {
     let topology = Topology::build(&config.pools)?;
     for pool in topology.pools() {
         for shard in pool.shards() {
-            shard
-                .wait_connected(STARTUP_WAIT)
-                .await
-                .with_context(|| format!("shard {} did not answer within {STARTUP_WAIT:?}", shard.name()))?;
+            shard.wait_connected(STARTUP_WAIT).await.with_context(|| {
+                format!(
+                    "shard {} did not answer within {STARTUP_WAIT:?}",
+                    shard.name()
+                )
+            })?;
             let check = shard.check(pool.buckets()).await?;
             if !check.aof_enabled {
                 tracing::warn!(
@@ -80,8 +82,13 @@ pub async fn serve(
 
     let admin_shard = match &config.admin_redis {
         Some(url) => {
-            let s = sundial_core::Shard::connect("admin", &sundial_core::ShardOptions::new(url.clone()))?;
-            s.wait_connected(STARTUP_WAIT).await.context("admin redis did not answer")?;
+            let s = sundial_core::Shard::connect(
+                "admin",
+                &sundial_core::ShardOptions::new(url.clone()),
+            )?;
+            s.wait_connected(STARTUP_WAIT)
+                .await
+                .context("admin redis did not answer")?;
             s
         }
         None => topology
@@ -90,7 +97,10 @@ pub async fn serve(
             .context("no default pool")?,
     };
     let tokens = tokens::TokenStore::new(admin_shard);
-    tokens.reload().await.context("cannot load the token table")?;
+    tokens
+        .reload()
+        .await
+        .context("cannot load the token table")?;
 
     let mut wakeups = HashMap::new();
     for pool in topology.pools() {
@@ -116,7 +126,11 @@ pub async fn serve(
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(tokens.run(background.clone()));
     if config.pump.enabled {
-        tasks.spawn(sundial_pumpd::run(router.clone(), config.pump_options(), background.clone()));
+        tasks.spawn(sundial_pumpd::run(
+            router.clone(),
+            config.pump_options(),
+            background.clone(),
+        ));
     }
 
     let api_app = api::router(state.clone()).layer(axum::middleware::from_fn(http::observe));
@@ -129,7 +143,8 @@ pub async fn serve(
     );
     state.set_ready(true);
 
-    let api_server = axum::serve(api, api_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let api_server =
+        axum::serve(api, api_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let admin_server =
         axum::serve(admin, admin_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let servers = async { tokio::try_join!(api_server.into_future(), admin_server.into_future()) };

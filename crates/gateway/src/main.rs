@@ -8,7 +8,11 @@ use sundial_gateway::{Config, telemetry};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
-#[command(name = "sundial", version, about = "Delayed and retried jobs over Redis, with lmstfy's HTTP API")]
+#[command(
+    name = "sundial",
+    version,
+    about = "Delayed and retried jobs over Redis, with lmstfy's HTTP API"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -37,8 +41,9 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let (Command::Serve { config: file } | Command::Pumpd { config: file } | Command::CheckConfig { config: file }) =
-        &cli.command;
+    let (Command::Serve { config: file }
+    | Command::Pumpd { config: file }
+    | Command::CheckConfig { config: file }) = &cli.command;
     let config = Config::load(file.as_deref())?;
     if matches!(cli.command, Command::CheckConfig { .. }) {
         println!("{}", toml_summary(&config));

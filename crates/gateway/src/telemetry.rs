@@ -11,9 +11,13 @@ pub fn init_logs(cfg: &LogConfig) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cfg.level));
     let registry = tracing_subscriber::registry().with(filter);
     if cfg.format == "json" {
-        registry.with(fmt::layer().json().with_writer(std::io::stderr)).init();
+        registry
+            .with(fmt::layer().json().with_writer(std::io::stderr))
+            .init();
     } else {
-        registry.with(fmt::layer().with_writer(std::io::stderr)).init();
+        registry
+            .with(fmt::layer().with_writer(std::io::stderr))
+            .init();
     }
 }
 
@@ -21,7 +25,8 @@ pub fn init_logs(cfg: &LogConfig) {
 pub fn init_metrics() -> anyhow::Result<PrometheusHandle> {
     let handle = PrometheusBuilder::new()
         .set_buckets(&[
-            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            30.0,
         ])?
         .install_recorder()?;
     Ok(handle)

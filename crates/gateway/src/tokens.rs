@@ -57,14 +57,26 @@ impl TokenStore {
     }
 
     /// Creates a token; `false` if it already exists.
-    pub async fn create(&self, token: &Token, ns: &str, description: &str) -> Result<bool, EngineError> {
+    pub async fn create(
+        &self,
+        token: &Token,
+        ns: &str,
+        description: &str,
+    ) -> Result<bool, EngineError> {
         let c = self.redis.client()?;
         let tx = c.multi();
         let _: () = tx
-            .hsetnx(keys::TOKENS, field(&token.pool, ns, &token.secret), description)
+            .hsetnx(
+                keys::TOKENS,
+                field(&token.pool, ns, &token.secret),
+                description,
+            )
             .await
             .map_err(|e| self.err(e))?;
-        let _: () = tx.incr(keys::TOKENS_VERSION).await.map_err(|e| self.err(e))?;
+        let _: () = tx
+            .incr(keys::TOKENS_VERSION)
+            .await
+            .map_err(|e| self.err(e))?;
         let (created, _): (bool, i64) = tx.exec(true).await.map_err(|e| self.err(e))?;
         self.reload().await?;
         Ok(created)
@@ -78,7 +90,10 @@ impl TokenStore {
             .hdel(keys::TOKENS, field(&token.pool, ns, &token.secret))
             .await
             .map_err(|e| self.err(e))?;
-        let _: () = tx.incr(keys::TOKENS_VERSION).await.map_err(|e| self.err(e))?;
+        let _: () = tx
+            .incr(keys::TOKENS_VERSION)
+            .await
+            .map_err(|e| self.err(e))?;
         let (deleted, _): (i64, i64) = tx.exec(true).await.map_err(|e| self.err(e))?;
         self.reload().await?;
         Ok(deleted > 0)
@@ -88,7 +103,8 @@ impl TokenStore {
     /// description. Read from Redis, not the cache, so it is exact.
     pub async fn list(&self, pool: &str, ns: &str) -> Result<Vec<(Token, String)>, EngineError> {
         let c = self.redis.client()?;
-        let all: HashMap<String, String> = c.hgetall(keys::TOKENS).await.map_err(|e| self.err(e))?;
+        let all: HashMap<String, String> =
+            c.hgetall(keys::TOKENS).await.map_err(|e| self.err(e))?;
         let prefix = format!("{pool}/{ns}/");
         let mut out: Vec<(Token, String)> = all
             .into_iter()
@@ -120,10 +136,15 @@ impl TokenStore {
         // Read the table and its version together so a change in between
         // is caught by the next poll rather than lost.
         let tx = c.multi();
-        let _: () = tx.get(keys::TOKENS_VERSION).await.map_err(|e| self.err(e))?;
+        let _: () = tx
+            .get(keys::TOKENS_VERSION)
+            .await
+            .map_err(|e| self.err(e))?;
         let _: () = tx.hgetall(keys::TOKENS).await.map_err(|e| self.err(e))?;
-        let (version, table): (Option<i64>, Table) = tx.exec(true).await.map_err(|e| self.err(e))?;
-        self.table.store(Some(Arc::new((version.unwrap_or(0), table))));
+        let (version, table): (Option<i64>, Table) =
+            tx.exec(true).await.map_err(|e| self.err(e))?;
+        self.table
+            .store(Some(Arc::new((version.unwrap_or(0), table))));
         Ok(())
     }
 

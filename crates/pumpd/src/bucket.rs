@@ -92,7 +92,10 @@ mod tests {
             now_ms: now,
             ..Default::default()
         };
-        assert_eq!(until_next(&o(Some(1_250), 1_000), idle), Duration::from_millis(250));
+        assert_eq!(
+            until_next(&o(Some(1_250), 1_000), idle),
+            Duration::from_millis(250)
+        );
         assert_eq!(until_next(&o(Some(900), 1_000), idle), Duration::ZERO);
         assert_eq!(until_next(&o(Some(100_000), 1_000), idle), idle);
         assert_eq!(until_next(&o(None, 1_000), idle), idle);

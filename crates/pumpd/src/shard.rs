@@ -93,7 +93,9 @@ impl ShardPumps {
                     }
                 }
             }
-            Err(e) => tracing::warn!(shard = self.shard.name(), error = %e, "cannot read the namespace registry"),
+            Err(e) => {
+                tracing::warn!(shard = self.shard.name(), error = %e, "cannot read the namespace registry")
+            }
         }
     }
 

@@ -40,7 +40,10 @@ impl PoolConfig {
     /// Checks what can be checked without connecting.
     pub fn validate(&self, name: &str) -> Result<(), String> {
         if !(1..=1024).contains(&self.buckets) {
-            return Err(format!("pool {name}: buckets must be within 1..=1024, not {}", self.buckets));
+            return Err(format!(
+                "pool {name}: buckets must be within 1..=1024, not {}",
+                self.buckets
+            ));
         }
         match self.shards.len() {
             0 => Err(format!("pool {name}: needs one shard")),

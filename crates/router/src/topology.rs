@@ -63,7 +63,9 @@ impl Topology {
     /// background; an unreachable shard answers 503 until it is back).
     pub fn build(config: &BTreeMap<String, PoolConfig>) -> Result<Self, RouterError> {
         if !config.contains_key(crate::token::DEFAULT_POOL) {
-            return Err(RouterError::Config("a pool named `default` is required".to_owned()));
+            return Err(RouterError::Config(
+                "a pool named `default` is required".to_owned(),
+            ));
         }
         let mut pools = BTreeMap::new();
         for (name, pc) in config {

@@ -14,7 +14,12 @@ use crate::{api::error::ApiError, state::AppState};
 
 /// `GET /pools`: the pool names.
 pub(super) async fn pools(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    let names: Vec<String> = state.router.topology().pools().map(|p| p.name().to_owned()).collect();
+    let names: Vec<String> = state
+        .router
+        .topology()
+        .pools()
+        .map(|p| p.name().to_owned())
+        .collect();
     Json(names)
 }
 
@@ -23,7 +28,10 @@ pub(super) async fn info(
     State(state): State<Arc<AppState>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let name = q.get("pool").filter(|p| !p.is_empty()).map_or("default", String::as_str);
+    let name = q
+        .get("pool")
+        .filter(|p| !p.is_empty())
+        .map_or("default", String::as_str);
     let topology = state.router.topology();
     let Some(pool) = topology.pool(name) else {
         return Err(ApiError::NotFound("pool not found"));
@@ -54,7 +62,10 @@ pub(super) async fn version() -> impl IntoResponse {
 /// `GET /metrics`: Prometheus text format.
 pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     (
-        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
         state.metrics.render(),
     )
 }
@@ -66,10 +77,17 @@ pub(super) async fn live() -> impl IntoResponse {
 
 /// `GET /ready`: 200 once the topology is loaded and every shard answers.
 pub(super) async fn ready(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    let shards_up = state.router.topology().pools().all(|p| p.shards().all(|s| s.is_connected()));
+    let shards_up = state
+        .router
+        .topology()
+        .pools()
+        .all(|p| p.shards().all(|s| s.is_connected()));
     if state.is_ready() && shards_up && !state.shutdown.is_cancelled() {
         (StatusCode::OK, Json(json!({ "status": "ready" })))
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not ready" })))
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "not ready" })),
+        )
     }
 }

@@ -57,7 +57,11 @@ fn authorized(state: &AppState, req: &Request) -> bool {
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Basic "))
-        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
+        .and_then(|b| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b.trim())
+                .ok()
+        })
         .and_then(|b| String::from_utf8(b).ok())
     else {
         return false;

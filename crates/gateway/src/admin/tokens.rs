@@ -13,13 +13,14 @@ use serde_json::json;
 use sundial_core::job::check_namespace;
 use sundial_router::{Token, token::MIN_CUSTOM_SECRET};
 
-use crate::{
-    api::error::ApiError,
-    state::AppState,
-};
+use crate::{api::error::ApiError, state::AppState};
 
 /// Form fields (urlencoded body) merged over the query's.
-async fn form(headers: &HeaderMap, body: Body, mut query: HashMap<String, String>) -> HashMap<String, String> {
+async fn form(
+    headers: &HeaderMap,
+    body: Body,
+    mut query: HashMap<String, String>,
+) -> HashMap<String, String> {
     let is_form = headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -28,7 +29,9 @@ async fn form(headers: &HeaderMap, body: Body, mut query: HashMap<String, String
         return query;
     }
     if let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await {
-        let uri = format!("/?{}", String::from_utf8_lossy(&bytes)).parse().unwrap_or_default();
+        let uri = format!("/?{}", String::from_utf8_lossy(&bytes))
+            .parse()
+            .unwrap_or_default();
         let pairs = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&uri)
             .map(|q| q.0)
             .unwrap_or_default();
@@ -74,7 +77,9 @@ pub(super) async fn create(
     let token = match params.get("token").filter(|t| !t.is_empty()) {
         Some(t) => {
             let mut t = Token::parse(t);
-            if t.pool == sundial_router::token::DEFAULT_POOL && !params.get("token").is_some_and(|s| s.contains(':')) {
+            if t.pool == sundial_router::token::DEFAULT_POOL
+                && !params.get("token").is_some_and(|s| s.contains(':'))
+            {
                 t.pool = pool.clone();
             }
             pool = t.pool.clone();
@@ -92,7 +97,10 @@ pub(super) async fn create(
         return Err(ApiError::bad("the token has already existed"));
     }
     tracing::info!(ns, pool, "token created");
-    Ok((StatusCode::CREATED, Json(json!({ "token": token.to_string() }))))
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "token": token.to_string() })),
+    ))
 }
 
 /// `GET /token/{ns}?pool=` → `{"tokens": {token: description}}`

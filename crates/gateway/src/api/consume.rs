@@ -43,8 +43,10 @@ pub(super) async fn consume(
         Vec::new()
     };
     loop {
-        let mut woken: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> =
-            watches.iter().map(|w| Box::pin(w.notify().notified())).collect();
+        let mut woken: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> = watches
+            .iter()
+            .map(|w| Box::pin(w.notify().notified()))
+            .collect();
         for n in &mut woken {
             n.as_mut().enable();
         }
@@ -63,7 +65,11 @@ pub(super) async fn consume(
     }
 }
 
-async fn watch(state: &AppState, tenant: &Tenant, queues: &[String]) -> Result<Vec<Watch>, ApiError> {
+async fn watch(
+    state: &AppState,
+    tenant: &Tenant,
+    queues: &[String],
+) -> Result<Vec<Watch>, ApiError> {
     let mut watches = Vec::new();
     for (shard, _) in tenant.pool.groups(&tenant.ns) {
         let Some(w) = state.wakeups.get(shard.name()) else {
@@ -77,7 +83,11 @@ async fn watch(state: &AppState, tenant: &Tenant, queues: &[String]) -> Result<V
 }
 
 /// One pass over the pool's shards until `count` jobs are taken.
-async fn take(tenant: &Tenant, queues: &[String], p: &ConsumeParams) -> Result<Vec<Delivery>, ApiError> {
+async fn take(
+    tenant: &Tenant,
+    queues: &[String],
+    p: &ConsumeParams,
+) -> Result<Vec<Delivery>, ApiError> {
     let mut out = Vec::new();
     for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
         let want = p.count - out.len() as u32;
@@ -113,7 +123,9 @@ async fn take_from(
             for d in &jobs {
                 match task_shard.release(&ns, d).await {
                     Ok(_) => tracing::debug!(job_id = d.job.id, "consumer went away; job released"),
-                    Err(e) => tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR"),
+                    Err(e) => {
+                        tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR")
+                    }
                 }
             }
         }
@@ -129,7 +141,10 @@ async fn take_from(
 fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {
     let pool = tenant.pool.name().to_owned();
     metrics::counter!("sundial_jobs_consumed_total", "pool" => pool).increment(jobs.len() as u64);
-    let mut items: Vec<Value> = jobs.iter().map(|d| render::delivered(&tenant.ns, &d.job)).collect();
+    let mut items: Vec<Value> = jobs
+        .iter()
+        .map(|d| render::delivered(&tenant.ns, &d.job))
+        .collect();
     if count > 1 {
         Json(Value::Array(items)).into_response()
     } else {

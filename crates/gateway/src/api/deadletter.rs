@@ -52,7 +52,9 @@ pub(super) async fn size(
 ) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&path)?;
     let size = counts(&tenant, &queue).await?.dead;
-    Ok(Json(json!({ "namespace": tenant.ns, "queue": queue, "size": size })))
+    Ok(Json(
+        json!({ "namespace": tenant.ns, "queue": queue, "size": size }),
+    ))
 }
 
 /// `PUT /api/{ns}/{queue}/deadletter?limit=&ttl=`
@@ -75,7 +77,8 @@ pub(super) async fn respawn(
             .respawn(&tenant.ns, buckets, &queue, limit - count, ttl_ms)
             .await?;
     }
-    metrics::counter!("sundial_jobs_respawned_total", "pool" => tenant.pool.name().to_owned()).increment(count);
+    metrics::counter!("sundial_jobs_respawned_total", "pool" => tenant.pool.name().to_owned())
+        .increment(count);
     Ok(Json(json!({ "msg": "respawned", "count": count })))
 }
 
@@ -93,8 +96,11 @@ pub(super) async fn delete(
         if count >= limit {
             break;
         }
-        count += shard.dead_delete(&tenant.ns, buckets, &queue, limit - count).await?;
+        count += shard
+            .dead_delete(&tenant.ns, buckets, &queue, limit - count)
+            .await?;
     }
-    metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned()).increment(count);
+    metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned())
+        .increment(count);
     Ok(StatusCode::NO_CONTENT)
 }

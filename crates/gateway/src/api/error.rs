@@ -68,7 +68,10 @@ impl IntoResponse for ApiError {
             }
             Self::Internal(e) => {
                 tracing::error!(error = format!("{e:#}"), "internal error");
-                (StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": "internal error" }))
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    json!({ "error": "internal error" }),
+                )
             }
         };
         (status, Json(body)).into_response()

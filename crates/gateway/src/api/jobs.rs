@@ -51,7 +51,8 @@ pub(super) async fn delete(
     let bucket = id.bucket(tenant.pool.buckets());
     let shard = tenant.pool.shard_for(&tenant.ns, bucket);
     if shard.delete(&tenant.ns, bucket, &queue, &id).await? {
-        metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned()).increment(1);
+        metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned())
+            .increment(1);
     }
     Ok(StatusCode::NO_CONTENT)
 }

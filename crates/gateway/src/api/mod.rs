@@ -25,7 +25,9 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route(
             "/api/{ns}/{queue}",
-            put(publish::publish).get(consume::consume).delete(queue::destroy),
+            put(publish::publish)
+                .get(consume::consume)
+                .delete(queue::destroy),
         )
         .route("/api/{ns}/{queue}/bulk", put(publish::bulk))
         .route(
@@ -36,7 +38,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/{ns}/{queue}/size", get(queue::size))
         .route(
             "/api/{ns}/{queue}/deadletter",
-            get(deadletter::peek).put(deadletter::respawn).delete(deadletter::delete),
+            get(deadletter::peek)
+                .put(deadletter::respawn)
+                .delete(deadletter::delete),
         )
         .route("/api/{ns}/{queue}/deadletter/size", get(deadletter::size))
         .fallback(not_found)

@@ -17,7 +17,9 @@ impl Params {
     fn uint<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ApiError> {
         match self.0.get(name).map(String::as_str) {
             None | Some("") => Ok(default),
-            Some(v) => v.parse().map_err(|_| ApiError::bad(format!("invalid {name}"))),
+            Some(v) => v
+                .parse()
+                .map_err(|_| ApiError::bad(format!("invalid {name}"))),
         }
     }
 }
@@ -96,7 +98,12 @@ mod tests {
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> Params {
-        Params(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
+        Params(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
     }
 
     fn msg(e: ApiError) -> String {
@@ -107,15 +114,27 @@ mod tests {
     fn publish_defaults_and_errors_match_lmstfy() {
         let l = Limits::default();
         let p = PublishParams::parse(&params(&[]), &l).expect("defaults");
-        assert_eq!(p, PublishParams { delay: 0, ttl: 86_400, tries: 1 });
-        let err = |q: &[(&str, &str)]| msg(PublishParams::parse(&params(q), &l).expect_err("invalid"));
+        assert_eq!(
+            p,
+            PublishParams {
+                delay: 0,
+                ttl: 86_400,
+                tries: 1
+            }
+        );
+        let err =
+            |q: &[(&str, &str)]| msg(PublishParams::parse(&params(q), &l).expect_err("invalid"));
         assert_eq!(err(&[("delay", "-1")]), "invalid delay");
         assert_eq!(err(&[("delay", "4294967296")]), "invalid delay");
         assert_eq!(err(&[("ttl", "x")]), "invalid ttl");
         assert_eq!(err(&[("tries", "65536")]), "invalid tries");
         assert_eq!(err(&[("tries", "0")]), "tries shouldn't be zero");
-        assert_eq!(err(&[("delay", "10"), ("ttl", "5")]), "ttl is shorter than delay");
-        let forever = PublishParams::parse(&params(&[("delay", "10"), ("ttl", "0")]), &l).expect("ttl 0");
+        assert_eq!(
+            err(&[("delay", "10"), ("ttl", "5")]),
+            "ttl is shorter than delay"
+        );
+        let forever =
+            PublishParams::parse(&params(&[("delay", "10"), ("ttl", "0")]), &l).expect("ttl 0");
         assert_eq!(forever.ttl, 0);
     }
 
@@ -125,7 +144,8 @@ mod tests {
         let c = ConsumeParams::parse(&params(&[("timeout", "100000")]), &l).expect("ok");
         assert_eq!(c.timeout_secs, 600);
         assert_eq!(c.ttr_ms, 120_000);
-        let err = |q: &[(&str, &str)]| msg(ConsumeParams::parse(&params(q), &l).expect_err("invalid"));
+        let err =
+            |q: &[(&str, &str)]| msg(ConsumeParams::parse(&params(q), &l).expect_err("invalid"));
         assert_eq!(err(&[("count", "0")]), "invalid count");
         assert_eq!(err(&[("count", "101")]), "invalid count");
         assert_eq!(err(&[("ttr", "-5")]), "invalid ttr");
@@ -135,6 +155,9 @@ mod tests {
     #[test]
     fn dead_letter_limit() {
         assert_eq!(limit(&params(&[])).expect("default"), 1);
-        assert_eq!(msg(limit(&params(&[("limit", "0")])).expect_err("zero")), "invalid limit");
+        assert_eq!(
+            msg(limit(&params(&[("limit", "0")])).expect_err("zero")),
+            "invalid limit"
+        );
     }
 }

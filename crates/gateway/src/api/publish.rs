@@ -43,7 +43,10 @@ fn version_and_attrs(headers: &HeaderMap) -> Result<(bool, String), ApiError> {
             continue;
         };
         let value = String::from_utf8_lossy(value.as_bytes());
-        attrs.insert(truncate(key, MAX_ATTRIBUTE_KEY_BYTES), truncate(&value, MAX_ATTRIBUTE_VALUE_BYTES));
+        attrs.insert(
+            truncate(key, MAX_ATTRIBUTE_KEY_BYTES),
+            truncate(&value, MAX_ATTRIBUTE_VALUE_BYTES),
+        );
     }
     if attrs.len() > MAX_ATTRIBUTES {
         return Err(ApiError::bad(format!(
@@ -95,9 +98,16 @@ pub(super) async fn publish(
     let shard = tenant.pool.shard_for(&tenant.ns, bucket);
     state.register(shard, &tenant.ns, &queue).await?;
     shard
-        .publish(&tenant.ns, bucket, &queue, &p.schedule(), std::slice::from_ref(&job))
+        .publish(
+            &tenant.ns,
+            bucket,
+            &queue,
+            &p.schedule(),
+            std::slice::from_ref(&job),
+        )
         .await?;
-    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned()).increment(1);
+    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned())
+        .increment(1);
     Ok((
         StatusCode::CREATED,
         Json(json!({ "msg": "published", "job_id": job.id.as_str() })),
@@ -118,7 +128,12 @@ pub(super) async fn bulk(
     let p = PublishParams::parse(&Params(params.0), &state.limits)?;
     let (versioned, attrs) = version_and_attrs(&headers)?;
     // 64 bodies of up to 1 MiB, plus the array's punctuation.
-    let raw = body::read(body, MAX_BULK_JOBS * (MAX_BODY_BYTES + 16) + 16, "job too large").await?;
+    let raw = body::read(
+        body,
+        MAX_BULK_JOBS * (MAX_BODY_BYTES + 16) + 16,
+        "job too large",
+    )
+    .await?;
     let items: Vec<&RawValue> = serde_json::from_slice(&raw)
         .map_err(|_| ApiError::bad("request body should be an array of objects"))?;
     if items.is_empty() {
@@ -142,7 +157,9 @@ pub(super) async fn bulk(
         .collect();
     let shard = tenant.pool.shard_for(&tenant.ns, bucket);
     state.register(shard, &tenant.ns, &queue).await?;
-    shard.publish(&tenant.ns, bucket, &queue, &p.schedule(), &jobs).await?;
+    shard
+        .publish(&tenant.ns, bucket, &queue, &p.schedule(), &jobs)
+        .await?;
     metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned())
         .increment(jobs.len() as u64);
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
@@ -179,7 +196,8 @@ pub(super) async fn republish(
     shard
         .republish(&tenant.ns, bucket, &queue, &old, &p.schedule(), &job)
         .await?;
-    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned()).increment(1);
+    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned())
+        .increment(1);
     Ok((
         StatusCode::CREATED,
         Json(json!({ "msg": "published", "job_id": job.id.as_str() })),
@@ -196,7 +214,10 @@ mod tests {
         h.insert("job-attr-color", "red".parse().expect("header"));
         assert_eq!(version_and_attrs(&h).expect("ok"), (false, String::new()));
         h.insert("enable-job-version", "yes".parse().expect("header"));
-        assert_eq!(version_and_attrs(&h).expect("ok"), (true, r#"{"color":"red"}"#.to_owned()));
+        assert_eq!(
+            version_and_attrs(&h).expect("ok"),
+            (true, r#"{"color":"red"}"#.to_owned())
+        );
     }
 
     #[test]
@@ -214,7 +235,8 @@ mod tests {
         assert_eq!((k.len(), v.len()), (32, 128));
         for i in 0..16 {
             h.insert(
-                axum::http::HeaderName::from_bytes(format!("job-attr-a{i}").as_bytes()).expect("name"),
+                axum::http::HeaderName::from_bytes(format!("job-attr-a{i}").as_bytes())
+                    .expect("name"),
                 "x".parse().expect("value"),
             );
         }

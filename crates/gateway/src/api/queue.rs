@@ -52,7 +52,9 @@ pub(super) async fn size(
 ) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&path)?;
     let c = counts(&tenant, &queue).await?;
-    Ok(Json(json!({ "namespace": tenant.ns, "queue": queue, "size": c.ready })))
+    Ok(Json(
+        json!({ "namespace": tenant.ns, "queue": queue, "size": c.ready }),
+    ))
 }
 
 /// `DELETE /api/{ns}/{queue}`: deletes the queue's ready jobs.
@@ -66,6 +68,7 @@ pub(super) async fn destroy(
     for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
         n += shard.destroy(&tenant.ns, buckets, &queue).await?;
     }
-    metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned()).increment(n);
+    metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned())
+        .increment(n);
     Ok(StatusCode::NO_CONTENT)
 }

@@ -6,7 +6,11 @@ use sundial_core::JobView;
 
 /// Seconds left before expiry, as Redis `TTL` would say it; 0 = never.
 fn ttl_secs(ttl_ms: u64) -> u64 {
-    if ttl_ms == 0 { 0 } else { ttl_ms.div_ceil(1000) }
+    if ttl_ms == 0 {
+        0
+    } else {
+        ttl_ms.div_ceil(1000)
+    }
 }
 
 fn attributes(attrs: &str) -> Value {

@@ -24,7 +24,9 @@ fn presented_token(parts: &Parts) -> Option<String> {
     if let Some(v) = parts.headers.get("x-token") {
         return v.to_str().ok().map(str::to_owned).filter(|s| !s.is_empty());
     }
-    query_params(&parts.uri).remove("token").filter(|s| !s.is_empty())
+    query_params(&parts.uri)
+        .remove("token")
+        .filter(|s| !s.is_empty())
 }
 
 /// The query string as a map (a malformed one reads as empty).
@@ -37,7 +39,10 @@ pub(crate) fn query_params(uri: &axum::http::Uri) -> HashMap<String, String> {
 impl FromRequestParts<Arc<AppState>> for Tenant {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, ApiError> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, ApiError> {
         let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::NotFound("api not found"))?;

@@ -1,0 +1,173 @@
+//! The admin API end to end.
+
+use std::time::{Duration, Instant};
+
+use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
+
+#[tokio::test]
+async fn a_deleted_token_stops_working_on_every_gateway_within_a_second_or_two() {
+    let redis = RedisServer::start();
+    let a = Sundial::start(&SundialConfig::new(redis.url()));
+    let b = Sundial::start(&SundialConfig::new(redis.url()));
+    let token = create_token(&a.admin(), "ns").await;
+    let on_b = Api::new(b.api(), Some(&token));
+    // Created on A, usable on B shortly after.
+    let start = Instant::now();
+    wait_until_async(
+        Duration::from_secs(3),
+        "the token to reach gateway B",
+        || async { on_b.get("/api/ns/q/size").await.status == 200 },
+    )
+    .await;
+    let reached = start.elapsed();
+
+    let admin_a = Api::new(a.admin(), None);
+    assert_eq!(
+        admin_a.delete(&format!("/token/ns/{token}")).await.status,
+        204
+    );
+    let start = Instant::now();
+    wait_until_async(
+        Duration::from_secs(3),
+        "the deletion to reach gateway B",
+        || async { on_b.get("/api/ns/q/size").await.status == 401 },
+    )
+    .await;
+    let revoked = start.elapsed();
+    assert!(
+        revoked < Duration::from_secs(2),
+        "revoked after {revoked:?}"
+    );
+    eprintln!("token reached B after {reached:?}, revoked on B after {revoked:?}");
+    // And on A at once.
+    assert_eq!(
+        Api::new(a.api(), Some(&token))
+            .get("/api/ns/q/size")
+            .await
+            .status,
+        401
+    );
+}
+
+#[tokio::test]
+async fn token_admin_follows_lmstfy() {
+    let redis = RedisServer::start();
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    let admin = Api::new(gw.admin(), None);
+    let r = admin.post("/token/ns").await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (400, Some("invalid description"))
+    );
+    let r = admin.post("/token/ns?description=d&token=short").await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (400, Some("the user token was too short"))
+    );
+    let r = admin.post("/token/ns?description=d&pool=nope").await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (400, Some("the pool was not exists"))
+    );
+    let r = admin.post("/token/n.s?description=d").await;
+    assert_eq!(r.status, 400);
+
+    let custom = "my-own-token-of-24-chars";
+    let r = admin
+        .post(&format!("/token/ns?description=mine&token={custom}"))
+        .await;
+    assert_eq!((r.status, r.json["token"].as_str()), (201, Some(custom)));
+    let r = admin
+        .post(&format!("/token/ns?description=again&token={custom}"))
+        .await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (400, Some("the token has already existed"))
+    );
+    let minted = create_token(&gw.admin(), "ns").await;
+    assert_eq!(minted.len(), 26);
+
+    let list = admin.get("/token/ns").await;
+    assert_eq!(list.json["tokens"][custom], "mine");
+    assert_eq!(list.json["tokens"][&minted], "test");
+    assert_eq!(
+        admin.get("/token/other").await.json["tokens"],
+        serde_json::json!({})
+    );
+
+    // A form body works too.
+    let r = admin
+        .call(
+            reqwest::Method::POST,
+            "/token/ns",
+            Some(b"description=form".to_vec()),
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+}
+
+#[tokio::test]
+async fn token_routes_need_basic_auth_when_accounts_are_configured() {
+    let redis = RedisServer::start();
+    let mut cfg = SundialConfig::new(redis.url());
+    cfg.accounts = vec![("ops".to_owned(), "secret".to_owned())];
+    let gw = Sundial::start(&cfg);
+    let anon = Api::new(gw.admin(), None);
+    let r = anon.post("/token/ns?description=d").await;
+    assert_eq!(r.status, 401);
+    assert!(r.headers.contains_key("www-authenticate"));
+    let r = anon
+        .call(
+            reqwest::Method::POST,
+            "/token/ns?description=d",
+            None,
+            &[("Authorization", "Basic b3BzOndyb25n")],
+        )
+        .await;
+    assert_eq!(r.status, 401, "wrong password");
+    // ops:secret
+    let r = anon
+        .call(
+            reqwest::Method::POST,
+            "/token/ns?description=d",
+            None,
+            &[("Authorization", "Basic b3BzOnNlY3JldA==")],
+        )
+        .await;
+    assert_eq!(r.status, 201);
+    // Read-only endpoints stay open.
+    assert_eq!(anon.get("/pools").await.status, 200);
+}
+
+#[tokio::test]
+async fn pools_info_version_metrics_health() {
+    let redis = RedisServer::start();
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    api.publish("ns", "q1", "", b"x").await;
+    api.publish("ns", "q2", "delay=60", b"x").await;
+    let admin = Api::new(gw.admin(), None);
+    assert_eq!(
+        admin.get("/pools").await.json,
+        serde_json::json!(["default"])
+    );
+    assert_eq!(
+        admin.get("/info").await.json,
+        serde_json::json!({"ns": ["q1", "q2"]})
+    );
+    assert_eq!(admin.get("/info?pool=nope").await.status, 404);
+    let v = admin.get("/version").await;
+    assert_eq!(v.json["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(admin.get("/live").await.status, 200);
+    assert_eq!(admin.get("/ready").await.status, 200);
+    let m = admin.get("/metrics").await;
+    let text = m.json.as_str().expect("text");
+    assert!(text.contains("sundial_jobs_published_total"), "{text}");
+    assert!(
+        text.contains(r#"route="/api/{ns}/{queue}""#),
+        "requests are labelled by matched route: {text}"
+    );
+    assert!(!text.contains(&token), "no token in metrics");
+}
