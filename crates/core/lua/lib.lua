@@ -3,15 +3,20 @@
 -- Job record (one field of the bucket's jobs hash, value packed with `struct`):
 --   state   B   1 delayed, 2 ready, 3 reserved, 4 dead
 --   tries   H   deliveries left
---   pub     d   publish time, ms, shard clock
---   expire  d   expiry time, ms, shard clock; 0 = never
+--   pub     I6  publish time, ms, shard clock
+--   expire  I6  expiry time, ms, shard clock; 0 = never
+--   due     I6  when a delayed job is due, ms; 0 in other states
 --   queue   Hc0 queue name
 --   attrs   Hc0 attributes as JSON text, "" when none
 --   body    the rest of the value
 local DELAYED, READY, RESERVED, DEAD = 1, 2, 3, 4
 -- Counter field prefix per state, in the bucket's counters hash.
 local COUNTER = { 'l', 'r', 'f', 'd' }
-local HEADER = '>BHddHc0Hc0'
+local HEADER = '>BHI6I6I6Hc0Hc0'
+-- The timer wheel: a delayed job due at least NEAR_MS from now waits in the
+-- list of its SLOT_MS-wide slot (compact), not in the timer zset; the pump
+-- moves a slot's jobs into the zset SLOT_MS before the slot starts.
+local SLOT_MS, NEAR_MS = 1000, 2000
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -19,12 +24,13 @@ local function now_ms()
 end
 
 local function encode(r)
-  return struct.pack(HEADER, r.state, r.tries, r.pub, r.expire, #r.queue, r.queue, #r.attrs, r.attrs) .. r.body
+  return struct.pack(HEADER, r.state, r.tries, r.pub, r.expire, r.due or 0, #r.queue, r.queue, #r.attrs, r.attrs)
+    .. r.body
 end
 
 local function decode(s)
-  local state, tries, pub, expire, queue, attrs, pos = struct.unpack(HEADER, s)
-  return { state = state, tries = tries, pub = pub, expire = expire, queue = queue, attrs = attrs,
+  local state, tries, pub, expire, due, queue, attrs, pos = struct.unpack(HEADER, s)
+  return { state = state, tries = tries, pub = pub, expire = expire, due = due, queue = queue, attrs = attrs,
            body = string.sub(s, pos) }
 end
 
@@ -82,22 +88,54 @@ local function view(r, id, now)
   return { r.queue, id, math.max(0, now - r.pub), ttl_left(r, now), r.tries, r.attrs, r.body, r.state }
 end
 
--- Stores a new job: delayed on the timer, or ready at the tail of its queue.
-local function put(jkey, tkey, rkey, id, r, due, timer_channel, bucket_tag)
-  redis.call('HSET', jkey, id, encode(r))
-  if r.state == DELAYED then
-    arm(tkey, id, due, timer_channel, bucket_tag)
+-- When the bucket's pump must next wake: its earliest timer entry, or
+-- SLOT_MS before its earliest wheel slot starts; nil when it has neither.
+local function next_wake(tkey, skey)
+  local t = zmin(tkey)
+  local s = zmin(skey)
+  if s then s = s - SLOT_MS end
+  if t and s then return math.min(t, s) end
+  return t or s
+end
+
+-- Places a delayed job due at `due`: on the timer when it is near, else in
+-- its wheel slot. `k` holds the bucket's keys {t, s, prefix}; `wake` is the
+-- bucket's next wake-up before this call (updated and returned), and the
+-- pumps are told when this job makes it sooner.
+local function delay(k, id, due, now, wake, timer_channel, bucket_tag)
+  local at
+  if due < now + NEAR_MS then
+    redis.call('ZADD', k.t, due, id)
+    at = due
   else
-    redis.call('LPUSH', rkey, id)
-    if r.expire > 0 then redis.call('ZADD', tkey, r.expire, id) end
+    local slot = math.floor(due / SLOT_MS)
+    redis.call('RPUSH', k.prefix .. 'w:' .. slot, id)
+    redis.call('ZADD', k.s, slot * SLOT_MS, slot)
+    at = slot * SLOT_MS - SLOT_MS
   end
+  if wake == nil or at < wake then
+    redis.call('PUBLISH', timer_channel, bucket_tag)
+    return at
+  end
+  return wake
+end
+
+-- Stores a new job: delayed (see `delay`), or ready at the tail of its queue.
+local function put(k, rkey, id, r, now, wake, timer_channel, bucket_tag)
+  redis.call('HSET', k.j, id, encode(r))
+  if r.state == DELAYED then
+    return delay(k, id, r.due, now, wake, timer_channel, bucket_tag)
+  end
+  redis.call('LPUSH', rkey, id)
+  if r.expire > 0 then redis.call('ZADD', k.t, r.expire, id) end
+  return wake
 end
 
 -- A fresh record for publish and republish.
-local function fresh(queue, delay, ttl, tries, now)
-  local r = { tries = tries, pub = now, expire = 0, queue = queue, state = READY }
+local function fresh(queue, delay_ms, ttl, tries, now)
+  local r = { tries = tries, pub = now, expire = 0, due = 0, queue = queue, state = READY }
   if ttl > 0 then r.expire = now + ttl end
-  if delay > 0 then r.state = DELAYED end
+  if delay_ms > 0 then r.state, r.due = DELAYED, now + delay_ms end
   return r
 end
 

@@ -1,18 +1,46 @@
 -- Moves what is due in one bucket: delayed jobs to ready; reservations whose
 -- TTR ran out back to ready while tries remain, else to the dead letter; jobs
 -- past their TTL dropped; stale timer entries removed.
--- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash
--- ARGV[1]: bucket key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue)
+-- First, wheel slots that start within SLOT_MS are opened: their delayed jobs
+-- move to the timer zset at their exact due time.
+-- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel slot index zset
+-- ARGV[1]: bucket key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue,
+--          wheel slot list = prefix .. 'w:' .. slot)
 -- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
 -- Returns: {processed, to_ready, retried, dead, expired, next_due_ms (-1 = none), oldest_due_ms (-1 = none), now_ms}
 -- where oldest_due_ms is the score of the first entry handled (for lag).
 --
--- The ready and dead lists are named here rather than passed in KEYS because
--- which queues are due is only known from the records. They carry the same
--- hash tag as KEYS[1], so the script still touches a single slot.
+-- The ready, dead and wheel lists are named here rather than passed in KEYS
+-- because which queues and slots are due is only known from the data. They
+-- carry the same hash tag as KEYS[1], so the script still touches one slot.
 local prefix, limit, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
-local jkey, tkey, ckey = KEYS[1], KEYS[2], KEYS[3]
+local jkey, tkey, ckey, skey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+
+-- Open the wheel slots that start within SLOT_MS.
+local opened = 0
+while opened < limit do
+  local head = redis.call('ZRANGE', skey, 0, 0, 'WITHSCORES')
+  if #head == 0 or tonumber(head[2]) >= now + SLOT_MS then break end
+  local wkey = prefix .. 'w:' .. head[1]
+  local ids = redis.call('LPOP', wkey, limit - opened)
+  if ids then
+    for _, id in ipairs(ids) do
+      local raw = redis.call('HGET', jkey, id)
+      if raw then
+        local r = decode(raw)
+        if r.state == DELAYED then redis.call('ZADD', tkey, r.due, id) end
+      end
+    end
+    opened = opened + #ids
+  end
+  if redis.call('EXISTS', wkey) == 0 then redis.call('ZREM', skey, head[1]) end
+end
+if opened >= limit then
+  -- A huge slot: come back at once for the rest before pumping.
+  return { limit, 0, 0, 0, 0, now, -1, now }
+end
+
 local due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 local to_ready, retried, dead, gone = 0, 0, 0, 0
 local woken = {}
@@ -57,5 +85,5 @@ for q, n in pairs(woken) do
   redis.call('PUBLISH', chan .. q, n)
 end
 
-local next_due = zmin(tkey) or -1
+local next_due = next_wake(tkey, skey) or -1
 return { #due / 2, to_ready, retried, dead, gone, next_due, oldest, now }

@@ -1,12 +1,13 @@
 -- Replaces a job by a new one in the same bucket, atomically: the old job
 -- (if it still exists in that queue) is deleted and the new one published.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: ready list
+-- KEYS[5]: wheel slot index zset
 -- ARGV[1]: queue   ARGV[2]: delay ms   ARGV[3]: ttl ms   ARGV[4]: tries
--- ARGV[5]: ready channel   ARGV[6]: timer channel   ARGV[7]: bucket tag
--- ARGV[8]: old job id   ARGV[9]: new job id   ARGV[10]: attrs   ARGV[11]: body
+-- ARGV[5]: ready channel   ARGV[6]: timer channel   ARGV[7]: bucket tag   ARGV[8]: bucket key prefix
+-- ARGV[9]: old job id   ARGV[10]: new job id   ARGV[11]: attrs   ARGV[12]: body
 -- Returns: 1 when the old job existed, else 0; or an error reply `EXISTS <id>` and no change.
-local queue, delay, ttl, tries = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local old, id = ARGV[8], ARGV[9]
+local queue, delay_ms, ttl, tries = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local old, id = ARGV[9], ARGV[10]
 if redis.call('HEXISTS', KEYS[1], id) == 1 then
   return redis.error_reply('EXISTS ' .. id)
 end
@@ -20,9 +21,12 @@ if raw then
   end
 end
 local now = now_ms()
-local r = fresh(queue, delay, ttl, tries, now)
-r.attrs, r.body = ARGV[10], ARGV[11]
-put(KEYS[1], KEYS[2], KEYS[4], id, r, now + delay, ARGV[6], ARGV[7])
+local k = { j = KEYS[1], t = KEYS[2], s = KEYS[5], prefix = ARGV[8] }
+local r = fresh(queue, delay_ms, ttl, tries, now)
+r.attrs, r.body = ARGV[11], ARGV[12]
+local wake
+if r.state == DELAYED then wake = next_wake(k.t, k.s) end
+put(k, KEYS[4], id, r, now, wake, ARGV[6], ARGV[7])
 count(KEYS[3], r.state, queue, 1)
 if r.state == READY then redis.call('PUBLISH', ARGV[5], 1) end
 return existed

@@ -11,7 +11,9 @@
 //! | key | type | holds | invariant |
 //! | --- | --- | --- | --- |
 //! | `sd:T:j` | hash | job id → packed record (state, tries left, publish and expiry time, queue, attributes, body) | a job exists iff its field exists |
-//! | `sd:T:t` | zset | job id → next deadline (ms, shard clock) | delayed: due time; reserved: TTR deadline (or expiry if sooner); ready or dead: expiry if any, else absent |
+//! | `sd:T:t` | zset | job id → next deadline (ms, shard clock) | delayed and due within about 2 s: due time; reserved: TTR deadline (or expiry if sooner); ready or dead: expiry if any, else absent |
+//! | `sd:T:s` | zset | wheel slot number → its start (ms) | one member per non-empty wheel list |
+//! | `sd:T:w:<slot>` | list | ids of delayed jobs due within that second (`slot = due_ms / 1000`) | every delayed job not in `sd:T:t` is in the list of its slot; stale ids (deleted jobs) are skipped when the slot opens |
 //! | `sd:T:c` | hash | `<s><queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead) | equals the count of records in that state; changed by the same script that changes a record |
 //! | `sd:T:r:<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; it may also hold stale ids (deleted or expired jobs), skipped on pop |
 //! | `sd:T:d:<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
@@ -113,6 +115,16 @@ impl BucketKeys {
         format!("{}c", self.prefix)
     }
 
+    /// The index of the bucket's timer-wheel slots.
+    pub fn slots(&self) -> String {
+        format!("{}s", self.prefix)
+    }
+
+    /// The timer-wheel list of one slot (one second of due times).
+    pub fn wheel(&self, slot: u64) -> String {
+        format!("{}w:{slot}", self.prefix)
+    }
+
     pub fn ready(&self, queue: &str) -> String {
         format!("{}r:{queue}", self.prefix)
     }
@@ -129,7 +141,15 @@ mod tests {
     #[test]
     fn bucket_keys_share_one_hash_tag() {
         let k = BucketKeys::new("ns", 7);
-        for key in [k.jobs(), k.timer(), k.counters(), k.ready("q"), k.dead("q")] {
+        for key in [
+            k.jobs(),
+            k.timer(),
+            k.counters(),
+            k.slots(),
+            k.wheel(9),
+            k.ready("q"),
+            k.dead("q"),
+        ] {
             assert!(key.starts_with("sd:{ns/7}:"), "{key}");
         }
         assert_eq!(k.ready("q"), "sd:{ns/7}:r:q");

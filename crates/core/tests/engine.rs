@@ -504,3 +504,144 @@ async fn a_dead_shard_is_unavailable_not_a_panic() {
         .expect("reconnects by itself");
     assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 0);
 }
+
+/// Slot lists and slot index entries of a bucket, read with the independent client.
+fn wheel(redis: &RedisServer, b: u32) -> (Vec<String>, u64) {
+    let k = BucketKeys::new("ns", b);
+    let mut r = redis.client();
+    let slots: Vec<String> = r.zrange(k.slots(), 0, -1).expect("zrange");
+    let queued: u64 = slots
+        .iter()
+        .map(|s| {
+            r.llen::<_, u64>(k.wheel(s.parse().expect("slot")))
+                .expect("llen")
+        })
+        .sum();
+    (slots, queued)
+}
+
+#[tokio::test]
+async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let sched = Schedule {
+        delay_ms: 2_300,
+        ttl_ms: 0,
+        tries: 1,
+    };
+    let published = std::time::Instant::now();
+    let id = publish(&s, "q", sched, "far").await;
+    let b = id.bucket(B);
+    let (slots, queued) = wheel(&redis, b);
+    assert_eq!(
+        (slots.len(), queued),
+        (1, 1),
+        "a far job is in a wheel slot"
+    );
+    let mut r = redis.client();
+    let in_timer: Option<f64> = r
+        .zscore(BucketKeys::new("ns", b).timer(), id.as_str())
+        .expect("zscore");
+    assert_eq!(in_timer, None, "and not in the timer zset");
+    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").delayed, 1);
+
+    // The pump wakes a slot (1 s) ahead of the second the job is due in, so
+    // at least 1 s before the job is due.
+    let o = s.pump("ns", b, 100).await.expect("pump");
+    let wake = o.next_due_ms.expect("a wake-up");
+    assert!(wake <= o.now_ms + 1_300, "wake {wake} now {}", o.now_ms);
+
+    wait_until_async(
+        Duration::from_secs(10),
+        "the job to be moved on time",
+        || async { s.pump("ns", b, 100).await.expect("pump").to_ready == 1 },
+    )
+    .await;
+    assert!(
+        published.elapsed() >= Duration::from_millis(2_300),
+        "never early"
+    );
+    assert_eq!(
+        wheel(&redis, b),
+        (vec![], 0),
+        "the slot is gone once opened"
+    );
+    let got = s
+        .consume("ns", &ALL, &["q"], 1, 1000)
+        .await
+        .expect("consume");
+    assert_eq!(got[0].job.id, id.as_str());
+}
+
+#[tokio::test]
+async fn a_cancelled_wheel_job_is_skipped_when_its_slot_opens() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let sched = Schedule {
+        delay_ms: 2_100,
+        ttl_ms: 0,
+        tries: 1,
+    };
+    let id = publish(&s, "q", sched, "cancel me").await;
+    let b = id.bucket(B);
+    assert!(s.delete("ns", b, "q", &id).await.expect("delete"));
+    assert_eq!(
+        s.counts("ns", &ALL, "q").await.expect("counts"),
+        Default::default()
+    );
+    assert_eq!(
+        wheel(&redis, b).1,
+        1,
+        "a stale entry stays until its slot opens"
+    );
+    wait_until_async(Duration::from_secs(10), "the slot to open", || async {
+        s.pump("ns", b, 100).await.expect("pump");
+        wheel(&redis, b) == (vec![], 0)
+    })
+    .await;
+    let mut r = redis.client();
+    let timer: u64 = r.zcard(BucketKeys::new("ns", b).timer()).expect("zcard");
+    assert_eq!(timer, 0, "the stale entry did not reach the timer");
+    assert!(
+        s.consume("ns", &ALL, &["q"], 1, 1000)
+            .await
+            .expect("consume")
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_slot_larger_than_a_batch_opens_over_several_calls() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let b = 3;
+    let jobs: Vec<NewJob> = (0..64)
+        .map(|_| NewJob {
+            id: JobId::mint_in_bucket(false, b, B),
+            attrs: String::new(),
+            body: Bytes::from_static(b"x"),
+        })
+        .collect();
+    let sched = Schedule {
+        delay_ms: 2_200,
+        ttl_ms: 0,
+        tries: 1,
+    };
+    s.publish("ns", b, "q", &sched, &jobs).await.expect("bulk");
+    assert_eq!(wheel(&redis, b).1, 64);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut moved = 0;
+    while moved < 64 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {moved} of 64 became ready"
+        );
+        let o = s.pump("ns", b, 10).await.expect("pump");
+        assert!(o.processed <= 10, "a batch never exceeds its limit");
+        moved += o.to_ready;
+        if o.processed == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 64);
+}

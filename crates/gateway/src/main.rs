@@ -7,6 +7,11 @@ use clap::{Parser, Subcommand};
 use sundial_gateway::{Config, telemetry};
 use tokio_util::sync::CancellationToken;
 
+// glibc's malloc took about a fifth of the gateway's CPU under load (perf);
+// mimalloc is markedly cheaper for its many small, short-lived allocations.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "sundial",

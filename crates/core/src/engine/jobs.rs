@@ -25,7 +25,7 @@ pub struct NewJob {
     pub body: Bytes,
 }
 
-fn schedule_args(queue: &str, s: &Schedule, ns: &str, bucket: u32) -> Vec<Value> {
+fn schedule_args(queue: &str, s: &Schedule, ns: &str, bucket: u32, k: &BucketKeys) -> Vec<Value> {
     vec![
         queue.into(),
         (s.delay_ms as i64).into(),
@@ -34,6 +34,7 @@ fn schedule_args(queue: &str, s: &Schedule, ns: &str, bucket: u32) -> Vec<Value>
         keys::ready_channel(ns, queue).into(),
         keys::TIMER_CHANNEL.into(),
         keys::bucket_tag(ns, bucket).into(),
+        k.prefix().into(),
     ]
 }
 
@@ -48,13 +49,13 @@ impl Shard {
         jobs: &[NewJob],
     ) -> Result<(), EngineError> {
         let k = BucketKeys::new(ns, bucket);
-        let mut args = schedule_args(queue, schedule, ns, bucket);
+        let mut args = schedule_args(queue, schedule, ns, bucket, &k);
         for job in jobs {
             args.push(job.id.as_str().into());
             args.push(job.attrs.as_str().into());
             args.push(job.body.clone().into());
         }
-        let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(queue)];
+        let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(queue), k.slots()];
         let n = self.eval(&SCRIPTS.publish, keys, args).await?;
         match n.as_i64() {
             Some(n) if n as usize == jobs.len() => Ok(()),
@@ -75,12 +76,12 @@ impl Shard {
         new: &NewJob,
     ) -> Result<bool, EngineError> {
         let k = BucketKeys::new(ns, bucket);
-        let mut args = schedule_args(queue, schedule, ns, bucket);
+        let mut args = schedule_args(queue, schedule, ns, bucket, &k);
         args.push(old.as_str().into());
         args.push(new.id.as_str().into());
         args.push(new.attrs.as_str().into());
         args.push(new.body.clone().into());
-        let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(queue)];
+        let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(queue), k.slots()];
         let v = self.eval(&SCRIPTS.republish, keys, args).await?;
         Ok(v.as_i64() == Some(1))
     }

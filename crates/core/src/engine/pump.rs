@@ -35,7 +35,7 @@ impl Shard {
         limit: u32,
     ) -> Result<PumpOutcome, EngineError> {
         let k = BucketKeys::new(ns, bucket);
-        let keys = vec![k.jobs(), k.timer(), k.counters()];
+        let keys = vec![k.jobs(), k.timer(), k.counters(), k.slots()];
         let args: Vec<Value> = vec![
             k.prefix().into(),
             i64::from(limit).into(),
