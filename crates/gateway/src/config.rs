@@ -195,6 +195,30 @@ mod tests {
     }
 
     #[test]
+    #[expect(
+        clippy::result_large_err,
+        reason = "figment::Jail's closure type is figment's"
+    )]
+    fn environment_variables_override_the_file() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "s.toml",
+                "listen = \"127.0.0.1:9000\"\n[limits]\ndefault_ttr = 30\n",
+            )?;
+            jail.set_env("SUNDIAL_LISTEN", "127.0.0.1:9001");
+            jail.set_env("SUNDIAL_LIMITS__DEFAULT_TTR", "7");
+            let cfg = Config::load(Some(Path::new("s.toml"))).map_err(|e| e.to_string())?;
+            assert_eq!(cfg.listen, ([127, 0, 0, 1], 9001).into());
+            assert_eq!(cfg.limits.default_ttr, 7);
+            assert_eq!(
+                cfg.limits.default_ttl, 86_400,
+                "untouched keys keep their defaults"
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
     fn a_pool_with_no_buckets_is_refused() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("c.toml");
