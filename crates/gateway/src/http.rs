@@ -21,11 +21,7 @@ pub(crate) async fn observe(req: Request, next: Next) -> Response {
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let span = tracing::info_span!("request", request_id = %id, %method, route);
-    let mut resp = {
-        let _enter = span.enter();
-        drop(_enter);
-        tracing::Instrument::instrument(next.run(req), span.clone()).await
-    };
+    let mut resp = tracing::Instrument::instrument(next.run(req), span.clone()).await;
     let status = resp.status();
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("x-request-id", v);

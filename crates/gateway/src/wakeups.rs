@@ -31,6 +31,7 @@ enum Command {
 /// The wake-ups of one shard.
 #[derive(Debug, Clone)]
 pub struct Wakeups {
+    shard: String,
     commands: mpsc::UnboundedSender<Command>,
 }
 
@@ -72,16 +73,22 @@ impl Wakeups {
         let (tx, rx) = mpsc::unbounded_channel();
         let channels: Channels = Arc::default();
         tokio::spawn(run(shard.clone(), sub, rx, channels, shutdown));
-        Ok(Self { commands: tx })
+        Ok(Self {
+            shard: shard.name().to_owned(),
+            commands: tx,
+        })
     }
 
     /// Watches the ready channel of `ns`/`queue`; returns once subscribed.
     pub async fn watch(&self, ns: &str, queue: &str) -> Result<Watch, EngineError> {
         let channel = keys::ready_channel(ns, queue);
         let (tx, rx) = oneshot::channel();
-        let closed = || EngineError::Unsafe {
-            shard: String::new(),
-            what: "wake-up task stopped".to_owned(),
+        let closed = || EngineError::Unavailable {
+            shard: self.shard.clone(),
+            source: fred::error::Error::new(
+                fred::error::ErrorKind::Canceled,
+                "wake-up task stopped",
+            ),
         };
         self.commands
             .send(Command::Watch(channel.clone(), tx))

@@ -23,7 +23,6 @@ type Query = axum::extract::Query<std::collections::HashMap<String, String>>;
 
 /// `GET /api/{ns}/{queue}/deadletter`
 pub(super) async fn peek(
-    State(_state): State<Arc<AppState>>,
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -46,7 +45,6 @@ pub(super) async fn peek(
 
 /// `GET /api/{ns}/{queue}/deadletter/size`
 pub(super) async fn size(
-    State(_state): State<Arc<AppState>>,
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -84,7 +82,6 @@ pub(super) async fn respawn(
 
 /// `DELETE /api/{ns}/{queue}/deadletter?limit=`
 pub(super) async fn delete(
-    State(_state): State<Arc<AppState>>,
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
     q: Query,

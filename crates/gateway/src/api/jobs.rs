@@ -1,17 +1,11 @@
 //! One job by id: peek and delete (acknowledge).
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::collections::BTreeMap;
 
-use axum::{
-    Json,
-    extract::{Path, State},
-    http::StatusCode,
-    response::IntoResponse,
-};
+use axum::{Json, extract::Path, http::StatusCode, response::IntoResponse};
 use sundial_core::{JobId, job::check_queue};
 
 use super::{error::ApiError, render, tenant::Tenant};
-use crate::state::AppState;
 
 pub(super) fn job_id(path: &BTreeMap<String, String>) -> Result<JobId, ApiError> {
     JobId::parse(path.get("job_id").map(String::as_str).unwrap_or_default())
@@ -26,7 +20,6 @@ pub(super) fn queue(path: &BTreeMap<String, String>) -> Result<String, ApiError>
 
 /// `GET /api/{ns}/{queue}/job/{job_id}`
 pub(super) async fn peek(
-    State(_state): State<Arc<AppState>>,
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -42,7 +35,6 @@ pub(super) async fn peek(
 
 /// `DELETE /api/{ns}/{queue}/job/{job_id}`: 204 whether or not it existed.
 pub(super) async fn delete(
-    State(_state): State<Arc<AppState>>,
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {

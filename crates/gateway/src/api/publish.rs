@@ -14,7 +14,7 @@ use sundial_core::{
     JobId, NewJob,
     job::{
         MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTE_VALUE_BYTES, MAX_ATTRIBUTES, MAX_BODY_BYTES,
-        MAX_BULK_JOBS, check_queue,
+        MAX_BULK_JOBS,
     },
 };
 
@@ -70,12 +70,6 @@ fn truncate(s: &str, max: usize) -> String {
     s[..end].to_owned()
 }
 
-fn queue_of(params: &BTreeMap<String, String>) -> Result<String, ApiError> {
-    let queue = params.get("queue").cloned().unwrap_or_default();
-    check_queue(&queue).map_err(|e| ApiError::bad(e.to_string()))?;
-    Ok(queue)
-}
-
 /// `PUT /api/{ns}/{queue}`
 pub(super) async fn publish(
     State(state): State<Arc<AppState>>,
@@ -85,7 +79,7 @@ pub(super) async fn publish(
     headers: HeaderMap,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
-    let queue = queue_of(&path)?;
+    let queue = super::jobs::queue(&path)?;
     let p = PublishParams::parse(&Params(params.0), &state.limits)?;
     let (versioned, attrs) = version_and_attrs(&headers)?;
     let body = body::read(body, MAX_BODY_BYTES, "body too large").await?;
@@ -124,7 +118,7 @@ pub(super) async fn bulk(
     headers: HeaderMap,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
-    let queue = queue_of(&path)?;
+    let queue = super::jobs::queue(&path)?;
     let p = PublishParams::parse(&Params(params.0), &state.limits)?;
     let (versioned, attrs) = version_and_attrs(&headers)?;
     // 64 bodies of up to 1 MiB, plus the array's punctuation.
@@ -179,7 +173,7 @@ pub(super) async fn republish(
     headers: HeaderMap,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
-    let queue = queue_of(&path)?;
+    let queue = super::jobs::queue(&path)?;
     let old = super::jobs::job_id(&path)?;
     let p = PublishParams::parse(&Params(params.0), &state.limits)?;
     let (versioned, attrs) = version_and_attrs(&headers)?;

@@ -1,18 +1,12 @@
 //! A whole queue: peek at its head, its size, destroy it.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::collections::BTreeMap;
 
-use axum::{
-    Json,
-    extract::{Path, State},
-    http::StatusCode,
-    response::IntoResponse,
-};
+use axum::{Json, extract::Path, http::StatusCode, response::IntoResponse};
 use serde_json::json;
 use sundial_core::Counts;
 
 use super::{error::ApiError, jobs::queue, render, tenant::Tenant};
-use crate::state::AppState;
 
 /// A queue's counts summed over the pool's shards.
 pub(super) async fn counts(tenant: &Tenant, queue: &str) -> Result<Counts, ApiError> {
@@ -25,7 +19,6 @@ pub(super) async fn counts(tenant: &Tenant, queue: &str) -> Result<Counts, ApiEr
 
 /// `GET /api/{ns}/{queue}/peek`
 pub(super) async fn peek(
-    State(_state): State<Arc<AppState>>,
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -46,7 +39,6 @@ pub(super) async fn peek(
 
 /// `GET /api/{ns}/{queue}/size`: ready jobs that still exist.
 pub(super) async fn size(
-    State(_state): State<Arc<AppState>>,
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -59,7 +51,6 @@ pub(super) async fn size(
 
 /// `DELETE /api/{ns}/{queue}`: deletes the queue's ready jobs.
 pub(super) async fn destroy(
-    State(_state): State<Arc<AppState>>,
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {

@@ -58,10 +58,15 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
         match state.tokens.check(&token, &ns) {
             Check::Valid => Ok(Self { ns, pool }),
             Check::Invalid => Err(ApiError::Unauthorized("invalid token")),
-            Check::Unknown => Err(ApiError::Unavailable(sundial_core::EngineError::Unsafe {
-                shard: "admin".to_owned(),
-                what: "the token table has not been loaded yet".to_owned(),
-            })),
+            Check::Unknown => Err(ApiError::Unavailable(
+                sundial_core::EngineError::Unavailable {
+                    shard: "admin".to_owned(),
+                    source: fred::error::Error::new(
+                        fred::error::ErrorKind::IO,
+                        "the token table has not been loaded yet",
+                    ),
+                },
+            )),
         }
     }
 }
