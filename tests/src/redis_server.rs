@@ -88,6 +88,16 @@ impl RedisServer {
         self.spawn();
     }
 
+    /// How many clients are subscribed to `channel` (`PUBSUB NUMSUB`).
+    pub fn subscribers(&self, channel: &str) -> u64 {
+        let n: Vec<(String, u64)> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query(&mut self.client())
+            .expect("PUBSUB NUMSUB");
+        n.first().map_or(0, |(_, n)| *n)
+    }
+
     /// Bytes of memory Redis reports as used (`INFO memory`, `used_memory`).
     pub fn used_memory(&self) -> u64 {
         let info: String = redis::cmd("INFO")

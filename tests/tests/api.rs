@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use redis::Commands;
 use serde_json::Value;
-use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token};
+use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
 
 struct Env {
     redis: RedisServer,
@@ -325,14 +325,8 @@ async fn a_long_poll_wakes_when_a_job_is_published() {
         })
     };
     // The waiter is registered once Redis shows a subscriber on the channel.
-    let mut c = e.redis.client();
-    sundial_tests::wait_until_async(Duration::from_secs(10), "the waiter to subscribe", || {
-        let n: Vec<(String, u64)> = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg("sd:ready:ns/b")
-            .query(&mut c)
-            .expect("PUBSUB NUMSUB");
-        std::future::ready(n[0].1 > 0)
+    wait_until_async(Duration::from_secs(10), "the waiter to subscribe", || {
+        std::future::ready(e.redis.subscribers("sd:ready:ns/b") > 0)
     })
     .await;
     let id = e.api.publish("ns", "b", "", b"now").await;
@@ -475,4 +469,79 @@ async fn dead_letter_delete() {
         ),
         (0.into(), "".into())
     );
+}
+
+#[tokio::test]
+async fn a_long_poll_on_one_gateway_wakes_for_a_publish_on_another() {
+    let redis = RedisServer::start();
+    let a = Sundial::start(&SundialConfig::new(redis.url()));
+    let b = Sundial::start(&SundialConfig::new(redis.url()));
+    let token = create_token(&a.admin(), "ns").await;
+    let on_a = Api::new(a.api(), Some(&token));
+    let on_b = Api::new(b.api(), Some(&token));
+    wait_until_async(Duration::from_secs(5), "the token to reach B", || async {
+        on_b.get("/api/ns/q/size").await.status == 200
+    })
+    .await;
+    let waiter = tokio::spawn(async move { on_a.get("/api/ns/q?timeout=30").await });
+    wait_until_async(
+        Duration::from_secs(10),
+        "the waiter on A to subscribe",
+        || std::future::ready(redis.subscribers("sd:ready:ns/q") > 0),
+    )
+    .await;
+    let start = Instant::now();
+    let id = on_b.publish("ns", "q", "", b"from B").await;
+    let r = waiter.await.expect("waiter");
+    assert_eq!(
+        (r.status, r.json["job_id"].as_str()),
+        (200, Some(id.as_str()))
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "woken, not timed out"
+    );
+}
+
+/// Waiting consumers cost Redis nothing: over a quiet period, the commands
+/// Redis runs do not grow with the number of waiters.
+#[tokio::test]
+async fn idle_waiters_send_redis_no_commands() {
+    let redis = RedisServer::start();
+    let mut cfg = SundialConfig::new(redis.url());
+    cfg.pump = false; // only the waiters and the token poll talk to Redis
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let mut waiters = Vec::new();
+    for i in 0..50 {
+        let api = Api::new(gw.api(), Some(&token));
+        waiters.push(tokio::spawn(async move {
+            api.get(&format!("/api/ns/q{i}?timeout=20")).await
+        }));
+    }
+    wait_until_async(
+        Duration::from_secs(10),
+        "all 50 waiters to subscribe",
+        || std::future::ready((0..50).all(|i| redis.subscribers(&format!("sd:ready:ns/q{i}")) > 0)),
+    )
+    .await;
+    let commands = || -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut redis.client())
+            .expect("INFO");
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_commands_processed:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("total_commands_processed")
+    };
+    let before = commands();
+    tokio::time::sleep(Duration::from_secs(2)).await; // the quiet period is what is measured
+    let during = commands() - before;
+    // The token poll (a GET every 500 ms) and our two INFO calls; polling
+    // waiters would add at least 50 per round.
+    assert!(during < 15, "{during} commands in 2 s with 50 idle waiters");
+    for w in waiters {
+        w.abort();
+    }
 }

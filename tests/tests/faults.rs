@@ -50,14 +50,8 @@ async fn sigterm_drains_waiting_consumers_and_exits() {
         let api = api.clone();
         tokio::spawn(async move { api.get("/api/ns/q?timeout=60").await })
     };
-    let mut c = redis.client();
     wait_until_async(Duration::from_secs(10), "the waiter to subscribe", || {
-        let n: Vec<(String, u64)> = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg("sd:ready:ns/q")
-            .query(&mut c)
-            .expect("NUMSUB");
-        std::future::ready(n[0].1 > 0)
+        std::future::ready(redis.subscribers("sd:ready:ns/q") > 0)
     })
     .await;
     let start = Instant::now();
@@ -96,14 +90,8 @@ async fn a_client_that_leaves_a_long_poll_takes_no_job() {
         let api = api.clone();
         tokio::spawn(async move { api.get("/api/ns/q?timeout=30&ttr=600").await })
     };
-    let mut c = redis.client();
     wait_until_async(Duration::from_secs(10), "the waiter to subscribe", || {
-        let n: Vec<(String, u64)> = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg("sd:ready:ns/q")
-            .query(&mut c)
-            .expect("NUMSUB");
-        std::future::ready(n[0].1 > 0)
+        std::future::ready(redis.subscribers("sd:ready:ns/q") > 0)
     })
     .await;
     leaver.abort(); // the client hangs up
@@ -112,14 +100,7 @@ async fn a_client_that_leaves_a_long_poll_takes_no_job() {
     wait_until_async(
         Duration::from_secs(10),
         "the server to drop the waiter",
-        || {
-            let n: Vec<(String, u64)> = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg("sd:ready:ns/q")
-                .query(&mut c)
-                .expect("NUMSUB");
-            std::future::ready(n[0].1 == 0)
-        },
+        || std::future::ready(redis.subscribers("sd:ready:ns/q") == 0),
     )
     .await;
     let id = api.publish("ns", "q", "", b"for someone present").await;

@@ -63,8 +63,7 @@ impl TokenStore {
         ns: &str,
         description: &str,
     ) -> Result<bool, EngineError> {
-        let c = self.redis.client()?;
-        let tx = c.multi();
+        let tx = self.redis.client()?.multi();
         let _: () = tx
             .hsetnx(
                 keys::TOKENS,
@@ -73,30 +72,29 @@ impl TokenStore {
             )
             .await
             .map_err(|e| self.err(e))?;
-        let _: () = tx
-            .incr(keys::TOKENS_VERSION)
-            .await
-            .map_err(|e| self.err(e))?;
-        let (created, _): (bool, i64) = tx.exec(true).await.map_err(|e| self.err(e))?;
-        self.reload().await?;
-        Ok(created)
+        Ok(self.commit(tx).await? > 0)
     }
 
     /// Deletes a token; `false` if there was none.
     pub async fn delete(&self, token: &Token, ns: &str) -> Result<bool, EngineError> {
-        let c = self.redis.client()?;
-        let tx = c.multi();
+        let tx = self.redis.client()?.multi();
         let _: () = tx
             .hdel(keys::TOKENS, field(&token.pool, ns, &token.secret))
             .await
             .map_err(|e| self.err(e))?;
+        Ok(self.commit(tx).await? > 0)
+    }
+
+    /// Bumps the version in the same transaction as the change, runs it, and
+    /// reloads this gateway's copy at once. Returns the change's reply.
+    async fn commit(&self, tx: fred::clients::Transaction) -> Result<i64, EngineError> {
         let _: () = tx
             .incr(keys::TOKENS_VERSION)
             .await
             .map_err(|e| self.err(e))?;
-        let (deleted, _): (i64, i64) = tx.exec(true).await.map_err(|e| self.err(e))?;
+        let (changed, _version): (i64, i64) = tx.exec(true).await.map_err(|e| self.err(e))?;
         self.reload().await?;
-        Ok(deleted > 0)
+        Ok(changed)
     }
 
     /// The tokens of a namespace in a pool: token (as clients present it) →

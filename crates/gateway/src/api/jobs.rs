@@ -18,16 +18,33 @@ pub(super) fn queue(path: &BTreeMap<String, String>) -> Result<String, ApiError>
     Ok(q)
 }
 
+/// A job addressed by path: its queue, id and bucket.
+struct Target {
+    queue: String,
+    id: JobId,
+    bucket: u32,
+}
+
+impl Target {
+    fn parse(tenant: &Tenant, path: &BTreeMap<String, String>) -> Result<Self, ApiError> {
+        let queue = queue(path)?;
+        let id = job_id(path)?;
+        let bucket = id.bucket(tenant.pool.buckets());
+        Ok(Self { queue, id, bucket })
+    }
+}
+
 /// `GET /api/{ns}/{queue}/job/{job_id}`
 pub(super) async fn peek(
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let queue = queue(&path)?;
-    let id = job_id(&path)?;
-    let bucket = id.bucket(tenant.pool.buckets());
-    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
-    match shard.peek_job(&tenant.ns, bucket, &queue, &id).await? {
+    let t = Target::parse(&tenant, &path)?;
+    let shard = tenant.pool.shard_for(&tenant.ns, t.bucket);
+    match shard
+        .peek_job(&tenant.ns, t.bucket, &t.queue, &t.id)
+        .await?
+    {
         Some(j) => Ok(Json(render::job(&tenant.ns, &j))),
         None => Err(ApiError::NotFound("job not found")),
     }
@@ -38,11 +55,9 @@ pub(super) async fn delete(
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let queue = queue(&path)?;
-    let id = job_id(&path)?;
-    let bucket = id.bucket(tenant.pool.buckets());
-    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
-    if shard.delete(&tenant.ns, bucket, &queue, &id).await? {
+    let t = Target::parse(&tenant, &path)?;
+    let shard = tenant.pool.shard_for(&tenant.ns, t.bucket);
+    if shard.delete(&tenant.ns, t.bucket, &t.queue, &t.id).await? {
         metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned())
             .increment(1);
     }

@@ -1,6 +1,9 @@
 //! Publish, bulk publish, and republish.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+};
 
 use axum::{
     Json,
@@ -11,7 +14,7 @@ use axum::{
 };
 use serde_json::{json, value::RawValue};
 use sundial_core::{
-    JobId, NewJob,
+    JobId, NewJob, Schedule,
     job::{
         MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTE_VALUE_BYTES, MAX_ATTRIBUTES, MAX_BODY_BYTES,
         MAX_BULK_JOBS,
@@ -70,41 +73,91 @@ fn truncate(s: &str, max: usize) -> String {
     s[..end].to_owned()
 }
 
+type Query = axum::extract::Query<HashMap<String, String>>;
+
+/// What every publish route reads before the body.
+struct Publication {
+    queue: String,
+    schedule: Schedule,
+    versioned: bool,
+    attrs: String,
+}
+
+impl Publication {
+    fn parse(
+        state: &AppState,
+        path: &BTreeMap<String, String>,
+        query: Query,
+        headers: &HeaderMap,
+    ) -> Result<Self, ApiError> {
+        let queue = super::jobs::queue(path)?;
+        let schedule = PublishParams::parse(&Params(query.0), &state.limits)?.schedule();
+        let (versioned, attrs) = version_and_attrs(headers)?;
+        Ok(Self {
+            queue,
+            schedule,
+            versioned,
+            attrs,
+        })
+    }
+
+    /// A job of this publication: with an id in `bucket` when one is
+    /// imposed (several jobs that must share a script call), else with any
+    /// id. Returns the job's bucket too.
+    fn job(&self, bucket: Option<u32>, buckets: u32, body: bytes::Bytes) -> (u32, NewJob) {
+        let id = match bucket {
+            Some(b) => JobId::mint_in_bucket(self.versioned, b, buckets),
+            None => JobId::mint(self.versioned),
+        };
+        let bucket = id.bucket(buckets);
+        let job = NewJob {
+            id,
+            attrs: self.attrs.clone(),
+            body,
+        };
+        (bucket, job)
+    }
+}
+
+fn published(tenant: &Tenant, n: usize, answer: serde_json::Value) -> impl IntoResponse + use<> {
+    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned())
+        .increment(n as u64);
+    (StatusCode::CREATED, Json(answer))
+}
+
+/// Publishes `jobs`, all in `bucket`, in one script call.
+async fn store(
+    state: &AppState,
+    tenant: &Tenant,
+    p: &Publication,
+    bucket: u32,
+    jobs: &[NewJob],
+) -> Result<(), ApiError> {
+    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
+    state.register(shard, &tenant.ns, &p.queue).await?;
+    shard
+        .publish(&tenant.ns, bucket, &p.queue, &p.schedule, jobs)
+        .await?;
+    Ok(())
+}
+
 /// `PUT /api/{ns}/{queue}`
 pub(super) async fn publish(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
-    params: axum::extract::Query<std::collections::HashMap<String, String>>,
+    query: Query,
     headers: HeaderMap,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
-    let queue = super::jobs::queue(&path)?;
-    let p = PublishParams::parse(&Params(params.0), &state.limits)?;
-    let (versioned, attrs) = version_and_attrs(&headers)?;
+    let p = Publication::parse(&state, &path, query, &headers)?;
     let body = body::read(body, MAX_BODY_BYTES, "body too large").await?;
-    let job = NewJob {
-        id: JobId::mint(versioned),
-        attrs,
-        body,
-    };
-    let bucket = job.id.bucket(tenant.pool.buckets());
-    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
-    state.register(shard, &tenant.ns, &queue).await?;
-    shard
-        .publish(
-            &tenant.ns,
-            bucket,
-            &queue,
-            &p.schedule(),
-            std::slice::from_ref(&job),
-        )
-        .await?;
-    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned())
-        .increment(1);
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "msg": "published", "job_id": job.id.as_str() })),
+    let (bucket, job) = p.job(None, tenant.pool.buckets(), body);
+    store(&state, &tenant, &p, bucket, std::slice::from_ref(&job)).await?;
+    Ok(published(
+        &tenant,
+        1,
+        json!({ "msg": "published", "job_id": job.id.as_str() }),
     ))
 }
 
@@ -114,20 +167,14 @@ pub(super) async fn bulk(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
-    params: axum::extract::Query<std::collections::HashMap<String, String>>,
+    query: Query,
     headers: HeaderMap,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
-    let queue = super::jobs::queue(&path)?;
-    let p = PublishParams::parse(&Params(params.0), &state.limits)?;
-    let (versioned, attrs) = version_and_attrs(&headers)?;
+    let p = Publication::parse(&state, &path, query, &headers)?;
     // 64 bodies of up to 1 MiB, plus the array's punctuation.
-    let raw = body::read(
-        body,
-        MAX_BULK_JOBS * (MAX_BODY_BYTES + 16) + 16,
-        "job too large",
-    )
-    .await?;
+    let limit = MAX_BULK_JOBS * (MAX_BODY_BYTES + 16) + 16;
+    let raw = body::read(body, limit, "job too large").await?;
     let items: Vec<&RawValue> = serde_json::from_slice(&raw)
         .map_err(|_| ApiError::bad("request body should be an array of objects"))?;
     if items.is_empty() {
@@ -143,58 +190,44 @@ pub(super) async fn bulk(
     let bucket = rand::random_range(0..buckets);
     let jobs: Vec<NewJob> = items
         .iter()
-        .map(|i| NewJob {
-            id: JobId::mint_in_bucket(versioned, bucket, buckets),
-            attrs: attrs.clone(),
-            body: bytes::Bytes::copy_from_slice(i.get().as_bytes()),
+        .map(|i| {
+            let body = bytes::Bytes::copy_from_slice(i.get().as_bytes());
+            p.job(Some(bucket), buckets, body).1
         })
         .collect();
-    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
-    state.register(shard, &tenant.ns, &queue).await?;
-    shard
-        .publish(&tenant.ns, bucket, &queue, &p.schedule(), &jobs)
-        .await?;
-    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned())
-        .increment(jobs.len() as u64);
+    store(&state, &tenant, &p, bucket, &jobs).await?;
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "msg": "published", "job_ids": ids })),
+    Ok(published(
+        &tenant,
+        jobs.len(),
+        json!({ "msg": "published", "job_ids": ids }),
     ))
 }
 
 /// `PUT /api/{ns}/{queue}/job/{job_id}`: deletes the job and publishes its
-/// replacement (a new id) in one atomic step.
+/// replacement (a new id, in the same bucket) in one atomic step.
 pub(super) async fn republish(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
     Path(path): Path<BTreeMap<String, String>>,
-    params: axum::extract::Query<std::collections::HashMap<String, String>>,
+    query: Query,
     headers: HeaderMap,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
-    let queue = super::jobs::queue(&path)?;
+    let p = Publication::parse(&state, &path, query, &headers)?;
     let old = super::jobs::job_id(&path)?;
-    let p = PublishParams::parse(&Params(params.0), &state.limits)?;
-    let (versioned, attrs) = version_and_attrs(&headers)?;
     let body = body::read(body, MAX_BODY_BYTES, "body too large").await?;
     let buckets = tenant.pool.buckets();
-    let bucket = old.bucket(buckets);
-    let job = NewJob {
-        id: JobId::mint_in_bucket(versioned, bucket, buckets),
-        attrs,
-        body,
-    };
+    let (bucket, job) = p.job(Some(old.bucket(buckets)), buckets, body);
     let shard = tenant.pool.shard_for(&tenant.ns, bucket);
-    state.register(shard, &tenant.ns, &queue).await?;
+    state.register(shard, &tenant.ns, &p.queue).await?;
     shard
-        .republish(&tenant.ns, bucket, &queue, &old, &p.schedule(), &job)
+        .republish(&tenant.ns, bucket, &p.queue, &old, &p.schedule, &job)
         .await?;
-    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned())
-        .increment(1);
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "msg": "published", "job_id": job.id.as_str() })),
+    Ok(published(
+        &tenant,
+        1,
+        json!({ "msg": "published", "job_id": job.id.as_str() }),
     ))
 }
 
