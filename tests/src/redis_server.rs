@@ -4,10 +4,10 @@ use std::{
     net::TcpStream,
     path::PathBuf,
     process::{Child, Command, Stdio},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
-use crate::{free_port, wait_until};
+use crate::free_port;
 
 /// A throwaway Redis. Killed on drop.
 #[derive(Debug)]
@@ -16,6 +16,7 @@ pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     args: Vec<String>,
+    restarted: bool,
 }
 
 impl RedisServer {
@@ -33,12 +34,31 @@ impl RedisServer {
             port: free_port(),
             dir,
             args: args.iter().map(|a| (*a).to_owned()).collect(),
+            restarted: false,
         };
         s.spawn();
         s
     }
 
+    /// Starts the server; on a port another process took meanwhile, starts
+    /// again on another port (a restart keeps its port: it must get it).
     fn spawn(&mut self) {
+        for _ in 0..5 {
+            if self.try_spawn() {
+                return;
+            }
+            self.kill();
+            if self.restarted {
+                panic!("redis-server could not get its port {} back", self.port);
+            }
+            self.port = free_port();
+        }
+        panic!("redis-server could not find a free port in 5 attempts");
+    }
+
+    /// Starts redis-server and checks that the server answering on the port
+    /// is this child (by pid), not another test's process.
+    fn try_spawn(&mut self) -> bool {
         let child = Command::new(redis_server_bin())
             .arg("--port")
             .arg(self.port.to_string())
@@ -50,11 +70,36 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("start redis-server (install it with: apt-get install redis-server)");
+        let pid = child.id();
         self.child = Some(child);
-        let port = self.port;
-        wait_until(Duration::from_secs(10), "redis-server to accept", || {
-            TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(_)) = c.try_wait()
+            {
+                self.child = None;
+                return false;
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return self.server_pid() == Some(pid);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for redis-server to accept"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn server_pid(&self) -> Option<u32> {
+        let mut c = redis::Client::open(self.url())
+            .ok()?
+            .get_connection()
+            .ok()?;
+        let info: String = redis::cmd("INFO").arg("server").query(&mut c).ok()?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .and_then(|v| v.trim().parse().ok())
     }
 
     pub fn port(&self) -> u16 {
@@ -85,6 +130,7 @@ impl RedisServer {
     /// was started with persistence).
     pub fn restart(&mut self) {
         self.kill();
+        self.restarted = true;
         self.spawn();
     }
 

@@ -6,7 +6,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::{free_port, wait_until};
+use crate::free_port;
 
 /// What to start a gateway with.
 #[derive(Debug, Clone)]
@@ -46,14 +46,51 @@ pub struct Sundial {
 }
 
 impl Sundial {
-    /// Starts a gateway and waits until `/ready` answers 200.
+    /// Starts a gateway and waits until it is ready. Ports are picked free
+    /// but may be taken by another test's process before `sundial` binds
+    /// them; then it starts again on other ports.
     pub fn start(cfg: &SundialConfig) -> Self {
-        let s = Self::spawn(cfg);
-        let admin = s.admin_port;
-        wait_until(Duration::from_secs(30), "sundial to be ready", || {
-            http_status(admin, "/ready") == Some(200)
-        });
-        s
+        for _ in 0..5 {
+            let mut s = Self::spawn(cfg);
+            if s.wait_ready(Duration::from_secs(30)) {
+                return s;
+            }
+            assert!(
+                s.log().contains("Address already in use"),
+                "sundial did not start:\n{}",
+                s.log()
+            );
+            s.kill();
+        }
+        panic!("sundial could not find free ports in 5 attempts");
+    }
+
+    /// Waits until this process (not another one on the same port) answers
+    /// `/ready` with 200; false if it exited first.
+    fn wait_ready(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let pid = self.pid().to_string();
+        loop {
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(_)) = c.try_wait()
+            {
+                self.child = None;
+                return false;
+            }
+            let mine = http_get(self.admin_port, "/live").is_some_and(|(status, body)| {
+                status == 200 && body.contains(&format!("\"pid\":{pid}"))
+            });
+            if mine && http_get(self.admin_port, "/ready").is_some_and(|(status, _)| status == 200)
+            {
+                return true;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for sundial to be ready\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Starts the binary and returns at once (for tests of failed starts,
@@ -114,10 +151,11 @@ impl Sundial {
     pub fn restart(&mut self) {
         self.kill();
         self.launch();
-        let admin = self.admin_port;
-        wait_until(Duration::from_secs(30), "sundial to be ready again", || {
-            http_status(admin, "/ready") == Some(200)
-        });
+        assert!(
+            self.wait_ready(Duration::from_secs(30)),
+            "sundial did not start again:\n{}",
+            self.log()
+        );
     }
 
     pub fn api(&self) -> String {
@@ -185,8 +223,9 @@ impl Drop for Sundial {
     }
 }
 
-/// The status of a plain GET on loopback, or `None` when nothing answers.
-fn http_status(port: u16, path: &str) -> Option<u16> {
+/// Status and raw response of a plain GET on loopback, or `None` when
+/// nothing answers.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
@@ -195,9 +234,10 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
-    let mut buf = [0u8; 12];
-    s.read_exact(&mut buf).ok()?;
-    std::str::from_utf8(&buf[9..12]).ok()?.parse().ok()
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let status = buf.get(9..12)?.parse().ok()?;
+    Some((status, buf))
 }
 
 /// The `sundial` binary: `$SUNDIAL_BIN`, else the workspace's debug build.

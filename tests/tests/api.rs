@@ -538,9 +538,9 @@ async fn idle_waiters_send_redis_no_commands() {
     let before = commands();
     tokio::time::sleep(Duration::from_secs(2)).await; // the quiet period is what is measured
     let during = commands() - before;
-    // The token poll (a GET every 500 ms) and our two INFO calls; polling
-    // waiters would add at least 50 per round.
-    assert!(during < 15, "{during} commands in 2 s with 50 idle waiters");
+    // The token poll (a GET every 500 ms) and our INFO calls: 5 when
+    // measured. Waiters that polled even once a second would add 100.
+    assert!(during < 25, "{during} commands in 2 s with 50 idle waiters");
     for w in waiters {
         w.abort();
     }

@@ -70,9 +70,10 @@ pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResp
     )
 }
 
-/// `GET /live`: the process answers.
+/// `GET /live`: the process answers (with its pid, so a supervisor or a
+/// test can tell which process holds the port).
 pub(super) async fn live() -> impl IntoResponse {
-    Json(json!({ "status": "ok" }))
+    Json(json!({ "status": "ok", "pid": std::process::id() }))
 }
 
 /// `GET /ready`: 200 once the topology is loaded and every shard answers.
