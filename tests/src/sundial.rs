@@ -21,6 +21,9 @@ pub struct SundialConfig {
     pub extra: String,
     /// Subcommand: `serve` or `pumpd`.
     pub command: &'static str,
+    /// The `[pools.*]` tables in TOML, replacing the default pool on
+    /// `redis_url`.
+    pub pools: Option<String>,
 }
 
 impl SundialConfig {
@@ -31,6 +34,7 @@ impl SundialConfig {
             accounts: Vec::new(),
             extra: String::new(),
             command: "serve",
+            pools: None,
         }
     }
 }
@@ -120,13 +124,16 @@ impl Sundial {
              [accounts]\n{accounts}\n\
              [pump]\nenabled = {pump}\n\
              [log]\nlevel = \"info\"\n\
-             [pools.default]\nbuckets = 16\nshards = [{{ url = \"{url}\" }}]\n",
+             {pools}",
             api = self.api_port,
             admin = self.admin_port,
             extra = cfg.extra,
             accounts = accounts.join("\n"),
             pump = cfg.pump,
-            url = cfg.redis_url,
+            pools = cfg.pools.clone().unwrap_or_else(|| format!(
+                "[pools.default]\nbuckets = 16\nshards = [{{ url = \"{}\" }}]\n",
+                cfg.redis_url
+            )),
         );
         let path = self.dir.path().join("sundial.toml");
         std::fs::write(&path, toml).expect("write config");

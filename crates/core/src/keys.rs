@@ -22,7 +22,7 @@
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `sd:meta` | hash | `buckets` → the pool's bucket count, fixed once written |
+//! | `sd:meta` | hash | `buckets` → the pool's bucket count, fixed once written; `ring` → the pool's shards (`name:weight,...`) |
 //! | `sd:namespaces` | set | namespaces that have (had) jobs on this shard |
 //! | `sd:queues:<ns>` | set | queues of the namespace that have (had) jobs on this shard |
 //!
@@ -40,6 +40,8 @@ pub const PREFIX: &str = "sd:";
 pub const META: &str = "sd:meta";
 /// Field of [`META`] that holds the pool's bucket count.
 pub const META_BUCKETS: &str = "buckets";
+/// Field of [`META`] that holds the pool's ring membership (`name:weight,...`).
+pub const META_RING: &str = "ring";
 /// Per-shard set of namespaces.
 pub const NAMESPACES: &str = "sd:namespaces";
 /// Channel on which scripts announce that a bucket became due sooner.

@@ -71,7 +71,9 @@ impl Default for Config {
         let default_pool = PoolConfig {
             buckets: DEFAULT_BUCKETS,
             shards: vec![ShardConfig {
+                name: None,
                 url: "redis://127.0.0.1:6379".to_owned(),
+                weight: 1,
                 connections: 4,
             }],
         };

@@ -66,6 +66,18 @@ async fn connect(config: &Config) -> anyhow::Result<Arc<Router>> {
             );
         }
     }
+    for pool in topology.pools() {
+        let mut holds_data = false;
+        for shard in pool.shards() {
+            holds_data |= shard.holds_data().await?;
+        }
+        for shard in pool.shards() {
+            shard
+                .pin_ring(pool.signature(), holds_data)
+                .await
+                .with_context(|| format!("pool {}", pool.name()))?;
+        }
+    }
     Ok(Arc::new(Router::new(topology)))
 }
 

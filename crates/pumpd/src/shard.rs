@@ -104,7 +104,7 @@ impl ShardPumps {
             .groups(ns)
             .into_iter()
             .filter(|(s, _)| s.name() == self.shard.name())
-            .flat_map(|(_, b)| b.to_vec())
+            .flat_map(|(_, b)| b)
             .collect()
     }
 

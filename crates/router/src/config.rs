@@ -1,10 +1,14 @@
 //! Pool and shard configuration, as the operator writes it.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 /// The default number of buckets per namespace; see `docs/ARCHITECTURE.md`
 /// for the measurement behind it.
 pub const DEFAULT_BUCKETS: u32 = 16;
+/// The name of the shard of a one-shard pool that does not name it.
+pub const DEFAULT_SHARD_NAME: &str = "main";
 
 /// One pool: a named set of shards.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,8 +25,15 @@ pub struct PoolConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShardConfig {
+    /// The shard's stable name: its place on the ring depends on it (not on
+    /// its address). Required when a pool has several shards.
+    #[serde(default)]
+    pub name: Option<String>,
     /// `redis://[[user]:password@]host:port[/db]`, or `rediss://` for TLS.
     pub url: String,
+    /// Relative share of the pool's buckets.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
     /// Pooled connections to this shard.
     #[serde(default = "default_connections")]
     pub connections: usize,
@@ -32,8 +43,19 @@ fn default_buckets() -> u32 {
     DEFAULT_BUCKETS
 }
 
+fn default_weight() -> u32 {
+    1
+}
+
 fn default_connections() -> usize {
     4
+}
+
+impl ShardConfig {
+    /// The shard's name on the ring.
+    pub fn ring_name(&self) -> &str {
+        self.name.as_deref().unwrap_or(DEFAULT_SHARD_NAME)
+    }
 }
 
 impl PoolConfig {
@@ -45,14 +67,104 @@ impl PoolConfig {
                 self.buckets
             ));
         }
-        match self.shards.len() {
-            0 => Err(format!("pool {name}: needs one shard")),
-            1 => Ok(()),
-            // Spreading buckets over several shards needs the consistent-hash
-            // ring and bucket moves (issue #3); refuse rather than pretend.
-            n => Err(format!(
-                "pool {name}: has {n} shards, but this version serves one shard per pool"
-            )),
+        if self.shards.is_empty() {
+            return Err(format!("pool {name}: needs at least one shard"));
         }
+        if self.shards.len() > 1 && self.shards.iter().any(|s| s.name.is_none()) {
+            return Err(format!(
+                "pool {name}: every shard of a pool with several shards needs a `name` \
+                 (its place on the ring depends on it)"
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for s in &self.shards {
+            let n = s.ring_name();
+            if n.is_empty()
+                || !n
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+            {
+                return Err(format!(
+                    "pool {name}: shard name {n:?} must match [-_A-Za-z0-9]+"
+                ));
+            }
+            if !seen.insert(n) {
+                return Err(format!("pool {name}: two shards are named {n:?}"));
+            }
+        }
+        if self.shards.iter().all(|s| s.weight == 0) {
+            return Err(format!(
+                "pool {name}: at least one shard needs a weight above 0"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The ring's membership as one string (`name:weight,...`, sorted by
+    /// name): pinned in every shard, so that a change is noticed at start.
+    pub fn ring_signature(&self) -> String {
+        let mut parts: Vec<String> = self
+            .shards
+            .iter()
+            .map(|s| format!("{}:{}", s.ring_name(), s.weight))
+            .collect();
+        parts.sort();
+        parts.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(name: Option<&str>, weight: u32) -> ShardConfig {
+        ShardConfig {
+            name: name.map(str::to_owned),
+            url: "redis://127.0.0.1:6379".to_owned(),
+            weight,
+            connections: 1,
+        }
+    }
+
+    #[test]
+    fn validation() {
+        let pool = |shards| PoolConfig {
+            buckets: 16,
+            shards,
+        };
+        assert!(pool(vec![shard(None, 1)]).validate("p").is_ok());
+        assert!(
+            pool(vec![shard(None, 1), shard(Some("b"), 1)])
+                .validate("p")
+                .is_err()
+        );
+        assert!(
+            pool(vec![shard(Some("a"), 1), shard(Some("a"), 1)])
+                .validate("p")
+                .is_err()
+        );
+        assert!(pool(vec![shard(Some("a/b"), 1)]).validate("p").is_err());
+        assert!(pool(vec![shard(Some("a"), 0)]).validate("p").is_err());
+        assert!(
+            pool(vec![shard(Some("a"), 0), shard(Some("b"), 2)])
+                .validate("p")
+                .is_ok()
+        );
+        assert!(pool(vec![]).validate("p").is_err());
+    }
+
+    #[test]
+    fn ring_signature_ignores_order_and_addresses() {
+        let a = PoolConfig {
+            buckets: 16,
+            shards: vec![shard(Some("x"), 1), shard(Some("y"), 2)],
+        };
+        let mut b = PoolConfig {
+            buckets: 16,
+            shards: vec![shard(Some("y"), 2), shard(Some("x"), 1)],
+        };
+        b.shards[0].url = "redis://10.0.0.9:6380".to_owned();
+        assert_eq!(a.ring_signature(), b.ring_signature());
+        assert_eq!(a.ring_signature(), "x:1,y:2");
     }
 }

@@ -12,6 +12,7 @@
 //! build time) for startup and reload code to report.
 
 pub mod config;
+pub mod ring;
 pub mod token;
 pub mod topology;
 

@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, sync::Arc};
 use arc_swap::ArcSwap;
 use sundial_core::{EngineError, Shard, ShardOptions};
 
-use crate::config::PoolConfig;
+use crate::{config::PoolConfig, ring::Ring};
 
 /// Why a topology could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -21,8 +21,9 @@ pub enum RouterError {
 pub struct Pool {
     name: String,
     buckets: u32,
-    shard: Shard,
-    all: Vec<u32>,
+    shards: Vec<Shard>,
+    ring: Ring,
+    signature: String,
 }
 
 impl Pool {
@@ -36,19 +37,33 @@ impl Pool {
     }
 
     /// The shard that holds `bucket` of namespace `ns`.
-    pub fn shard_for(&self, _ns: &str, _bucket: u32) -> &Shard {
-        &self.shard
+    pub fn shard_for(&self, ns: &str, bucket: u32) -> &Shard {
+        // Validation guarantees a shard with weight, so the ring answers.
+        &self.shards[self.ring.shard_of(ns, bucket).unwrap_or(0)]
     }
 
-    /// The pool's shards, each with the buckets of `ns` it holds: what a
+    /// The shards that hold buckets of `ns`, each with those buckets: what a
     /// queue-wide operation visits, one call per shard.
-    pub fn groups(&self, _ns: &str) -> Vec<(&Shard, &[u32])> {
-        vec![(&self.shard, &self.all)]
+    pub fn groups(&self, ns: &str) -> Vec<(&Shard, Vec<u32>)> {
+        let mut per: Vec<Vec<u32>> = vec![Vec::new(); self.shards.len()];
+        for b in 0..self.buckets {
+            per[self.ring.shard_of(ns, b).unwrap_or(0)].push(b);
+        }
+        self.shards
+            .iter()
+            .zip(per)
+            .filter(|(_, b)| !b.is_empty())
+            .collect()
     }
 
     /// Every shard of the pool.
     pub fn shards(&self) -> impl Iterator<Item = &Shard> {
-        std::iter::once(&self.shard)
+        self.shards.iter()
+    }
+
+    /// The ring's membership, as pinned in the shards.
+    pub fn signature(&self) -> &str {
+        &self.signature
     }
 }
 
@@ -70,15 +85,18 @@ impl Topology {
         let mut pools = BTreeMap::new();
         for (name, pc) in config {
             pc.validate(name).map_err(RouterError::Config)?;
-            let sc = &pc.shards[0];
-            let mut opts = ShardOptions::new(sc.url.clone());
-            opts.connections = sc.connections;
-            let shard = Shard::connect(format!("{name}/0"), &opts)?;
+            let mut shards = Vec::with_capacity(pc.shards.len());
+            for sc in &pc.shards {
+                let mut opts = ShardOptions::new(sc.url.clone());
+                opts.connections = sc.connections;
+                shards.push(Shard::connect(format!("{name}/{}", sc.ring_name()), &opts)?);
+            }
             let pool = Pool {
                 name: name.clone(),
                 buckets: pc.buckets,
-                shard,
-                all: (0..pc.buckets).collect(),
+                shards,
+                ring: Ring::new(pc.shards.iter().map(|s| (s.ring_name(), s.weight))),
+                signature: pc.ring_signature(),
             };
             pools.insert(name.clone(), Arc::new(pool));
         }

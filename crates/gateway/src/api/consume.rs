@@ -94,7 +94,7 @@ async fn take(
         if want == 0 {
             break;
         }
-        let got = take_from(shard.clone(), &tenant.ns, buckets, queues, want, p.ttr_ms).await?;
+        let got = take_from(shard.clone(), &tenant.ns, &buckets, queues, want, p.ttr_ms).await?;
         out.extend(got);
     }
     Ok(out)

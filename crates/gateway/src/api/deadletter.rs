@@ -30,7 +30,7 @@ pub(super) async fn peek(
     let size = counts(&tenant, &queue).await?.dead;
     let mut head = None;
     for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
-        if let Some(id) = shard.dead_head(&tenant.ns, buckets, &queue).await? {
+        if let Some(id) = shard.dead_head(&tenant.ns, &buckets, &queue).await? {
             head = Some(id);
             break;
         }
@@ -72,7 +72,7 @@ pub(super) async fn respawn(
             break;
         }
         count += shard
-            .respawn(&tenant.ns, buckets, &queue, limit - count, ttl_ms)
+            .respawn(&tenant.ns, &buckets, &queue, limit - count, ttl_ms)
             .await?;
     }
     metrics::counter!("sundial_jobs_respawned_total", "pool" => tenant.pool.name().to_owned())
@@ -94,7 +94,7 @@ pub(super) async fn delete(
             break;
         }
         count += shard
-            .dead_delete(&tenant.ns, buckets, &queue, limit - count)
+            .dead_delete(&tenant.ns, &buckets, &queue, limit - count)
             .await?;
     }
     metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned())

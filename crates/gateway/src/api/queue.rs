@@ -12,7 +12,7 @@ use super::{error::ApiError, jobs::queue, render, tenant::Tenant};
 pub(super) async fn counts(tenant: &Tenant, queue: &str) -> Result<Counts, ApiError> {
     let mut total = Counts::default();
     for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
-        total.add(&shard.counts(&tenant.ns, buckets, queue).await?);
+        total.add(&shard.counts(&tenant.ns, &buckets, queue).await?);
     }
     Ok(total)
 }
@@ -25,7 +25,7 @@ pub(super) async fn peek(
     let queue = queue(&path)?;
     let mut best: Option<sundial_core::JobView> = None;
     for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
-        if let Some(j) = shard.peek_queue(&tenant.ns, buckets, &queue).await?
+        if let Some(j) = shard.peek_queue(&tenant.ns, &buckets, &queue).await?
             && best.as_ref().is_none_or(|b| j.elapsed_ms > b.elapsed_ms)
         {
             best = Some(j);
@@ -57,7 +57,7 @@ pub(super) async fn destroy(
     let queue = queue(&path)?;
     let mut n = 0;
     for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
-        n += shard.destroy(&tenant.ns, buckets, &queue).await?;
+        n += shard.destroy(&tenant.ns, &buckets, &queue).await?;
     }
     metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned())
         .increment(n);

@@ -1,0 +1,325 @@
+//! Named pools and sharded pools, each shard a real redis-server.
+
+use std::{collections::HashSet, time::Duration};
+
+use redis::Commands;
+use sundial_router::ring::Ring;
+use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
+
+const BUCKETS: u32 = 64;
+
+fn sharded_pool(shards: &[(&str, &RedisServer)], buckets: u32) -> String {
+    let list: Vec<String> = shards
+        .iter()
+        .map(|(name, r)| format!("{{ name = \"{name}\", url = \"{}\" }}", r.url()))
+        .collect();
+    format!(
+        "[pools.default]\nbuckets = {buckets}\nshards = [{}]\n",
+        list.join(", ")
+    )
+}
+
+/// Jobs of `ns` stored on one Redis, read with the independent client.
+fn jobs_on(redis: &RedisServer, ns: &str, buckets: u32) -> u64 {
+    let mut c = redis.client();
+    (0..buckets)
+        .map(|b| {
+            c.hlen::<_, u64>(format!("sd:{{{ns}/{b}}}:j"))
+                .expect("hlen")
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn a_namespace_spreads_over_the_shards_of_a_pool() {
+    let (a, b, c) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b), ("c", &c)], BUCKETS));
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+
+    const JOBS: usize = 3_000;
+    let mut published = HashSet::new();
+    for chunk in 0..(JOBS / 50) {
+        let tasks: Vec<_> = (0..50)
+            .map(|i| {
+                let api = api.clone();
+                tokio::spawn(async move {
+                    api.publish("ns", "q", "", format!("{chunk}-{i}").as_bytes())
+                        .await
+                })
+            })
+            .collect();
+        for t in tasks {
+            published.insert(t.await.expect("publish"));
+        }
+    }
+    assert_eq!(api.get("/api/ns/q/size").await.json["size"], JOBS);
+
+    // Each shard holds the jobs of the buckets the ring gives it.
+    let ring = Ring::new([("a", 1), ("b", 1), ("c", 1)]);
+    let mut buckets_on = [0u32; 3];
+    for bucket in 0..BUCKETS {
+        buckets_on[ring.shard_of("ns", bucket).expect("shard")] += 1;
+    }
+    let held = [
+        jobs_on(&a, "ns", BUCKETS),
+        jobs_on(&b, "ns", BUCKETS),
+        jobs_on(&c, "ns", BUCKETS),
+    ];
+    assert_eq!(
+        held.iter().sum::<u64>(),
+        JOBS as u64,
+        "every job is on exactly one shard"
+    );
+    for (i, (jobs, buckets)) in held.iter().zip(buckets_on).enumerate() {
+        let expected = JOBS as f64 * f64::from(buckets) / f64::from(BUCKETS);
+        let off = (*jobs as f64 - expected).abs() / expected;
+        assert!(
+            off < 0.15,
+            "shard {i}: {jobs} jobs, expected {expected:.0} from its {buckets} buckets"
+        );
+        assert!(*jobs > 0);
+    }
+    eprintln!("buckets per shard {buckets_on:?}, jobs per shard {held:?} of {JOBS}");
+
+    // Consume everything: each job exactly once, from every shard.
+    let mut seen = HashSet::new();
+    loop {
+        let r = api.get("/api/ns/q?count=100&ttr=600").await;
+        if r.status == 404 {
+            break;
+        }
+        for j in r.json.as_array().expect("array") {
+            let id = j["job_id"].as_str().expect("id").to_owned();
+            assert_eq!(api.delete(&format!("/api/ns/q/job/{id}")).await.status, 204);
+            assert!(seen.insert(id), "delivered twice");
+        }
+    }
+    assert_eq!(seen, published);
+    assert_eq!(
+        (
+            jobs_on(&a, "ns", BUCKETS),
+            jobs_on(&b, "ns", BUCKETS),
+            jobs_on(&c, "ns", BUCKETS)
+        ),
+        (0, 0, 0),
+        "acked jobs leave nothing on any shard"
+    );
+}
+
+#[tokio::test]
+async fn every_operation_finds_jobs_on_any_shard() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b)], 16));
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let ids: Vec<String> = futures::future::join_all((0..40).map(|i| {
+        let api = api.clone();
+        async move {
+            api.publish("ns", "q", "tries=1", format!("{i}").as_bytes())
+                .await
+        }
+    }))
+    .await;
+    assert!(
+        jobs_on(&a, "ns", 16) > 0 && jobs_on(&b, "ns", 16) > 0,
+        "both shards hold jobs"
+    );
+    for id in &ids {
+        assert_eq!(
+            api.get(&format!("/api/ns/q/job/{id}")).await.status,
+            200,
+            "peek {id}"
+        );
+    }
+    assert_eq!(api.get("/api/ns/q/peek").await.status, 200);
+    // Republish every job; then take them all with a TTR of 0 and let them die.
+    let mut new_ids = Vec::new();
+    for id in &ids {
+        let r = api
+            .put(&format!("/api/ns/q/job/{id}?tries=1"), b"again")
+            .await;
+        assert_eq!(r.status, 201);
+        new_ids.push(r.json["job_id"].as_str().expect("id").to_owned());
+    }
+    assert_eq!(api.get("/api/ns/q/size").await.json["size"], 40);
+    let mut taken = 0;
+    while taken < 40 {
+        let r = api.get("/api/ns/q?count=100&ttr=0").await;
+        assert_eq!(r.status, 200);
+        taken += r.json.as_array().expect("array").len();
+    }
+    wait_until_async(
+        Duration::from_secs(10),
+        "40 dead jobs over both shards",
+        || async { api.get("/api/ns/q/deadletter/size").await.json["size"] == 40 },
+    )
+    .await;
+    let r = api.put("/api/ns/q/deadletter?limit=25", b"").await;
+    assert_eq!(r.json["count"], 25, "respawn spans shards");
+    assert_eq!(api.get("/api/ns/q/size").await.json["size"], 25);
+    assert_eq!(
+        api.delete("/api/ns/q/deadletter?limit=100").await.status,
+        204
+    );
+    assert_eq!(api.get("/api/ns/q/deadletter/size").await.json["size"], 0);
+    assert_eq!(api.delete("/api/ns/q").await.status, 204);
+    assert_eq!(api.get("/api/ns/q/size").await.json["size"], 0);
+}
+
+#[tokio::test]
+async fn a_long_poll_wakes_for_a_job_on_any_shard() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b)], 16));
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    for _ in 0..6 {
+        let waiter = {
+            let api = api.clone();
+            tokio::spawn(async move { api.get("/api/ns/q?timeout=20").await })
+        };
+        wait_until_async(
+            Duration::from_secs(10),
+            "the waiter to subscribe on both shards",
+            || {
+                std::future::ready(
+                    a.subscribers("sd:ready:ns/q") > 0 && b.subscribers("sd:ready:ns/q") > 0,
+                )
+            },
+        )
+        .await;
+        let id = api.publish("ns", "q", "", b"x").await;
+        let r = waiter.await.expect("waiter");
+        assert_eq!(
+            (r.status, r.json["job_id"].as_str()),
+            (200, Some(id.as_str()))
+        );
+    }
+}
+
+#[tokio::test]
+async fn tokens_route_tenants_to_their_pools() {
+    let (main, eu) = (RedisServer::start(), RedisServer::start());
+    let mut cfg = SundialConfig::new(main.url());
+    cfg.pools = Some(format!(
+        "[pools.default]\nshards = [{{ url = \"{}\" }}]\n[pools.eu]\nbuckets = 8\nshards = [{{ url = \"{}\" }}]\n",
+        main.url(),
+        eu.url()
+    ));
+    let gw = Sundial::start(&cfg);
+    let admin = Api::new(gw.admin(), None);
+    assert_eq!(
+        admin.get("/pools").await.json,
+        serde_json::json!(["default", "eu"])
+    );
+    let r = admin.post("/token/ns?description=eu&pool=eu").await;
+    let eu_token = r.json["token"].as_str().expect("token").to_owned();
+    assert!(eu_token.starts_with("eu:"), "{eu_token}");
+    let main_token = create_token(&gw.admin(), "ns").await;
+
+    let on_eu = Api::new(gw.api(), Some(&eu_token));
+    let on_main = Api::new(gw.api(), Some(&main_token));
+    on_eu.publish("ns", "q", "", b"eu job").await;
+    on_main.publish("ns", "q", "", b"main job").await;
+    assert_eq!(jobs_on(&eu, "ns", 8), 1);
+    assert_eq!(jobs_on(&main, "ns", 16), 1);
+    assert_eq!(on_eu.get("/api/ns/q/size").await.json["size"], 1);
+    let got = on_eu.get("/api/ns/q").await;
+    assert_eq!(
+        got.json["data"], "ZXUgam9i",
+        "the eu pool's own job (\"eu job\")"
+    );
+
+    // The secret alone (no prefix) is a default-pool token, and not one that exists.
+    let secret = eu_token.trim_start_matches("eu:");
+    assert_eq!(
+        Api::new(gw.api(), Some(secret))
+            .get("/api/ns/q/size")
+            .await
+            .status,
+        401
+    );
+    let nowhere = Api::new(gw.api(), Some(&format!("nowhere:{secret}")));
+    let r = nowhere.get("/api/ns/q/size").await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (404, Some("pool not found"))
+    );
+
+    let info = admin.get("/info?pool=eu").await;
+    assert_eq!(info.json, serde_json::json!({"ns": ["q"]}));
+    let tokens = admin.get("/token/ns?pool=eu").await;
+    assert_eq!(tokens.json["tokens"][&eu_token], "eu");
+    assert_eq!(
+        admin.delete(&format!("/token/ns/{eu_token}")).await.status,
+        204
+    );
+    wait_until_async(Duration::from_secs(3), "the eu token to go", || async {
+        on_eu.get("/api/ns/q/size").await.status == 401
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_shards_of_a_pool_that_holds_jobs_cannot_change_yet() {
+    let (a, b, c) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b)], 16));
+    {
+        let gw = Sundial::start(&cfg);
+        let token = create_token(&gw.admin(), "ns").await;
+        Api::new(gw.api(), Some(&token))
+            .publish("ns", "q", "", b"x")
+            .await;
+    }
+    let mut grown = cfg.clone();
+    grown.pools = Some(sharded_pool(&[("a", &a), ("b", &b), ("c", &c)], 16));
+    let mut refused = Sundial::spawn(&grown);
+    let status = refused
+        .wait_exit(Duration::from_secs(20))
+        .expect("refuses to start");
+    assert!(!status.success());
+    assert!(
+        refused.log().contains("restore the previous shard list"),
+        "{}",
+        refused.log()
+    );
+
+    // The same shards listed in another order are fine: only names place buckets.
+    let mut reordered = cfg.clone();
+    reordered.pools = Some(sharded_pool(&[("b", &b), ("a", &a)], 16));
+    let gw = Sundial::start(&reordered);
+    let token = create_token(&gw.admin(), "ns").await;
+    assert_eq!(
+        Api::new(gw.api(), Some(&token))
+            .get("/api/ns/q/size")
+            .await
+            .json["size"],
+        1
+    );
+}
+
+#[tokio::test]
+async fn an_empty_pool_may_change_its_shards() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.pools = Some(sharded_pool(&[("a", &a)], 16));
+    drop(Sundial::start(&cfg));
+    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b)], 16));
+    let gw = Sundial::start(&cfg);
+    assert_eq!(Api::new(gw.admin(), None).get("/ready").await.status, 200);
+}
