@@ -189,11 +189,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_example_config_loads() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/sundial.toml");
-        let cfg = Config::load(Some(&path)).expect("config/sundial.toml is valid");
-        assert_eq!(cfg.listen, ([127, 0, 0, 1], 7777).into());
-        assert!(cfg.pools.contains_key("default"));
+    fn every_example_config_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("config/") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let cfg = Config::load(Some(&path))
+                    .unwrap_or_else(|e| panic!("{} is invalid: {e:#}", path.display()));
+                assert!(cfg.pools.contains_key("default"), "{}", path.display());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 3, "config/ holds the example files");
     }
 
     #[test]
