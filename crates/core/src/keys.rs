@@ -26,9 +26,11 @@
 //! | `sd:namespaces` | set | namespaces that have (had) jobs on this shard |
 //! | `sd:queues:<ns>` | set | queues of the namespace that have (had) jobs on this shard |
 //!
-//! Admin Redis (tokens): `sd:tokens` hash `<pool>/<ns>/<token>` → description,
-//! and `sd:tokens:version`, a counter bumped on every change so that every
-//! gateway reloads its cache.
+//! Admin Redis (tokens): `sd:tokens` hash `<pool>/<ns>/<token>` → description;
+//! `sd:limits` hash, same fields → rate limit JSON; `sd:tokens:version`, a
+//! counter bumped on every change of either so that every gateway reloads its
+//! copy; `sd:rate:<pool>/<ns>/<token>:<r|w>`, request counters that expire
+//! with their window.
 //!
 //! Channels: `sd:ready:<ns>/<queue>` (a count of jobs that became ready, for
 //! long polls), `sd:timer` (a bucket tag `<ns>/<b>` whose earliest deadline
@@ -50,8 +52,16 @@ pub const TIMER_CHANNEL: &str = "sd:timer";
 pub const READY_CHANNEL_PREFIX: &str = "sd:ready:";
 /// Admin Redis: all tokens.
 pub const TOKENS: &str = "sd:tokens";
-/// Admin Redis: the token table's version.
+/// Admin Redis: the token table's version (bumped by token and limit changes).
 pub const TOKENS_VERSION: &str = "sd:tokens:version";
+/// Admin Redis: rate limits, `<pool>/<ns>/<secret>` → JSON `{read, write, interval}`.
+pub const LIMITS: &str = "sd:limits";
+
+/// Admin Redis: the request counter of one token and action (`r` consume,
+/// `w` publish) in the current window; expires with the window.
+pub fn rate(pool: &str, ns: &str, secret: &str, action: char) -> String {
+    format!("sd:rate:{pool}/{ns}/{secret}:{action}")
+}
 
 /// The set of a namespace's queues on one shard.
 pub fn queues(ns: &str) -> String {

@@ -31,6 +31,7 @@ pub struct Scripts {
     pub dead_peek: Script,
     pub dead_move: Script,
     pub pump: Script,
+    pub rate: Script,
 }
 
 /// The scripts of this build.
@@ -47,11 +48,12 @@ pub static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dead_peek: Script::from_lua(script!("dead_peek")),
     dead_move: Script::from_lua(script!("dead_move")),
     pump: Script::from_lua(script!("pump")),
+    rate: Script::from_lua(script!("rate")),
 });
 
 impl Scripts {
     /// All scripts, for loading them up front.
-    pub fn all(&self) -> [&Script; 12] {
+    pub fn all(&self) -> [&Script; 13] {
         [
             &self.publish,
             &self.republish,
@@ -65,6 +67,7 @@ impl Scripts {
             &self.dead_peek,
             &self.dead_move,
             &self.pump,
+            &self.rate,
         ]
     }
 }

@@ -1,10 +1,12 @@
-//! Tokens: stored in the admin Redis, replicated into every gateway.
+//! Tokens and their rate limits: stored in the admin Redis, replicated into
+//! every gateway.
 //!
-//! Every gateway holds the whole token table in memory, so authenticating a
-//! request costs no round trip. Each change writes the table and bumps
-//! [`keys::TOKENS_VERSION`] in one transaction; every gateway polls that
-//! version every [`POLL`] and reloads the table when it moved. A deleted
-//! token therefore stops working everywhere within about [`POLL`].
+//! Every gateway holds the whole token and limit tables in memory, so
+//! authenticating a request and finding its limit cost no round trip. Each
+//! change writes a table and bumps [`keys::TOKENS_VERSION`] in one
+//! transaction; every gateway polls that version every [`POLL`] and reloads
+//! both tables when it moved. A deleted token, or a changed limit, therefore
+//! takes effect everywhere within about [`POLL`].
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -17,8 +19,22 @@ use tokio_util::sync::CancellationToken;
 /// How often each gateway checks the token table's version.
 pub const POLL: Duration = Duration::from_millis(500);
 
-/// The table: `<pool>/<ns>/<secret>` → description.
-type Table = HashMap<String, String>;
+/// A token's rate limit: at most `read` consumes and `write` publishes per
+/// `interval` seconds; 0 = no limit on that action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Limit {
+    pub read: u64,
+    pub write: u64,
+    pub interval: u64,
+}
+
+/// One load of both tables, keyed by `<pool>/<ns>/<secret>`.
+#[derive(Debug, Default)]
+struct Snapshot {
+    version: i64,
+    tokens: HashMap<String, String>,
+    limits: HashMap<String, Limit>,
+}
 
 fn field(pool: &str, ns: &str, secret: &str) -> String {
     format!("{pool}/{ns}/{secret}")
@@ -36,7 +52,7 @@ pub enum Check {
 #[derive(Debug)]
 pub struct TokenStore {
     redis: Shard,
-    table: ArcSwapOption<(i64, Table)>,
+    table: ArcSwapOption<Snapshot>,
 }
 
 impl TokenStore {
@@ -51,7 +67,12 @@ impl TokenStore {
     pub fn check(&self, token: &Token, ns: &str) -> Check {
         match &*self.table.load() {
             None => Check::Unknown,
-            Some(t) if t.1.contains_key(&field(&token.pool, ns, &token.secret)) => Check::Valid,
+            Some(t)
+                if t.tokens
+                    .contains_key(&field(&token.pool, ns, &token.secret)) =>
+            {
+                Check::Valid
+            }
             Some(_) => Check::Invalid,
         }
     }
@@ -83,6 +104,82 @@ impl TokenStore {
             .await
             .map_err(|e| self.err(e))?;
         Ok(self.commit(tx).await? > 0)
+    }
+
+    /// The rate limit of a token, from this gateway's copy.
+    pub fn limit(&self, token: &Token, ns: &str) -> Option<Limit> {
+        let t = self.table.load();
+        t.as_ref()?
+            .limits
+            .get(&field(&token.pool, ns, &token.secret))
+            .copied()
+    }
+
+    /// Whether the token exists, from this gateway's copy.
+    pub fn exists(&self, token: &Token, ns: &str) -> bool {
+        self.check(token, ns) == Check::Valid
+    }
+
+    /// Sets a token's limit; with `only_new`, not if one exists (`false`).
+    pub async fn set_limit(
+        &self,
+        token: &Token,
+        ns: &str,
+        limit: Limit,
+        only_new: bool,
+    ) -> Result<bool, EngineError> {
+        let json = serde_json::to_string(&limit).unwrap_or_default();
+        let f = field(&token.pool, ns, &token.secret);
+        let tx = self.redis.client()?.multi();
+        if only_new {
+            let _: () = tx
+                .hsetnx(keys::LIMITS, f, json)
+                .await
+                .map_err(|e| self.err(e))?;
+            Ok(self.commit(tx).await? > 0)
+        } else {
+            let _: () = tx
+                .hset(keys::LIMITS, (f, json))
+                .await
+                .map_err(|e| self.err(e))?;
+            self.commit(tx).await?;
+            Ok(true)
+        }
+    }
+
+    /// Removes a token's limit; `false` if it had none.
+    pub async fn delete_limit(&self, token: &Token, ns: &str) -> Result<bool, EngineError> {
+        let tx = self.redis.client()?.multi();
+        let _: () = tx
+            .hdel(keys::LIMITS, field(&token.pool, ns, &token.secret))
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(self.commit(tx).await? > 0)
+    }
+
+    /// Every limit: (pool, namespace, secret, limit), from this gateway's copy.
+    pub fn limits(&self) -> Vec<(String, String, String, Limit)> {
+        let t = self.table.load();
+        let mut out: Vec<_> = t
+            .as_ref()
+            .map(|t| {
+                t.limits
+                    .iter()
+                    .filter_map(|(k, l)| {
+                        let mut parts = k.splitn(3, '/');
+                        let (pool, ns, secret) = (parts.next()?, parts.next()?, parts.next()?);
+                        Some((pool.to_owned(), ns.to_owned(), secret.to_owned(), *l))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+        out
+    }
+
+    /// The admin Redis, where request counters live.
+    pub fn redis(&self) -> &Shard {
+        &self.redis
     }
 
     /// Bumps the version in the same transaction as the change, runs it, and
@@ -127,11 +224,11 @@ impl TokenStore {
         let version: Option<i64> = c.get(keys::TOKENS_VERSION).await.map_err(|e| self.err(e))?;
         let version = version.unwrap_or(0);
         if let Some(t) = &*self.table.load()
-            && t.0 == version
+            && t.version == version
         {
             return Ok(());
         }
-        // Read the table and its version together so a change in between
+        // Read the tables and their version together so a change in between
         // is caught by the next poll rather than lost.
         let tx = c.multi();
         let _: () = tx
@@ -139,10 +236,27 @@ impl TokenStore {
             .await
             .map_err(|e| self.err(e))?;
         let _: () = tx.hgetall(keys::TOKENS).await.map_err(|e| self.err(e))?;
-        let (version, table): (Option<i64>, Table) =
-            tx.exec(true).await.map_err(|e| self.err(e))?;
-        self.table
-            .store(Some(Arc::new((version.unwrap_or(0), table))));
+        let _: () = tx.hgetall(keys::LIMITS).await.map_err(|e| self.err(e))?;
+        let (version, tokens, raw_limits): (
+            Option<i64>,
+            HashMap<String, String>,
+            HashMap<String, String>,
+        ) = tx.exec(true).await.map_err(|e| self.err(e))?;
+        let limits = raw_limits
+            .into_iter()
+            .filter_map(|(k, v)| match serde_json::from_str(&v) {
+                Ok(l) => Some((k, l)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "ignoring an unreadable rate limit");
+                    None
+                }
+            })
+            .collect();
+        self.table.store(Some(Arc::new(Snapshot {
+            version: version.unwrap_or(0),
+            tokens,
+            limits,
+        })));
         Ok(())
     }
 

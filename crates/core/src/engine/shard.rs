@@ -231,6 +231,19 @@ impl Shard {
         Ok(check)
     }
 
+    /// Counts one request on a fixed-window counter (`delta` 1), or refunds
+    /// one (`delta` -1); returns the count in the current window.
+    pub async fn rate(&self, key: &str, window_ms: u64, delta: i64) -> Result<u64, EngineError> {
+        let v = self
+            .eval(
+                &SCRIPTS.rate,
+                vec![key.to_owned()],
+                vec![(window_ms as i64).into(), delta.into()],
+            )
+            .await?;
+        Ok(v.as_i64().unwrap_or(0).max(0) as u64)
+    }
+
     /// Whether any namespace has (had) jobs on this shard.
     pub async fn holds_data(&self) -> Result<bool, EngineError> {
         let n: u64 = self

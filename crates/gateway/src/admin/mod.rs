@@ -1,8 +1,10 @@
 //! The admin API, on its own listener: tokens, pools, info, version,
 //! metrics and health. Token routes need HTTP basic auth when accounts are
-//! configured; the rest are read-only and open, as in lmstfy.
+//! configured (so do the rate-limit routes); the rest are read-only and
+//! open, as in lmstfy.
 
 mod info;
+mod limits;
 mod tokens;
 
 use std::sync::Arc;
@@ -22,6 +24,14 @@ pub fn router(state: Arc<AppState>) -> Router {
     let guarded = Router::new()
         .route("/token/{ns}", get(tokens::list).post(tokens::create))
         .route("/token/{ns}/{token}", delete(tokens::delete))
+        .route(
+            "/token/{ns}/{token}/limit",
+            get(limits::get)
+                .post(limits::create)
+                .put(limits::update)
+                .delete(limits::delete),
+        )
+        .route("/limits", get(limits::list))
         .route_layer(middleware::from_fn_with_state(state.clone(), basic_auth));
     Router::new()
         .merge(guarded)

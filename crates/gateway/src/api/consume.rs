@@ -17,6 +17,7 @@ use super::{
     params::{ConsumeParams, Params},
     render,
     tenant::Tenant,
+    throttle::{self, Action},
 };
 use crate::{state::AppState, wakeups::Watch};
 
@@ -27,18 +28,28 @@ pub(super) async fn consume(
     Path(path): Path<BTreeMap<String, String>>,
     params: axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
+    let work = consume_jobs(&state, &tenant, &path, params.0);
+    throttle::limited(&state, &tenant, Action::Read, work).await
+}
+
+async fn consume_jobs(
+    state: &AppState,
+    tenant: &Tenant,
+    path: &BTreeMap<String, String>,
+    params: std::collections::HashMap<String, String>,
+) -> Result<Response, ApiError> {
     let raw = path.get("queue").map(String::as_str).unwrap_or_default();
     let queues: Vec<String> = raw.split(',').map(str::to_owned).collect();
     if queues.iter().any(|q| check_queue(q).is_err()) {
         return Err(ApiError::bad("invalid queue name(s)"));
     }
-    let p = ConsumeParams::parse(&Params(params.0), &state.limits)?;
+    let p = ConsumeParams::parse(&Params(params), &state.limits)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(p.timeout_secs));
 
     // Register for wake-ups before the first look, so nothing that becomes
     // ready in between is missed.
     let watches = if p.timeout_secs > 0 {
-        watch(&state, &tenant, &queues).await?
+        watch(state, tenant, &queues).await?
     } else {
         Vec::new()
     };
@@ -50,9 +61,9 @@ pub(super) async fn consume(
         for n in &mut woken {
             n.as_mut().enable();
         }
-        let jobs = take(&tenant, &queues, &p).await?;
+        let jobs = take(tenant, &queues, &p).await?;
         if !jobs.is_empty() {
-            return Ok(answer(&tenant, jobs, p.count));
+            return Ok(answer(tenant, jobs, p.count));
         }
         if woken.is_empty() || tokio::time::Instant::now() >= deadline {
             return Err(ApiError::NoJob);

@@ -24,6 +24,9 @@ pub enum ApiError {
     /// 404 `{"msg": "no job available"}` (lmstfy's shape for an empty consume)
     #[error("no job available")]
     NoJob,
+    /// 429 `{"msg": …}` (lmstfy's shape): over the token's rate limit.
+    #[error("{0}")]
+    TooMany(String),
     /// 413 `{"error": …}`
     #[error("{0}")]
     TooLarge(&'static str),
@@ -59,6 +62,7 @@ impl IntoResponse for ApiError {
             Self::NotFound(m) => (StatusCode::NOT_FOUND, json!({ "error": m })),
             Self::NoJob => (StatusCode::NOT_FOUND, json!({ "msg": "no job available" })),
             Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": m })),
+            Self::TooMany(m) => (StatusCode::TOO_MANY_REQUESTS, json!({ "msg": m })),
             Self::Unavailable(e) => {
                 tracing::warn!(error = %e, "redis unavailable");
                 (

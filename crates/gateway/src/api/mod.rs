@@ -10,6 +10,7 @@ mod publish;
 mod queue;
 mod render;
 pub mod tenant;
+mod throttle;
 
 use std::sync::Arc;
 

@@ -10,7 +10,7 @@ use axum::{
     body::Body,
     extract::{Path, State},
     http::{HeaderMap, StatusCode},
-    response::IntoResponse,
+    response::{IntoResponse, Response},
 };
 use serde_json::{json, value::RawValue};
 use sundial_core::{
@@ -26,6 +26,7 @@ use super::{
     error::ApiError,
     params::{Params, PublishParams},
     tenant::Tenant,
+    throttle::{self, Action},
 };
 use crate::state::AppState;
 
@@ -119,10 +120,10 @@ impl Publication {
     }
 }
 
-fn published(tenant: &Tenant, n: usize, answer: serde_json::Value) -> impl IntoResponse + use<> {
+fn published(tenant: &Tenant, n: usize, answer: serde_json::Value) -> Response {
     metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned())
         .increment(n as u64);
-    (StatusCode::CREATED, Json(answer))
+    (StatusCode::CREATED, Json(answer)).into_response()
 }
 
 /// Publishes `jobs`, all in `bucket`, in one script call.
@@ -149,13 +150,25 @@ pub(super) async fn publish(
     query: Query,
     headers: HeaderMap,
     body: Body,
-) -> Result<impl IntoResponse, ApiError> {
-    let p = Publication::parse(&state, &path, query, &headers)?;
+) -> Result<Response, ApiError> {
+    let work = publish_one(&state, &tenant, &path, query, &headers, body);
+    throttle::limited(&state, &tenant, Action::Write, work).await
+}
+
+async fn publish_one(
+    state: &AppState,
+    tenant: &Tenant,
+    path: &BTreeMap<String, String>,
+    query: Query,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let p = Publication::parse(state, path, query, headers)?;
     let body = body::read(body, MAX_BODY_BYTES, "body too large").await?;
     let (bucket, job) = p.job(None, tenant.pool.buckets(), body);
-    store(&state, &tenant, &p, bucket, std::slice::from_ref(&job)).await?;
+    store(state, tenant, &p, bucket, std::slice::from_ref(&job)).await?;
     Ok(published(
-        &tenant,
+        tenant,
         1,
         json!({ "msg": "published", "job_id": job.id.as_str() }),
     ))
@@ -170,8 +183,20 @@ pub(super) async fn bulk(
     query: Query,
     headers: HeaderMap,
     body: Body,
-) -> Result<impl IntoResponse, ApiError> {
-    let p = Publication::parse(&state, &path, query, &headers)?;
+) -> Result<Response, ApiError> {
+    let work = publish_bulk(&state, &tenant, &path, query, &headers, body);
+    throttle::limited(&state, &tenant, Action::Write, work).await
+}
+
+async fn publish_bulk(
+    state: &AppState,
+    tenant: &Tenant,
+    path: &BTreeMap<String, String>,
+    query: Query,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let p = Publication::parse(state, path, query, headers)?;
     // 64 bodies of up to 1 MiB, plus the array's punctuation.
     let limit = MAX_BULK_JOBS * (MAX_BODY_BYTES + 16) + 16;
     let raw = body::read(body, limit, "job too large").await?;
@@ -195,10 +220,10 @@ pub(super) async fn bulk(
             p.job(Some(bucket), buckets, body).1
         })
         .collect();
-    store(&state, &tenant, &p, bucket, &jobs).await?;
+    store(state, tenant, &p, bucket, &jobs).await?;
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     Ok(published(
-        &tenant,
+        tenant,
         jobs.len(),
         json!({ "msg": "published", "job_ids": ids }),
     ))

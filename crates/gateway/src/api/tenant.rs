@@ -17,6 +17,7 @@ use crate::{state::AppState, tokens::Check};
 pub struct Tenant {
     pub ns: String,
     pub pool: Arc<Pool>,
+    pub token: Token,
 }
 
 /// The token as sent: the `X-Token` header, else the `token` query parameter.
@@ -56,7 +57,7 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
             return Err(ApiError::NotFound("pool not found"));
         };
         match state.tokens.check(&token, &ns) {
-            Check::Valid => Ok(Self { ns, pool }),
+            Check::Valid => Ok(Self { ns, pool, token }),
             Check::Invalid => Err(ApiError::Unauthorized("invalid token")),
             Check::Unknown => Err(ApiError::Unavailable(
                 sundial_core::EngineError::Unavailable {

@@ -1,0 +1,106 @@
+//! Rate-limit administration (lmstfy's `/token/{ns}/{token}/limit` and
+//! `/limits`).
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+use serde_json::json;
+use sundial_router::Token;
+
+use crate::{api::error::ApiError, state::AppState, tokens::Limit};
+
+/// Reads and checks a limit body: `{"read":N,"write":N,"interval":seconds}`.
+fn parse(body: &[u8]) -> Result<Limit, ApiError> {
+    let limit: Limit = serde_json::from_slice(body).map_err(|_| {
+        ApiError::bad("invalid limit: expected {\"read\":N,\"write\":N,\"interval\":seconds}")
+    })?;
+    if limit.interval == 0 {
+        return Err(ApiError::bad("invalid limit: interval should be above 0"));
+    }
+    if limit.read == 0 && limit.write == 0 {
+        return Err(ApiError::bad(
+            "invalid limit: read or write should be above 0",
+        ));
+    }
+    Ok(limit)
+}
+
+/// The token of the path, which must exist in the namespace.
+fn existing(state: &AppState, ns: &str, token: &str) -> Result<Token, ApiError> {
+    let token = Token::parse(token);
+    if !state.tokens.exists(&token, ns) {
+        return Err(ApiError::NotFound("token not found"));
+    }
+    Ok(token)
+}
+
+/// `POST /token/{ns}/{token}/limit` → 201 `{"limiter": …}`
+pub(super) async fn create(
+    State(state): State<Arc<AppState>>,
+    Path((ns, token)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let token = existing(&state, &ns, &token)?;
+    let limit = parse(&body)?;
+    if !state.tokens.set_limit(&token, &ns, limit, true).await? {
+        return Err(ApiError::bad(
+            "the limit already exists; use PUT to change it",
+        ));
+    }
+    tracing::info!(ns, pool = token.pool, ?limit, "rate limit created");
+    Ok((StatusCode::CREATED, Json(json!({ "limiter": limit }))))
+}
+
+/// `PUT /token/{ns}/{token}/limit` → 200 `{"limiter": …}` (creates or replaces)
+pub(super) async fn update(
+    State(state): State<Arc<AppState>>,
+    Path((ns, token)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let token = existing(&state, &ns, &token)?;
+    let limit = parse(&body)?;
+    state.tokens.set_limit(&token, &ns, limit, false).await?;
+    tracing::info!(ns, pool = token.pool, ?limit, "rate limit set");
+    Ok(Json(json!({ "limiter": limit })))
+}
+
+/// `GET /token/{ns}/{token}/limit` → 200 `{"read","write","interval"}`
+pub(super) async fn get(
+    State(state): State<Arc<AppState>>,
+    Path((ns, token)): Path<(String, String)>,
+) -> Result<impl IntoResponse, ApiError> {
+    let token = Token::parse(&token);
+    match state.tokens.limit(&token, &ns) {
+        Some(limit) => Ok(Json(limit)),
+        None => Err(ApiError::NotFound("limit not found")),
+    }
+}
+
+/// `DELETE /token/{ns}/{token}/limit` → 200 `{"msg":"success"}`
+pub(super) async fn delete(
+    State(state): State<Arc<AppState>>,
+    Path((ns, token)): Path<(String, String)>,
+) -> Result<impl IntoResponse, ApiError> {
+    let token = Token::parse(&token);
+    state.tokens.delete_limit(&token, &ns).await?;
+    Ok(Json(json!({ "msg": "success" })))
+}
+
+/// `GET /limits` → `[{"namespace","token","limiter"}]`
+pub(super) async fn list(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    let all: Vec<serde_json::Value> = state
+        .tokens
+        .limits()
+        .into_iter()
+        .map(|(pool, ns, secret, limit)| {
+            let token = Token { pool, secret };
+            json!({ "namespace": ns, "token": token.to_string(), "limiter": limit })
+        })
+        .collect();
+    Json(all)
+}
