@@ -1,6 +1,9 @@
 //! Named pools and sharded pools, each shard a real redis-server.
 
-use std::{collections::HashSet, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
 
 use redis::Commands;
 use sundial_router::ring::Ring;
@@ -322,4 +325,80 @@ async fn an_empty_pool_may_change_its_shards() {
     cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b)], 16));
     let gw = Sundial::start(&cfg);
     assert_eq!(Api::new(gw.admin(), None).get("/ready").await.status, 200);
+}
+
+#[tokio::test]
+async fn a_dead_shard_fails_only_what_needs_it() {
+    let (a, mut b, other) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.pools = Some(format!(
+        "{}[pools.other]\nshards = [{{ url = \"{}\" }}]\n",
+        sharded_pool(&[("a", &a), ("b", &b)], 16),
+        other.url()
+    ));
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let r = Api::new(gw.admin(), None)
+        .post("/token/ns?description=o&pool=other")
+        .await;
+    let other_token = r.json["token"].as_str().expect("token").to_owned();
+    let api = Api::new(gw.api(), Some(&token));
+    let on_other = Api::new(gw.api(), Some(&other_token));
+
+    b.kill();
+    let mut statuses = HashMap::new();
+    for i in 0..40 {
+        let r = api.put("/api/ns/q", format!("{i}").as_bytes()).await;
+        *statuses.entry(r.status).or_insert(0) += 1;
+    }
+    assert!(
+        statuses.get(&201).is_some_and(|n| *n > 0),
+        "jobs for shard a are accepted: {statuses:?}"
+    );
+    assert!(
+        statuses.get(&503).is_some_and(|n| *n > 0),
+        "jobs for shard b get 503: {statuses:?}"
+    );
+    assert_eq!(statuses.len(), 2, "{statuses:?}");
+    let accepted = statuses[&201];
+
+    // Consume serves what shard a has, then says 503 rather than "no job".
+    for _ in 0..accepted {
+        let r = api.get("/api/ns/q").await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    assert_eq!(api.get("/api/ns/q").await.status, 503);
+    assert_eq!(
+        api.get("/api/ns/q/size").await.status,
+        503,
+        "a size needs every shard"
+    );
+    // Another pool goes on.
+    assert_eq!(on_other.put("/api/ns/q", b"x").await.status, 201);
+    assert_eq!(Api::new(gw.admin(), None).get("/ready").await.status, 503);
+
+    b.restart();
+    wait_until_async(Duration::from_secs(15), "shard b to be back", || async {
+        api.get("/api/ns/q/size").await.status == 200
+    })
+    .await;
+    for i in 0..20 {
+        assert_eq!(
+            api.put("/api/ns/q", format!("{i}").as_bytes()).await.status,
+            201
+        );
+    }
+
+    // Shard b came back empty (no persistence here); a gateway still starts,
+    // since the pool's shards did not change.
+    drop(gw);
+    let again = Sundial::start(&cfg);
+    assert_eq!(
+        Api::new(again.admin(), None).get("/ready").await.status,
+        200
+    );
 }

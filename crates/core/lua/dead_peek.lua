@@ -8,6 +8,8 @@ local best_id, best
 for b = 1, nb do
   local k = bucket_keys(b, 2)
   local id, r = first_live(k[1], k[2], DEAD, now, max_scan)
-  if id and (best == nil or r.pub < best.pub) then best_id, best = id, r end
+  if id and (best == nil or r.pub < best.pub or (r.pub == best.pub and id < best_id)) then
+    best_id, best = id, r
+  end
 end
 return best_id

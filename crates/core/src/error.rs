@@ -41,6 +41,9 @@ impl EngineError {
             // fred reports commands it could not route to a connected server
             // (e.g. during a reconnect) as routing errors.
             ErrorKind::Routing | ErrorKind::Sentinel => Self::Unavailable { shard, source },
+            ErrorKind::Unknown if is_connection_loss(source.details()) => {
+                Self::Unavailable { shard, source }
+            }
             _ if is_transient_reply(source.details()) => Self::Unavailable { shard, source },
             _ => Self::Redis { shard, source },
         }
@@ -59,6 +62,19 @@ impl EngineError {
     }
 }
 
+/// fred reports a connection lost under a command as `Unknown` errors with
+/// these messages (fred 10, `router/commands.rs`, `protocol/command.rs`).
+fn is_connection_loss(details: &str) -> bool {
+    [
+        "Failed to route command",
+        "Too many failed write attempts",
+        "Max attempts exceeded",
+        "Missing expected connection",
+    ]
+    .iter()
+    .any(|p| details.starts_with(p))
+}
+
 /// Replies by which a live Redis says "not now": loading a dataset, a replica
 /// that is read-only after a failover, a busy script, a master gone.
 fn is_transient_reply(details: &str) -> bool {
@@ -72,4 +88,38 @@ fn is_transient_reply(details: &str) -> bool {
     ]
     .iter()
     .any(|p| details.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(kind: ErrorKind, details: &'static str) -> bool {
+        EngineError::from_redis("s", RedisError::new(kind, details)).is_unavailable()
+    }
+
+    #[test]
+    fn transport_faults_are_unavailable_and_the_rest_are_not() {
+        assert!(classify(ErrorKind::IO, "connection reset"));
+        assert!(classify(ErrorKind::Timeout, "Request timed out."));
+        assert!(classify(ErrorKind::Unknown, "Failed to route command."));
+        assert!(classify(
+            ErrorKind::Unknown,
+            "Too many failed write attempts."
+        ));
+        assert!(classify(
+            ErrorKind::Unknown,
+            "LOADING Redis is loading the dataset in memory"
+        ));
+        assert!(classify(
+            ErrorKind::Unknown,
+            "READONLY You can't write against a read only replica."
+        ));
+        assert!(!classify(ErrorKind::Unknown, "ERR Error running script"));
+        assert!(!classify(
+            ErrorKind::Unknown,
+            "EXISTS 01ARZ3NDEKTSV4RRFFQ69G5FAV"
+        ));
+        assert!(!classify(ErrorKind::Parse, "bad reply"));
+    }
 }

@@ -67,18 +67,41 @@ async fn connect(config: &Config) -> anyhow::Result<Arc<Router>> {
         }
     }
     for pool in topology.pools() {
-        let mut holds_data = false;
-        for shard in pool.shards() {
-            holds_data |= shard.holds_data().await?;
-        }
-        for shard in pool.shards() {
-            shard
-                .pin_ring(pool.signature(), holds_data)
-                .await
-                .with_context(|| format!("pool {}", pool.name()))?;
-        }
+        check_membership(pool).await?;
     }
     Ok(Arc::new(Router::new(topology)))
+}
+
+/// Refuses a change of a pool's shards while the pool holds jobs: the ring
+/// would send lookups for existing jobs to the wrong shard. Every shard
+/// pins the membership it was started with; a shard without a pin (new, or
+/// restarted without its data) takes the config's. A pin that disagrees
+/// with the config, in a pool that holds jobs, means the membership changed.
+async fn check_membership(pool: &sundial_router::Pool) -> anyhow::Result<()> {
+    let mut holds_data = false;
+    let mut changed_from = None;
+    for shard in pool.shards() {
+        holds_data |= shard.holds_data().await?;
+        if let Some(pin) = shard.ring_pin().await?
+            && pin != pool.signature()
+        {
+            changed_from = Some(pin);
+        }
+    }
+    if let Some(old) = changed_from
+        && holds_data
+    {
+        anyhow::bail!(
+            "pool {}: its shards were [{old}] and the config says [{}]; this version cannot move the \
+             buckets of a pool that holds jobs between shards: restore the previous shard list",
+            pool.name(),
+            pool.signature()
+        );
+    }
+    for shard in pool.shards() {
+        shard.set_ring_pin(pool.signature()).await?;
+    }
+    Ok(())
 }
 
 /// Runs the gateway on the given listeners until `shutdown` is cancelled.

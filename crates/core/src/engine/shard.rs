@@ -254,44 +254,20 @@ impl Shard {
         Ok(n > 0)
     }
 
-    /// Pins the pool's ring membership in this shard. A different membership
-    /// is refused while the pool holds data (`pool_holds_data`), because
-    /// buckets would move between shards and their jobs would no longer be
-    /// found; an empty pool may change freely.
-    pub async fn pin_ring(
-        &self,
-        signature: &str,
-        pool_holds_data: bool,
-    ) -> Result<(), EngineError> {
-        let client = self.client()?;
-        let stored: Option<String> = client
+    /// The pool's ring membership as pinned in this shard, if any.
+    pub async fn ring_pin(&self) -> Result<Option<String>, EngineError> {
+        self.client()?
             .hget(keys::META, keys::META_RING)
             .await
-            .map_err(|e| self.err(e))?;
-        match stored {
-            Some(s) if s == signature => Ok(()),
-            Some(s) if pool_holds_data => Err(EngineError::Unsafe {
-                shard: self.name().to_owned(),
-                what: format!(
-                    "the pool's shards were [{s}] and the config says [{signature}]; this version cannot \
-                     move the buckets of a pool that holds jobs between shards: restore the previous shard list"
-                ),
-            }),
-            None if pool_holds_data => Err(EngineError::Unsafe {
-                shard: self.name().to_owned(),
-                what: format!(
-                    "this shard is new to a pool that holds jobs (config: [{signature}]); this version cannot \
-                     move buckets onto it: restore the previous shard list"
-                ),
-            }),
-            _ => {
-                let _: () = client
-                    .hset(keys::META, (keys::META_RING, signature))
-                    .await
-                    .map_err(|e| self.err(e))?;
-                Ok(())
-            }
-        }
+            .map_err(|e| self.err(e))
+    }
+
+    /// Pins the pool's ring membership in this shard.
+    pub async fn set_ring_pin(&self, signature: &str) -> Result<(), EngineError> {
+        self.client()?
+            .hset::<(), _, _>(keys::META, (keys::META_RING, signature))
+            .await
+            .map_err(|e| self.err(e))
     }
 
     /// Records that a namespace has a queue on this shard (idempotent). The

@@ -83,7 +83,13 @@ async fn watch(
 ) -> Result<Vec<Watch>, ApiError> {
     let mut watches = Vec::new();
     for (shard, _) in tenant.pool.groups(&tenant.ns) {
-        let Some(w) = state.wakeups.get(shard.name()) else {
+        // A disconnected shard cannot announce anything; waiting for its
+        // subscribe would only hold the request up.
+        let Some(w) = state
+            .wakeups
+            .get(shard.name())
+            .filter(|_| shard.is_connected())
+        else {
             continue;
         };
         for q in queues {
@@ -93,22 +99,40 @@ async fn watch(
     Ok(watches)
 }
 
-/// One pass over the pool's shards until `count` jobs are taken.
+/// One pass over the pool's shards until `count` jobs are taken. The pass
+/// starts at a random shard, so no shard's jobs wait behind another's;
+/// queue priority is strict within each shard. A shard that fails does not
+/// stop the others: its error is returned only if no shard had a job (then
+/// "no job" could be false).
 async fn take(
     tenant: &Tenant,
     queues: &[String],
     p: &ConsumeParams,
 ) -> Result<Vec<Delivery>, ApiError> {
     let mut out = Vec::new();
-    for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
+    let mut failed = None;
+    let mut groups = tenant.pool.groups(&tenant.ns);
+    if groups.len() > 1 {
+        let start = rand::random_range(0..groups.len());
+        groups.rotate_left(start);
+    }
+    for (shard, buckets) in groups {
         let want = p.count - out.len() as u32;
         if want == 0 {
             break;
         }
-        let got = take_from(shard.clone(), &tenant.ns, &buckets, queues, want, p.ttr_ms).await?;
-        out.extend(got);
+        match take_from(shard.clone(), &tenant.ns, &buckets, queues, want, p.ttr_ms).await {
+            Ok(got) => out.extend(got),
+            Err(e) => {
+                tracing::warn!(shard = shard.name(), error = %e, "consume skipped a failing shard");
+                failed = Some(e);
+            }
+        }
     }
-    Ok(out)
+    match failed {
+        Some(e) if out.is_empty() => Err(e.into()),
+        _ => Ok(out),
+    }
 }
 
 /// Runs the consume script in a task of its own: if the client goes away
