@@ -107,7 +107,16 @@ impl RedisServer {
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match self.password() {
+            Some(p) => format!("redis://:{p}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// The `--requirepass` it was started with, if any.
+    fn password(&self) -> Option<&str> {
+        let i = self.args.iter().position(|a| a == "--requirepass")?;
+        self.args.get(i + 1).map(String::as_str)
     }
 
     /// An independent client, to check what Redis really holds.

@@ -113,12 +113,51 @@ impl Sundial {
     }
 
     fn launch(&mut self) {
+        self.write_config();
+        let path = self.config_path();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("log file");
+        let child = Command::new(binary())
+            .arg(self.cfg.command)
+            .arg("--config")
+            .arg(&path)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start sundial");
+        self.child = Some(child);
+    }
+
+    /// The config file this process reads.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("sundial.toml")
+    }
+
+    /// Replaces the config (same ports) and writes it over the file the
+    /// running process reads; it reloads on its own, on SIGHUP, or on
+    /// `POST /reload`.
+    pub fn rewrite(&mut self, cfg: &SundialConfig) {
+        self.cfg = cfg.clone();
+        self.write_config();
+    }
+
+    fn write_config(&self) {
         let cfg = &self.cfg;
         let accounts: Vec<String> = cfg
             .accounts
             .iter()
             .map(|(u, p)| format!("{u} = \"{p}\""))
             .collect();
+        let pools = cfg.pools.clone().unwrap_or_else(|| {
+            format!(
+                "[pools.default]\nbuckets = 16\nshards = [{{ url = \"{}\" }}]\n",
+                cfg.redis_url
+            )
+        });
         let toml = format!(
             "listen = \"127.0.0.1:{api}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nshutdown_grace_secs = 5\n{extra}\n\
              [accounts]\n{accounts}\n\
@@ -130,28 +169,12 @@ impl Sundial {
             extra = cfg.extra,
             accounts = accounts.join("\n"),
             pump = cfg.pump,
-            pools = cfg.pools.clone().unwrap_or_else(|| format!(
-                "[pools.default]\nbuckets = 16\nshards = [{{ url = \"{}\" }}]\n",
-                cfg.redis_url
-            )),
         );
-        let path = self.dir.path().join("sundial.toml");
-        std::fs::write(&path, toml).expect("write config");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .expect("log file");
-        let child = Command::new(binary())
-            .arg(cfg.command)
-            .arg("--config")
-            .arg(&path)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start sundial");
-        self.child = Some(child);
+        // Write then rename, as an editor or a ConfigMap update would, so the
+        // process never reads half a file.
+        let tmp = self.dir.path().join(".sundial.toml.tmp");
+        std::fs::write(&tmp, toml).expect("write config");
+        std::fs::rename(&tmp, self.config_path()).expect("replace config");
     }
 
     /// Starts the same gateway again (same ports and config) after a kill.

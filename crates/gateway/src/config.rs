@@ -26,6 +26,9 @@ pub struct Config {
     pub accounts: BTreeMap<String, String>,
     /// How long a shutdown waits for requests in flight.
     pub shutdown_grace_secs: u64,
+    /// Reload the pools when the config file changes (SIGHUP and
+    /// `POST /reload` always work).
+    pub watch_config: bool,
     pub limits: LimitsConfig,
     pub pump: PumpConfig,
     pub log: LogConfig,
@@ -83,6 +86,7 @@ impl Default for Config {
             admin_redis: None,
             accounts: BTreeMap::new(),
             shutdown_grace_secs: 10,
+            watch_config: true,
             limits: LimitsConfig::from(&Limits::default()),
             pump: PumpConfig {
                 enabled: true,

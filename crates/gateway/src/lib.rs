@@ -18,12 +18,13 @@ pub mod admin;
 pub mod api;
 pub mod config;
 mod http;
+pub mod reload;
 pub mod state;
 pub mod telemetry;
 pub mod tokens;
 pub mod wakeups;
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use sundial_router::{Router, Topology};
@@ -35,20 +36,29 @@ use state::AppState;
 
 /// How long startup waits for each shard to answer.
 const STARTUP_WAIT: Duration = Duration::from_secs(15);
+/// How long a reload waits for new shards to answer.
+const RELOAD_WAIT: Duration = Duration::from_secs(10);
 
-/// Connects every pool and checks every shard (eviction policy, AOF,
-/// bucket count), loading the scripts.
-async fn connect(config: &Config) -> anyhow::Result<Arc<Router>> {
-    let topology = Topology::build(&config.pools)?;
+/// Builds the topology of `pools` (reusing `previous`'s unchanged
+/// connections) and checks every shard: it answers within `wait`, its
+/// eviction policy is safe, the bucket count and the ring membership match
+/// what it holds; then loads the scripts. Nothing is swapped in here.
+async fn prepare(
+    pools: &std::collections::BTreeMap<String, sundial_router::PoolConfig>,
+    previous: Option<&Topology>,
+    wait: Duration,
+) -> anyhow::Result<Topology> {
+    let topology = Topology::build(pools, previous)?;
     for pool in topology.pools() {
         for shard in pool.shards() {
-            shard.wait_connected(STARTUP_WAIT).await.with_context(|| {
-                format!(
-                    "shard {} did not answer within {STARTUP_WAIT:?}",
-                    shard.name()
-                )
+            shard.wait_connected(wait).await.with_context(|| {
+                format!("shard {} did not answer within {wait:?}", shard.name())
             })?;
+            let reused = previous.is_some_and(|t| t.shards().any(|s| s.same(shard)));
             let check = shard.check(pool.buckets()).await?;
+            if reused {
+                continue;
+            }
             if !check.aof_enabled {
                 tracing::warn!(
                     shard = shard.name(),
@@ -65,11 +75,9 @@ async fn connect(config: &Config) -> anyhow::Result<Arc<Router>> {
                 "shard ready"
             );
         }
-    }
-    for pool in topology.pools() {
         check_membership(pool).await?;
     }
-    Ok(Arc::new(Router::new(topology)))
+    Ok(topology)
 }
 
 /// Refuses a change of a pool's shards while the pool holds jobs: the ring
@@ -81,7 +89,7 @@ async fn check_membership(pool: &sundial_router::Pool) -> anyhow::Result<()> {
     let mut holds_data = false;
     let mut changed_from = None;
     for shard in pool.shards() {
-        holds_data |= shard.holds_data().await?;
+        holds_data |= shard.holds_jobs(pool.buckets()).await?;
         if let Some(pin) = shard.ring_pin().await?
             && pin != pool.signature()
         {
@@ -107,12 +115,15 @@ async fn check_membership(pool: &sundial_router::Pool) -> anyhow::Result<()> {
 /// Runs the gateway on the given listeners until `shutdown` is cancelled.
 pub async fn serve(
     config: Config,
+    config_path: Option<std::path::PathBuf>,
     api: TcpListener,
     admin: TcpListener,
     metrics: metrics_exporter_prometheus::PrometheusHandle,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let router = connect(&config).await?;
+    let router = Arc::new(Router::new(
+        prepare(&config.pools, None, STARTUP_WAIT).await?,
+    ));
     let topology = router.topology();
 
     let admin_shard = match &config.admin_redis {
@@ -137,25 +148,22 @@ pub async fn serve(
         .await
         .context("cannot load the token table")?;
 
-    let mut wakeups = HashMap::new();
-    for pool in topology.pools() {
-        for shard in pool.shards() {
-            wakeups.insert(
-                shard.name().to_owned(),
-                wakeups::Wakeups::start(shard, shutdown.clone())?,
-            );
-        }
-    }
     drop(topology);
 
     let state = AppState::new(
         router.clone(),
         tokens.clone(),
-        wakeups,
         config.limits.limits(),
         config.accounts.clone(),
         metrics,
         shutdown.clone(),
+    );
+    state.sync_wakeups()?;
+    let reloader = reload::Reloader::new(
+        config_path,
+        router.clone(),
+        Some(state.clone()),
+        config.admin_redis.is_none(),
     );
     let background = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
@@ -167,9 +175,11 @@ pub async fn serve(
             background.clone(),
         ));
     }
+    tasks.spawn(reloader.clone().watch(background.clone()));
 
     let api_app = api::router(state.clone()).layer(axum::middleware::from_fn(http::observe));
-    let admin_app = admin::router(state.clone()).layer(axum::middleware::from_fn(http::observe));
+    let admin_app = admin::router(state.clone(), reloader.clone())
+        .layer(axum::middleware::from_fn(http::observe));
     tracing::info!(
         api = %api.local_addr()?,
         admin = %admin.local_addr()?,
@@ -200,8 +210,16 @@ pub async fn serve(
 }
 
 /// Runs the pumps alone until `shutdown` is cancelled.
-pub async fn pumpd(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let router = connect(&config).await?;
+pub async fn pumpd(
+    config: Config,
+    config_path: Option<std::path::PathBuf>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let router = Arc::new(Router::new(
+        prepare(&config.pools, None, STARTUP_WAIT).await?,
+    ));
+    let reloader = reload::Reloader::new(config_path, router.clone(), None, false);
+    tokio::spawn(reloader.watch(shutdown.clone()));
     tracing::info!("sundial pumpd running");
     sundial_pumpd::run(router, config.pump_options(), shutdown).await;
     tracing::info!("sundial pumpd stopped");

@@ -66,11 +66,11 @@ async fn main() -> anyhow::Result<()> {
             let admin = tokio::net::TcpListener::bind(config.admin_listen)
                 .await
                 .with_context(|| format!("cannot listen on {}", config.admin_listen))?;
-            sundial_gateway::serve(config, api, admin, metrics, shutdown).await
+            sundial_gateway::serve(config, file.clone(), api, admin, metrics, shutdown).await
         }
         Command::Pumpd { .. } => {
             let _metrics = telemetry::init_metrics()?;
-            sundial_gateway::pumpd(config, shutdown).await
+            sundial_gateway::pumpd(config, file.clone(), shutdown).await
         }
         Command::CheckConfig { .. } => Ok(()),
     }

@@ -8,6 +8,7 @@ use std::{
     },
 };
 
+use arc_swap::ArcSwap;
 use metrics_exporter_prometheus::PrometheusHandle;
 use sundial_core::{EngineError, Limits, Shard};
 use sundial_router::Router;
@@ -19,8 +20,8 @@ use crate::{tokens::TokenStore, wakeups::Wakeups};
 pub struct AppState {
     pub router: Arc<Router>,
     pub tokens: Arc<TokenStore>,
-    /// Wake-ups per shard name.
-    pub wakeups: HashMap<String, Wakeups>,
+    /// Wake-ups per shard connection; follows the topology.
+    wakeups: ArcSwap<HashMap<String, (Shard, Wakeups)>>,
     pub limits: Limits,
     pub accounts: BTreeMap<String, String>,
     pub metrics: PrometheusHandle,
@@ -35,7 +36,6 @@ impl AppState {
     pub fn new(
         router: Arc<Router>,
         tokens: Arc<TokenStore>,
-        wakeups: HashMap<String, Wakeups>,
         limits: Limits,
         accounts: BTreeMap<String, String>,
         metrics: PrometheusHandle,
@@ -44,7 +44,7 @@ impl AppState {
         Arc::new(Self {
             router,
             tokens,
-            wakeups,
+            wakeups: ArcSwap::default(),
             limits,
             accounts,
             metrics,
@@ -52,6 +52,34 @@ impl AppState {
             registered: Mutex::default(),
             ready: AtomicBool::new(false),
         })
+    }
+
+    /// The wake-ups of a shard connection, if it is one of the topology's.
+    pub fn wakeups(&self, shard: &Shard) -> Option<Wakeups> {
+        self.wakeups
+            .load()
+            .get(shard.name())
+            .filter(|(s, _)| s.same(shard))
+            .map(|(_, w)| w.clone())
+    }
+
+    /// Gives every shard of the current topology its wake-ups: kept for a
+    /// shard whose connection is unchanged, new for a new connection.
+    /// Wake-ups of shards no longer in the topology stop once the long polls
+    /// that hold them end.
+    pub fn sync_wakeups(&self) -> Result<(), EngineError> {
+        let topology = self.router.topology();
+        let old = self.wakeups.load();
+        let mut next = HashMap::new();
+        for shard in topology.shards() {
+            let w = match old.get(shard.name()).filter(|(s, _)| s.same(shard)) {
+                Some((_, w)) => w.clone(),
+                None => Wakeups::start(shard, self.shutdown.clone())?,
+            };
+            next.insert(shard.name().to_owned(), (shard.clone(), w));
+        }
+        self.wakeups.store(Arc::new(next));
+        Ok(())
     }
 
     /// Records the queue in the shard's registry once per process.

@@ -10,7 +10,7 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use fred::prelude::*;
 use sundial_core::{EngineError, Shard, keys};
 use sundial_router::Token;
@@ -51,14 +51,16 @@ pub enum Check {
 
 #[derive(Debug)]
 pub struct TokenStore {
-    redis: Shard,
+    /// Swappable: when tokens live on the default pool's shard, a reload may
+    /// give that shard a new address.
+    redis: ArcSwap<Shard>,
     table: ArcSwapOption<Snapshot>,
 }
 
 impl TokenStore {
     pub fn new(redis: Shard) -> Arc<Self> {
         Arc::new(Self {
-            redis,
+            redis: ArcSwap::from_pointee(redis),
             table: ArcSwapOption::empty(),
         })
     }
@@ -84,7 +86,7 @@ impl TokenStore {
         ns: &str,
         description: &str,
     ) -> Result<bool, EngineError> {
-        let tx = self.redis.client()?.multi();
+        let tx = self.redis().client()?.multi();
         let _: () = tx
             .hsetnx(
                 keys::TOKENS,
@@ -98,7 +100,7 @@ impl TokenStore {
 
     /// Deletes a token; `false` if there was none.
     pub async fn delete(&self, token: &Token, ns: &str) -> Result<bool, EngineError> {
-        let tx = self.redis.client()?.multi();
+        let tx = self.redis().client()?.multi();
         let _: () = tx
             .hdel(keys::TOKENS, field(&token.pool, ns, &token.secret))
             .await
@@ -130,7 +132,7 @@ impl TokenStore {
     ) -> Result<bool, EngineError> {
         let json = serde_json::to_string(&limit).unwrap_or_default();
         let f = field(&token.pool, ns, &token.secret);
-        let tx = self.redis.client()?.multi();
+        let tx = self.redis().client()?.multi();
         if only_new {
             let _: () = tx
                 .hsetnx(keys::LIMITS, f, json)
@@ -149,7 +151,7 @@ impl TokenStore {
 
     /// Removes a token's limit; `false` if it had none.
     pub async fn delete_limit(&self, token: &Token, ns: &str) -> Result<bool, EngineError> {
-        let tx = self.redis.client()?.multi();
+        let tx = self.redis().client()?.multi();
         let _: () = tx
             .hdel(keys::LIMITS, field(&token.pool, ns, &token.secret))
             .await
@@ -177,9 +179,16 @@ impl TokenStore {
         out
     }
 
-    /// The admin Redis, where request counters live.
-    pub fn redis(&self) -> &Shard {
-        &self.redis
+    /// The admin Redis, where tokens, limits and request counters live.
+    pub fn redis(&self) -> Arc<Shard> {
+        self.redis.load_full()
+    }
+
+    /// Points the store at another connection (after a reload).
+    pub fn set_redis(&self, shard: Shard) {
+        if !self.redis.load().same(&shard) {
+            self.redis.store(Arc::new(shard));
+        }
     }
 
     /// Bumps the version in the same transaction as the change, runs it, and
@@ -197,7 +206,8 @@ impl TokenStore {
     /// The tokens of a namespace in a pool: token (as clients present it) →
     /// description. Read from Redis, not the cache, so it is exact.
     pub async fn list(&self, pool: &str, ns: &str) -> Result<Vec<(Token, String)>, EngineError> {
-        let c = self.redis.client()?;
+        let redis = self.redis();
+        let c = redis.client()?;
         let all: HashMap<String, String> =
             c.hgetall(keys::TOKENS).await.map_err(|e| self.err(e))?;
         let prefix = format!("{pool}/{ns}/");
@@ -220,7 +230,8 @@ impl TokenStore {
 
     /// Loads the table if its version moved (or was never loaded).
     pub async fn reload(&self) -> Result<(), EngineError> {
-        let c = self.redis.client()?;
+        let redis = self.redis();
+        let c = redis.client()?;
         let version: Option<i64> = c.get(keys::TOKENS_VERSION).await.map_err(|e| self.err(e))?;
         let version = version.unwrap_or(0);
         if let Some(t) = &*self.table.load()
@@ -286,6 +297,6 @@ impl TokenStore {
     }
 
     fn err(&self, e: fred::error::Error) -> EngineError {
-        self.redis.err(e)
+        self.redis.load().err(e)
     }
 }

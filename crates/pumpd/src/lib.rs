@@ -49,15 +49,32 @@ impl Default for PumpOptions {
 }
 
 /// Pumps every bucket of every pool of the router's topology until
-/// `shutdown` is cancelled.
+/// `shutdown` is cancelled. When the topology is swapped (a reload), the
+/// pumps of the old one stop and those of the new one start: each pump call
+/// is atomic, so the handover needs no coordination.
 pub async fn run(router: Arc<Router>, opts: PumpOptions, shutdown: CancellationToken) {
-    let topology = router.topology();
-    let mut tasks = tokio::task::JoinSet::new();
-    for pool in topology.pools() {
-        for shard in pool.shards() {
-            let pumps = shard::ShardPumps::new(pool.clone(), shard.clone(), opts.clone());
-            tasks.spawn(pumps.run(shutdown.clone()));
+    let mut changes = router.changes();
+    loop {
+        changes.mark_unchanged();
+        let generation = shutdown.child_token();
+        let topology = router.topology();
+        let mut tasks = tokio::task::JoinSet::new();
+        for pool in topology.pools() {
+            for shard in pool.shards() {
+                let pumps = shard::ShardPumps::new(pool.clone(), shard.clone(), opts.clone());
+                tasks.spawn(pumps.run(generation.clone()));
+            }
         }
+        drop(topology);
+        let more = tokio::select! {
+            r = changes.changed() => r.is_ok(),
+            () = shutdown.cancelled() => false,
+        };
+        generation.cancel();
+        while tasks.join_next().await.is_some() {}
+        if !more {
+            return;
+        }
+        tracing::info!("topology changed; pumps restarted on it");
     }
-    while tasks.join_next().await.is_some() {}
 }

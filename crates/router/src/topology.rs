@@ -5,7 +5,10 @@ use std::{collections::BTreeMap, sync::Arc};
 use arc_swap::ArcSwap;
 use sundial_core::{EngineError, Shard, ShardOptions};
 
-use crate::{config::PoolConfig, ring::Ring};
+use crate::{
+    config::{PoolConfig, ShardConfig},
+    ring::Ring,
+};
 
 /// Why a topology could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +25,9 @@ pub struct Pool {
     name: String,
     buckets: u32,
     shards: Vec<Shard>,
+    /// The config each shard was built from (same order as `shards`), to
+    /// reuse connections across reloads.
+    specs: Vec<ShardConfig>,
     ring: Ring,
     signature: String,
 }
@@ -76,7 +82,12 @@ pub struct Topology {
 impl Topology {
     /// Connects every pool of `config` (connections come up in the
     /// background; an unreachable shard answers 503 until it is back).
-    pub fn build(config: &BTreeMap<String, PoolConfig>) -> Result<Self, RouterError> {
+    /// Shards whose address and settings are unchanged from `previous` keep
+    /// their connections; others get new ones.
+    pub fn build(
+        config: &BTreeMap<String, PoolConfig>,
+        previous: Option<&Topology>,
+    ) -> Result<Self, RouterError> {
         if !config.contains_key(crate::token::DEFAULT_POOL) {
             return Err(RouterError::Config(
                 "a pool named `default` is required".to_owned(),
@@ -87,20 +98,38 @@ impl Topology {
             pc.validate(name).map_err(RouterError::Config)?;
             let mut shards = Vec::with_capacity(pc.shards.len());
             for sc in &pc.shards {
-                let mut opts = ShardOptions::new(sc.url.clone());
-                opts.connections = sc.connections;
-                shards.push(Shard::connect(format!("{name}/{}", sc.ring_name()), &opts)?);
+                let reused = previous.and_then(|t| t.pool(name)).and_then(|p| {
+                    p.specs
+                        .iter()
+                        .position(|s| s == sc)
+                        .map(|i| p.shards[i].clone())
+                });
+                let shard = match reused {
+                    Some(s) => s,
+                    None => {
+                        let mut opts = ShardOptions::new(sc.url.clone());
+                        opts.connections = sc.connections;
+                        Shard::connect(format!("{name}/{}", sc.ring_name()), &opts)?
+                    }
+                };
+                shards.push(shard);
             }
             let pool = Pool {
                 name: name.clone(),
                 buckets: pc.buckets,
                 shards,
+                specs: pc.shards.clone(),
                 ring: Ring::new(pc.shards.iter().map(|s| (s.ring_name(), s.weight))),
                 signature: pc.ring_signature(),
             };
             pools.insert(name.clone(), Arc::new(pool));
         }
         Ok(Self { pools })
+    }
+
+    /// Every shard of every pool.
+    pub fn shards(&self) -> impl Iterator<Item = &Shard> {
+        self.pools.values().flat_map(|p| p.shards())
     }
 
     pub fn pool(&self, name: &str) -> Option<&Arc<Pool>> {
@@ -116,12 +145,16 @@ impl Topology {
 #[derive(Debug)]
 pub struct Router {
     current: ArcSwap<Topology>,
+    /// Bumped on every swap, for those that follow the topology (pumps,
+    /// wake-up registries).
+    generation: tokio::sync::watch::Sender<u64>,
 }
 
 impl Router {
     pub fn new(topology: Topology) -> Self {
         Self {
             current: ArcSwap::from_pointee(topology),
+            generation: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -130,8 +163,15 @@ impl Router {
         self.current.load_full()
     }
 
-    /// Replaces the topology in one store.
+    /// Replaces the topology in one store; requests in flight finish on the
+    /// one they loaded.
     pub fn swap(&self, topology: Topology) {
         self.current.store(Arc::new(topology));
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    /// A receiver that sees every swap.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
     }
 }

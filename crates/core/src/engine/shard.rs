@@ -52,6 +52,19 @@ struct Inner {
     builder: Builder,
 }
 
+impl Drop for Inner {
+    /// The last user of a shard's connections is gone (a reload replaced
+    /// it): close them rather than let them reconnect forever.
+    fn drop(&mut self) {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let pool = self.pool.clone();
+            rt.spawn(async move {
+                let _ = pool.quit().await;
+            });
+        }
+    }
+}
+
 /// What the startup check found on a shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardCheck {
@@ -103,6 +116,12 @@ impl Shard {
 
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Whether both are the same connection (a reload that changes nothing
+    /// about a shard keeps its connection).
+    pub fn same(&self, other: &Shard) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// A new subscriber connection to this shard (it reconnects and
@@ -244,14 +263,29 @@ impl Shard {
         Ok(v.as_i64().unwrap_or(0).max(0) as u64)
     }
 
-    /// Whether any namespace has (had) jobs on this shard.
-    pub async fn holds_data(&self) -> Result<bool, EngineError> {
-        let n: u64 = self
-            .client()?
-            .scard(keys::NAMESPACES)
+    /// Whether this shard holds any job, in any state, of any namespace
+    /// (read from the per-bucket counters of every registered namespace; an
+    /// admin-time check, not for hot paths).
+    pub async fn holds_jobs(&self, buckets: u32) -> Result<bool, EngineError> {
+        let client = self.client()?;
+        let namespaces: Vec<String> = client
+            .smembers(keys::NAMESPACES)
             .await
             .map_err(|e| self.err(e))?;
-        Ok(n > 0)
+        for ns in namespaces {
+            let pipe = client.pipeline();
+            for b in 0..buckets {
+                let _: () = pipe
+                    .hvals(keys::BucketKeys::new(&ns, b).counters())
+                    .await
+                    .map_err(|e| self.err(e))?;
+            }
+            let counts: Vec<Vec<i64>> = pipe.all().await.map_err(|e| self.err(e))?;
+            if counts.iter().flatten().any(|n| *n > 0) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The pool's ring membership as pinned in this shard, if any.

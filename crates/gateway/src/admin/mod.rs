@@ -14,13 +14,13 @@ use axum::{
     extract::{Request, State},
     middleware::{self, Next},
     response::{IntoResponse, Response},
-    routing::{delete, get},
+    routing::{delete, get, post},
 };
 use base64::Engine;
 
-use crate::{api::error::ApiError, state::AppState};
+use crate::{api::error::ApiError, reload::Reloader, state::AppState};
 
-pub fn router(state: Arc<AppState>) -> Router {
+pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>) -> Router {
     let guarded = Router::new()
         .route("/token/{ns}", get(tokens::list).post(tokens::create))
         .route("/token/{ns}/{token}", delete(tokens::delete))
@@ -32,6 +32,7 @@ pub fn router(state: Arc<AppState>) -> Router {
                 .delete(limits::delete),
         )
         .route("/limits", get(limits::list))
+        .route("/reload", post(reload))
         .route_layer(middleware::from_fn_with_state(state.clone(), basic_auth));
     Router::new()
         .merge(guarded)
@@ -42,7 +43,19 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/live", get(info::live))
         .route("/ready", get(info::ready))
         .fallback(not_found)
+        .layer(axum::Extension(reloader))
         .with_state(state)
+}
+
+/// `POST /reload`: reloads the pools now; 200 with what changed, or 400 with
+/// why the new config was refused (the old one stays).
+async fn reload(axum::Extension(reloader): axum::Extension<Arc<Reloader>>) -> Response {
+    match reloader.reload("admin API").await {
+        Ok(summary) => {
+            axum::Json(serde_json::json!({ "msg": "reloaded", "changes": summary })).into_response()
+        }
+        Err(e) => ApiError::bad(format!("reload failed, pools unchanged: {e:#}")).into_response(),
+    }
 }
 
 async fn not_found() -> ApiError {

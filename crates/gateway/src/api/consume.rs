@@ -85,11 +85,7 @@ async fn watch(
     for (shard, _) in tenant.pool.groups(&tenant.ns) {
         // A disconnected shard cannot announce anything; waiting for its
         // subscribe would only hold the request up.
-        let Some(w) = state
-            .wakeups
-            .get(shard.name())
-            .filter(|_| shard.is_connected())
-        else {
+        let Some(w) = state.wakeups(shard).filter(|_| shard.is_connected()) else {
             continue;
         };
         for q in queues {

@@ -1,0 +1,221 @@
+//! Hot reload of the pools: on a change of the config file, on SIGHUP, and
+//! on `POST /reload` (admin API).
+//!
+//! A reload builds the whole new topology off to the side (reusing the
+//! connections of unchanged shards), checks it as a start would (every shard
+//! answers, is safe, and agrees on its bucket count and ring membership), and
+//! refuses to drop a pool that still holds jobs. Only then does it swap it in
+//! with one store; requests in flight finish on the topology they started
+//! with, and pumps and long-poll wake-ups follow the new one. A failed reload
+//! keeps the old topology, logs why, answers the admin call with the error
+//! and counts `sundial_reloads_total{result="failure"}`.
+//!
+//! Only `pools` are reloaded; other keys (listeners, limits, accounts, log)
+//! need a restart, and a reload that changes them says so in its log.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::Context;
+use notify::Watcher;
+use sundial_router::Router;
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Config, RELOAD_WAIT, prepare, state::AppState};
+
+/// How long file events settle before a reload (editors write in steps).
+const SETTLE: Duration = Duration::from_millis(200);
+
+#[derive(Debug)]
+pub struct Reloader {
+    path: Option<PathBuf>,
+    router: Arc<Router>,
+    /// The gateway's shared state; `None` in `sundial pumpd`.
+    state: Option<Arc<AppState>>,
+    /// Tokens live on the default pool's first shard (no `admin_redis`).
+    tokens_on_default_pool: bool,
+    /// One reload at a time; also holds the config last applied.
+    applied: Mutex<Option<Config>>,
+}
+
+impl Reloader {
+    pub fn new(
+        path: Option<PathBuf>,
+        router: Arc<Router>,
+        state: Option<Arc<AppState>>,
+        tokens_on_default_pool: bool,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            path,
+            router,
+            state,
+            tokens_on_default_pool,
+            applied: Mutex::new(None),
+        })
+    }
+
+    /// Reloads now; returns a one-line account of what changed.
+    pub async fn reload(&self, trigger: &str) -> anyhow::Result<String> {
+        let mut applied = self.applied.lock().await;
+        let result = self.apply(&mut applied).await;
+        match &result {
+            Ok(summary) => {
+                metrics::counter!("sundial_reloads_total", "result" => "success").increment(1);
+                tracing::info!(trigger, summary, "config reloaded");
+            }
+            Err(e) => {
+                metrics::counter!("sundial_reloads_total", "result" => "failure").increment(1);
+                tracing::error!(
+                    trigger,
+                    error = format!("{e:#}"),
+                    "config reload failed; keeping the current pools"
+                );
+            }
+        }
+        result
+    }
+
+    async fn apply(&self, applied: &mut Option<Config>) -> anyhow::Result<String> {
+        let config = Config::load(self.path.as_deref())?;
+        let current = self.router.topology();
+        for pool in current.pools() {
+            if config.pools.contains_key(pool.name()) {
+                continue;
+            }
+            for shard in pool.shards() {
+                let holds = shard.holds_jobs(pool.buckets()).await.with_context(|| {
+                    format!("cannot tell whether pool {} still holds jobs", pool.name())
+                })?;
+                anyhow::ensure!(
+                    !holds,
+                    "pool {} still holds jobs (shard {}); drain it before removing it",
+                    pool.name(),
+                    shard.name()
+                );
+            }
+        }
+        let topology = prepare(&config.pools, Some(&current), RELOAD_WAIT).await?;
+        let summary = summarize(&current, &topology);
+        self.router.swap(topology);
+        if let Some(state) = &self.state {
+            state.sync_wakeups()?;
+            if self.tokens_on_default_pool
+                && let Some(shard) = self
+                    .router
+                    .topology()
+                    .pool("default")
+                    .and_then(|p| p.shards().next().cloned())
+            {
+                state.tokens.set_redis(shard);
+            }
+        }
+        if let Some(old) = applied.as_ref() {
+            warn_unreloadable(old, &config);
+        }
+        *applied = Some(config);
+        Ok(summary)
+    }
+
+    /// Reloads on SIGHUP and, with `watch_config`, when the config file
+    /// changes, until `shutdown`.
+    pub async fn watch(self: Arc<Self>, shutdown: CancellationToken) {
+        // The config as started is the baseline for "what changed".
+        let started = Config::load(self.path.as_deref()).ok();
+        let watch_file = started.as_ref().is_some_and(|c| c.watch_config);
+        *self.applied.lock().await = started;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let _watcher = self
+            .path
+            .as_ref()
+            .filter(|_| watch_file)
+            .and_then(|p| file_watcher(p, tx));
+        let mut hup = hangups();
+        let mut last = self.path.as_ref().and_then(|p| std::fs::read(p).ok());
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                Some(()) = hup.recv() => {
+                    let _ = self.reload("SIGHUP").await;
+                }
+                Some(()) = rx.recv() => {
+                    // Let a burst of events settle, then reload only if the
+                    // content really changed (editors and Kubernetes touch
+                    // files and links without changing them).
+                    tokio::time::sleep(SETTLE).await;
+                    while rx.try_recv().is_ok() {}
+                    let now = self.path.as_ref().and_then(|p| std::fs::read(p).ok());
+                    if now.is_some() && now != last {
+                        last = now;
+                        let _ = self.reload("config file changed").await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Watches the config file's directory (editors replace the file; a
+/// Kubernetes ConfigMap swaps a symlink) and signals on any event.
+fn file_watcher(
+    path: &std::path::Path,
+    tx: tokio::sync::mpsc::UnboundedSender<()>,
+) -> Option<notify::RecommendedWatcher> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        if ev.is_ok() {
+            let _ = tx.send(());
+        }
+    })
+    .map_err(|e| tracing::warn!(error = %e, "cannot watch the config file; reload with SIGHUP or POST /reload"))
+    .ok()?;
+    watcher
+        .watch(dir, notify::RecursiveMode::NonRecursive)
+        .map_err(|e| tracing::warn!(error = %e, dir = %dir.display(), "cannot watch the config directory"))
+        .ok()?;
+    Some(watcher)
+}
+
+/// SIGHUP as a stream of unit messages (nothing on platforms without it).
+fn hangups() -> tokio::sync::mpsc::UnboundedReceiver<()> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    #[cfg(unix)]
+    if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        tokio::spawn(async move {
+            while s.recv().await.is_some() {
+                if tx.send(()).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    rx
+}
+
+fn summarize(old: &sundial_router::Topology, new: &sundial_router::Topology) -> String {
+    let names = |t: &sundial_router::Topology| -> Vec<String> {
+        t.pools().map(|p| p.name().to_owned()).collect()
+    };
+    let (before, after) = (names(old), names(new));
+    let added: Vec<&String> = after.iter().filter(|p| !before.contains(p)).collect();
+    let removed: Vec<&String> = before.iter().filter(|p| !after.contains(p)).collect();
+    let reconnected = new
+        .shards()
+        .filter(|s| !old.shards().any(|o| o.same(s)))
+        .count();
+    format!("pools added {added:?}, removed {removed:?}; {reconnected} shard connection(s) new")
+}
+
+fn warn_unreloadable(old: &Config, new: &Config) {
+    let mut a = old.clone();
+    let mut b = new.clone();
+    a.pools.clear();
+    b.pools.clear();
+    if a != b {
+        tracing::warn!(
+            "the config file changed keys besides `pools`; those take effect at the next restart"
+        );
+    }
+}
