@@ -2,15 +2,18 @@
 //! started on free loopback ports and stopped on drop.
 //!
 //! - [`RedisServer`]: a throwaway Redis, which a test may kill and restart.
+//! - [`SentinelSet`]: a master, a replica and three real `redis-sentinel`s.
 //! - [`Sundial`]: the real `sundial` binary with a generated config.
 //! - [`wait_until`]: the only way tests wait (no sleeps as synchronisation).
 
 mod client;
 mod redis_server;
+mod sentinel;
 mod sundial;
 
 pub use client::{Api, Resp, create_token};
 pub use redis_server::RedisServer;
+pub use sentinel::{MASTER_NAME, SentinelSet};
 pub use sundial::{Sundial, SundialConfig};
 
 use std::{

@@ -75,7 +75,8 @@ impl Default for Config {
             buckets: DEFAULT_BUCKETS,
             shards: vec![ShardConfig {
                 name: None,
-                url: "redis://127.0.0.1:6379".to_owned(),
+                url: Some("redis://127.0.0.1:6379".to_owned()),
+                sentinel: None,
                 weight: 1,
                 connections: 4,
             }],

@@ -21,7 +21,8 @@ pub struct PoolConfig {
     pub shards: Vec<ShardConfig>,
 }
 
-/// One shard: a standalone Redis.
+/// One shard: a standalone Redis (`url`), or a master managed by Redis
+/// Sentinel (`sentinel`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShardConfig {
@@ -29,14 +30,38 @@ pub struct ShardConfig {
     /// its address). Required when a pool has several shards.
     #[serde(default)]
     pub name: Option<String>,
-    /// `redis://[[user]:password@]host:port[/db]`, or `rediss://` for TLS.
-    pub url: String,
+    /// `redis://[[user]:password@]host:port[/db]`, `rediss://` for TLS, or a
+    /// `redis-sentinel://` URL as fred reads it.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// A Sentinel-managed master, instead of `url`.
+    #[serde(default)]
+    pub sentinel: Option<SentinelConfig>,
     /// Relative share of the pool's buckets.
     #[serde(default = "default_weight")]
     pub weight: u32,
     /// Pooled connections to this shard.
     #[serde(default = "default_connections")]
     pub connections: usize,
+}
+
+/// Where the sentinels are and which master they watch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SentinelConfig {
+    /// Sentinel addresses, `host:port` (port 26379 if left out).
+    pub addresses: Vec<String>,
+    /// The master's name in the sentinels' config (`sentinel monitor NAME …`).
+    pub master: String,
+    /// The password of the Redis servers (master and replicas).
+    #[serde(default)]
+    pub password: Option<String>,
+    /// The password of the sentinels themselves, if they have one.
+    #[serde(default)]
+    pub sentinel_password: Option<String>,
+    /// The database number.
+    #[serde(default)]
+    pub db: u8,
 }
 
 fn default_buckets() -> u32 {
@@ -56,6 +81,51 @@ impl ShardConfig {
     pub fn ring_name(&self) -> &str {
         self.name.as_deref().unwrap_or(DEFAULT_SHARD_NAME)
     }
+
+    /// The URL to connect with: `url` as given, or the `redis-sentinel://`
+    /// URL that `sentinel` describes.
+    pub fn connect_url(&self) -> Result<String, String> {
+        match (&self.url, &self.sentinel) {
+            (Some(url), None) => Ok(url.clone()),
+            (None, Some(s)) => {
+                let (first, rest) = s
+                    .addresses
+                    .split_first()
+                    .ok_or_else(|| "sentinel.addresses is empty".to_owned())?;
+                let auth = s
+                    .password
+                    .as_ref()
+                    .map(|p| format!(":{}@", encode(p)))
+                    .unwrap_or_default();
+                let mut url = format!(
+                    "redis-sentinel://{auth}{first}/{}?sentinelServiceName={}",
+                    s.db,
+                    encode(&s.master)
+                );
+                for node in rest {
+                    url += &format!("&node={node}");
+                }
+                if let Some(p) = &s.sentinel_password {
+                    url += &format!("&sentinelPassword={}", encode(p));
+                }
+                Ok(url)
+            }
+            (Some(_), Some(_)) => Err("give either `url` or `sentinel`, not both".to_owned()),
+            (None, None) => Err("needs a `url` or a `sentinel` table".to_owned()),
+        }
+    }
+}
+
+/// Percent-encodes what may not stand in a URL's userinfo or query.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 impl PoolConfig {
@@ -78,6 +148,8 @@ impl PoolConfig {
         }
         let mut seen = BTreeSet::new();
         for s in &self.shards {
+            s.connect_url()
+                .map_err(|e| format!("pool {name}, shard {}: {e}", s.ring_name()))?;
             let n = s.ring_name();
             if n.is_empty()
                 || !n
@@ -120,10 +192,33 @@ mod tests {
     fn shard(name: Option<&str>, weight: u32) -> ShardConfig {
         ShardConfig {
             name: name.map(str::to_owned),
-            url: "redis://127.0.0.1:6379".to_owned(),
+            url: Some("redis://127.0.0.1:6379".to_owned()),
+            sentinel: None,
             weight,
             connections: 1,
         }
+    }
+
+    #[test]
+    fn sentinel_shards_become_fred_sentinel_urls() {
+        let mut s = shard(Some("a"), 1);
+        s.url = None;
+        s.sentinel = Some(SentinelConfig {
+            addresses: vec!["10.0.0.1:26379".to_owned(), "10.0.0.2:26379".to_owned()],
+            master: "jobs".to_owned(),
+            password: Some("p@ss".to_owned()),
+            sentinel_password: Some("s".to_owned()),
+            db: 2,
+        });
+        assert_eq!(
+            s.connect_url().expect("url"),
+            "redis-sentinel://:p%40ss@10.0.0.1:26379/2?sentinelServiceName=jobs&node=10.0.0.2:26379&sentinelPassword=s"
+        );
+        s.url = Some("redis://x:1".to_owned());
+        assert!(s.connect_url().is_err(), "not both");
+        s.url = None;
+        s.sentinel = None;
+        assert!(s.connect_url().is_err(), "not neither");
     }
 
     #[test]
@@ -163,7 +258,7 @@ mod tests {
             buckets: 16,
             shards: vec![shard(Some("y"), 2), shard(Some("x"), 1)],
         };
-        b.shards[0].url = "redis://10.0.0.9:6380".to_owned();
+        b.shards[0].url = Some("redis://10.0.0.9:6380".to_owned());
         assert_eq!(a.ring_signature(), b.ring_signature());
         assert_eq!(a.ring_signature(), "x:1,y:2");
     }

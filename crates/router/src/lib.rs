@@ -16,6 +16,6 @@ pub mod ring;
 pub mod token;
 pub mod topology;
 
-pub use config::{PoolConfig, ShardConfig};
+pub use config::{PoolConfig, SentinelConfig, ShardConfig};
 pub use token::Token;
 pub use topology::{Pool, Router, RouterError, Topology};

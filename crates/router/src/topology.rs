@@ -107,7 +107,8 @@ impl Topology {
                 let shard = match reused {
                     Some(s) => s,
                     None => {
-                        let mut opts = ShardOptions::new(sc.url.clone());
+                        let url = sc.connect_url().map_err(RouterError::Config)?;
+                        let mut opts = ShardOptions::new(url);
                         opts.connections = sc.connections;
                         Shard::connect(format!("{name}/{}", sc.ring_name()), &opts)?
                     }

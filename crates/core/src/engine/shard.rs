@@ -8,7 +8,7 @@ use fred::{
     prelude::*,
     types::{
         Value,
-        config::{Config, ConnectionConfig, PerformanceConfig, ReconnectPolicy},
+        config::{Config, ConnectionConfig, PerformanceConfig, ReconnectError, ReconnectPolicy},
         scripts::Script,
     },
 };
@@ -18,7 +18,9 @@ use crate::{EngineError, keys, scripts::SCRIPTS};
 /// How to connect to a shard.
 #[derive(Debug, Clone)]
 pub struct ShardOptions {
-    /// `redis://[:password@]host:port[/db]` or `rediss://…` for TLS.
+    /// `redis://[:password@]host:port[/db]`, `rediss://…` for TLS, or
+    /// `redis-sentinel://[:password@]sentinel:port[/db]?sentinelServiceName=…&node=…`
+    /// for a Sentinel-managed master.
     pub url: String,
     /// Connections in the pool; each pipelines many requests.
     pub connections: usize,
@@ -96,6 +98,10 @@ impl Shard {
                 // running it again could publish or consume twice. Fail it
                 // and let the client decide.
                 c.max_command_attempts = 1;
+                // After a Sentinel failover the old master answers READONLY
+                // (or MASTERDOWN): reconnect, which asks the sentinels for
+                // the new master.
+                c.reconnect_errors = vec![ReconnectError::ReadOnly, ReconnectError::MasterDown];
             })
             .with_performance_config(|p: &mut PerformanceConfig| {
                 p.default_command_timeout = opts.command_timeout;

@@ -1,0 +1,117 @@
+//! A pool whose shard is a Sentinel-managed master: the gateway follows a
+//! failover without a restart.
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use sundial_tests::{
+    Api, MASTER_NAME, SentinelSet, Sundial, SundialConfig, create_token, wait_until_async,
+};
+
+fn sentinel_pool(set: &SentinelSet) -> String {
+    let addrs: Vec<String> = set.addresses().iter().map(|a| format!("\"{a}\"")).collect();
+    format!(
+        "[pools.default]\nshards = [{{ sentinel = {{ addresses = [{}], master = \"{MASTER_NAME}\" }} }}]\n",
+        addrs.join(", ")
+    )
+}
+
+#[tokio::test]
+async fn a_master_failover_is_followed_without_a_restart() {
+    let mut set = SentinelSet::start();
+    let mut cfg = SundialConfig::new("unused");
+    cfg.pools = Some(sentinel_pool(&set));
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+
+    // Jobs published and replicated before the failover survive it.
+    let mut before = Vec::new();
+    for i in 0..50 {
+        before.push(
+            api.publish("ns", "kept", "", format!("{i}").as_bytes())
+                .await,
+        );
+    }
+    let old = set.master_port().expect("a master");
+    let _: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5_000)
+        .query(&mut set.master().client())
+        .expect("WAIT for the replica");
+
+    // Continuous publish + consume, recording when requests fail.
+    let stop = Arc::new(AtomicBool::new(false));
+    let failures: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let successes: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let mut load = Vec::new();
+    for _ in 0..4 {
+        let (api, stop, failures, successes) = (
+            api.clone(),
+            stop.clone(),
+            failures.clone(),
+            successes.clone(),
+        );
+        load.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let p = api.put("/api/ns/q", b"x").await.status;
+                let c = api.get("/api/ns/q").await.status;
+                let now = Instant::now();
+                if p == 201 && (c == 200 || c == 404) {
+                    successes.lock().expect("lock").push(now);
+                } else {
+                    assert!(
+                        p == 503 || c == 503,
+                        "only 503s during a failover: publish {p}, consume {c}"
+                    );
+                    failures.lock().expect("lock").push(now);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await; // some load before the kill (the load is what is measured)
+    let killed = Instant::now();
+    set.master().kill();
+    let new = set.wait_failover(old, Duration::from_secs(30));
+    assert_ne!(new, old);
+    wait_until_async(Duration::from_secs(30), "requests to succeed again", || {
+        let ok = successes
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|t| *t > killed + Duration::from_millis(100))
+            && failures
+                .lock()
+                .expect("lock")
+                .last()
+                .is_none_or(|f| f.elapsed() > Duration::from_millis(500));
+        std::future::ready(ok)
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for l in load {
+        l.await.expect("load task");
+    }
+    let fails = failures.lock().expect("lock").clone();
+    let window = fails.last().map_or(Duration::ZERO, |last| *last - killed);
+    eprintln!(
+        "failover: {} failed requests, the last {window:?} after the master was killed; new master on port {new}",
+        fails.len()
+    );
+
+    for id in &before {
+        let r = api.get(&format!("/api/ns/kept/job/{id}")).await;
+        assert_eq!(
+            r.status, 200,
+            "a replicated job survives the failover: {r:?}"
+        );
+    }
+    assert_eq!(api.get("/api/ns/kept/size").await.json["size"], 50);
+    assert_eq!(Api::new(gw.admin(), None).get("/ready").await.status, 200);
+}
