@@ -274,12 +274,8 @@ async fn tokens_route_tenants_to_their_pools() {
 }
 
 #[tokio::test]
-async fn the_shards_of_a_pool_that_holds_jobs_cannot_change_yet() {
-    let (a, b, c) = (
-        RedisServer::start(),
-        RedisServer::start(),
-        RedisServer::start(),
-    );
+async fn a_shard_with_buckets_of_a_pool_that_holds_jobs_cannot_leave_the_config() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
     let mut cfg = SundialConfig::new(a.url());
     cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b)], 16));
     {
@@ -289,15 +285,15 @@ async fn the_shards_of_a_pool_that_holds_jobs_cannot_change_yet() {
             .publish("ns", "q", "", b"x")
             .await;
     }
-    let mut grown = cfg.clone();
-    grown.pools = Some(sharded_pool(&[("a", &a), ("b", &b), ("c", &c)], 16));
-    let mut refused = Sundial::spawn(&grown);
+    let mut shrunk = cfg.clone();
+    shrunk.pools = Some(sharded_pool(&[("a", &a)], 16));
+    let mut refused = Sundial::spawn(&shrunk);
     let status = refused
         .wait_exit(Duration::from_secs(20))
         .expect("refuses to start");
     assert!(!status.success());
     assert!(
-        refused.log().contains("restore the previous shard list"),
+        refused.log().contains("keep it in the config"),
         "{}",
         refused.log()
     );
@@ -313,6 +309,126 @@ async fn the_shards_of_a_pool_that_holds_jobs_cannot_change_yet() {
             .await
             .json["size"],
         1
+    );
+}
+
+#[tokio::test]
+async fn a_pool_that_holds_jobs_grows_and_every_job_stays_reachable() {
+    let (a, b, c) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false".to_owned();
+    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b)], 16));
+    let mut gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let mut ready = HashSet::new();
+    for i in 0..100 {
+        ready.insert(api.publish("ns", "q", "", format!("r{i}").as_bytes()).await);
+    }
+    let mut delayed = HashSet::new();
+    for i in 0..20 {
+        delayed.insert(
+            api.publish("ns", "q", "delay=2", format!("d{i}").as_bytes())
+                .await,
+        );
+    }
+    for i in 0..10 {
+        api.publish("ns", "dl", "tries=1", format!("x{i}").as_bytes())
+            .await;
+    }
+    assert_eq!(
+        api.get("/api/ns/dl?count=10&ttr=0")
+            .await
+            .json
+            .as_array()
+            .map(Vec::len),
+        Some(10)
+    );
+    wait_until_async(Duration::from_secs(10), "ten dead jobs", || async {
+        api.get("/api/ns/dl/deadletter/size").await.json["size"] == 10
+    })
+    .await;
+
+    // Grow the pool: a third shard takes over part of the buckets.
+    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b), ("c", &c)], 16));
+    gw.rewrite(&cfg);
+    let r = Api::new(gw.admin(), None).post("/reload").await;
+    assert_eq!(r.status, 200, "{r:?}");
+
+    // Everything published before is still seen: sizes, peeks, reads by id.
+    assert_eq!(api.get("/api/ns/q/size").await.json["size"], 100);
+    assert_eq!(api.get("/api/ns/dl/deadletter/size").await.json["size"], 10);
+    for id in ready.iter().chain(&delayed) {
+        let r = api.get(&format!("/api/ns/q/job/{id}")).await;
+        if r.status != 200 {
+            let mut where_ = Vec::new();
+            for (name, srv) in [("a", &a), ("b", &b), ("c", &c)] {
+                let mut conn = srv.client();
+                for bucket in 0..16 {
+                    let has: bool =
+                        redis::Commands::hexists(&mut conn, format!("sd:{{ns/{bucket}}}:j"), id)
+                            .expect("hexists");
+                    if has {
+                        where_.push(format!("{name}/{bucket}"));
+                    }
+                }
+            }
+            panic!("{id}: {r:?}; stored at {where_:?}");
+        }
+    }
+    // New jobs go to the new layout, the new shard included.
+    let mut after = HashSet::new();
+    for i in 0..100 {
+        after.insert(api.publish("ns", "q", "", format!("n{i}").as_bytes()).await);
+    }
+    assert!(jobs_on(&c, "ns", 16) > 0, "the new shard takes new jobs");
+    // Delayed jobs left at their old shard are still pumped there.
+    let mut seen = HashSet::new();
+    let expected: HashSet<String> = ready
+        .iter()
+        .chain(&delayed)
+        .chain(&after)
+        .cloned()
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while seen.len() < expected.len() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "consumed {} of {}",
+            seen.len(),
+            expected.len()
+        );
+        let r = api.get("/api/ns/q?count=100&ttr=600&timeout=1").await;
+        if r.status == 200 {
+            for j in r.json.as_array().expect("array") {
+                let id = j["job_id"].as_str().expect("id").to_owned();
+                assert_eq!(api.delete(&format!("/api/ns/q/job/{id}")).await.status, 204);
+                seen.insert(id);
+            }
+        }
+    }
+    assert_eq!(seen, expected);
+    let r = api.put("/api/ns/dl/deadletter?limit=100", b"").await;
+    assert_eq!(r.json["count"], 10, "dead jobs at their old shard respawn");
+    assert_eq!(
+        (jobs_on(&a, "ns", 16) + jobs_on(&b, "ns", 16) + jobs_on(&c, "ns", 16)),
+        10,
+        "only the respawned jobs remain"
+    );
+
+    // A restart reads the layouts back from the shards and sees the same.
+    drop(gw);
+    let again = Sundial::start(&cfg);
+    let api = Api::new(again.api(), Some(&token));
+    assert_eq!(api.get("/api/ns/dl/size").await.json["size"], 10);
+    assert!(
+        again.log().contains("earlier shard layouts drain"),
+        "{}",
+        again.log()
     );
 }
 

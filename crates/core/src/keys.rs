@@ -22,7 +22,7 @@
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `sd:meta` | hash | `buckets` → the pool's bucket count, fixed once written; `ring` → the pool's shards (`name:weight,...`) |
+//! | `sd:meta` | hash | `buckets` → the pool's bucket count, fixed once written; `ring` → the pool's shards (`name:weight,...`); `draining` → earlier layouts whose moved buckets still drain |
 //! | `sd:namespaces` | set | namespaces that have (had) jobs on this shard |
 //! | `sd:queues:<ns>` | set | queues of the namespace that have (had) jobs on this shard |
 //!
@@ -44,6 +44,9 @@ pub const META: &str = "sd:meta";
 pub const META_BUCKETS: &str = "buckets";
 /// Field of [`META`] that holds the pool's ring membership (`name:weight,...`).
 pub const META_RING: &str = "ring";
+/// Field of [`META`] that holds the earlier memberships whose moved buckets
+/// still drain (a JSON array of signatures).
+pub const META_DRAINING: &str = "draining";
 /// Per-shard set of namespaces.
 pub const NAMESPACES: &str = "sd:namespaces";
 /// Channel on which scripts announce that a bucket became due sooner.

@@ -645,3 +645,22 @@ async fn a_slot_larger_than_a_batch_opens_over_several_calls() {
     }
     assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 64);
 }
+
+#[tokio::test]
+async fn holds_jobs_sees_live_jobs_only() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    assert!(!s.holds_jobs(B).await.expect("empty shard"));
+    s.register("ns", "q").await.expect("register");
+    let id = publish(&s, "q", now_sched(1), "x").await;
+    assert!(s.holds_jobs(B).await.expect("one job"));
+    assert!(
+        s.delete("ns", id.bucket(B), "q", &id)
+            .await
+            .expect("delete")
+    );
+    assert!(
+        !s.holds_jobs(B).await.expect("acked"),
+        "a namespace that had jobs but has none"
+    );
+}

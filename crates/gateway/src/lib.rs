@@ -48,7 +48,8 @@ async fn prepare(
     previous: Option<&Topology>,
     wait: Duration,
 ) -> anyhow::Result<Topology> {
-    let topology = Topology::build(pools, previous)?;
+    let mut topology = Topology::build(pools, previous)?;
+    let mut layouts = Vec::new();
     for pool in topology.pools() {
         for shard in pool.shards() {
             shard.wait_connected(wait).await.with_context(|| {
@@ -75,41 +76,71 @@ async fn prepare(
                 "shard ready"
             );
         }
-        check_membership(pool).await?;
+        layouts.push((pool.name().to_owned(), settle_layouts(pool).await?));
+    }
+    for (pool, draining) in &layouts {
+        topology.set_draining(pool, draining)?;
+    }
+    // Pinned only once the whole topology is valid.
+    for (pool, draining) in &layouts {
+        if let Some(p) = topology.pool(pool) {
+            for shard in p.shards() {
+                shard.set_ring_pins(p.signature(), draining).await?;
+            }
+        }
     }
     Ok(topology)
 }
 
-/// Refuses a change of a pool's shards while the pool holds jobs: the ring
-/// would send lookups for existing jobs to the wrong shard. Every shard
-/// pins the membership it was started with; a shard without a pin (new, or
-/// restarted without its data) takes the config's. A pin that disagrees
-/// with the config, in a pool that holds jobs, means the membership changed.
-async fn check_membership(pool: &sundial_router::Pool) -> anyhow::Result<()> {
-    let mut holds_data = false;
-    let mut changed_from = None;
+/// Works out which earlier layouts of a pool still drain (the caller pins
+/// them with the current one once the whole topology is valid).
+///
+/// Every layout any shard has pinned and that differs from the config's is
+/// one whose moved buckets may still hold jobs at their old shard, so it
+/// drains: reads and pumps also cover it. A pool that holds no jobs drops
+/// them all. (A layout leaves the list when `GET /drains` finds it empty.)
+async fn settle_layouts(pool: &sundial_router::Pool) -> anyhow::Result<Vec<String>> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut holds_jobs = false;
     for shard in pool.shards() {
-        holds_data |= shard.holds_jobs(pool.buckets()).await?;
-        if let Some(pin) = shard.ring_pin().await?
-            && pin != pool.signature()
-        {
-            changed_from = Some(pin);
+        let (ring, draining) = shard.ring_pins().await?;
+        seen.extend(ring);
+        seen.extend(draining);
+        holds_jobs |= shard.holds_jobs(pool.buckets()).await?;
+    }
+    seen.remove(pool.signature());
+    // A layout that gave buckets to a shard the config no longer lists
+    // cannot be shown empty (that shard is out of reach): the shard must
+    // stay, with weight 0, until its buckets have drained.
+    let names: Vec<&str> = pool.shard_names().collect();
+    for layout in &seen {
+        for member in layout.split(',') {
+            if let Some((name, weight)) = member.rsplit_once(':')
+                && weight != "0"
+                && !names.contains(&name)
+            {
+                anyhow::bail!(
+                    "pool {}: shard {name:?} holds buckets of the layout [{layout}] but is not in the config; \
+                     keep it in the config (with weight 0) until GET /drains shows that layout empty, then remove it",
+                    pool.name()
+                );
+            }
         }
     }
-    if let Some(old) = changed_from
-        && holds_data
-    {
-        anyhow::bail!(
-            "pool {}: its shards were [{old}] and the config says [{}]; this version cannot move the \
-             buckets of a pool that holds jobs between shards: restore the previous shard list",
-            pool.name(),
-            pool.signature()
+    let draining: Vec<String> = if holds_jobs {
+        seen.into_iter().collect()
+    } else {
+        Vec::new()
+    };
+    if !draining.is_empty() {
+        tracing::info!(
+            pool = pool.name(),
+            current = pool.signature(),
+            ?draining,
+            "earlier shard layouts drain"
         );
     }
-    for shard in pool.shards() {
-        shard.set_ring_pin(pool.signature()).await?;
-    }
-    Ok(())
+    Ok(draining)
 }
 
 /// Runs the gateway on the given listeners until `shutdown` is cancelled.

@@ -19,6 +19,54 @@ pub enum RouterError {
     Engine(#[from] EngineError),
 }
 
+/// A ring over some of the pool's shards, by name.
+#[derive(Debug)]
+struct PlacedRing {
+    signature: String,
+    ring: Ring,
+    /// Ring index → index in the pool's `shards`.
+    to_shard: Vec<usize>,
+}
+
+impl PlacedRing {
+    /// Builds the ring of a membership signature (`name:weight,...`) over
+    /// the pool's shards, found by name.
+    fn new(signature: &str, specs: &[ShardConfig]) -> Result<Self, String> {
+        let mut members = Vec::new();
+        let mut to_shard = Vec::new();
+        for part in signature.split(',').filter(|p| !p.is_empty()) {
+            let (name, weight) = part
+                .rsplit_once(':')
+                .and_then(|(n, w)| Some((n, w.parse::<u32>().ok()?)))
+                .ok_or_else(|| format!("unreadable ring membership {signature:?}"))?;
+            let idx = specs.iter().position(|s| s.ring_name() == name);
+            match idx {
+                Some(i) => {
+                    members.push((name, weight));
+                    to_shard.push(i);
+                }
+                // A shard with no weight in that ring held none of its buckets.
+                None if weight == 0 => {}
+                None => {
+                    return Err(format!(
+                        "shard {name:?} still holds buckets of an earlier layout ({signature}) that are draining; \
+                         keep it in the config (with weight 0) until GET /drains shows that layout empty"
+                    ));
+                }
+            }
+        }
+        Ok(Self {
+            signature: signature.to_owned(),
+            ring: Ring::new(members),
+            to_shard,
+        })
+    }
+
+    fn shard_of(&self, ns: &str, bucket: u32) -> Option<usize> {
+        self.ring.shard_of(ns, bucket).map(|i| self.to_shard[i])
+    }
+}
+
 /// One pool, connected.
 #[derive(Debug)]
 pub struct Pool {
@@ -28,8 +76,10 @@ pub struct Pool {
     /// The config each shard was built from (same order as `shards`), to
     /// reuse connections across reloads.
     specs: Vec<ShardConfig>,
-    ring: Ring,
-    signature: String,
+    /// The current ring first, then earlier rings whose moved buckets still
+    /// drain: writes go to the current ring's shard; reads, queue-wide
+    /// operations and pumps also cover the earlier rings' shards.
+    rings: Vec<PlacedRing>,
 }
 
 impl Pool {
@@ -42,18 +92,40 @@ impl Pool {
         self.buckets
     }
 
-    /// The shard that holds `bucket` of namespace `ns`.
+    /// The shard where `bucket` of namespace `ns` is written now.
     pub fn shard_for(&self, ns: &str, bucket: u32) -> &Shard {
         // Validation guarantees a shard with weight, so the ring answers.
-        &self.shards[self.ring.shard_of(ns, bucket).unwrap_or(0)]
+        &self.shards[self.rings[0].shard_of(ns, bucket).unwrap_or(0)]
     }
 
-    /// The shards that hold buckets of `ns`, each with those buckets: what a
-    /// queue-wide operation visits, one call per shard.
+    /// Every shard that may hold jobs of `bucket` of `ns`: where it is
+    /// written now first, then where earlier layouts put it (while they
+    /// drain).
+    pub fn locations(&self, ns: &str, bucket: u32) -> Vec<&Shard> {
+        let mut idx: Vec<usize> = Vec::with_capacity(self.rings.len());
+        for r in &self.rings {
+            if let Some(i) = r.shard_of(ns, bucket)
+                && !idx.contains(&i)
+            {
+                idx.push(i);
+            }
+        }
+        idx.into_iter().map(|i| &self.shards[i]).collect()
+    }
+
+    /// The shards that may hold jobs of `ns`, each with the buckets it may
+    /// hold (in the current layout or one that drains): what a queue-wide
+    /// operation or a pump visits, one call per shard.
     pub fn groups(&self, ns: &str) -> Vec<(&Shard, Vec<u32>)> {
         let mut per: Vec<Vec<u32>> = vec![Vec::new(); self.shards.len()];
         for b in 0..self.buckets {
-            per[self.ring.shard_of(ns, b).unwrap_or(0)].push(b);
+            for r in &self.rings {
+                if let Some(i) = r.shard_of(ns, b)
+                    && per[i].last() != Some(&b)
+                {
+                    per[i].push(b);
+                }
+            }
         }
         self.shards
             .iter()
@@ -62,14 +134,41 @@ impl Pool {
             .collect()
     }
 
+    /// The buckets of `ns` that earlier layouts placed elsewhere than the
+    /// current one: (shard where they drain, bucket, layout signature).
+    pub fn moved(&self, ns: &str) -> Vec<(&Shard, u32, &str)> {
+        let mut out = Vec::new();
+        for b in 0..self.buckets {
+            let now = self.rings[0].shard_of(ns, b);
+            for r in &self.rings[1..] {
+                if let Some(i) = r.shard_of(ns, b)
+                    && Some(i) != now
+                {
+                    out.push((&self.shards[i], b, r.signature.as_str()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Earlier layouts that still drain.
+    pub fn draining(&self) -> impl Iterator<Item = &str> {
+        self.rings[1..].iter().map(|r| r.signature.as_str())
+    }
+
     /// Every shard of the pool.
     pub fn shards(&self) -> impl Iterator<Item = &Shard> {
         self.shards.iter()
     }
 
-    /// The ring's membership, as pinned in the shards.
+    /// The ring names of the pool's shards, in config order.
+    pub fn shard_names(&self) -> impl Iterator<Item = &str> {
+        self.specs.iter().map(ShardConfig::ring_name)
+    }
+
+    /// The current ring's membership, as pinned in the shards.
     pub fn signature(&self) -> &str {
-        &self.signature
+        &self.rings[0].signature
     }
 }
 
@@ -115,17 +214,39 @@ impl Topology {
                 };
                 shards.push(shard);
             }
+            let current =
+                PlacedRing::new(&pc.ring_signature(), &pc.shards).map_err(RouterError::Config)?;
             let pool = Pool {
                 name: name.clone(),
                 buckets: pc.buckets,
                 shards,
                 specs: pc.shards.clone(),
-                ring: Ring::new(pc.shards.iter().map(|s| (s.ring_name(), s.weight))),
-                signature: pc.ring_signature(),
+                rings: vec![current],
             };
             pools.insert(name.clone(), Arc::new(pool));
         }
         Ok(Self { pools })
+    }
+
+    /// Sets the earlier layouts of `pool` that still drain (read from the
+    /// shards' pins). Only while the topology is being built, before it is
+    /// shared.
+    pub fn set_draining(&mut self, pool: &str, signatures: &[String]) -> Result<(), RouterError> {
+        let p = self
+            .pools
+            .get_mut(pool)
+            .and_then(Arc::get_mut)
+            .ok_or_else(|| RouterError::Config(format!("pool {pool} is shared already")))?;
+        p.rings.truncate(1);
+        for sig in signatures {
+            if sig != p.signature() {
+                p.rings.push(
+                    PlacedRing::new(sig, &p.specs)
+                        .map_err(|e| RouterError::Config(format!("pool {pool}: {e}")))?,
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Every shard of every pool.
@@ -174,5 +295,99 @@ impl Router {
     /// A receiver that sees every swap.
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.generation.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ShardConfig;
+
+    fn spec(name: &str, port: u16, weight: u32) -> ShardConfig {
+        ShardConfig {
+            name: Some(name.to_owned()),
+            url: Some(format!("redis://127.0.0.1:{port}")),
+            sentinel: None,
+            weight,
+            connections: 1,
+        }
+    }
+
+    /// A topology needs a runtime for its (lazy) connections; nothing here
+    /// talks to Redis.
+    fn topology(shards: Vec<ShardConfig>) -> Topology {
+        let pools = BTreeMap::from([(
+            "default".to_owned(),
+            PoolConfig {
+                buckets: 64,
+                shards,
+            },
+        )]);
+        Topology::build(&pools, None).expect("topology")
+    }
+
+    #[tokio::test]
+    async fn a_draining_layout_adds_old_locations_without_changing_writes() {
+        let grown = vec![spec("a", 1, 1), spec("b", 2, 1), spec("c", 3, 1)];
+        let mut t = topology(grown.clone());
+        let before: Vec<String> = (0..64)
+            .map(|b| {
+                t.pool("default")
+                    .expect("pool")
+                    .shard_for("ns", b)
+                    .name()
+                    .to_owned()
+            })
+            .collect();
+        t.set_draining("default", &["a:1,b:1".to_owned()])
+            .expect("draining");
+        let p = t.pool("default").expect("pool");
+        assert_eq!(p.draining().collect::<Vec<_>>(), ["a:1,b:1"]);
+        let old = Ring::new([("a", 1), ("b", 1)]);
+        let mut moved = 0;
+        for b in 0..64 {
+            assert_eq!(
+                p.shard_for("ns", b).name(),
+                before[b as usize],
+                "writes follow the current ring"
+            );
+            let locs: Vec<&str> = p.locations("ns", b).iter().map(|s| s.name()).collect();
+            let was = ["default/a", "default/b"][old.shard_of("ns", b).expect("old")];
+            assert_eq!(locs[0], before[b as usize]);
+            if locs[0] == was {
+                assert_eq!(locs.len(), 1);
+            } else {
+                assert_eq!(locs, [before[b as usize].as_str(), was]);
+                moved += 1;
+            }
+        }
+        assert!(moved > 0);
+        assert_eq!(
+            p.moved("ns").len(),
+            moved,
+            "every moved bucket drains from its old shard"
+        );
+        for (shard, b, sig) in p.moved("ns") {
+            assert_ne!(shard.name(), p.shard_for("ns", b).name());
+            assert_eq!(sig, "a:1,b:1");
+        }
+        let covered: usize = p.groups("ns").iter().map(|(_, b)| b.len()).sum();
+        assert_eq!(
+            covered,
+            64 + moved,
+            "queue-wide operations cover both locations of a moved bucket"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_shard_that_drains_must_stay_in_the_config() {
+        let mut t = topology(vec![spec("a", 1, 1), spec("b", 2, 1)]);
+        let err = t
+            .set_draining("default", &["a:1,b:1,c:1".to_owned()])
+            .expect_err("c is gone");
+        assert!(err.to_string().contains("keep it in the config"), "{err}");
+        // A shard that had no weight in that layout held none of its buckets.
+        t.set_draining("default", &["a:1,b:1,c:0".to_owned()])
+            .expect("c held nothing");
     }
 }

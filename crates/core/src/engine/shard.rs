@@ -294,18 +294,38 @@ impl Shard {
         Ok(false)
     }
 
-    /// The pool's ring membership as pinned in this shard, if any.
-    pub async fn ring_pin(&self) -> Result<Option<String>, EngineError> {
-        self.client()?
-            .hget(keys::META, keys::META_RING)
+    /// The pool's layouts as pinned in this shard: the current ring
+    /// membership (if any) and the earlier ones that still drain.
+    pub async fn ring_pins(&self) -> Result<(Option<String>, Vec<String>), EngineError> {
+        let (ring, draining): (Option<String>, Option<String>) = self
+            .client()?
+            .hmget(keys::META, vec![keys::META_RING, keys::META_DRAINING])
             .await
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e))?;
+        let draining = draining
+            .map(|d| {
+                parse_string_list(&d)
+                    .ok_or_else(|| self.bad_reply(format!("unreadable draining pin {d:?}")))
+            })
+            .transpose()?
+            .unwrap_or_default();
+        Ok((ring, draining))
     }
 
-    /// Pins the pool's ring membership in this shard.
-    pub async fn set_ring_pin(&self, signature: &str) -> Result<(), EngineError> {
+    /// Pins the pool's layouts in this shard.
+    pub async fn set_ring_pins(
+        &self,
+        current: &str,
+        draining: &[String],
+    ) -> Result<(), EngineError> {
         self.client()?
-            .hset::<(), _, _>(keys::META, (keys::META_RING, signature))
+            .hset::<(), _, _>(
+                keys::META,
+                vec![
+                    (keys::META_RING, current.to_owned()),
+                    (keys::META_DRAINING, string_list(draining)),
+                ],
+            )
             .await
             .map_err(|e| self.err(e))
     }
@@ -344,5 +364,31 @@ impl Shard {
             .smembers(keys::queues(ns))
             .await
             .map_err(|e| self.err(e))
+    }
+}
+
+/// A list of signatures as a JSON array of strings.
+fn string_list(items: &[String]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".to_owned())
+}
+
+fn parse_string_list(s: &str) -> Option<Vec<String>> {
+    serde_json::from_str(s).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_lists_round_trip() {
+        for l in [
+            vec![],
+            vec!["a:1".to_owned()],
+            vec!["a:1,b:2".to_owned(), "a:1".to_owned()],
+        ] {
+            assert_eq!(parse_string_list(&string_list(&l)), Some(l));
+        }
+        assert_eq!(parse_string_list("nope"), None);
     }
 }

@@ -40,14 +40,16 @@ pub(super) async fn peek(
     Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
     let t = Target::parse(&tenant, &path)?;
-    let shard = tenant.pool.shard_for(&tenant.ns, t.bucket);
-    match shard
-        .peek_job(&tenant.ns, t.bucket, &t.queue, &t.id)
-        .await?
-    {
-        Some(j) => Ok(Json(render::job(&tenant.ns, &j))),
-        None => Err(ApiError::NotFound("job not found")),
+    // Where the bucket is written now, then where it drains from.
+    for shard in tenant.pool.locations(&tenant.ns, t.bucket) {
+        if let Some(j) = shard
+            .peek_job(&tenant.ns, t.bucket, &t.queue, &t.id)
+            .await?
+        {
+            return Ok(Json(render::job(&tenant.ns, &j)));
+        }
     }
+    Err(ApiError::NotFound("job not found"))
 }
 
 /// `DELETE /api/{ns}/{queue}/job/{job_id}`: 204 whether or not it existed.
@@ -56,10 +58,12 @@ pub(super) async fn delete(
     Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
     let t = Target::parse(&tenant, &path)?;
-    let shard = tenant.pool.shard_for(&tenant.ns, t.bucket);
-    if shard.delete(&tenant.ns, t.bucket, &t.queue, &t.id).await? {
-        metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned())
-            .increment(1);
+    for shard in tenant.pool.locations(&tenant.ns, t.bucket) {
+        if shard.delete(&tenant.ns, t.bucket, &t.queue, &t.id).await? {
+            metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned())
+                .increment(1);
+            break;
+        }
     }
     Ok(StatusCode::NO_CONTENT)
 }

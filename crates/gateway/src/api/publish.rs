@@ -246,9 +246,24 @@ pub(super) async fn republish(
     let (bucket, job) = p.job(Some(old.bucket(buckets)), buckets, body);
     let shard = tenant.pool.shard_for(&tenant.ns, bucket);
     state.register(shard, &tenant.ns, &p.queue).await?;
-    shard
+    let existed = shard
         .republish(&tenant.ns, bucket, &p.queue, &old, &p.schedule, &job)
         .await?;
+    // While the bucket moves, the old job may still be where it drains
+    // from: it goes after the new one is stored (a crash in between leaves
+    // both, never neither).
+    if !existed {
+        for other in tenant
+            .pool
+            .locations(&tenant.ns, bucket)
+            .into_iter()
+            .skip(1)
+        {
+            if other.delete(&tenant.ns, bucket, &p.queue, &old).await? {
+                break;
+            }
+        }
+    }
     Ok(published(
         &tenant,
         1,
