@@ -25,6 +25,8 @@
 //! | `sd:meta` | hash | `buckets` → the pool's bucket count, fixed once written; `ring` → the pool's shards (`name:weight,...`); `draining` → earlier layouts whose moved buckets still drain |
 //! | `sd:namespaces` | set | namespaces that have (had) jobs on this shard |
 //! | `sd:queues:<ns>` | set | queues of the namespace that have (had) jobs on this shard |
+//! | `sd:views` | set | gateway instances that announced the layouts they write to |
+//! | `sd:view:<instance>` | string | those layouts, JSON; expires (15 s) unless the gateway renews it |
 //!
 //! Admin Redis (tokens): `sd:tokens` hash `<pool>/<ns>/<token>` → description;
 //! `sd:limits` hash, same fields → rate limit JSON; `sd:tokens:version`, a
@@ -64,6 +66,15 @@ pub const LIMITS: &str = "sd:limits";
 /// `w` publish) in the current window; expires with the window.
 pub fn rate(pool: &str, ns: &str, secret: &str, action: char) -> String {
     format!("sd:rate:{pool}/{ns}/{secret}:{action}")
+}
+
+/// Per shard: the set of gateway instances that have announced a view.
+pub const VIEWS: &str = "sd:views";
+
+/// Per shard: the layouts one gateway instance may write to, expiring with
+/// the shard's clock unless renewed.
+pub fn view(instance: &str) -> String {
+    format!("sd:view:{instance}")
 }
 
 /// The set of a namespace's queues on one shard.

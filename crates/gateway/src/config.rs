@@ -29,6 +29,9 @@ pub struct Config {
     /// Reload the pools when the config file changes (SIGHUP and
     /// `POST /reload` always work).
     pub watch_config: bool,
+    /// How often layouts are checked: this gateway's view announced, drains
+    /// measured and retired, the shards' pinned layouts compared with ours.
+    pub layout_check_ms: u64,
     pub limits: LimitsConfig,
     pub pump: PumpConfig,
     pub log: LogConfig,
@@ -88,6 +91,7 @@ impl Default for Config {
             accounts: BTreeMap::new(),
             shutdown_grace_secs: 10,
             watch_config: true,
+            layout_check_ms: 5_000,
             limits: LimitsConfig::from(&Limits::default()),
             pump: PumpConfig {
                 enabled: true,
@@ -174,6 +178,10 @@ impl Config {
             "log.format must be `text` or `json`"
         );
         Ok(())
+    }
+
+    pub fn layout_check(&self) -> Duration {
+        Duration::from_millis(self.layout_check_ms.max(100))
     }
 
     pub fn shutdown_grace(&self) -> Duration {

@@ -17,6 +17,7 @@
 pub mod admin;
 pub mod api;
 pub mod config;
+pub mod drain;
 mod http;
 pub mod reload;
 pub mod state;
@@ -206,7 +207,17 @@ pub async fn serve(
             background.clone(),
         ));
     }
-    tasks.spawn(reloader.clone().watch(background.clone()));
+    tasks.spawn(
+        reloader
+            .clone()
+            .watch(config.layout_check(), background.clone()),
+    );
+    tasks.spawn(drain::run(
+        router.clone(),
+        reloader.clone(),
+        config.layout_check(),
+        background.clone(),
+    ));
 
     let api_app = api::router(state.clone()).layer(axum::middleware::from_fn(http::observe));
     let admin_app = admin::router(state.clone(), reloader.clone())
@@ -250,7 +261,7 @@ pub async fn pumpd(
         prepare(&config.pools, None, STARTUP_WAIT).await?,
     ));
     let reloader = reload::Reloader::new(config_path, router.clone(), None, false);
-    tokio::spawn(reloader.watch(shutdown.clone()));
+    tokio::spawn(reloader.watch(config.layout_check(), shutdown.clone()));
     tracing::info!("sundial pumpd running");
     sundial_pumpd::run(router, config.pump_options(), shutdown).await;
     tracing::info!("sundial pumpd stopped");

@@ -13,7 +13,12 @@
 //! Only `pools` are reloaded; other keys (listeners, limits, accounts, log)
 //! need a restart, and a reload that changes them says so in its log.
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::PathBuf,
+    sync::Arc,
+    time::Duration,
+};
 
 use anyhow::Context;
 use notify::Watcher;
@@ -116,9 +121,10 @@ impl Reloader {
         Ok(summary)
     }
 
-    /// Reloads on SIGHUP and, with `watch_config`, when the config file
-    /// changes, until `shutdown`.
-    pub async fn watch(self: Arc<Self>, shutdown: CancellationToken) {
+    /// Reloads on SIGHUP, with `watch_config` when the config file changes,
+    /// and when the layouts pinned in the shards differ from those this
+    /// process holds (checked every `layout_check`), until `shutdown`.
+    pub async fn watch(self: Arc<Self>, layout_check: Duration, shutdown: CancellationToken) {
         // The config as started is the baseline for "what changed".
         let started = Config::load(self.path.as_deref()).ok();
         let watch_file = started.as_ref().is_some_and(|c| c.watch_config);
@@ -131,9 +137,24 @@ impl Reloader {
             .and_then(|p| file_watcher(p, tx));
         let mut hup = hangups();
         let mut last = self.path.as_ref().and_then(|p| std::fs::read(p).ok());
+        let mut layouts = tokio::time::interval(layout_check);
+        layouts.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_attempt = None;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
+                _ = layouts.tick() => {
+                    // Another process retired a drained layout, or moved to a
+                    // new one: follow. The same difference is tried once, so a
+                    // reload that keeps failing does not flood the log.
+                    match self.pinned_differs().await {
+                        Some(pinned) if last_attempt.as_ref() != Some(&pinned) => {
+                            last_attempt = Some(pinned);
+                            let _ = self.reload("shard layouts changed").await;
+                        }
+                        _ => {}
+                    }
+                }
                 Some(()) = hup.recv() => {
                     let _ = self.reload("SIGHUP").await;
                 }
@@ -151,6 +172,31 @@ impl Reloader {
                 }
             }
         }
+    }
+}
+
+impl Reloader {
+    /// The layouts pinned in the shards (beyond each pool's current one),
+    /// when they differ from those this process holds.
+    async fn pinned_differs(&self) -> Option<BTreeMap<String, BTreeSet<String>>> {
+        let topology = self.router.topology();
+        let mut pinned = BTreeMap::new();
+        let mut held = BTreeMap::new();
+        for pool in topology.pools() {
+            let mut seen = BTreeSet::new();
+            for shard in pool.shards() {
+                let (ring, draining) = shard.ring_pins().await.ok()?;
+                seen.extend(ring);
+                seen.extend(draining);
+            }
+            seen.remove(pool.signature());
+            pinned.insert(pool.name().to_owned(), seen);
+            held.insert(
+                pool.name().to_owned(),
+                pool.draining().map(str::to_owned).collect::<BTreeSet<_>>(),
+            );
+        }
+        (pinned != held).then_some(pinned)
     }
 }
 

@@ -82,6 +82,12 @@ impl AppState {
         Ok(())
     }
 
+    /// The pool as the current topology has it (a write re-reads it after a
+    /// slow body, so that it lands in the layout that is current now).
+    pub fn current_pool(&self, name: &str) -> Option<Arc<sundial_router::Pool>> {
+        self.router.topology().pool(name).cloned()
+    }
+
     /// Records the queue in the shard's registry once per process.
     pub async fn register(&self, shard: &Shard, ns: &str, queue: &str) -> Result<(), EngineError> {
         let key = format!("{}/{ns}/{queue}", shard.name());

@@ -330,6 +330,91 @@ impl Shard {
             .map_err(|e| self.err(e))
     }
 
+    /// How many jobs each of `buckets` of `ns` holds here (records in any
+    /// state).
+    pub async fn bucket_jobs(&self, ns: &str, buckets: &[u32]) -> Result<Vec<u64>, EngineError> {
+        if buckets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client()?;
+        let pipe = client.pipeline();
+        for b in buckets {
+            let _: () = pipe
+                .hlen(keys::BucketKeys::new(ns, *b).jobs())
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        pipe.all().await.map_err(|e| self.err(e))
+    }
+
+    /// Announces the layouts a gateway instance may write to, for `ttl`.
+    pub async fn announce_view(
+        &self,
+        instance: &str,
+        layouts: &[String],
+        ttl: std::time::Duration,
+    ) -> Result<(), EngineError> {
+        let client = self.client()?;
+        let pipe = client.pipeline();
+        let _: () = pipe
+            .sadd(keys::VIEWS, instance)
+            .await
+            .map_err(|e| self.err(e))?;
+        let _: () = pipe
+            .set(
+                keys::view(instance),
+                string_list(layouts),
+                Some(fred::types::Expiration::PX(ttl.as_millis() as i64)),
+                None,
+                false,
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        let _: Vec<Value> = pipe.all().await.map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Withdraws a gateway instance's view (at shutdown).
+    pub async fn withdraw_view(&self, instance: &str) -> Result<(), EngineError> {
+        let client = self.client()?;
+        let _: i64 = client
+            .del(keys::view(instance))
+            .await
+            .map_err(|e| self.err(e))?;
+        let _: i64 = client
+            .srem(keys::VIEWS, instance)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// The layouts that live gateway instances may write to; forgets
+    /// instances whose view expired.
+    pub async fn live_views(&self) -> Result<Vec<String>, EngineError> {
+        let client = self.client()?;
+        let instances: Vec<String> = client
+            .smembers(keys::VIEWS)
+            .await
+            .map_err(|e| self.err(e))?;
+        let mut layouts = Vec::new();
+        for instance in instances {
+            let v: Option<String> = client
+                .get(keys::view(&instance))
+                .await
+                .map_err(|e| self.err(e))?;
+            match v.and_then(|v| parse_string_list(&v)) {
+                Some(l) => layouts.extend(l),
+                None => {
+                    let _: i64 = client
+                        .srem(keys::VIEWS, &instance)
+                        .await
+                        .map_err(|e| self.err(e))?;
+                }
+            }
+        }
+        Ok(layouts)
+    }
+
     /// Records that a namespace has a queue on this shard (idempotent). The
     /// gateway calls this before the first publish to a queue, so a job never
     /// exists in a queue the registry does not list.

@@ -50,6 +50,20 @@ pub(super) async fn info(
     Ok(Json(out))
 }
 
+/// `GET /drains`: per pool, its current shard layout and, for each earlier
+/// layout whose moved buckets still drain, how many buckets and jobs are left
+/// and how many live gateways may still write to it.
+pub(super) async fn drains(
+    State(state): State<Arc<AppState>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let topology = state.router.topology();
+    let mut pools = Vec::new();
+    for pool in topology.pools() {
+        pools.push(crate::drain::report(pool).await?);
+    }
+    Ok(Json(json!({ "pools": pools })))
+}
+
 /// `GET /version`
 pub(super) async fn version() -> impl IntoResponse {
     Json(json!({

@@ -37,6 +37,7 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>) -> Router {
     Router::new()
         .merge(guarded)
         .route("/pools", get(info::pools))
+        .route("/drains", get(info::drains))
         .route("/info", get(info::info))
         .route("/version", get(info::version))
         .route("/metrics", get(info::metrics))

@@ -134,7 +134,12 @@ async fn store(
     bucket: u32,
     jobs: &[NewJob],
 ) -> Result<(), ApiError> {
-    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
+    // The topology as it is now, not as it was before the body was read:
+    // see `crate::drain` for why a write must use the current layout.
+    let pool = state
+        .current_pool(tenant.pool.name())
+        .ok_or(ApiError::NotFound("pool not found"))?;
+    let shard = pool.shard_for(&tenant.ns, bucket);
     state.register(shard, &tenant.ns, &p.queue).await?;
     shard
         .publish(&tenant.ns, bucket, &p.queue, &p.schedule, jobs)
@@ -244,7 +249,10 @@ pub(super) async fn republish(
     let body = body::read(body, MAX_BODY_BYTES, "body too large").await?;
     let buckets = tenant.pool.buckets();
     let (bucket, job) = p.job(Some(old.bucket(buckets)), buckets, body);
-    let shard = tenant.pool.shard_for(&tenant.ns, bucket);
+    let pool = state
+        .current_pool(tenant.pool.name())
+        .ok_or(ApiError::NotFound("pool not found"))?;
+    let shard = pool.shard_for(&tenant.ns, bucket);
     state.register(shard, &tenant.ns, &p.queue).await?;
     let existed = shard
         .republish(&tenant.ns, bucket, &p.queue, &old, &p.schedule, &job)
@@ -253,12 +261,7 @@ pub(super) async fn republish(
     // from: it goes after the new one is stored (a crash in between leaves
     // both, never neither).
     if !existed {
-        for other in tenant
-            .pool
-            .locations(&tenant.ns, bucket)
-            .into_iter()
-            .skip(1)
-        {
+        for other in pool.locations(&tenant.ns, bucket).into_iter().skip(1) {
             if other.delete(&tenant.ns, bucket, &p.queue, &old).await? {
                 break;
             }

@@ -1,0 +1,198 @@
+//! Draining of moved buckets: progress, and retiring a layout once drained.
+//!
+//! When a pool's shards change, buckets whose shard changed keep their jobs
+//! at the old shard until those are consumed, acknowledged, expire or are
+//! deleted; meanwhile reads and pumps cover both shards (see the router's
+//! `Pool::locations`). This module
+//!
+//! - reports, per draining layout, how many moved buckets still hold jobs and
+//!   how many jobs (`GET /drains`, gauges `sundial_drain_*`);
+//! - announces in every shard which layouts this gateway may write to: its
+//!   current one, and for [`WRITE_GRACE`] after a reload the previous one (a
+//!   publish re-reads the topology after its body, so its write lands within
+//!   a command timeout of choosing its layout);
+//! - retires a draining layout (removes it from the shards' pins, then
+//!   reloads) once no live gateway may write to it and its moved buckets are
+//!   empty, checked in that order so a late write cannot slip in between.
+//!   Other processes notice the pins changed and reload too.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use serde::Serialize;
+use sundial_core::{EngineError, Shard};
+use sundial_router::{Pool, Router};
+use tokio_util::sync::CancellationToken;
+
+use crate::reload::Reloader;
+
+/// How long after a reload a gateway still counts as a writer of its
+/// previous layout.
+pub const WRITE_GRACE: Duration = Duration::from_secs(10);
+/// How long an announced view lives unless renewed.
+const VIEW_TTL: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LayoutReport {
+    pub layout: String,
+    /// Moved buckets (over all namespaces) whose old shard still holds jobs.
+    pub buckets_pending: u64,
+    /// Jobs still at the old shards of moved buckets.
+    pub jobs_left: u64,
+    /// Live gateways that may still write to this layout.
+    pub writers: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolReport {
+    pub pool: String,
+    pub current: String,
+    pub draining: Vec<LayoutReport>,
+}
+
+/// The drain progress of one pool. Views are read before jobs are counted.
+pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
+    let mut writers = Vec::new();
+    for shard in pool.shards() {
+        writers.extend(shard.live_views().await?);
+    }
+    let mut namespaces = BTreeSet::new();
+    for shard in pool.shards() {
+        namespaces.extend(shard.namespaces().await?);
+    }
+    let mut draining = Vec::new();
+    for layout in pool.draining() {
+        let (mut pending, mut left) = (0, 0);
+        for ns in &namespaces {
+            let mut per_shard: BTreeMap<&str, (&Shard, Vec<u32>)> = BTreeMap::new();
+            for (shard, bucket, _) in pool.moved(ns).into_iter().filter(|(_, _, l)| *l == layout) {
+                per_shard
+                    .entry(shard.name())
+                    .or_insert((shard, Vec::new()))
+                    .1
+                    .push(bucket);
+            }
+            for (shard, buckets) in per_shard.into_values() {
+                for n in shard.bucket_jobs(ns, &buckets).await? {
+                    pending += u64::from(n > 0);
+                    left += n;
+                }
+            }
+        }
+        draining.push(LayoutReport {
+            layout: layout.to_owned(),
+            buckets_pending: pending,
+            jobs_left: left,
+            writers: writers.iter().filter(|w| *w == layout).count() as u64,
+        });
+    }
+    Ok(PoolReport {
+        pool: pool.name().to_owned(),
+        current: pool.signature().to_owned(),
+        draining,
+    })
+}
+
+/// Removes a drained layout from every shard's pins.
+async fn retire(pool: &Pool, layout: &str) -> Result<(), EngineError> {
+    for shard in pool.shards() {
+        let (ring, mut draining) = shard.ring_pins().await?;
+        draining.retain(|l| l != layout);
+        let ring = ring
+            .filter(|r| r != layout)
+            .unwrap_or_else(|| pool.signature().to_owned());
+        shard.set_ring_pins(&ring, &draining).await?;
+    }
+    Ok(())
+}
+
+/// Announces views and retires drained layouts every `every`, until
+/// `shutdown`; then withdraws this gateway's views.
+pub async fn run(
+    router: Arc<Router>,
+    reloader: Arc<Reloader>,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
+    let instance = ulid::Ulid::new().to_string();
+    // Per pool: the current layout, and the previous one with when it stopped being current.
+    let mut layouts: HashMap<String, (String, Option<(String, Instant)>)> = HashMap::new();
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => break,
+        }
+        let topology = router.topology();
+        let mut retired = false;
+        for pool in topology.pools() {
+            let entry = layouts
+                .entry(pool.name().to_owned())
+                .or_insert_with(|| (pool.signature().to_owned(), None));
+            if entry.0 != pool.signature() {
+                let previous = std::mem::replace(&mut entry.0, pool.signature().to_owned());
+                entry.1 = Some((previous, Instant::now()));
+            }
+            let mut mine = vec![entry.0.clone()];
+            if let Some((prev, since)) = &entry.1
+                && since.elapsed() < WRITE_GRACE
+            {
+                mine.push(prev.clone());
+            }
+            for shard in pool.shards() {
+                if let Err(e) = shard.announce_view(&instance, &mine, VIEW_TTL).await {
+                    tracing::warn!(shard = shard.name(), error = %e, "cannot announce this gateway's layouts");
+                }
+            }
+            if pool.draining().next().is_none() {
+                gauges(pool.name(), 0, 0);
+                continue;
+            }
+            match report(pool).await {
+                Ok(r) => {
+                    gauges(
+                        pool.name(),
+                        r.draining.iter().map(|l| l.buckets_pending).sum(),
+                        r.draining.iter().map(|l| l.jobs_left).sum(),
+                    );
+                    for l in r
+                        .draining
+                        .iter()
+                        .filter(|l| l.writers == 0 && l.jobs_left == 0)
+                    {
+                        match retire(pool, &l.layout).await {
+                            Ok(()) => {
+                                tracing::info!(
+                                    pool = pool.name(),
+                                    layout = l.layout,
+                                    "layout drained and retired"
+                                );
+                                retired = true;
+                            }
+                            Err(e) => {
+                                tracing::warn!(pool = pool.name(), error = %e, "cannot retire a drained layout")
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(pool = pool.name(), error = %e, "cannot measure a drain"),
+            }
+        }
+        drop(topology);
+        if retired {
+            let _ = reloader.reload("a drain completed").await;
+        }
+    }
+    for shard in router.topology().shards() {
+        let _ = shard.withdraw_view(&instance).await;
+    }
+}
+
+fn gauges(pool: &str, buckets: u64, jobs: u64) {
+    metrics::gauge!("sundial_drain_buckets_pending", "pool" => pool.to_owned()).set(buckets as f64);
+    metrics::gauge!("sundial_drain_jobs_left", "pool" => pool.to_owned()).set(jobs as f64);
+}

@@ -1,0 +1,229 @@
+//! Adding and removing a shard of a pool that holds jobs, under load, with
+//! two gateways that reload a moment apart.
+
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use redis::Commands;
+use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
+
+const BUCKETS: u32 = 16;
+
+fn pool(shards: &[(&str, &RedisServer, u32)]) -> String {
+    let list: Vec<String> = shards
+        .iter()
+        .map(|(name, r, w)| {
+            format!(
+                "{{ name = \"{name}\", url = \"{}\", weight = {w} }}",
+                r.url()
+            )
+        })
+        .collect();
+    format!(
+        "[pools.default]\nbuckets = {BUCKETS}\nshards = [{}]\n",
+        list.join(", ")
+    )
+}
+
+fn jobs_on(redis: &RedisServer, ns: &str) -> u64 {
+    let mut c = redis.client();
+    (0..BUCKETS)
+        .map(|b| {
+            c.hlen::<_, u64>(format!("sd:{{{ns}/{b}}}:j"))
+                .expect("hlen")
+        })
+        .sum()
+}
+
+/// Draining layouts of the default pool, as `GET /drains` reports them.
+async fn draining(admin: &Api) -> usize {
+    let r = admin.get("/drains").await;
+    r.json["pools"][0]["draining"]
+        .as_array()
+        .map_or(usize::MAX, Vec::len)
+}
+
+async fn reload(gw: &mut Sundial, cfg: &SundialConfig) {
+    gw.rewrite(cfg);
+    let r = Api::new(gw.admin(), None).post("/reload").await;
+    assert_eq!(r.status, 200, "{r:?}\n{}", gw.log());
+}
+
+#[tokio::test]
+async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
+    let (a, b, c) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
+    let mut gw1 = Sundial::start(&cfg);
+    let mut gw2 = Sundial::start(&cfg);
+    let token = create_token(&gw1.admin(), "ns").await;
+    let apis = [
+        Api::new(gw1.api(), Some(&token)),
+        Api::new(gw2.api(), Some(&token)),
+    ];
+    wait_until_async(
+        Duration::from_secs(5),
+        "the token on both gateways",
+        || async { apis[1].get("/api/ns/q/size").await.status == 200 },
+    )
+    .await;
+
+    let stop_publishing = Arc::new(AtomicBool::new(false));
+    let stop_consuming = Arc::new(AtomicBool::new(false));
+    let published: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let consumed: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (mut publishers, mut consumers) = (Vec::new(), Vec::new());
+    for (i, api) in apis.iter().enumerate() {
+        for _ in 0..2 {
+            let (papi, stop, published) = (api.clone(), stop_publishing.clone(), published.clone());
+            publishers.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    // Some delayed, so that some wait in the timer while buckets move.
+                    let query = if n.is_multiple_of(5) { "delay=1" } else { "" };
+                    let r = papi
+                        .put(&format!("/api/ns/q?{query}"), format!("{i}-{n}").as_bytes())
+                        .await;
+                    assert_eq!(r.status, 201, "publish during a move: {r:?}");
+                    published
+                        .lock()
+                        .expect("lock")
+                        .insert(r.json["job_id"].as_str().expect("id").to_owned());
+                    n += 1;
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                }
+            }));
+            let (api, stop, consumed) = (api.clone(), stop_consuming.clone(), consumed.clone());
+            consumers.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let r = api.get("/api/ns/q?timeout=1&count=10&ttr=600").await;
+                    match r.status {
+                        200 => {
+                            for j in r.json.as_array().expect("array") {
+                                let id = j["job_id"].as_str().expect("id").to_owned();
+                                let ack = api.delete(&format!("/api/ns/q/job/{id}")).await;
+                                assert_eq!(ack.status, 204);
+                                consumed.lock().expect("lock").push(id);
+                            }
+                        }
+                        404 => {}
+                        other => panic!("consume during a move: {other} {r:?}"),
+                    }
+                }
+            }));
+        }
+    }
+    let admin = Api::new(gw1.admin(), None);
+    let progress = |what: &'static str| {
+        let published = published.clone();
+        async move {
+            let before = published.lock().expect("lock").len();
+            wait_until_async(Duration::from_secs(10), what, || {
+                std::future::ready(published.lock().expect("lock").len() > before + 100)
+            })
+            .await;
+        }
+    };
+    progress("load before the move").await;
+
+    // Add shard c: gateway 1 reloads, gateway 2 two seconds later.
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1), ("c", &c, 1)]));
+    reload(&mut gw1, &cfg).await;
+    progress("load while the gateways disagree").await;
+    tokio::time::sleep(Duration::from_secs(2)).await; // the disagreement is what is tested
+    reload(&mut gw2, &cfg).await;
+    assert!(draining(&admin).await >= 1, "the old layout drains");
+    wait_until_async(
+        Duration::from_secs(60),
+        "the old layout to drain and retire",
+        || async { draining(&admin).await == 0 },
+    )
+    .await;
+    assert!(
+        jobs_on(&c, "ns") > 0 || published.lock().expect("lock").len() < 10,
+        "c took jobs"
+    );
+
+    // Remove shard c: weight 0 first, then out of the config once drained.
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1), ("c", &c, 0)]));
+    reload(&mut gw1, &cfg).await;
+    progress("load while c drains").await;
+    reload(&mut gw2, &cfg).await;
+    wait_until_async(
+        Duration::from_secs(60),
+        "c to drain and the layout to retire",
+        || async { draining(&admin).await == 0 },
+    )
+    .await;
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
+    reload(&mut gw1, &cfg).await;
+    reload(&mut gw2, &cfg).await;
+    progress("load after c left").await;
+
+    stop_publishing.store(true, Ordering::Relaxed);
+    for p in publishers {
+        p.await.expect("publisher");
+    }
+    let expected = published.lock().expect("lock").clone();
+    wait_until_async(
+        Duration::from_secs(30),
+        "every published job to be consumed",
+        || {
+            let consumed = consumed.lock().expect("lock");
+            std::future::ready(consumed.len() >= expected.len())
+        },
+    )
+    .await;
+    stop_consuming.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.await.expect("consumer");
+    }
+    let consumed = consumed.lock().expect("lock").clone();
+    let unique: HashSet<String> = consumed.iter().cloned().collect();
+    assert_eq!(unique.len(), consumed.len(), "no job was delivered twice");
+    let missing: Vec<&String> = expected.difference(&unique).collect();
+    let extra: Vec<&String> = unique.difference(&expected).collect();
+    if !missing.is_empty() || !extra.is_empty() {
+        let mut found = Vec::new();
+        for id in missing.iter().take(5) {
+            for (name, srv) in [("a", &a), ("b", &b), ("c", &c)] {
+                for bucket in 0..BUCKETS {
+                    let raw: Option<Vec<u8>> = srv
+                        .client()
+                        .hget(format!("sd:{{ns/{bucket}}}:j"), id.as_str())
+                        .expect("hget");
+                    if let Some(raw) = raw {
+                        found.push(format!("{id} on {name}/{bucket} state {}", raw[0]));
+                    }
+                }
+            }
+        }
+        panic!(
+            "{} of {} published jobs not consumed, {} consumed that were not published; first missing: {found:?}",
+            missing.len(),
+            expected.len(),
+            extra.len()
+        );
+    }
+    assert_eq!(jobs_on(&c, "ns"), 0, "the removed shard ends empty");
+    assert_eq!(
+        jobs_on(&a, "ns") + jobs_on(&b, "ns"),
+        0,
+        "every location ends empty"
+    );
+    eprintln!(
+        "{} jobs published and consumed across an added and a removed shard",
+        expected.len()
+    );
+}
