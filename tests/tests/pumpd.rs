@@ -43,3 +43,46 @@ async fn startup_warns_when_aof_is_off() {
     });
     assert!(!gw.log().contains("AOF is off"), "{}", gw.log());
 }
+
+#[tokio::test]
+async fn pumpd_follows_a_config_change_by_itself() {
+    let (main, eu) = (RedisServer::start(), RedisServer::start());
+    let both = format!(
+        "[pools.default]\nshards = [{{ url = \"{}\" }}]\n[pools.eu]\nshards = [{{ url = \"{}\" }}]\n",
+        main.url(),
+        eu.url()
+    );
+    let mut gcfg = SundialConfig::new(main.url());
+    gcfg.pump = false;
+    gcfg.pools = Some(both.clone());
+    let gw = Sundial::start(&gcfg);
+    // pumpd starts knowing only the default pool.
+    let mut pcfg = SundialConfig::new(main.url());
+    pcfg.command = "pumpd";
+    let mut pumpd = Sundial::spawn(&pcfg);
+    wait_until(Duration::from_secs(10), "pumpd to run", || {
+        pumpd.log().contains("sundial pumpd running")
+    });
+
+    let r = Api::new(gw.admin(), None)
+        .post("/token/ns?description=eu&pool=eu")
+        .await;
+    let token = r.json["token"].as_str().expect("token").to_owned();
+    let api = Api::new(gw.api(), Some(&token));
+    api.publish("ns", "q", "delay=1", b"in eu").await;
+    assert_eq!(
+        api.get("/api/ns/q?timeout=2").await.status,
+        404,
+        "nobody pumps eu yet"
+    );
+
+    pcfg.pools = Some(both);
+    pumpd.rewrite(&pcfg);
+    let r = api.get("/api/ns/q?timeout=15").await;
+    assert_eq!(
+        r.status,
+        200,
+        "pumpd reloaded and pumped eu: {r:?}\n{}",
+        pumpd.log()
+    );
+}
