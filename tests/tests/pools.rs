@@ -33,6 +33,18 @@ fn jobs_on(redis: &RedisServer, ns: &str, buckets: u32) -> u64 {
         .sum()
 }
 
+/// A gateway over a pool of two shards (16 buckets), and a client of
+/// namespace `ns`.
+async fn two_shards() -> (RedisServer, RedisServer, Sundial, Api) {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b)], 16));
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    (a, b, gw, api)
+}
+
 #[tokio::test]
 async fn a_namespace_spreads_over_the_shards_of_a_pool() {
     let (a, b, c) = (
@@ -118,12 +130,7 @@ async fn a_namespace_spreads_over_the_shards_of_a_pool() {
 
 #[tokio::test]
 async fn every_operation_finds_jobs_on_any_shard() {
-    let (a, b) = (RedisServer::start(), RedisServer::start());
-    let mut cfg = SundialConfig::new(a.url());
-    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b)], 16));
-    let gw = Sundial::start(&cfg);
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
+    let (a, b, _gw, api) = two_shards().await;
     let ids: Vec<String> = futures::future::join_all((0..40).map(|i| {
         let api = api.clone();
         async move {
@@ -180,12 +187,7 @@ async fn every_operation_finds_jobs_on_any_shard() {
 
 #[tokio::test]
 async fn a_long_poll_wakes_for_a_job_on_any_shard() {
-    let (a, b) = (RedisServer::start(), RedisServer::start());
-    let mut cfg = SundialConfig::new(a.url());
-    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b)], 16));
-    let gw = Sundial::start(&cfg);
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
+    let (a, b, _gw, api) = two_shards().await;
     for _ in 0..6 {
         let waiter = {
             let api = api.clone();
