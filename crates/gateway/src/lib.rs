@@ -148,6 +148,7 @@ async fn settle_layouts(pool: &sundial_router::Pool) -> anyhow::Result<Vec<Strin
 pub async fn serve(
     config: Config,
     config_path: Option<std::path::PathBuf>,
+    config_bytes: Option<Vec<u8>>,
     api: TcpListener,
     admin: TcpListener,
     metrics: metrics_exporter_prometheus::PrometheusHandle,
@@ -207,11 +208,12 @@ pub async fn serve(
             background.clone(),
         ));
     }
-    tasks.spawn(
-        reloader
-            .clone()
-            .watch(config.layout_check(), background.clone()),
-    );
+    tasks.spawn(reloader.clone().watch(
+        config.clone(),
+        config_bytes,
+        config.layout_check(),
+        background.clone(),
+    ));
     tasks.spawn(drain::run(
         router.clone(),
         reloader.clone(),
@@ -255,13 +257,19 @@ pub async fn serve(
 pub async fn pumpd(
     config: Config,
     config_path: Option<std::path::PathBuf>,
+    config_bytes: Option<Vec<u8>>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let router = Arc::new(Router::new(
         prepare(&config.pools, None, STARTUP_WAIT).await?,
     ));
     let reloader = reload::Reloader::new(config_path, router.clone(), None, false);
-    tokio::spawn(reloader.watch(config.layout_check(), shutdown.clone()));
+    tokio::spawn(reloader.watch(
+        config.clone(),
+        config_bytes,
+        config.layout_check(),
+        shutdown.clone(),
+    ));
     tracing::info!("sundial pumpd running");
     sundial_pumpd::run(router, config.pump_options(), shutdown).await;
     tracing::info!("sundial pumpd stopped");

@@ -49,6 +49,8 @@ async fn main() -> anyhow::Result<()> {
     let (Command::Serve { config: file }
     | Command::Pumpd { config: file }
     | Command::CheckConfig { config: file }) = &cli.command;
+    // The file's bytes as loaded: the baseline for noticing that it changed.
+    let config_bytes = file.as_deref().and_then(|f| std::fs::read(f).ok());
     let config = Config::load(file.as_deref())?;
     if matches!(cli.command, Command::CheckConfig { .. }) {
         println!("{}", toml_summary(&config));
@@ -66,11 +68,20 @@ async fn main() -> anyhow::Result<()> {
             let admin = tokio::net::TcpListener::bind(config.admin_listen)
                 .await
                 .with_context(|| format!("cannot listen on {}", config.admin_listen))?;
-            sundial_gateway::serve(config, file.clone(), api, admin, metrics, shutdown).await
+            sundial_gateway::serve(
+                config,
+                file.clone(),
+                config_bytes,
+                api,
+                admin,
+                metrics,
+                shutdown,
+            )
+            .await
         }
         Command::Pumpd { .. } => {
             let _metrics = telemetry::init_metrics()?;
-            sundial_gateway::pumpd(config, file.clone(), shutdown).await
+            sundial_gateway::pumpd(config, file.clone(), config_bytes, shutdown).await
         }
         Command::CheckConfig { .. } => Ok(()),
     }

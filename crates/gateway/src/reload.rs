@@ -124,19 +124,39 @@ impl Reloader {
     /// Reloads on SIGHUP, with `watch_config` when the config file changes,
     /// and when the layouts pinned in the shards differ from those this
     /// process holds (checked every `layout_check`), until `shutdown`.
-    pub async fn watch(self: Arc<Self>, layout_check: Duration, shutdown: CancellationToken) {
-        // The config as started is the baseline for "what changed".
-        let started = Config::load(self.path.as_deref()).ok();
-        let watch_file = started.as_ref().is_some_and(|c| c.watch_config);
-        *self.applied.lock().await = started;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-        let _watcher = self
+    pub fn watch(
+        self: Arc<Self>,
+        started: Config,
+        started_bytes: Option<Vec<u8>>,
+        layout_check: Duration,
+        shutdown: CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        // Set up here, before the caller reports ready, not in the spawned
+        // loop: a change made in between would otherwise become the baseline
+        // and never be applied. The baseline is the file as it was loaded.
+        let watch_file = started.watch_config;
+        if let Ok(mut applied) = self.applied.try_lock() {
+            *applied = Some(started);
+        }
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let watcher = self
             .path
             .as_ref()
             .filter(|_| watch_file)
             .and_then(|p| file_watcher(p, tx));
-        let mut hup = hangups();
-        let mut last = self.path.as_ref().and_then(|p| std::fs::read(p).ok());
+        let hup = hangups();
+        self.run(watcher, rx, hup, started_bytes, layout_check, shutdown)
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        _watcher: Option<notify::RecommendedWatcher>,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<()>,
+        mut hup: tokio::sync::mpsc::UnboundedReceiver<()>,
+        mut last: Option<Vec<u8>>,
+        layout_check: Duration,
+        shutdown: CancellationToken,
+    ) {
         let mut layouts = tokio::time::interval(layout_check);
         layouts.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_attempt = None;
