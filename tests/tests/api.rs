@@ -549,3 +549,43 @@ async fn idle_waiters_send_redis_no_commands() {
         w.abort();
     }
 }
+
+#[tokio::test]
+async fn millisecond_delays_and_ttrs() {
+    let e = env().await;
+    let start = Instant::now();
+    e.api.publish("ns", "q", "delay_ms=150", b"soon").await;
+    let r = e.api.get("/api/ns/q?timeout=5").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(150),
+        "never early: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(1),
+        "well under lmstfy's one-second step: {waited:?}"
+    );
+
+    let id = e.api.publish("ns", "t", "tries=2", b"again").await;
+    let first = e.api.get("/api/ns/t?ttr_ms=100").await;
+    assert_eq!(first.json["job_id"], id.as_str());
+    let start = Instant::now();
+    let again = e.api.get("/api/ns/t?timeout=5").await;
+    assert_eq!(
+        again.json["job_id"],
+        id.as_str(),
+        "back after its 100 ms TTR"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+
+    let r = e.api.put("/api/ns/q?delay_ms=2000&ttl=1", b"x").await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (400, Some("ttl is shorter than delay"))
+    );
+}

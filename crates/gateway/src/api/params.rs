@@ -7,6 +7,10 @@ use sundial_core::{Limits, job::MAX_CONSUME_COUNT};
 
 use super::error::ApiError;
 
+/// The longest `delay_ms` or `ttr_ms`: what lmstfy's seconds allow
+/// (`u32::MAX` seconds).
+const MAX_MS: u64 = u32::MAX as u64 * 1000;
+
 /// The query string of a request.
 #[derive(Debug, Default)]
 pub(super) struct Params(pub HashMap<String, String>);
@@ -24,31 +28,40 @@ impl Params {
     }
 }
 
-/// What a publish asks for, in seconds as the client sent it.
+/// What a publish asks for. `delay` and `ttl` are lmstfy's seconds;
+/// `delay_ms`, Sundial's extension, overrides `delay` when given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct PublishParams {
-    pub(super) delay: u32,
+    pub(super) delay_ms: u64,
     pub(super) ttl: u32,
     pub(super) tries: u16,
 }
 
 impl PublishParams {
     pub(super) fn parse(p: &Params, limits: &Limits) -> Result<Self, ApiError> {
-        let delay = p.uint("delay", limits.default_delay_secs)?;
+        let delay: u32 = p.uint("delay", limits.default_delay_secs)?;
+        let delay_ms = p.uint("delay_ms", u64::from(delay) * 1000)?;
+        if delay_ms > MAX_MS {
+            return Err(ApiError::bad("invalid delay_ms"));
+        }
         let ttl = p.uint("ttl", limits.default_ttl_secs)?;
         let tries = p.uint("tries", limits.default_tries)?;
         if tries == 0 {
             return Err(ApiError::bad("tries shouldn't be zero"));
         }
-        if ttl > 0 && ttl < delay {
+        if ttl > 0 && u64::from(ttl) * 1000 < delay_ms {
             return Err(ApiError::bad("ttl is shorter than delay"));
         }
-        Ok(Self { delay, ttl, tries })
+        Ok(Self {
+            delay_ms,
+            ttl,
+            tries,
+        })
     }
 
     pub(super) fn schedule(&self) -> sundial_core::Schedule {
         sundial_core::Schedule {
-            delay_ms: u64::from(self.delay) * 1000,
+            delay_ms: self.delay_ms,
             ttl_ms: u64::from(self.ttl) * 1000,
             tries: self.tries,
         }
@@ -67,13 +80,17 @@ pub(super) struct ConsumeParams {
 impl ConsumeParams {
     pub(super) fn parse(p: &Params, limits: &Limits) -> Result<Self, ApiError> {
         let ttr: u32 = p.uint("ttr", limits.default_ttr_secs)?;
+        let ttr_ms = p.uint("ttr_ms", u64::from(ttr) * 1000)?;
+        if ttr_ms > MAX_MS {
+            return Err(ApiError::bad("invalid ttr_ms"));
+        }
         let timeout: u32 = p.uint("timeout", limits.default_timeout_secs)?;
         let count: u32 = p.uint("count", 1)?;
         if count == 0 || count > MAX_CONSUME_COUNT {
             return Err(ApiError::bad("invalid count"));
         }
         Ok(Self {
-            ttr_ms: u64::from(ttr) * 1000,
+            ttr_ms,
             timeout_secs: timeout.min(limits.max_timeout_secs),
             count,
         })
@@ -117,7 +134,7 @@ mod tests {
         assert_eq!(
             p,
             PublishParams {
-                delay: 0,
+                delay_ms: 0,
                 ttl: 86_400,
                 tries: 1
             }
@@ -136,6 +153,29 @@ mod tests {
         let forever =
             PublishParams::parse(&params(&[("delay", "10"), ("ttl", "0")]), &l).expect("ttl 0");
         assert_eq!(forever.ttl, 0);
+    }
+
+    #[test]
+    fn milliseconds_override_seconds() {
+        let l = Limits::default();
+        let p =
+            PublishParams::parse(&params(&[("delay", "5"), ("delay_ms", "250")]), &l).expect("ok");
+        assert_eq!(p.delay_ms, 250);
+        assert_eq!(
+            PublishParams::parse(&params(&[("delay", "2")]), &l)
+                .expect("ok")
+                .delay_ms,
+            2_000
+        );
+        let err = PublishParams::parse(&params(&[("delay_ms", "1500"), ("ttl", "1")]), &l)
+            .expect_err("ttl");
+        assert_eq!(msg(err), "ttl is shorter than delay");
+        let err = PublishParams::parse(&params(&[("delay_ms", "x")]), &l).expect_err("bad");
+        assert_eq!(msg(err), "invalid delay_ms");
+        let c = ConsumeParams::parse(&params(&[("ttr", "9"), ("ttr_ms", "150")]), &l).expect("ok");
+        assert_eq!(c.ttr_ms, 150);
+        let err = ConsumeParams::parse(&params(&[("ttr_ms", "-1")]), &l).expect_err("bad");
+        assert_eq!(msg(err), "invalid ttr_ms");
     }
 
     #[test]
