@@ -24,6 +24,8 @@ pub struct SundialConfig {
     /// The `[pools.*]` tables in TOML, replacing the default pool on
     /// `redis_url`.
     pub pools: Option<String>,
+    /// Extra lines inside the `[pump]` table.
+    pub pump_extra: String,
 }
 
 impl SundialConfig {
@@ -35,6 +37,7 @@ impl SundialConfig {
             extra: String::new(),
             command: "serve",
             pools: None,
+            pump_extra: String::new(),
         }
     }
 }
@@ -161,7 +164,7 @@ impl Sundial {
         let toml = format!(
             "listen = \"127.0.0.1:{api}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nshutdown_grace_secs = 5\n{extra}\n\
              [accounts]\n{accounts}\n\
-             [pump]\nenabled = {pump}\n\
+             [pump]\nenabled = {pump}\n{pump_extra}\n\
              [log]\nlevel = \"info\"\n\
              {pools}",
             api = self.api_port,
@@ -169,6 +172,7 @@ impl Sundial {
             extra = cfg.extra,
             accounts = accounts.join("\n"),
             pump = cfg.pump,
+            pump_extra = cfg.pump_extra,
         );
         // Write then rename, as an editor or a ConfigMap update would, so the
         // process never reads half a file.

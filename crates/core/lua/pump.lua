@@ -4,16 +4,23 @@
 -- First, wheel slots that start within SLOT_MS are opened: their delayed jobs
 -- move to the timer zset at their exact due time.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel slot index zset
+-- KEYS[5]: the bucket's lease
 -- ARGV[1]: bucket key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue,
 --          wheel slot list = prefix .. 'w:' .. slot)
 -- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
--- Returns: {processed, to_ready, retried, dead, expired, next_due_ms (-1 = none), oldest_due_ms (-1 = none), now_ms}
+-- ARGV[4]: the lease owner this pump acts for ("" = no lease, a single pump)
+-- Returns: {processed, to_ready, retried, dead, expired, next_due_ms (-1 = none), oldest_due_ms (-1 = none), now_ms},
+-- or {-1} and no change when ARGV[4] names an owner that does not hold the
+-- lease (fencing: a pump that lost its lease moves nothing, even once).
 -- where oldest_due_ms is the score of the first entry handled (for lag).
 --
 -- The ready, dead and wheel lists are named here rather than passed in KEYS
 -- because which queues and slots are due is only known from the data. They
 -- carry the same hash tag as KEYS[1], so the script still touches one slot.
 local prefix, limit, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+if ARGV[4] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[4] then
+  return { -1 }
+end
 local now = now_ms()
 local jkey, tkey, ckey, skey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 

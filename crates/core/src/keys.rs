@@ -17,6 +17,7 @@
 //! | `sd:T:c` | hash | `<s><queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead) | equals the count of records in that state; changed by the same script that changes a record |
 //! | `sd:T:r:<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; it may also hold stale ids (deleted or expired jobs), skipped on pop |
 //! | `sd:T:d:<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
+//! | `sd:T:lease` | string | the id of the process that pumps this bucket | set with `NX PX`, renewed and deleted only by its owner; the pump script checks it |
 //!
 //! Per shard:
 //!
@@ -25,6 +26,7 @@
 //! | `sd:meta` | hash | `buckets` → the pool's bucket count, fixed once written; `ring` → the pool's shards (`name:weight,...`); `draining` → earlier layouts whose moved buckets still drain |
 //! | `sd:namespaces` | set | namespaces that have (had) jobs on this shard |
 //! | `sd:queues:<ns>` | set | queues of the namespace that have (had) jobs on this shard |
+//! | `sd:pumps` | zset | live pump processes → when their heartbeat expires (ms) |
 //! | `sd:views` | set | gateway instances that announced the layouts they write to |
 //! | `sd:view:<instance>` | string | those layouts, JSON; expires (15 s) unless the gateway renews it |
 //!
@@ -67,6 +69,9 @@ pub const LIMITS: &str = "sd:limits";
 pub fn rate(pool: &str, ns: &str, secret: &str, action: char) -> String {
     format!("sd:rate:{pool}/{ns}/{secret}:{action}")
 }
+
+/// Per shard: live pump processes (member = owner id, score = expiry ms).
+pub const PUMPS: &str = "sd:pumps";
 
 /// Per shard: the set of gateway instances that have announced a view.
 pub const VIEWS: &str = "sd:views";
@@ -149,6 +154,11 @@ impl BucketKeys {
     /// The timer-wheel list of one slot (one second of due times).
     pub fn wheel(&self, slot: u64) -> String {
         format!("{}w:{slot}", self.prefix)
+    }
+
+    /// The bucket's pump lease: the owning process's id, expiring.
+    pub fn lease(&self) -> String {
+        format!("{}lease", self.prefix)
     }
 
     pub fn ready(&self, queue: &str) -> String {

@@ -32,6 +32,8 @@ pub struct Scripts {
     pub dead_move: Script,
     pub pump: Script,
     pub rate: Script,
+    pub lease: Script,
+    pub lease_drop: Script,
 }
 
 /// The scripts of this build.
@@ -49,11 +51,13 @@ pub static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dead_move: Script::from_lua(script!("dead_move")),
     pump: Script::from_lua(script!("pump")),
     rate: Script::from_lua(script!("rate")),
+    lease: Script::from_lua(script!("lease")),
+    lease_drop: Script::from_lua(script!("lease_drop")),
 });
 
 impl Scripts {
     /// All scripts, for loading them up front.
-    pub fn all(&self) -> [&Script; 13] {
+    pub fn all(&self) -> [&Script; 15] {
         [
             &self.publish,
             &self.republish,
@@ -68,6 +72,8 @@ impl Scripts {
             &self.dead_move,
             &self.pump,
             &self.rate,
+            &self.lease,
+            &self.lease_drop,
         ]
     }
 }

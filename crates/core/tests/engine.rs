@@ -137,12 +137,12 @@ async fn delayed_jobs_wait_for_the_pump() {
             .is_empty()
     );
 
-    let early = s.pump("ns", b, 100).await.expect("pump");
+    let early = s.pump("ns", b, 100, None).await.expect("pump");
     assert_eq!(early.processed, 0, "nothing is due before its time");
     let due = early.next_due_ms.expect("the bucket has a deadline");
 
     wait_until_async(Duration::from_secs(5), "the job to become due", || async {
-        s.pump("ns", b, 100).await.expect("pump").to_ready == 1
+        s.pump("ns", b, 100, None).await.expect("pump").to_ready == 1
     })
     .await;
     let got = s
@@ -169,7 +169,7 @@ async fn ttr_retries_then_dead_letters_then_respawns() {
     let d1 = s.consume("ns", &ALL, &["q"], 1, 50).await.expect("consume");
     assert_eq!(d1[0].job.tries_left, 1);
     wait_until_async(Duration::from_secs(5), "the TTR to run out", || async {
-        s.pump("ns", b, 100).await.expect("pump").retried == 1
+        s.pump("ns", b, 100, None).await.expect("pump").retried == 1
     })
     .await;
     // Second and last delivery; the worker dies again.
@@ -177,7 +177,7 @@ async fn ttr_retries_then_dead_letters_then_respawns() {
     assert_eq!(d2.len(), 1);
     assert_eq!(d2[0].job.tries_left, 0);
     wait_until_async(Duration::from_secs(5), "the job to go dead", || async {
-        s.pump("ns", b, 100).await.expect("pump").dead == 1
+        s.pump("ns", b, 100, None).await.expect("pump").dead == 1
     })
     .await;
     let c = s.counts("ns", &ALL, "q").await.expect("counts");
@@ -213,7 +213,7 @@ async fn dead_letter_delete_respects_limit() {
     assert_eq!(got.len(), 5);
     wait_until_async(Duration::from_secs(5), "all five to go dead", || async {
         for b in ALL {
-            s.pump("ns", b, 100).await.expect("pump");
+            s.pump("ns", b, 100, None).await.expect("pump");
         }
         s.counts("ns", &ALL, "q").await.expect("counts").dead == 5
     })
@@ -286,7 +286,13 @@ async fn the_pump_drops_expired_jobs_and_fixes_counts() {
     wait_until_async(
         Duration::from_secs(5),
         "the pump to drop the job",
-        || async { s.pump("ns", id.bucket(B), 100).await.expect("pump").expired == 1 },
+        || async {
+            s.pump("ns", id.bucket(B), 100, None)
+                .await
+                .expect("pump")
+                .expired
+                == 1
+        },
     )
     .await;
     assert_eq!(
@@ -547,14 +553,14 @@ async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
 
     // The pump wakes a slot (1 s) ahead of the second the job is due in, so
     // at least 1 s before the job is due.
-    let o = s.pump("ns", b, 100).await.expect("pump");
+    let o = s.pump("ns", b, 100, None).await.expect("pump");
     let wake = o.next_due_ms.expect("a wake-up");
     assert!(wake <= o.now_ms + 1_300, "wake {wake} now {}", o.now_ms);
 
     wait_until_async(
         Duration::from_secs(10),
         "the job to be moved on time",
-        || async { s.pump("ns", b, 100).await.expect("pump").to_ready == 1 },
+        || async { s.pump("ns", b, 100, None).await.expect("pump").to_ready == 1 },
     )
     .await;
     assert!(
@@ -595,7 +601,7 @@ async fn a_cancelled_wheel_job_is_skipped_when_its_slot_opens() {
         "a stale entry stays until its slot opens"
     );
     wait_until_async(Duration::from_secs(10), "the slot to open", || async {
-        s.pump("ns", b, 100).await.expect("pump");
+        s.pump("ns", b, 100, None).await.expect("pump");
         wheel(&redis, b) == (vec![], 0)
     })
     .await;
@@ -636,7 +642,7 @@ async fn a_slot_larger_than_a_batch_opens_over_several_calls() {
             std::time::Instant::now() < deadline,
             "only {moved} of 64 became ready"
         );
-        let o = s.pump("ns", b, 10).await.expect("pump");
+        let o = s.pump("ns", b, 10, None).await.expect("pump");
         assert!(o.processed <= 10, "a batch never exceeds its limit");
         moved += o.to_ready;
         if o.processed == 0 {
@@ -663,4 +669,101 @@ async fn holds_jobs_sees_live_jobs_only() {
         !s.holds_jobs(B).await.expect("acked"),
         "a namespace that had jobs but has none"
     );
+}
+
+#[tokio::test]
+async fn a_lease_has_one_owner_and_only_it_renews_or_releases_it() {
+    use sundial_core::LeaseOp::{Acquire, IfFree, Release};
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let (held, live) = s
+        .leases("p1", 5_000, &[("ns", 0, Acquire), ("ns", 1, Acquire)])
+        .await
+        .expect("p1");
+    assert_eq!(held, [true, true]);
+    assert_eq!(live, ["p1"]);
+    let (held, live) = s
+        .leases(
+            "p2",
+            5_000,
+            &[("ns", 0, Acquire), ("ns", 1, IfFree), ("ns", 2, IfFree)],
+        )
+        .await
+        .expect("p2");
+    assert_eq!(
+        held,
+        [false, false, true],
+        "p1's leases stay p1's; a free one is taken"
+    );
+    assert_eq!(live.len(), 2);
+    // A release by someone else is a no-op (compare-and-delete).
+    s.leases("p2", 5_000, &[("ns", 0, Release)])
+        .await
+        .expect("p2");
+    let mut r = redis.client();
+    let holder: Option<String> = r.get(BucketKeys::new("ns", 0).lease()).expect("get");
+    assert_eq!(holder.as_deref(), Some("p1"));
+    let (held, _) = s
+        .leases("p1", 5_000, &[("ns", 0, Release), ("ns", 1, Acquire)])
+        .await
+        .expect("p1");
+    assert_eq!(held, [false, true]);
+    let (held, _) = s
+        .leases("p2", 5_000, &[("ns", 0, IfFree)])
+        .await
+        .expect("p2");
+    assert_eq!(held, [true], "a released lease is free at once");
+    // Shutdown gives everything back and leaves the membership.
+    assert_eq!(
+        s.drop_leases("p1", &[("ns", 0), ("ns", 1), ("ns", 2)])
+            .await
+            .expect("drop"),
+        1
+    );
+    let (_, live) = s.leases("p2", 5_000, &[]).await.expect("p2");
+    assert_eq!(live, ["p2"]);
+}
+
+#[tokio::test]
+async fn an_expired_lease_passes_to_another_and_its_old_owner_is_fenced() {
+    use sundial_core::LeaseOp::Acquire;
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(
+        &s,
+        "q",
+        Schedule {
+            delay_ms: 50,
+            ttl_ms: 0,
+            tries: 1,
+        },
+        "x",
+    )
+    .await;
+    let b = id.bucket(B);
+    let (held, _) = s
+        .leases("old", 100, &[("ns", b, Acquire)])
+        .await
+        .expect("old");
+    assert_eq!(held, [true]);
+    // The old owner pauses past its lease; a new one takes over.
+    wait_until_async(
+        Duration::from_secs(5),
+        "the lease to expire and pass on",
+        || async {
+            s.leases("new", 5_000, &[("ns", b, Acquire)])
+                .await
+                .expect("new")
+                .0
+                == [true]
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(60)).await; // let the job fall due
+    let o = s.pump("ns", b, 100, Some("old")).await.expect("pump");
+    assert!(o.fenced, "the old owner moves nothing");
+    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").delayed, 1);
+    let o = s.pump("ns", b, 100, Some("new")).await.expect("pump");
+    assert!(!o.fenced);
+    assert_eq!(o.to_ready, 1);
 }

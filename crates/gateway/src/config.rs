@@ -60,6 +60,8 @@ pub struct PumpConfig {
     pub batch: u32,
     /// How long an idle bucket sleeps before it checks anyway (ms).
     pub idle_check_ms: u64,
+    /// How long a bucket's pump lease lasts unless renewed (ms).
+    pub lease_ttl_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +99,7 @@ impl Default for Config {
                 enabled: true,
                 batch: 500,
                 idle_check_ms: 10_000,
+                lease_ttl_ms: 3_000,
             },
             log: LogConfig {
                 format: "text".to_owned(),
@@ -174,6 +177,10 @@ impl Config {
         );
         anyhow::ensure!(self.pump.batch >= 1, "pump.batch must be at least 1");
         anyhow::ensure!(
+            self.pump.lease_ttl_ms >= 200,
+            "pump.lease_ttl_ms must be at least 200"
+        );
+        anyhow::ensure!(
             matches!(self.log.format.as_str(), "text" | "json"),
             "log.format must be `text` or `json`"
         );
@@ -192,6 +199,7 @@ impl Config {
         sundial_pumpd::PumpOptions {
             batch: self.pump.batch,
             idle_check: Duration::from_millis(self.pump.idle_check_ms.max(1)),
+            lease_ttl: Duration::from_millis(self.pump.lease_ttl_ms.max(200)),
             ..Default::default()
         }
     }

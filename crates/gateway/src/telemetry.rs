@@ -15,8 +15,10 @@ pub fn init_logs(cfg: &LogConfig) {
             .with(fmt::layer().json().with_writer(std::io::stderr))
             .init();
     } else {
+        // Colours only on a terminal: log files and collectors get plain text.
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
         registry
-            .with(fmt::layer().with_writer(std::io::stderr))
+            .with(fmt::layer().with_ansi(ansi).with_writer(std::io::stderr))
             .init();
     }
 }

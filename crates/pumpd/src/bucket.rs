@@ -8,17 +8,29 @@ use tokio_util::sync::CancellationToken;
 
 use crate::PumpOptions;
 
-/// Pumps one bucket until `shutdown`: pump, then sleep until the next
-/// deadline or until `wake` is notified.
-pub(crate) async fn run(
-    pool: String,
-    shard: Shard,
-    ns: String,
-    bucket: u32,
-    wake: Arc<Notify>,
-    opts: PumpOptions,
-    shutdown: CancellationToken,
-) {
+/// One bucket to pump, for the process `owner` that holds its lease.
+pub(crate) struct BucketPump {
+    pub(crate) pool: String,
+    pub(crate) shard: Shard,
+    pub(crate) ns: String,
+    pub(crate) bucket: u32,
+    pub(crate) owner: String,
+    pub(crate) wake: Arc<Notify>,
+    pub(crate) opts: PumpOptions,
+}
+
+/// Pumps one bucket while its owner holds the lease, until `shutdown`: pump,
+/// then sleep until the next deadline or until `wake` is notified.
+pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) {
+    let BucketPump {
+        pool,
+        shard,
+        ns,
+        bucket,
+        owner,
+        wake,
+        opts,
+    } = job;
     loop {
         // Register for a wake-up before looking at Redis, so that an
         // announcement made while the pump call runs is not lost.
@@ -26,7 +38,21 @@ pub(crate) async fn run(
         tokio::pin!(notified);
         notified.as_mut().enable();
 
-        let pause = match shard.pump(&ns, bucket, opts.batch).await {
+        let pause = match shard.pump(&ns, bucket, opts.batch, Some(&owner)).await {
+            Ok(o) if o.fenced => {
+                // The lease passed to another process (this one was paused or
+                // cut off): stop; the lease loop will notice too.
+                tracing::info!(
+                    pool,
+                    shard = shard.name(),
+                    ns,
+                    bucket,
+                    "pump lease lost; stopping this bucket"
+                );
+                metrics::counter!("sundial_pump_leases_lost_total", "pool" => pool.clone())
+                    .increment(1);
+                return;
+            }
             Ok(o) => {
                 record(&pool, &o);
                 if o.processed >= u64::from(opts.batch) {

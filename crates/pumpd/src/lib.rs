@@ -12,9 +12,10 @@
 //! by publish), read every [`PumpOptions::registry_refresh`], and from timer
 //! announcements for buckets not yet known.
 //!
-//! This is the single-process pump: every process that runs it pumps every
-//! bucket (harmless, as each pump call is atomic, but wasteful). Leases that
-//! give each bucket one pump at a time come with issue #4.
+//! Any number of processes may run pumps: each bucket is pumped by one at a
+//! time, the holder of its lease (see `shard.rs` for the scheme). The pump
+//! script itself checks the lease, so a process that lost one moves nothing.
+//! On shutdown a process releases its leases at once.
 
 mod bucket;
 mod shard;
@@ -35,6 +36,10 @@ pub struct PumpOptions {
     pub registry_refresh: Duration,
     /// How long to wait after a failed pump call.
     pub retry_after: Duration,
+    /// How long a bucket lease lasts unless renewed (renewed every quarter
+    /// of it); a dead process's buckets are taken over about this long after
+    /// its last renewal.
+    pub lease_ttl: Duration,
 }
 
 impl Default for PumpOptions {
@@ -44,6 +49,7 @@ impl Default for PumpOptions {
             idle_check: Duration::from_secs(10),
             registry_refresh: Duration::from_secs(5),
             retry_after: Duration::from_millis(500),
+            lease_ttl: Duration::from_secs(3),
         }
     }
 }
@@ -54,6 +60,10 @@ impl Default for PumpOptions {
 /// is atomic, so the handover needs no coordination.
 pub async fn run(router: Arc<Router>, opts: PumpOptions, shutdown: CancellationToken) {
     let mut changes = router.changes();
+    // One identity per process, kept across topology changes so that its
+    // leases stay its own.
+    let owner = format!("pump-{}", ulid::Ulid::new());
+    tracing::info!(owner, "pumps running");
     loop {
         changes.mark_unchanged();
         let generation = shutdown.child_token();
@@ -61,7 +71,12 @@ pub async fn run(router: Arc<Router>, opts: PumpOptions, shutdown: CancellationT
         let mut tasks = tokio::task::JoinSet::new();
         for pool in topology.pools() {
             for shard in pool.shards() {
-                let pumps = shard::ShardPumps::new(pool.clone(), shard.clone(), opts.clone());
+                let pumps = shard::ShardPumps::new(
+                    pool.clone(),
+                    shard.clone(),
+                    opts.clone(),
+                    owner.clone(),
+                );
                 tasks.spawn(pumps.run(generation.clone()));
             }
         }

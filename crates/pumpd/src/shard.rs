@@ -1,30 +1,62 @@
-//! The pumps of one shard: discovery of buckets and their wake-ups.
+//! The pumps of one shard: which buckets this process holds leases for,
+//! their wake-ups, and their tasks.
+//!
+//! Leases: every `lease_ttl / 4` one lease call per shard renews the leases
+//! this process wants, takes free ones it wants, releases those another
+//! live process should have, and records this process as alive. The buckets
+//! a process wants are those it ranks first by rendezvous hashing (XXH3 of
+//! `owner/ns/bucket`) among the live pump processes, so with P processes each
+//! wants about N/P of the N buckets, a process that joins is handed its share
+//! within a round or two, and no coordinator decides. A bucket task runs
+//! only while its lease is held; the pump script checks the lease itself, so
+//! a process that lost a lease (paused, partitioned) moves nothing even if
+//! its task runs once more.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::Arc,
+};
 
 use fred::{clients::SubscriberClient, prelude::*};
-use sundial_core::{Shard, job::check_namespace, keys};
+use sundial_core::{LeaseOp, Shard, job::check_namespace, keys};
 use sundial_router::Pool;
 use tokio::{sync::Notify, task::JoinSet};
 use tokio_util::sync::CancellationToken;
+use xxhash_rust::xxh3::xxh3_64;
 
 use crate::{PumpOptions, bucket};
+
+type Bucket = (String, u32);
+
+/// A held bucket: its wake-up and its task's cancellation.
+struct Held {
+    wake: Arc<Notify>,
+    stop: CancellationToken,
+}
 
 pub(crate) struct ShardPumps {
     pool: Arc<Pool>,
     shard: Shard,
     opts: PumpOptions,
-    buckets: HashMap<(String, u32), Arc<Notify>>,
+    owner: String,
+    /// Buckets known to exist on this shard (registry and announcements).
+    known: BTreeSet<Bucket>,
+    held: HashMap<Bucket, Held>,
+    /// Live pump processes, as of the last lease call.
+    live: Vec<String>,
     tasks: JoinSet<()>,
 }
 
 impl ShardPumps {
-    pub(crate) fn new(pool: Arc<Pool>, shard: Shard, opts: PumpOptions) -> Self {
+    pub(crate) fn new(pool: Arc<Pool>, shard: Shard, opts: PumpOptions, owner: String) -> Self {
         Self {
             pool,
             shard,
             opts,
-            buckets: HashMap::new(),
+            live: vec![owner.clone()],
+            owner,
+            known: BTreeSet::new(),
+            held: HashMap::new(),
             tasks: JoinSet::new(),
         }
     }
@@ -42,13 +74,23 @@ impl ShardPumps {
         let mut messages = sub.as_ref().map(|s| s.message_rx());
         let mut reconnects = sub.as_ref().map(|s| s.reconnect_rx());
         let mut refresh = tokio::time::interval(self.opts.registry_refresh);
+        let mut lease = tokio::time::interval(self.opts.lease_ttl / 4);
+        lease.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = refresh.tick() => self.discover(&shutdown).await,
+                _ = refresh.tick() => {
+                    self.discover().await;
+                    self.lease_round(&shutdown).await;
+                }
+                _ = lease.tick() => self.lease_round(&shutdown).await,
                 msg = recv(&mut messages) => match msg {
                     Some(Ok(m)) => {
-                        if let Some(tag) = m.value.as_str() {
-                            self.announce(&tag, &shutdown);
+                        if let Some(tag) = m.value.as_str()
+                            && self.announce(&tag)
+                        {
+                            // A bucket we did not know: claim it now, not
+                            // at the next round.
+                            self.lease_round(&shutdown).await;
                         }
                     }
                     // Lagged: some announcements were lost; wake everyone.
@@ -63,33 +105,33 @@ impl ShardPumps {
                 () = shutdown.cancelled() => break,
             }
         }
+        for held in self.held.values() {
+            held.stop.cancel();
+        }
+        while self.tasks.join_next().await.is_some() {}
+        self.release_all().await;
         if let Some(sub) = sub {
             let _ = sub.quit().await;
         }
-        while self.tasks.join_next().await.is_some() {}
     }
 
     async fn subscribe(&self) -> Result<SubscriberClient, sundial_core::EngineError> {
         let sub = self.shard.subscriber()?;
-        let _handles = sub.init().await.map_err(|e| self.shard_err(e))?;
+        let _handles = sub.init().await.map_err(|e| self.shard.err(e))?;
         let _manage = sub.manage_subscriptions();
         sub.subscribe(keys::TIMER_CHANNEL)
             .await
-            .map_err(|e| self.shard_err(e))?;
+            .map_err(|e| self.shard.err(e))?;
         Ok(sub)
     }
 
-    fn shard_err(&self, e: fred::error::Error) -> sundial_core::EngineError {
-        self.shard.err(e)
-    }
-
-    /// Reads the registry and starts a task for every bucket not yet pumped.
-    async fn discover(&mut self, shutdown: &CancellationToken) {
+    /// Reads the registry for buckets this shard holds.
+    async fn discover(&mut self) {
         match self.shard.namespaces().await {
             Ok(namespaces) => {
                 for ns in namespaces {
                     for b in self.my_buckets(&ns) {
-                        self.ensure(&ns, b, shutdown);
+                        self.known.insert((ns.clone(), b));
                     }
                 }
             }
@@ -108,38 +150,127 @@ impl ShardPumps {
             .collect()
     }
 
-    /// A script said bucket `tag` is due sooner: wake its task (or start it).
-    fn announce(&mut self, tag: &str, shutdown: &CancellationToken) {
+    /// A script said bucket `tag` is due sooner: wake its task. Returns
+    /// whether the bucket was unknown.
+    fn announce(&mut self, tag: &str) -> bool {
         let Some((ns, b)) = keys::parse_bucket_tag(tag) else {
-            return;
+            return false;
         };
         if check_namespace(ns).is_err() || b >= self.pool.buckets() {
-            return;
+            return false;
         }
-        self.ensure(ns, b, shutdown).notify_one();
+        let key = (ns.to_owned(), b);
+        if let Some(h) = self.held.get(&key) {
+            h.wake.notify_one();
+            return false;
+        }
+        self.known.insert(key)
     }
 
-    fn ensure(&mut self, ns: &str, b: u32, shutdown: &CancellationToken) -> Arc<Notify> {
-        if let Some(n) = self.buckets.get(&(ns.to_owned(), b)) {
-            return n.clone();
+    /// Whether this process ranks first for `bucket` among the live pumps.
+    fn wants(&self, (ns, b): &Bucket) -> bool {
+        let score = |owner: &str| xxh3_64(format!("{owner}/{ns}/{b}").as_bytes());
+        self.live
+            .iter()
+            .map(String::as_str)
+            .chain(std::iter::once(self.owner.as_str()))
+            .max_by_key(|o| (score(o), *o))
+            == Some(self.owner.as_str())
+    }
+
+    /// One lease call: renew or take what this process wants, release what
+    /// another live process should have; start and stop bucket tasks to match.
+    async fn lease_round(&mut self, shutdown: &CancellationToken) {
+        let mut ops: Vec<(Bucket, LeaseOp)> = Vec::new();
+        for b in &self.known {
+            if self.wants(b) {
+                ops.push((b.clone(), LeaseOp::Acquire));
+            } else if self.held.contains_key(b) {
+                ops.push((b.clone(), LeaseOp::Release));
+            }
         }
+        let args: Vec<(&str, u32, LeaseOp)> = ops
+            .iter()
+            .map(|((ns, b), op)| (ns.as_str(), *b, *op))
+            .collect();
+        let ttl = self.opts.lease_ttl.as_millis() as u64;
+        let (flags, live) = match self.shard.leases(&self.owner, ttl, &args).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(shard = self.shard.name(), error = %e, "lease call failed; keeping what is held until it expires");
+                return;
+            }
+        };
+        self.live = live;
+        let pool = self.pool.name().to_owned();
+        for ((bucket, _), held) in ops.into_iter().zip(flags) {
+            match (held, self.held.contains_key(&bucket)) {
+                (true, false) => {
+                    metrics::counter!("sundial_pump_leases_acquired_total", "pool" => pool.clone())
+                        .increment(1);
+                    self.start(bucket, shutdown);
+                }
+                (false, true) => {
+                    if let Some(h) = self.held.remove(&bucket) {
+                        h.stop.cancel();
+                    }
+                    if self.wants(&bucket) {
+                        // Wanted but not held: it passed to another process
+                        // (this one was paused or cut off).
+                        tracing::info!(
+                            shard = self.shard.name(),
+                            ns = bucket.0,
+                            bucket = bucket.1,
+                            "pump lease lost"
+                        );
+                        metrics::counter!("sundial_pump_leases_lost_total", "pool" => pool.clone())
+                            .increment(1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        metrics::gauge!("sundial_pump_leases_held", "pool" => pool, "shard" => self.shard.name().to_owned())
+            .set(self.held.len() as f64);
+    }
+
+    fn start(&mut self, bucket: Bucket, shutdown: &CancellationToken) {
         let wake = Arc::new(Notify::new());
-        self.buckets.insert((ns.to_owned(), b), wake.clone());
-        self.tasks.spawn(bucket::run(
-            self.pool.name().to_owned(),
-            self.shard.clone(),
-            ns.to_owned(),
-            b,
-            wake.clone(),
-            self.opts.clone(),
-            shutdown.clone(),
-        ));
-        wake
+        let stop = shutdown.child_token();
+        let job = bucket::BucketPump {
+            pool: self.pool.name().to_owned(),
+            shard: self.shard.clone(),
+            ns: bucket.0.clone(),
+            bucket: bucket.1,
+            owner: self.owner.clone(),
+            wake: wake.clone(),
+            opts: self.opts.clone(),
+        };
+        self.tasks.spawn(bucket::run(job, stop.clone()));
+        self.held.insert(bucket, Held { wake, stop });
+    }
+
+    /// Gives back every lease at once (shutdown), so others take over
+    /// without waiting for expiry.
+    async fn release_all(&mut self) {
+        let buckets: Vec<(&str, u32)> =
+            self.known.iter().map(|(ns, b)| (ns.as_str(), *b)).collect();
+        match self.shard.drop_leases(&self.owner, &buckets).await {
+            Ok(n) => tracing::info!(
+                shard = self.shard.name(),
+                released = n,
+                "pump leases released"
+            ),
+            Err(e) => {
+                tracing::warn!(shard = self.shard.name(), error = %e, "cannot release pump leases; they expire by themselves")
+            }
+        }
+        self.held.clear();
     }
 
     fn wake_all(&self) {
-        for n in self.buckets.values() {
-            n.notify_one();
+        for h in self.held.values() {
+            h.wake.notify_one();
         }
     }
 }

@@ -13,6 +13,6 @@ mod shard;
 
 pub use decode::{Delivery, JobView};
 pub use jobs::{NewJob, Schedule};
-pub use pump::PumpOutcome;
+pub use pump::{LeaseOp, PumpOutcome};
 pub use queue::Counts;
 pub use shard::{Shard, ShardCheck, ShardOptions};

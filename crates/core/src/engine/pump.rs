@@ -24,25 +24,47 @@ pub struct PumpOutcome {
     pub oldest_due_ms: Option<u64>,
     /// The shard's clock when the call ran (ms).
     pub now_ms: u64,
+    /// The pump's lease was not held: nothing was moved.
+    pub fenced: bool,
+}
+
+/// What a lease call asks for one bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseOp {
+    /// Take it if free, renew it if ours.
+    Acquire,
+    /// Take it only if nobody holds it; renew it if ours.
+    IfFree,
+    /// Give it up if ours.
+    Release,
 }
 
 impl Shard {
-    /// Moves up to `limit` due timer entries of one bucket.
+    /// Moves up to `limit` due timer entries of one bucket. With an `owner`,
+    /// only while that owner holds the bucket's lease (else `fenced`).
     pub async fn pump(
         &self,
         ns: &str,
         bucket: u32,
         limit: u32,
+        owner: Option<&str>,
     ) -> Result<PumpOutcome, EngineError> {
         let k = BucketKeys::new(ns, bucket);
-        let keys = vec![k.jobs(), k.timer(), k.counters(), k.slots()];
+        let keys = vec![k.jobs(), k.timer(), k.counters(), k.slots(), k.lease()];
         let args: Vec<Value> = vec![
             k.prefix().into(),
             i64::from(limit).into(),
             keys::ready_channel_prefix(ns).into(),
+            owner.unwrap_or_default().into(),
         ];
         let v = self.eval(&SCRIPTS.pump, keys, args).await?;
         let mut f = Fields::new(self, v)?;
+        if f.len() == 1 {
+            return Ok(PumpOutcome {
+                fenced: true,
+                ..Default::default()
+            });
+        }
         let opt = |v: i64| u64::try_from(v).ok();
         Ok(PumpOutcome {
             processed: f.uint()?,
@@ -53,6 +75,57 @@ impl Shard {
             next_due_ms: opt(f.int()?),
             oldest_due_ms: opt(f.int()?),
             now_ms: f.uint()?,
+            fenced: false,
         })
+    }
+
+    /// Keeps a pump process's leases on this shard in one call: one op per
+    /// (namespace, bucket), and a heartbeat. Returns which buckets it holds
+    /// afterwards (same order) and the live pump processes.
+    pub async fn leases(
+        &self,
+        owner: &str,
+        ttl_ms: u64,
+        ops: &[(&str, u32, LeaseOp)],
+    ) -> Result<(Vec<bool>, Vec<String>), EngineError> {
+        let mut keys = vec![keys::PUMPS.to_owned()];
+        keys.extend(ops.iter().map(|(ns, b, _)| BucketKeys::new(ns, *b).lease()));
+        let mut args: Vec<Value> = vec![owner.into(), (ttl_ms as i64).into()];
+        args.extend(ops.iter().map(|(_, _, op)| {
+            Value::from(match op {
+                LeaseOp::Acquire => "a",
+                LeaseOp::IfFree => "f",
+                LeaseOp::Release => "r",
+            })
+        }));
+        let v = self.eval(&SCRIPTS.lease, keys, args).await?;
+        let mut parts = match v {
+            Value::Array(parts) if parts.len() == 2 => parts.into_iter(),
+            other => return Err(self.bad_reply(format!("lease answered {other:?}"))),
+        };
+        let flags = parts.next().map(Value::into_array).unwrap_or_default();
+        let owners = parts.next().map(Value::into_array).unwrap_or_default();
+        let held = flags.iter().map(|f| f.as_i64() == Some(1)).collect();
+        let live = owners.into_iter().filter_map(|o| o.into_string()).collect();
+        Ok((held, live))
+    }
+
+    /// Releases a pump process's leases among `buckets` and removes it from
+    /// the live pumps (its shutdown). Returns how many leases it released.
+    pub async fn drop_leases(
+        &self,
+        owner: &str,
+        buckets: &[(&str, u32)],
+    ) -> Result<u64, EngineError> {
+        let mut keys = vec![keys::PUMPS.to_owned()];
+        keys.extend(
+            buckets
+                .iter()
+                .map(|(ns, b)| BucketKeys::new(ns, *b).lease()),
+        );
+        let v = self
+            .eval(&SCRIPTS.lease_drop, keys, vec![owner.into()])
+            .await?;
+        Ok(v.as_i64().unwrap_or(0).max(0) as u64)
     }
 }
