@@ -98,7 +98,7 @@ impl Default for Config {
             pump: PumpConfig {
                 enabled: true,
                 batch: 500,
-                idle_check_ms: 10_000,
+                idle_check_ms: 30_000,
                 lease_ttl_ms: 3_000,
             },
             log: LogConfig {

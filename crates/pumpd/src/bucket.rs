@@ -17,6 +17,8 @@ pub(crate) struct BucketPump {
     pub(crate) owner: String,
     pub(crate) wake: Arc<Notify>,
     pub(crate) opts: PumpOptions,
+    /// Where this bucket reports how late its last pump call found jobs.
+    pub(crate) lag: crate::shard::Lags,
 }
 
 /// Pumps one bucket while its owner holds the lease, until `shutdown`: pump,
@@ -30,7 +32,9 @@ pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) {
         owner,
         wake,
         opts,
+        lag,
     } = job;
+    let key = (ns.clone(), bucket);
     loop {
         // Register for a wake-up before looking at Redis, so that an
         // announcement made while the pump call runs is not lost.
@@ -55,6 +59,13 @@ pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) {
             }
             Ok(o) => {
                 record(&pool, &o);
+                let late_ms = match (o.processed, o.oldest_due_ms) {
+                    (0, _) | (_, None) => 0,
+                    (_, Some(oldest)) => o.now_ms.saturating_sub(oldest),
+                };
+                lag.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key.clone(), late_ms);
                 if o.processed >= u64::from(opts.batch) {
                     // A backlog: go again at once, yielding to other tasks.
                     tokio::task::yield_now().await;
@@ -70,7 +81,10 @@ pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) {
         tokio::select! {
             () = tokio::time::sleep(pause) => {}
             () = &mut notified => {}
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => {
+                lag.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                return;
+            }
         }
     }
 }

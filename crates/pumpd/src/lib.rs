@@ -46,7 +46,7 @@ impl Default for PumpOptions {
     fn default() -> Self {
         Self {
             batch: 500,
-            idle_check: Duration::from_secs(10),
+            idle_check: Duration::from_secs(30),
             registry_refresh: Duration::from_secs(5),
             retry_after: Duration::from_millis(500),
             lease_ttl: Duration::from_secs(3),

@@ -28,6 +28,9 @@ use crate::{PumpOptions, bucket};
 
 type Bucket = (String, u32);
 
+/// How late (ms) each held bucket's last pump call found its oldest due job.
+pub(crate) type Lags = Arc<std::sync::Mutex<HashMap<Bucket, u64>>>;
+
 /// A held bucket: its wake-up and its task's cancellation.
 struct Held {
     wake: Arc<Notify>,
@@ -44,6 +47,7 @@ pub(crate) struct ShardPumps {
     held: HashMap<Bucket, Held>,
     /// Live pump processes, as of the last lease call.
     live: Vec<String>,
+    lags: Lags,
     tasks: JoinSet<()>,
 }
 
@@ -57,6 +61,7 @@ impl ShardPumps {
             owner,
             known: BTreeSet::new(),
             held: HashMap::new(),
+            lags: Lags::default(),
             tasks: JoinSet::new(),
         }
     }
@@ -230,8 +235,19 @@ impl ShardPumps {
                 _ => {}
             }
         }
-        metrics::gauge!("sundial_pump_leases_held", "pool" => pool, "shard" => self.shard.name().to_owned())
+        let shard = self.shard.name().to_owned();
+        metrics::gauge!("sundial_pump_leases_held", "pool" => pool.clone(), "shard" => shard.clone())
             .set(self.held.len() as f64);
+        let worst = self
+            .lags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .copied()
+            .max()
+            .unwrap_or(0);
+        metrics::gauge!("sundial_pump_lag_seconds", "pool" => pool, "shard" => shard)
+            .set(worst as f64 / 1000.0);
     }
 
     fn start(&mut self, bucket: Bucket, shutdown: &CancellationToken) {
@@ -245,6 +261,7 @@ impl ShardPumps {
             owner: self.owner.clone(),
             wake: wake.clone(),
             opts: self.opts.clone(),
+            lag: self.lags.clone(),
         };
         self.tasks.spawn(bucket::run(job, stop.clone()));
         self.held.insert(bucket, Held { wake, stop });
