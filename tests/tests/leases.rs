@@ -64,8 +64,10 @@ async fn gateway(cfg: &SundialConfig, n: usize) -> (Sundial, Vec<(String, Api)>)
         let ns = format!("ns{i}");
         let token = create_token(&gw.admin(), &ns).await;
         let api = Api::new(gw.api(), Some(&token));
-        // A first (delayed) job registers the namespace's buckets.
-        for _ in 0..8 {
+        // Jobs register the namespace in the shards they land on; 64 reach
+        // every shard of these pools (a bucket is only leased where its
+        // namespace is registered: elsewhere it has nothing to pump).
+        for _ in 0..64 {
             api.publish(&ns, "q", "delay_ms=1", b"x").await;
         }
         apis.push((ns, api));
@@ -124,24 +126,29 @@ async fn leases_spread_over_processes_on_a_sharded_pool() {
     let owners: Vec<String> = pumps.iter().map(owner_of).collect();
     let namespaces: Vec<&str> = apis.iter().map(|(ns, _)| ns.as_str()).collect();
     // 4 namespaces x 16 buckets, each held, spread over the three.
-    wait_until_async(
-        Duration::from_secs(20),
-        "every bucket to be leased, a share to each",
-        || {
-            let h = holders(&[&a, &b], &namespaces);
-            let mut per: HashMap<&str, usize> = HashMap::new();
-            for o in h.values() {
-                *per.entry(o.as_str()).or_default() += 1;
-            }
-            std::future::ready(
-                h.len() == 64
-                    && owners
-                        .iter()
-                        .all(|o| per.get(o.as_str()).is_some_and(|n| *n >= 8)),
-            )
-        },
-    )
-    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let h = holders(&[&a, &b], &namespaces);
+        let per: Vec<usize> = owners
+            .iter()
+            .map(|o| h.values().filter(|v| *v == o).count())
+            .collect();
+        if h.len() == 64 && per.iter().all(|n| *n >= 8) {
+            break;
+        }
+        if Instant::now() > deadline {
+            let logs: Vec<String> = pumps
+                .iter()
+                .map(|p| p.log().lines().rev().take(6).collect::<Vec<_>>().join("\n"))
+                .collect();
+            panic!(
+                "leases never spread: {} held, per process {per:?}\n{}",
+                h.len(),
+                logs.join("\n---\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let h = holders(&[&a, &b], &namespaces);
     let counts: Vec<usize> = owners
         .iter()

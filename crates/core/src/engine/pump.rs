@@ -90,7 +90,17 @@ impl Shard {
     ) -> Result<(Vec<bool>, Vec<String>), EngineError> {
         let mut keys = vec![keys::PUMPS.to_owned()];
         keys.extend(ops.iter().map(|(ns, b, _)| BucketKeys::new(ns, *b).lease()));
-        let mut args: Vec<Value> = vec![owner.into(), (ttl_ms as i64).into()];
+        // A process drops out of the live set after 0.7 of the lease TTL
+        // without a heartbeat (it renews every quarter, so it may miss two):
+        // short enough that, by the round after a dead process's leases
+        // expire, the others already rank first for its buckets and take
+        // them; long enough not to flap on a busy machine.
+        let member_ttl = (ttl_ms * 7 / 10).max(1);
+        let mut args: Vec<Value> = vec![
+            owner.into(),
+            (ttl_ms as i64).into(),
+            (member_ttl as i64).into(),
+        ];
         args.extend(ops.iter().map(|(_, _, op)| {
             Value::from(match op {
                 LeaseOp::Acquire => "a",
