@@ -62,6 +62,8 @@ pub struct PumpConfig {
     pub idle_check_ms: u64,
     /// How long a bucket's pump lease lasts unless renewed (ms).
     pub lease_ttl_ms: u64,
+    /// How often the backlog gauges of held buckets are refreshed (ms).
+    pub metrics_interval_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +102,7 @@ impl Default for Config {
                 batch: 500,
                 idle_check_ms: 30_000,
                 lease_ttl_ms: 3_000,
+                metrics_interval_ms: 5_000,
             },
             log: LogConfig {
                 format: "text".to_owned(),
@@ -200,6 +203,7 @@ impl Config {
             batch: self.pump.batch,
             idle_check: Duration::from_millis(self.pump.idle_check_ms.max(1)),
             lease_ttl: Duration::from_millis(self.pump.lease_ttl_ms.max(200)),
+            metrics_interval: Duration::from_millis(self.pump.metrics_interval_ms.max(100)),
             ..Default::default()
         }
     }

@@ -258,6 +258,8 @@ pub async fn pumpd(
     config: Config,
     config_path: Option<std::path::PathBuf>,
     config_bytes: Option<Vec<u8>>,
+    admin: TcpListener,
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let router = Arc::new(Router::new(
@@ -270,7 +272,31 @@ pub async fn pumpd(
         config.layout_check(),
         shutdown.clone(),
     ));
-    tracing::info!("sundial pumpd running");
+    // A small admin listener: /metrics (lease and backlog gauges), /live, /ready.
+    let admin_app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let m = metrics.clone();
+                async move { m.render() }
+            }),
+        )
+        .route(
+            "/live",
+            axum::routing::get(|| async {
+                axum::Json(serde_json::json!({ "status": "ok", "pid": std::process::id() }))
+            }),
+        )
+        .route(
+            "/ready",
+            axum::routing::get(|| async { axum::Json(serde_json::json!({ "status": "ready" })) }),
+        );
+    tracing::info!(admin = %admin.local_addr()?, "sundial pumpd running");
+    tokio::spawn(
+        axum::serve(admin, admin_app)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .into_future(),
+    );
     sundial_pumpd::run(router, config.pump_options(), shutdown).await;
     tracing::info!("sundial pumpd stopped");
     Ok(())

@@ -80,8 +80,12 @@ async fn main() -> anyhow::Result<()> {
             .await
         }
         Command::Pumpd { .. } => {
-            let _metrics = telemetry::init_metrics()?;
-            sundial_gateway::pumpd(config, file.clone(), config_bytes, shutdown).await
+            let metrics = telemetry::init_metrics()?;
+            let admin = tokio::net::TcpListener::bind(config.admin_listen)
+                .await
+                .with_context(|| format!("cannot listen on {}", config.admin_listen))?;
+            sundial_gateway::pumpd(config, file.clone(), config_bytes, admin, metrics, shutdown)
+                .await
         }
         Command::CheckConfig { .. } => Ok(()),
     }

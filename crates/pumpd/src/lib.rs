@@ -40,6 +40,8 @@ pub struct PumpOptions {
     /// of it); a dead process's buckets are taken over about this long after
     /// its last renewal.
     pub lease_ttl: Duration,
+    /// How often the backlog gauges of the held buckets are refreshed.
+    pub metrics_interval: Duration,
 }
 
 impl Default for PumpOptions {
@@ -50,6 +52,7 @@ impl Default for PumpOptions {
             registry_refresh: Duration::from_secs(5),
             retry_after: Duration::from_millis(500),
             lease_ttl: Duration::from_secs(3),
+            metrics_interval: Duration::from_secs(5),
         }
     }
 }

@@ -48,6 +48,8 @@ pub(crate) struct ShardPumps {
     /// Live pump processes, as of the last lease call.
     live: Vec<String>,
     lags: Lags,
+    /// Backlog series this process reported last time.
+    reported: HashMap<(String, String), [u64; 4]>,
     tasks: JoinSet<()>,
 }
 
@@ -62,6 +64,7 @@ impl ShardPumps {
             known: BTreeSet::new(),
             held: HashMap::new(),
             lags: Lags::default(),
+            reported: HashMap::new(),
             tasks: JoinSet::new(),
         }
     }
@@ -79,6 +82,8 @@ impl ShardPumps {
         let mut messages = sub.as_ref().map(|s| s.message_rx());
         let mut reconnects = sub.as_ref().map(|s| s.reconnect_rx());
         let mut refresh = tokio::time::interval(self.opts.registry_refresh);
+        let mut backlog = tokio::time::interval(self.opts.metrics_interval);
+        backlog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut lease = tokio::time::interval(self.opts.lease_ttl / 4);
         lease.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -88,6 +93,7 @@ impl ShardPumps {
                     self.lease_round(&shutdown).await;
                 }
                 _ = lease.tick() => self.lease_round(&shutdown).await,
+                _ = backlog.tick() => self.report_backlog().await,
                 msg = recv(&mut messages) => match msg {
                     Some(Ok(m)) => {
                         if let Some(tag) = m.value.as_str()
@@ -115,6 +121,8 @@ impl ShardPumps {
         }
         while self.tasks.join_next().await.is_some() {}
         self.release_all().await;
+        // What this process no longer holds it no longer reports.
+        self.report_backlog().await;
         if let Some(sub) = sub {
             let _ = sub.quit().await;
         }
@@ -248,6 +256,49 @@ impl ShardPumps {
             .unwrap_or(0);
         metrics::gauge!("sundial_pump_lag_seconds", "pool" => pool, "shard" => shard)
             .set(worst as f64 / 1000.0);
+    }
+
+    /// Sets the backlog gauges from the buckets this process holds: each
+    /// bucket has one holder, so summing a gauge over all processes (and
+    /// shards) gives the pool's true number. Series of queues no longer
+    /// held here drop to 0.
+    async fn report_backlog(&mut self) {
+        let mut per_ns: HashMap<&str, Vec<u32>> = HashMap::new();
+        for (ns, b) in self.held.keys() {
+            per_ns.entry(ns.as_str()).or_default().push(*b);
+        }
+        let mut now: HashMap<(String, String), [u64; 4]> = HashMap::new();
+        for (ns, buckets) in per_ns {
+            match self.shard.queue_counts(ns, &buckets).await {
+                Ok(counts) => {
+                    for (queue, c) in counts {
+                        now.insert((ns.to_owned(), queue), c);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(shard = self.shard.name(), ns, error = %e, "cannot read backlog counts");
+                    return;
+                }
+            }
+        }
+        for key in self.reported.keys() {
+            now.entry(key.clone()).or_insert([0; 4]);
+        }
+        let (pool, shard) = (self.pool.name().to_owned(), self.shard.name().to_owned());
+        for ((ns, queue), c) in &now {
+            for (state, n) in ["delayed", "ready", "reserved", "dead"].iter().zip(c) {
+                metrics::gauge!(
+                    "sundial_queue_jobs",
+                    "pool" => pool.clone(),
+                    "shard" => shard.clone(),
+                    "namespace" => ns.clone(),
+                    "queue" => queue.clone(),
+                    "state" => *state
+                )
+                .set(*n as f64);
+            }
+        }
+        self.reported = now;
     }
 
     fn start(&mut self, bucket: Bucket, shutdown: &CancellationToken) {

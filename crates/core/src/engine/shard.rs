@@ -347,6 +347,44 @@ impl Shard {
         pipe.all().await.map_err(|e| self.err(e))
     }
 
+    /// The per-state counters of `buckets` of `ns`, summed per queue:
+    /// queue → [delayed, ready, reserved, dead]. O(buckets × queues).
+    pub async fn queue_counts(
+        &self,
+        ns: &str,
+        buckets: &[u32],
+    ) -> Result<std::collections::BTreeMap<String, [u64; 4]>, EngineError> {
+        let mut out = std::collections::BTreeMap::new();
+        if buckets.is_empty() {
+            return Ok(out);
+        }
+        let client = self.client()?;
+        let pipe = client.pipeline();
+        for b in buckets {
+            let _: () = pipe
+                .hgetall(keys::BucketKeys::new(ns, *b).counters())
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        let all: Vec<std::collections::HashMap<String, i64>> =
+            pipe.all().await.map_err(|e| self.err(e))?;
+        for fields in all {
+            for (field, n) in fields {
+                let mut chars = field.chars();
+                let state = match chars.next() {
+                    Some('l') => 0,
+                    Some('r') => 1,
+                    Some('f') => 2,
+                    Some('d') => 3,
+                    _ => continue,
+                };
+                let entry: &mut [u64; 4] = out.entry(chars.as_str().to_owned()).or_default();
+                entry[state] += n.max(0) as u64;
+            }
+        }
+        Ok(out)
+    }
+
     /// Announces the layouts a gateway instance may write to, for `ttl`.
     pub async fn announce_view(
         &self,
