@@ -589,3 +589,61 @@ async fn millisecond_delays_and_ttrs() {
         (400, Some("ttl is shorter than delay"))
     );
 }
+
+#[tokio::test]
+async fn stats_show_the_backlog_and_rates() {
+    let e = env().await;
+    for i in 0..5 {
+        e.api
+            .publish("ns", "q", "", format!("{i}").as_bytes())
+            .await;
+    }
+    e.api.publish("ns", "q", "delay=3600", b"later").await;
+    let s = e.api.get("/api/ns/q/stats").await;
+    assert_eq!(s.status, 200, "{s:?}");
+    assert_eq!(
+        (
+            s.json["ready"].clone(),
+            s.json["delayed"].clone(),
+            s.json["reserved"].clone(),
+            s.json["dead"].clone()
+        ),
+        (5.into(), 1.into(), 0.into(), 0.into())
+    );
+    assert_eq!(s.json["published_total"], 6);
+    assert_eq!(
+        s.json["publish_rate"],
+        Value::Null,
+        "no rate before a second sample"
+    );
+    tokio::time::sleep(Duration::from_millis(1_100)).await; // rates need time between samples
+    for i in 0..10 {
+        e.api
+            .publish("ns", "q", "", format!("n{i}").as_bytes())
+            .await;
+    }
+    assert_eq!(e.api.get("/api/ns/q?count=4&ttr=600").await.status, 200);
+    let s = e.api.get("/api/ns/q/stats").await;
+    assert_eq!(
+        (s.json["ready"].clone(), s.json["reserved"].clone()),
+        (11.into(), 4.into())
+    );
+    assert_eq!(
+        (
+            s.json["published_total"].clone(),
+            s.json["consumed_total"].clone()
+        ),
+        (16.into(), 4.into())
+    );
+    let publish_rate = s.json["publish_rate"].as_f64().expect("a rate");
+    let consume_rate = s.json["consume_rate"].as_f64().expect("a rate");
+    assert!(publish_rate > 0.0 && publish_rate <= 10.0, "{publish_rate}");
+    assert!(consume_rate > 0.0 && consume_rate <= 4.0, "{consume_rate}");
+    assert_eq!(
+        Api::new(e.gw.api(), None)
+            .get("/api/ns/q/stats")
+            .await
+            .status,
+        401
+    );
+}

@@ -36,6 +36,7 @@ for q = 1, nq do
             r.state, r.tries = RESERVED, r.tries - 1
             redis.call('HSET', jkey, id, encode(r))
             count(ckey, RESERVED, r.queue, 1)
+            total(ckey, 'C', r.queue, 1)
             local due = deadline
             if r.expire > 0 and r.expire < due then due = r.expire end
             arm(tkey, id, due, ARGV[6], ARGV[6 + b])

@@ -42,6 +42,12 @@ local function count(ckey, state, queue, delta)
   redis.call('HINCRBY', ckey, COUNTER[state] .. queue, delta)
 end
 
+-- Running totals per queue in the same counters hash, for rates: 'P' jobs
+-- published, 'C' deliveries. They only grow.
+local function total(ckey, kind, queue, n)
+  redis.call('HINCRBY', ckey, kind .. queue, n)
+end
+
 -- Lowest score of a zset, or nil when it is empty.
 local function zmin(zkey)
   local head = redis.call('ZRANGE', zkey, 0, 0, 'WITHSCORES')

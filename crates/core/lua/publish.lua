@@ -27,5 +27,6 @@ for i = first, #ARGV, 3 do
 end
 
 count(KEYS[3], r.state, queue, n)
+total(KEYS[3], 'P', queue, n)
 if r.state == READY then redis.call('PUBLISH', ARGV[5], n) end
 return n

@@ -16,6 +16,57 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{tokens::TokenStore, wakeups::Wakeups};
 
+/// Samples of queues' running totals, for the rates of `GET …/stats`.
+#[derive(Debug, Default)]
+pub struct Rates {
+    samples: Mutex<HashMap<String, Sample>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at: std::time::Instant,
+    published: u64,
+    delivered: u64,
+    rates: Option<(f64, f64)>,
+}
+
+/// How many queues' samples a gateway keeps before it starts over.
+const MAX_SAMPLES: usize = 10_000;
+
+impl Rates {
+    /// Records the totals now and returns (publish, consume) per second since
+    /// the previous sample taken at least a second ago.
+    pub fn observe(&self, key: &str, published: u64, delivered: u64) -> Option<(f64, f64)> {
+        let now = std::time::Instant::now();
+        let mut samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        match samples.get(key).copied() {
+            Some(prev) if now.duration_since(prev.at).as_secs_f64() < 1.0 => prev.rates,
+            prev => {
+                let rates = prev.map(|p| {
+                    let secs = now.duration_since(p.at).as_secs_f64();
+                    (
+                        published.saturating_sub(p.published) as f64 / secs,
+                        delivered.saturating_sub(p.delivered) as f64 / secs,
+                    )
+                });
+                if samples.len() >= MAX_SAMPLES && prev.is_none() {
+                    samples.clear();
+                }
+                samples.insert(
+                    key.to_owned(),
+                    Sample {
+                        at: now,
+                        published,
+                        delivered,
+                        rates,
+                    },
+                );
+                rates
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct AppState {
     pub router: Arc<Router>,
@@ -27,6 +78,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Cancelled when the gateway shuts down: long polls end with a 404.
     pub shutdown: CancellationToken,
+    /// Samples for the rates of `GET …/stats`.
+    pub rates: Rates,
     /// Queues this process has registered, per shard: `<shard>/<ns>/<queue>`.
     registered: Mutex<HashSet<String>>,
     ready: AtomicBool,
@@ -49,6 +102,7 @@ impl AppState {
             accounts,
             metrics,
             shutdown,
+            rates: Rates::default(),
             registered: Mutex::default(),
             ready: AtomicBool::new(false),
         })

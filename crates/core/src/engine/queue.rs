@@ -11,21 +11,33 @@ const PEEK_SCAN: i64 = 64;
 /// How many list entries one destroy or dead-letter batch handles at most.
 const BATCH: u64 = 500;
 
-/// A queue's live jobs per state.
+/// A queue's live jobs per state, and its running totals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub delayed: u64,
     pub ready: u64,
     pub reserved: u64,
     pub dead: u64,
+    /// Jobs ever published to the queue (only grows).
+    pub published: u64,
+    /// Deliveries ever made from the queue (only grows; a retried job counts
+    /// each time).
+    pub delivered: u64,
 }
 
 impl Counts {
+    /// Jobs that exist, in any state.
+    pub fn live(&self) -> u64 {
+        self.delayed + self.ready + self.reserved + self.dead
+    }
+
     pub fn add(&mut self, o: &Counts) {
         self.delayed += o.delayed;
         self.ready += o.ready;
         self.reserved += o.reserved;
         self.dead += o.dead;
+        self.published += o.published;
+        self.delivered += o.delivered;
     }
 }
 
@@ -55,6 +67,8 @@ impl Shard {
             ready: f.uint()?,
             reserved: f.uint()?,
             dead: f.uint()?,
+            published: f.uint()?,
+            delivered: f.uint()?,
         })
     }
 

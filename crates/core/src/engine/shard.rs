@@ -282,12 +282,18 @@ impl Shard {
             let pipe = client.pipeline();
             for b in 0..buckets {
                 let _: () = pipe
-                    .hvals(keys::BucketKeys::new(&ns, b).counters())
+                    .hgetall(keys::BucketKeys::new(&ns, b).counters())
                     .await
                     .map_err(|e| self.err(e))?;
             }
-            let counts: Vec<Vec<i64>> = pipe.all().await.map_err(|e| self.err(e))?;
-            if counts.iter().flatten().any(|n| *n > 0) {
+            let counts: Vec<std::collections::HashMap<String, i64>> =
+                pipe.all().await.map_err(|e| self.err(e))?;
+            // Only the per-state counts say what is held (the running
+            // totals, 'P' and 'C', only grow).
+            let held = counts.iter().flatten().any(|(field, n)| {
+                *n > 0 && matches!(field.as_bytes().first(), Some(b'l' | b'r' | b'f' | b'd'))
+            });
+            if held {
                 return Ok(true);
             }
         }

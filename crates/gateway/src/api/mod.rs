@@ -37,6 +37,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/api/{ns}/{queue}/peek", get(queue::peek))
         .route("/api/{ns}/{queue}/size", get(queue::size))
+        .route("/api/{ns}/{queue}/stats", get(queue::stats))
         .route(
             "/api/{ns}/{queue}/deadletter",
             get(deadletter::peek)

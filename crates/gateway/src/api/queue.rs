@@ -49,6 +49,34 @@ pub(super) async fn size(
     ))
 }
 
+/// `GET /api/{ns}/{queue}/stats`: the queue's backlog per state and its
+/// publish and consume rates, for an autoscaler (KEDA's metrics-api scaler)
+/// or a script. Rates are per second since this gateway's previous sample of
+/// the queue's running totals (at least a second before); `null` until there
+/// is one.
+pub(super) async fn stats(
+    axum::extract::State(state): axum::extract::State<std::sync::Arc<crate::state::AppState>>,
+    tenant: Tenant,
+    Path(path): Path<BTreeMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue(&path)?;
+    let c = counts(&tenant, &queue).await?;
+    let key = format!("{}/{}/{queue}", tenant.pool.name(), tenant.ns);
+    let rates = state.rates.observe(&key, c.published, c.delivered);
+    Ok(Json(json!({
+        "namespace": tenant.ns,
+        "queue": queue,
+        "ready": c.ready,
+        "delayed": c.delayed,
+        "reserved": c.reserved,
+        "dead": c.dead,
+        "published_total": c.published,
+        "consumed_total": c.delivered,
+        "publish_rate": rates.map(|r| r.0),
+        "consume_rate": rates.map(|r| r.1),
+    })))
+}
+
 /// `DELETE /api/{ns}/{queue}`: deletes the queue's ready jobs.
 pub(super) async fn destroy(
     tenant: Tenant,
