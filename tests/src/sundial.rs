@@ -26,6 +26,8 @@ pub struct SundialConfig {
     pub pools: Option<String>,
     /// Extra lines inside the `[pump]` table.
     pub pump_extra: String,
+    /// Extra lines inside the `[log]` table.
+    pub log_extra: String,
 }
 
 impl SundialConfig {
@@ -38,6 +40,7 @@ impl SundialConfig {
             command: "serve",
             pools: None,
             pump_extra: String::new(),
+            log_extra: String::new(),
         }
     }
 }
@@ -165,7 +168,7 @@ impl Sundial {
             "listen = \"127.0.0.1:{api}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nshutdown_grace_secs = 5\n{extra}\n\
              [accounts]\n{accounts}\n\
              [pump]\nenabled = {pump}\n{pump_extra}\n\
-             [log]\nlevel = \"info\"\n\
+             [log]\nlevel = \"info\"\n{log_extra}\n\
              {pools}",
             api = self.api_port,
             admin = self.admin_port,
@@ -173,6 +176,7 @@ impl Sundial {
             accounts = accounts.join("\n"),
             pump = cfg.pump,
             pump_extra = cfg.pump_extra,
+            log_extra = cfg.log_extra,
         );
         // Write then rename, as an editor or a ConfigMap update would, so the
         // process never reads half a file.

@@ -171,3 +171,36 @@ async fn pools_info_version_metrics_health() {
     );
     assert!(!text.contains(&token), "no token in metrics");
 }
+
+#[tokio::test]
+async fn request_logs_carry_ids_and_never_the_token() {
+    let redis = RedisServer::start();
+    let mut cfg = SundialConfig::new(redis.url());
+    cfg.log_extra = "format = \"json\"\naccess = true".to_owned();
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "shop").await;
+    let anon = Api::new(gw.api(), None);
+    // The token in the query string, where a careless log would pick it up.
+    let r = anon
+        .put(&format!("/api/shop/emails?token={token}"), b"x")
+        .await;
+    assert_eq!(r.status, 201);
+    let id = r.headers["x-request-id"].to_str().expect("id").to_owned();
+    sundial_tests::wait_until(Duration::from_secs(5), "the request's log line", || {
+        gw.log().contains(&id)
+    });
+    let log = gw.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains(&id) && l.contains("\"request\""))
+        .expect("the request line");
+    let v: serde_json::Value = serde_json::from_str(line).expect("a JSON log line");
+    let span = &v["span"];
+    assert_eq!(
+        (span["namespace"].as_str(), span["queue"].as_str()),
+        (Some("shop"), Some("emails")),
+        "{line}"
+    );
+    assert_eq!(v["fields"]["status"], 201, "{line}");
+    assert!(!log.contains(&token), "no token in any log line");
+}

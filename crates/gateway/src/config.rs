@@ -74,6 +74,9 @@ pub struct LogConfig {
     /// A tracing filter, e.g. `info` or `sundial_gateway=debug,info`;
     /// `RUST_LOG` overrides it.
     pub level: String,
+    /// One info line per request (request id, route, namespace, queue,
+    /// status, time); otherwise those lines are at debug.
+    pub access: bool,
 }
 
 impl Default for Config {
@@ -107,6 +110,7 @@ impl Default for Config {
             log: LogConfig {
                 format: "text".to_owned(),
                 level: "info".to_owned(),
+                access: false,
             },
             pools: BTreeMap::from([("default".to_owned(), default_pool)]),
         }

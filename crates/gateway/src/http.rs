@@ -11,8 +11,25 @@ use axum::{
     response::Response,
 };
 
-/// Sets `X-Request-ID` (a fresh ULID) and records the request.
-pub(crate) async fn observe(req: Request, next: Next) -> Response {
+/// Namespace and queue of a job-API path (`/api/{ns}/{queue}/...`), for
+/// logs. Only the path is read: a token may be in the query, never here.
+fn ns_and_queue(path: &str) -> (String, String) {
+    let mut parts = path.split('/').skip(1);
+    if parts.next() != Some("api") {
+        return (String::new(), String::new());
+    }
+    let ns = parts.next().unwrap_or_default().to_owned();
+    let queue = parts.next().unwrap_or_default().to_owned();
+    (ns, queue)
+}
+
+/// Sets `X-Request-ID` (a fresh ULID), records the request's metrics, and
+/// logs it (at info with `log.access = true`, else at debug).
+pub(crate) async fn observe(
+    axum::extract::State(access_log): axum::extract::State<bool>,
+    req: Request,
+    next: Next,
+) -> Response {
     let start = Instant::now();
     let id = ulid::Ulid::new().to_string();
     let method = req.method().clone();
@@ -20,7 +37,8 @@ pub(crate) async fn observe(req: Request, next: Next) -> Response {
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let span = tracing::info_span!("request", request_id = %id, %method, route);
+    let (namespace, queue) = ns_and_queue(req.uri().path());
+    let span = tracing::info_span!("request", request_id = %id, %method, route, namespace, queue);
     let mut resp = tracing::Instrument::instrument(next.run(req), span.clone()).await;
     let status = resp.status();
     if let Ok(v) = HeaderValue::from_str(&id) {
@@ -36,11 +54,30 @@ pub(crate) async fn observe(req: Request, next: Next) -> Response {
     metrics::histogram!("sundial_http_request_duration_seconds", &labels)
         .record(elapsed.as_secs_f64());
     span.in_scope(|| {
-        tracing::debug!(
-            status = status.as_u16(),
-            elapsed_ms = elapsed.as_millis() as u64,
-            "request"
-        );
+        let elapsed_ms = elapsed.as_millis() as u64;
+        if access_log {
+            tracing::info!(status = status.as_u16(), elapsed_ms, "request");
+        } else {
+            tracing::debug!(status = status.as_u16(), elapsed_ms, "request");
+        }
     });
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_and_queue_come_from_the_path_only() {
+        assert_eq!(
+            ns_and_queue("/api/shop/emails/job/01X"),
+            ("shop".to_owned(), "emails".to_owned())
+        );
+        assert_eq!(
+            ns_and_queue("/api/shop/a,b"),
+            ("shop".to_owned(), "a,b".to_owned())
+        );
+        assert_eq!(ns_and_queue("/token/shop"), (String::new(), String::new()));
+    }
 }

@@ -221,9 +221,13 @@ pub async fn serve(
         background.clone(),
     ));
 
-    let api_app = api::router(state.clone()).layer(axum::middleware::from_fn(http::observe));
-    let admin_app = admin::router(state.clone(), reloader.clone())
-        .layer(axum::middleware::from_fn(http::observe));
+    let api_app = api::router(state.clone()).layer(axum::middleware::from_fn_with_state(
+        config.log.access,
+        http::observe,
+    ));
+    let admin_app = admin::router(state.clone(), reloader.clone()).layer(
+        axum::middleware::from_fn_with_state(config.log.access, http::observe),
+    );
     tracing::info!(
         api = %api.local_addr()?,
         admin = %admin.local_addr()?,

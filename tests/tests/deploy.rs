@@ -1,0 +1,127 @@
+//! What can be checked of `deploy/` without a cluster: every YAML and JSON
+//! file parses, the Sundial configs in it load, and every metric the
+//! alerts, dashboard and autoscaler use is one Sundial documents.
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+};
+
+use sundial_gateway::Config;
+use yaml_rust2::YamlLoader;
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+}
+
+fn files(ext: &[&str]) -> Vec<PathBuf> {
+    fn walk(dir: &Path, ext: &[&str], out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("read dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                walk(&p, ext, out);
+            } else if p
+                .extension()
+                .and_then(|x| x.to_str())
+                .is_some_and(|x| ext.contains(&x))
+            {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&deploy(), ext, &mut out);
+    out.sort();
+    out
+}
+
+fn load_config(toml: &str, what: &str) -> Config {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("sundial.toml");
+    std::fs::write(&path, toml).expect("write");
+    Config::load(Some(&path)).unwrap_or_else(|e| panic!("{what}: {e:#}"))
+}
+
+#[test]
+fn every_yaml_and_json_file_parses() {
+    let yamls = files(&["yaml", "yml"]);
+    assert!(yamls.len() >= 6, "{yamls:?}");
+    for p in yamls {
+        let text = std::fs::read_to_string(&p).expect("read");
+        let docs =
+            YamlLoader::load_from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(!docs.is_empty(), "{} is empty", p.display());
+    }
+    let jsons = files(&["json"]);
+    assert!(!jsons.is_empty());
+    for p in jsons {
+        let text = std::fs::read_to_string(&p).expect("read");
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(
+            v["panels"].as_array().is_some_and(|p| !p.is_empty()),
+            "{}",
+            p.display()
+        );
+    }
+}
+
+#[test]
+fn the_sundial_configs_in_deploy_load() {
+    let text =
+        std::fs::read_to_string(deploy().join("kubernetes/configmap.yaml")).expect("configmap");
+    let docs = YamlLoader::load_from_str(&text).expect("yaml");
+    let toml = docs[0]["data"]["sundial.toml"]
+        .as_str()
+        .expect("data.sundial.toml");
+    let cfg = load_config(toml, "the ConfigMap's sundial.toml");
+    assert!(cfg.watch_config, "the ConfigMap relies on file watching");
+    let compose =
+        std::fs::read_to_string(deploy().join("compose/sundial.toml")).expect("compose config");
+    let cfg = load_config(&compose, "deploy/compose/sundial.toml");
+    assert!(
+        cfg.pools.contains_key("ha"),
+        "the compose stack has a Sentinel pool"
+    );
+    for unit in ["sundial.service", "sundial-pumpd.service"] {
+        let text = std::fs::read_to_string(deploy().join("systemd").join(unit)).expect("unit");
+        assert!(
+            text.contains("ExecStart=/usr/local/bin/sundial ") && text.contains("--config"),
+            "{unit}"
+        );
+        assert!(
+            text.contains("ExecReload=/bin/kill -HUP $MAINPID"),
+            "{unit}: reload is SIGHUP"
+        );
+    }
+}
+
+#[test]
+fn every_metric_used_in_deploy_is_documented() {
+    let documented =
+        std::fs::read_to_string(deploy().join("../docs/METRICS.md")).expect("METRICS.md");
+    let mut used = BTreeSet::new();
+    for p in files(&["yaml", "yml", "json"]) {
+        let text = std::fs::read_to_string(&p).expect("read");
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("sundial_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            rest = &rest[i + name.len().max(1)..];
+            // Skip names that are not metrics (e.g. `sundial_` in a label).
+            if name.len() > "sundial_".len() {
+                used.insert(name);
+            }
+        }
+    }
+    assert!(used.len() >= 8, "{used:?}");
+    for name in used {
+        let base = name.trim_end_matches("_bucket");
+        assert!(
+            documented.contains(&format!("`{base}`")),
+            "{name} is used in deploy/ but not in docs/METRICS.md"
+        );
+    }
+}
