@@ -170,6 +170,24 @@ async fn pools_info_version_metrics_health() {
         "requests are labelled by matched route: {text}"
     );
     assert!(!text.contains(&token), "no token in metrics");
+    for needle in [
+        r#"sundial_jobs_published_total{pool="default",namespace="ns",queue="q1"} 1"#,
+        r#"sundial_redis_script_seconds_bucket{shard="default/main",script="publish",result="ok""#,
+    ] {
+        assert!(text.contains(needle), "{needle} in {text}");
+    }
+    api.get("/api/ns/q1").await;
+    let text = admin
+        .get("/metrics")
+        .await
+        .json
+        .as_str()
+        .expect("text")
+        .to_owned();
+    assert!(
+        text.contains(r#"sundial_job_first_delivery_seconds_count{pool="default",namespace="ns",queue="q1"} 1"#),
+        "{text}"
+    );
 }
 
 #[tokio::test]

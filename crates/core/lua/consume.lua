@@ -7,8 +7,9 @@
 -- KEYS[3nb + (q-1)nb + b] for q = 1..nq, b = 1..nb: ready list of queue q in bucket b
 -- ARGV[1]: nb   ARGV[2]: nq   ARGV[3]: count   ARGV[4]: ttr ms   ARGV[5]: start bucket (0-based)
 -- ARGV[6]: timer channel   ARGV[6+b]: bucket tag of bucket b
--- Returns: a flat array of deliveries, 9 fields each:
---   queue, id, elapsed_ms, ttl_ms, tries left, attrs, body, state (3), bucket index (1-based)
+-- Returns: a flat array of deliveries, 10 fields each:
+--   queue, id, elapsed_ms, ttl_ms, tries left, attrs, body, state (3), bucket index (1-based),
+--   1 if this is the job's first delivery else 0
 -- and, last, the TTR deadline given to every job (ms, shard clock).
 local nb, nq, want, ttr, start = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
   tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -33,7 +34,8 @@ for q = 1, nq do
             drop(jkey, tkey, ckey, id, r)
           else
             count(ckey, READY, r.queue, -1)
-            r.state, r.tries = RESERVED, r.tries - 1
+            local first = not r.delivered
+            r.state, r.tries, r.delivered = RESERVED, r.tries - 1, true
             redis.call('HSET', jkey, id, encode(r))
             count(ckey, RESERVED, r.queue, 1)
             total(ckey, 'C', r.queue, 1)
@@ -43,6 +45,7 @@ for q = 1, nq do
             local v = view(r, id, now)
             for _, f in ipairs(v) do out[#out + 1] = f end
             out[#out + 1] = b
+            if first then out[#out + 1] = 1 else out[#out + 1] = 0 end
             got = got + 1
           end
         end

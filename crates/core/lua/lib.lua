@@ -1,7 +1,8 @@
 -- Shared helpers, prepended to every script at build time (see src/scripts.rs).
 --
 -- Job record (one field of the bucket's jobs hash, value packed with `struct`):
---   state   B   1 delayed, 2 ready, 3 reserved, 4 dead
+--   state   B   1 delayed, 2 ready, 3 reserved, 4 dead; plus 16 once the
+--               job has been delivered (so the first delivery is known)
 --   tries   H   deliveries left
 --   pub     I6  publish time, ms, shard clock
 --   expire  I6  expiry time, ms, shard clock; 0 = never
@@ -24,14 +25,16 @@ local function now_ms()
 end
 
 local function encode(r)
-  return struct.pack(HEADER, r.state, r.tries, r.pub, r.expire, r.due or 0, #r.queue, r.queue, #r.attrs, r.attrs)
+  local state = r.state
+  if r.delivered then state = state + 16 end
+  return struct.pack(HEADER, state, r.tries, r.pub, r.expire, r.due or 0, #r.queue, r.queue, #r.attrs, r.attrs)
     .. r.body
 end
 
 local function decode(s)
   local state, tries, pub, expire, due, queue, attrs, pos = struct.unpack(HEADER, s)
-  return { state = state, tries = tries, pub = pub, expire = expire, due = due, queue = queue, attrs = attrs,
-           body = string.sub(s, pos) }
+  return { state = state % 16, delivered = state >= 16, tries = tries, pub = pub, expire = expire, due = due,
+           queue = queue, attrs = attrs, body = string.sub(s, pos) }
 end
 
 local function expired(r, now)

@@ -9,7 +9,8 @@
 --          wheel slot list = prefix .. 'w:' .. slot)
 -- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
 -- ARGV[4]: the lease owner this pump acts for ("" = no lease, a single pump)
--- Returns: {processed, to_ready, retried, dead, expired, next_due_ms (-1 = none), oldest_due_ms (-1 = none), now_ms},
+-- Returns: {processed, to_ready, retried, dead, expired, next_due_ms (-1 = none), oldest_due_ms (-1 = none), now_ms,
+--   then per queue touched: queue, to_ready, retried, dead, expired},
 -- or {-1} and no change when ARGV[4] names an owner that does not hold the
 -- lease (fencing: a pump that lost its lease moves nothing, even once).
 -- where oldest_due_ms is the score of the first entry handled (for lag).
@@ -51,6 +52,12 @@ end
 local due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 local to_ready, retried, dead, gone = 0, 0, 0, 0
 local woken = {}
+local per = {}
+local function tally(queue, i)
+  local t = per[queue]
+  if not t then t = { 0, 0, 0, 0 }; per[queue] = t end
+  t[i] = t[i] + 1
+end
 local oldest = -1
 if #due > 0 then oldest = tonumber(due[2]) end
 
@@ -64,8 +71,15 @@ for i = 1, #due, 2 do
     if expired(r, now) then
       drop(jkey, tkey, ckey, id, r)
       gone = gone + 1
+      tally(r.queue, 4)
     elseif r.state == DELAYED or (r.state == RESERVED and r.tries > 0) then
-      if r.state == RESERVED then retried = retried + 1 else to_ready = to_ready + 1 end
+      if r.state == RESERVED then
+        retried = retried + 1
+        tally(r.queue, 2)
+      else
+        to_ready = to_ready + 1
+        tally(r.queue, 1)
+      end
       count(ckey, r.state, r.queue, -1)
       r.state = READY
       redis.call('HSET', jkey, id, encode(r))
@@ -81,6 +95,7 @@ for i = 1, #due, 2 do
       redis.call('LPUSH', prefix .. 'd:' .. r.queue, id)
       arm_expiry(tkey, id, r)
       dead = dead + 1
+      tally(r.queue, 3)
     else
       -- ready or dead: only an expiry is ever scheduled for these states.
       arm_expiry(tkey, id, r)
@@ -93,4 +108,9 @@ for q, n in pairs(woken) do
 end
 
 local next_due = next_wake(tkey, skey) or -1
-return { #due / 2, to_ready, retried, dead, gone, next_due, oldest, now }
+local out = { #due / 2, to_ready, retried, dead, gone, next_due, oldest, now }
+for q, t in pairs(per) do
+  out[#out + 1] = q
+  for i = 1, 4 do out[#out + 1] = t[i] end
+end
+return out

@@ -56,6 +56,31 @@ pub static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 });
 
 impl Scripts {
+    /// The name of a script of this build (for metrics), by its SHA-1.
+    pub fn name_of(&self, script: &Script) -> &'static str {
+        const NAMES: [&str; 15] = [
+            "publish",
+            "republish",
+            "consume",
+            "release",
+            "delete",
+            "peek_job",
+            "peek_queue",
+            "counts",
+            "destroy",
+            "dead_peek",
+            "dead_move",
+            "pump",
+            "rate",
+            "lease",
+            "lease_drop",
+        ];
+        self.all()
+            .iter()
+            .position(|s| s.sha1() == script.sha1())
+            .map_or("unknown", |i| NAMES[i])
+    }
+
     /// All scripts, for loading them up front.
     pub fn all(&self) -> [&Script; 15] {
         [
@@ -75,5 +100,25 @@ impl Scripts {
             &self.lease,
             &self.lease_drop,
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_has_its_name() {
+        assert_eq!(SCRIPTS.name_of(&SCRIPTS.publish), "publish");
+        assert_eq!(SCRIPTS.name_of(&SCRIPTS.pump), "pump");
+        assert_eq!(SCRIPTS.name_of(&SCRIPTS.lease_drop), "lease_drop");
+        let names: std::collections::BTreeSet<&str> =
+            SCRIPTS.all().iter().map(|s| SCRIPTS.name_of(s)).collect();
+        assert_eq!(
+            names.len(),
+            SCRIPTS.all().len(),
+            "names are distinct and none is unknown"
+        );
+        assert!(!names.contains("unknown"));
     }
 }

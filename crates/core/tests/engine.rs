@@ -169,6 +169,7 @@ async fn ttr_retries_then_dead_letters_then_respawns() {
     // First delivery; the worker "dies".
     let d1 = s.consume("ns", &ALL, &["q"], 1, 50).await.expect("consume");
     assert_eq!(d1[0].job.tries_left, 1);
+    assert!(d1[0].first, "the first delivery is marked");
     wait_until_async(Duration::from_secs(5), "the TTR to run out", || async {
         s.pump("ns", b, 100, None).await.expect("pump").retried == 1
     })
@@ -177,6 +178,7 @@ async fn ttr_retries_then_dead_letters_then_respawns() {
     let d2 = s.consume("ns", &ALL, &["q"], 1, 50).await.expect("consume");
     assert_eq!(d2.len(), 1);
     assert_eq!(d2[0].job.tries_left, 0);
+    assert!(!d2[0].first, "a redelivery is not");
     wait_until_async(Duration::from_secs(5), "the job to go dead", || async {
         s.pump("ns", b, 100, None).await.expect("pump").dead == 1
     })

@@ -30,6 +30,16 @@ pub fn init_metrics() -> anyhow::Result<PrometheusHandle> {
             0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
             30.0,
         ])?
+        // Publish to first delivery includes delays: seconds to a day.
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Full(
+                "sundial_job_first_delivery_seconds".to_owned(),
+            ),
+            &[
+                0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+                21600.0, 86400.0,
+            ],
+        )?
         .install_recorder()?;
     Ok(handle)
 }

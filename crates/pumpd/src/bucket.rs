@@ -58,7 +58,7 @@ pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) {
                 return;
             }
             Ok(o) => {
-                record(&pool, &o);
+                record(&pool, &ns, &o);
                 let late_ms = match (o.processed, o.oldest_due_ms) {
                     (0, _) | (_, None) => 0,
                     (_, Some(oldest)) => o.now_ms.saturating_sub(oldest),
@@ -98,20 +98,26 @@ fn until_next(o: &PumpOutcome, idle: Duration) -> Duration {
     }
 }
 
-fn record(pool: &str, o: &PumpOutcome) {
+fn record(pool: &str, ns: &str, o: &PumpOutcome) {
     if o.processed == 0 {
         return;
     }
     let pool = pool.to_owned();
-    for (outcome, n) in [
-        ("ready", o.to_ready),
-        ("retried", o.retried),
-        ("dead", o.dead),
-        ("expired", o.expired),
-    ] {
-        if n > 0 {
-            metrics::counter!("sundial_pump_jobs_total", "pool" => pool.clone(), "outcome" => outcome)
-                .increment(n);
+    for (queue, counts) in &o.per_queue {
+        for (outcome, n) in ["ready", "retried", "dead", "expired"]
+            .into_iter()
+            .zip(counts)
+        {
+            if *n > 0 {
+                metrics::counter!(
+                    "sundial_pump_jobs_total",
+                    "pool" => pool.clone(),
+                    "namespace" => ns.to_owned(),
+                    "queue" => queue.clone(),
+                    "outcome" => outcome
+                )
+                .increment(*n);
+            }
         }
     }
     if let Some(oldest) = o.oldest_due_ms {

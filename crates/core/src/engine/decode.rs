@@ -31,6 +31,8 @@ pub struct Delivery {
     pub bucket: u32,
     /// When its TTR runs out (ms, shard clock); fences [`Shard::release`].
     pub deadline_ms: u64,
+    /// Whether this is the job's first delivery.
+    pub first: bool,
 }
 
 /// Reads the fields of a reply array in order.

@@ -124,7 +124,7 @@ impl Shard {
         );
         let reply = self.eval(&SCRIPTS.consume, keys, args).await?;
         let mut f = Fields::new(self, reply)?;
-        let n = f.len().saturating_sub(1) / 9;
+        let n = f.len().saturating_sub(1) / 10;
         let mut out = Vec::with_capacity(n);
         let mut pending = Vec::with_capacity(n);
         for _ in 0..n {
@@ -133,14 +133,16 @@ impl Shard {
             let bucket = *buckets
                 .get(idx.wrapping_sub(1))
                 .ok_or_else(|| self.bad_reply("consume named an unknown bucket"))?;
-            pending.push((job, bucket));
+            let first = f.uint()? == 1;
+            pending.push((job, bucket, first));
         }
         let deadline_ms = f.uint()?;
-        for (job, bucket) in pending {
+        for (job, bucket, first) in pending {
             out.push(Delivery {
                 job,
                 bucket,
                 deadline_ms,
+                first,
             });
         }
         Ok(out)

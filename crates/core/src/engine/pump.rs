@@ -6,7 +6,7 @@ use super::decode::Fields;
 use crate::{EngineError, Shard, keys, keys::BucketKeys, scripts::SCRIPTS};
 
 /// What one pump call did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PumpOutcome {
     /// Timer entries handled (at most the batch limit).
     pub processed: u64,
@@ -26,6 +26,8 @@ pub struct PumpOutcome {
     pub now_ms: u64,
     /// The pump's lease was not held: nothing was moved.
     pub fenced: bool,
+    /// Per queue touched: [made ready, retried, dead-lettered, expired].
+    pub per_queue: Vec<(String, [u64; 4])>,
 }
 
 /// What a lease call asks for one bucket.
@@ -76,6 +78,14 @@ impl Shard {
             oldest_due_ms: opt(f.int()?),
             now_ms: f.uint()?,
             fenced: false,
+            per_queue: {
+                let mut per = Vec::new();
+                while f.len() >= 5 {
+                    let q = f.string()?;
+                    per.push((q, [f.uint()?, f.uint()?, f.uint()?, f.uint()?]));
+                }
+                per
+            },
         })
     }
 

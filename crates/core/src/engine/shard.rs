@@ -191,10 +191,19 @@ impl Shard {
         args: Vec<Value>,
     ) -> Result<Value, EngineError> {
         let client = self.client()?;
-        script
+        let start = std::time::Instant::now();
+        let result = script
             .evalsha_with_reload(client, keys, args)
             .await
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e));
+        metrics::histogram!(
+            "sundial_redis_script_seconds",
+            "shard" => self.inner.name.clone(),
+            "script" => SCRIPTS.name_of(script),
+            "result" => if result.is_ok() { "ok" } else { "error" }
+        )
+        .record(start.elapsed().as_secs_f64());
+        result
     }
 
     /// Loads every script, so that the first requests need no reload.

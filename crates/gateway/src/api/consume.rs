@@ -170,8 +170,19 @@ async fn take_from(
 }
 
 fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {
-    let pool = tenant.pool.name().to_owned();
-    metrics::counter!("sundial_jobs_consumed_total", "pool" => pool).increment(jobs.len() as u64);
+    for d in &jobs {
+        super::count_jobs("sundial_jobs_consumed_total", tenant, &d.job.queue, 1);
+        if d.first {
+            // Publish to first delivery, delay included, on the shard's clock.
+            metrics::histogram!(
+                "sundial_job_first_delivery_seconds",
+                "pool" => tenant.pool.name().to_owned(),
+                "namespace" => tenant.ns.clone(),
+                "queue" => d.job.queue.clone()
+            )
+            .record(d.job.elapsed_ms as f64 / 1000.0);
+        }
+    }
     let mut items: Vec<Value> = jobs
         .iter()
         .map(|d| render::delivered(&tenant.ns, &d.job))

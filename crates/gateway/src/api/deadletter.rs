@@ -75,8 +75,7 @@ pub(super) async fn respawn(
             .respawn(&tenant.ns, &buckets, &queue, limit - count, ttl_ms)
             .await?;
     }
-    metrics::counter!("sundial_jobs_respawned_total", "pool" => tenant.pool.name().to_owned())
-        .increment(count);
+    super::count_jobs("sundial_jobs_respawned_total", &tenant, &queue, count);
     Ok(Json(json!({ "msg": "respawned", "count": count })))
 }
 
@@ -97,7 +96,6 @@ pub(super) async fn delete(
             .dead_delete(&tenant.ns, &buckets, &queue, limit - count)
             .await?;
     }
-    metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned())
-        .increment(count);
+    super::count_jobs("sundial_jobs_deleted_total", &tenant, &queue, count);
     Ok(StatusCode::NO_CONTENT)
 }

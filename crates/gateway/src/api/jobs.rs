@@ -60,8 +60,7 @@ pub(super) async fn delete(
     let t = Target::parse(&tenant, &path)?;
     for shard in tenant.pool.locations(&tenant.ns, t.bucket) {
         if shard.delete(&tenant.ns, t.bucket, &t.queue, &t.id).await? {
-            metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned())
-                .increment(1);
+            super::count_jobs("sundial_jobs_deleted_total", &tenant, &t.queue, 1);
             break;
         }
     }

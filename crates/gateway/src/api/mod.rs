@@ -50,6 +50,20 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// Adds `n` jobs of `queue` to one of the `sundial_jobs_*_total` counters
+/// (labels: pool, namespace, queue).
+fn count_jobs(metric: &'static str, tenant: &tenant::Tenant, queue: &str, n: u64) {
+    if n > 0 {
+        metrics::counter!(
+            metric,
+            "pool" => tenant.pool.name().to_owned(),
+            "namespace" => tenant.ns.clone(),
+            "queue" => queue.to_owned()
+        )
+        .increment(n);
+    }
+}
+
 async fn not_found() -> error::ApiError {
     error::ApiError::NotFound("api not found")
 }

@@ -120,9 +120,8 @@ impl Publication {
     }
 }
 
-fn published(tenant: &Tenant, n: usize, answer: serde_json::Value) -> Response {
-    metrics::counter!("sundial_jobs_published_total", "pool" => tenant.pool.name().to_owned())
-        .increment(n as u64);
+fn published(tenant: &Tenant, queue: &str, n: usize, answer: serde_json::Value) -> Response {
+    super::count_jobs("sundial_jobs_published_total", tenant, queue, n as u64);
     (StatusCode::CREATED, Json(answer)).into_response()
 }
 
@@ -174,6 +173,7 @@ async fn publish_one(
     store(state, tenant, &p, bucket, std::slice::from_ref(&job)).await?;
     Ok(published(
         tenant,
+        &p.queue,
         1,
         json!({ "msg": "published", "job_id": job.id.as_str() }),
     ))
@@ -229,6 +229,7 @@ async fn publish_bulk(
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     Ok(published(
         tenant,
+        &p.queue,
         jobs.len(),
         json!({ "msg": "published", "job_ids": ids }),
     ))
@@ -269,6 +270,7 @@ pub(super) async fn republish(
     }
     Ok(published(
         &tenant,
+        &p.queue,
         1,
         json!({ "msg": "published", "job_id": job.id.as_str() }),
     ))

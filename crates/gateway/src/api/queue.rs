@@ -87,7 +87,6 @@ pub(super) async fn destroy(
     for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
         n += shard.destroy(&tenant.ns, &buckets, &queue).await?;
     }
-    metrics::counter!("sundial_jobs_deleted_total", "pool" => tenant.pool.name().to_owned())
-        .increment(n);
+    super::count_jobs("sundial_jobs_deleted_total", &tenant, &queue, n);
     Ok(StatusCode::NO_CONTENT)
 }
