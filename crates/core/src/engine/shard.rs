@@ -47,11 +47,22 @@ pub struct Shard {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     name: String,
     pool: Pool,
     builder: Builder,
+    /// `sundial_redis_script_seconds` handles per script (as in
+    /// `Scripts::all`), [ok, error]: registered once, so a call records
+    /// without building labels.
+    timings: Vec<[metrics::Histogram; 2]>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for Inner {
@@ -111,11 +122,27 @@ impl Shard {
             .build_pool(opts.connections.max(1))
             .map_err(|e| EngineError::from_redis(&name, e))?;
         let _handles = pool.connect_pool();
+        let timings = SCRIPTS
+            .all()
+            .iter()
+            .map(|s| {
+                let script = SCRIPTS.name_of(s);
+                ["ok", "error"].map(|result| {
+                    metrics::histogram!(
+                        "sundial_redis_script_seconds",
+                        "shard" => name.clone(),
+                        "script" => script,
+                        "result" => result
+                    )
+                })
+            })
+            .collect();
         Ok(Self {
             inner: Arc::new(Inner {
                 name,
                 pool,
                 builder,
+                timings,
             }),
         })
     }
@@ -196,13 +223,14 @@ impl Shard {
             .evalsha_with_reload(client, keys, args)
             .await
             .map_err(|e| self.err(e));
-        metrics::histogram!(
-            "sundial_redis_script_seconds",
-            "shard" => self.inner.name.clone(),
-            "script" => SCRIPTS.name_of(script),
-            "result" => if result.is_ok() { "ok" } else { "error" }
-        )
-        .record(start.elapsed().as_secs_f64());
+        if let Some(h) = SCRIPTS
+            .all()
+            .iter()
+            .position(|s| s.sha1() == script.sha1())
+            .and_then(|i| self.inner.timings.get(i))
+        {
+            h[usize::from(result.is_err())].record(start.elapsed().as_secs_f64());
+        }
         result
     }
 
