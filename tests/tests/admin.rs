@@ -176,7 +176,12 @@ async fn pools_info_version_metrics_health() {
     ] {
         assert!(text.contains(needle), "{needle} in {text}");
     }
-    api.get("/api/ns/q1").await;
+    let job = api.get("/api/ns/q1").await;
+    let id = job.json["job_id"].as_str().expect("id").to_owned();
+    assert_eq!(
+        api.delete(&format!("/api/ns/q1/job/{id}")).await.status,
+        204
+    );
     let text = admin
         .get("/metrics")
         .await
@@ -185,7 +190,8 @@ async fn pools_info_version_metrics_health() {
         .expect("text")
         .to_owned();
     assert!(
-        text.contains(r#"sundial_job_first_delivery_seconds_count{pool="default",namespace="ns",queue="q1"} 1"#),
+        text.contains(r#"sundial_job_first_delivery_seconds_count{pool="default",namespace="ns",queue="q1"} 1"#)
+            && text.contains(r#"sundial_jobs_acked_total{pool="default",namespace="ns",queue="q1"} 1"#),
         "{text}"
     );
 }
