@@ -171,16 +171,11 @@ async fn take_from(
 
 fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {
     for d in &jobs {
-        super::count_jobs("sundial_jobs_consumed_total", tenant, &d.job.queue, 1);
+        let h = super::queue_metrics::of(tenant.pool.name(), &tenant.ns, &d.job.queue);
+        h.count(super::queue_metrics::Event::Consumed, 1);
         if d.first {
             // Publish to first delivery, delay included, on the shard's clock.
-            metrics::histogram!(
-                "sundial_job_first_delivery_seconds",
-                "pool" => tenant.pool.name().to_owned(),
-                "namespace" => tenant.ns.clone(),
-                "queue" => d.job.queue.clone()
-            )
-            .record(d.job.elapsed_ms as f64 / 1000.0);
+            h.first_delivery.record(d.job.elapsed_ms as f64 / 1000.0);
         }
     }
     let mut items: Vec<Value> = jobs

@@ -75,7 +75,12 @@ pub(super) async fn respawn(
             .respawn(&tenant.ns, &buckets, &queue, limit - count, ttl_ms)
             .await?;
     }
-    super::count_jobs("sundial_jobs_respawned_total", &tenant, &queue, count);
+    super::count_jobs(
+        super::queue_metrics::Event::Respawned,
+        &tenant,
+        &queue,
+        count,
+    );
     Ok(Json(json!({ "msg": "respawned", "count": count })))
 }
 
@@ -96,6 +101,6 @@ pub(super) async fn delete(
             .dead_delete(&tenant.ns, &buckets, &queue, limit - count)
             .await?;
     }
-    super::count_jobs("sundial_jobs_deleted_total", &tenant, &queue, count);
+    super::count_jobs(super::queue_metrics::Event::Deleted, &tenant, &queue, count);
     Ok(StatusCode::NO_CONTENT)
 }

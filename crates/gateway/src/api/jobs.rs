@@ -60,7 +60,7 @@ pub(super) async fn delete(
     let t = Target::parse(&tenant, &path)?;
     for shard in tenant.pool.locations(&tenant.ns, t.bucket) {
         if shard.delete(&tenant.ns, t.bucket, &t.queue, &t.id).await? {
-            super::count_jobs("sundial_jobs_acked_total", &tenant, &t.queue, 1);
+            super::count_jobs(super::queue_metrics::Event::Acked, &tenant, &t.queue, 1);
             break;
         }
     }

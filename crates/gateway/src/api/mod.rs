@@ -8,6 +8,7 @@ mod jobs;
 mod params;
 mod publish;
 mod queue;
+mod queue_metrics;
 mod render;
 pub mod tenant;
 mod throttle;
@@ -52,16 +53,8 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 /// Adds `n` jobs of `queue` to one of the `sundial_jobs_*_total` counters
 /// (labels: pool, namespace, queue).
-fn count_jobs(metric: &'static str, tenant: &tenant::Tenant, queue: &str, n: u64) {
-    if n > 0 {
-        metrics::counter!(
-            metric,
-            "pool" => tenant.pool.name().to_owned(),
-            "namespace" => tenant.ns.clone(),
-            "queue" => queue.to_owned()
-        )
-        .increment(n);
-    }
+fn count_jobs(event: queue_metrics::Event, tenant: &tenant::Tenant, queue: &str, n: u64) {
+    queue_metrics::of(tenant.pool.name(), &tenant.ns, queue).count(event, n);
 }
 
 async fn not_found() -> error::ApiError {

@@ -121,7 +121,12 @@ impl Publication {
 }
 
 fn published(tenant: &Tenant, queue: &str, n: usize, answer: serde_json::Value) -> Response {
-    super::count_jobs("sundial_jobs_published_total", tenant, queue, n as u64);
+    super::count_jobs(
+        super::queue_metrics::Event::Published,
+        tenant,
+        queue,
+        n as u64,
+    );
     (StatusCode::CREATED, Json(answer)).into_response()
 }
 

@@ -87,6 +87,6 @@ pub(super) async fn destroy(
     for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
         n += shard.destroy(&tenant.ns, &buckets, &queue).await?;
     }
-    super::count_jobs("sundial_jobs_deleted_total", &tenant, &queue, n);
+    super::count_jobs(super::queue_metrics::Event::Deleted, &tenant, &queue, n);
     Ok(StatusCode::NO_CONTENT)
 }
