@@ -76,7 +76,7 @@ fn expected() -> HashMap<(String, String), f64> {
 
 async fn wait_for_true_sums(pumps: &[&Sundial], what: &str) -> Vec<f64> {
     let want = expected();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
     loop {
         let (total, shares) = summed(pumps).await;
         let ok = want
@@ -95,7 +95,7 @@ async fn wait_for_true_sums(pumps: &[&Sundial], what: &str) -> Vec<f64> {
 
 /// Waits until every process reports a share and the shares sum to the truth.
 async fn spread_and_true(pumps: &[&Sundial], what: &str) -> Vec<f64> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
     loop {
         let shares = wait_for_true_sums(pumps, what).await;
         if shares.iter().all(|s| *s > 0.0) {

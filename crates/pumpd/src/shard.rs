@@ -70,12 +70,22 @@ impl ShardPumps {
     }
 
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
-        let sub = match self.subscribe().await {
-            Ok(sub) => Some(sub),
-            Err(e) => {
-                // Pumps still run on their idle timer; they just lose the
-                // early wake-ups until the next start.
+        // Bounded: the lease loop must not wait on the subscriber (a process
+        // that never heartbeats holds no lease). Without it pumps still run on
+        // their idle timer; they lose the early wake-ups until the next start.
+        let sub = match tokio::time::timeout(std::time::Duration::from_secs(3), self.subscribe())
+            .await
+        {
+            Ok(Ok(sub)) => Some(sub),
+            Ok(Err(e)) => {
                 tracing::error!(shard = self.shard.name(), error = %e, "cannot subscribe to timer announcements");
+                None
+            }
+            Err(_) => {
+                tracing::error!(
+                    shard = self.shard.name(),
+                    "subscribing to timer announcements timed out"
+                );
                 None
             }
         };
