@@ -103,6 +103,25 @@ impl Sundial {
         }
     }
 
+    /// Starts `sundial pumpd` with `cfg` plus `pump_extra` lines in its
+    /// `[pump]` table, and waits until its pumps run.
+    pub fn start_pumpd(cfg: &SundialConfig, pump_extra: &str) -> Self {
+        let mut p = cfg.clone();
+        p.command = "pumpd";
+        p.pump_extra = pump_extra.to_owned();
+        let s = Self::spawn(&p);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !s.log().contains("pumps running") {
+            assert!(
+                Instant::now() < deadline,
+                "pumpd did not start:\n{}",
+                s.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        s
+    }
+
     /// Starts the binary and returns at once (for tests of failed starts,
     /// or of `pumpd`, which has no listener).
     pub fn spawn(cfg: &SundialConfig) -> Self {

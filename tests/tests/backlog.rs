@@ -3,19 +3,10 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use sundial_tests::{
-    Api, RedisServer, Sundial, SundialConfig, create_token, wait_until, wait_until_async,
-};
+use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
 
 fn pumpd(cfg: &SundialConfig) -> Sundial {
-    let mut p = cfg.clone();
-    p.command = "pumpd";
-    p.pump_extra = "lease_ttl_ms = 2000\nmetrics_interval_ms = 200".to_owned();
-    let s = Sundial::spawn(&p);
-    wait_until(Duration::from_secs(15), "pumpd to run", || {
-        s.log().contains("pumps running")
-    });
-    s
+    Sundial::start_pumpd(cfg, "lease_ttl_ms = 2000\nmetrics_interval_ms = 200")
 }
 
 /// `sundial_queue_jobs` of one process: (queue, state) → value, summed over shards.

@@ -7,22 +7,13 @@ use std::{
 };
 
 use redis::Commands;
-use sundial_tests::{
-    Api, RedisServer, Sundial, SundialConfig, create_token, wait_until, wait_until_async,
-};
+use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
 
 const BUCKETS: u32 = 16;
 const TTL_MS: u64 = 2_000;
 
 fn pumpd(cfg: &SundialConfig) -> Sundial {
-    let mut p = cfg.clone();
-    p.command = "pumpd";
-    p.pump_extra = format!("lease_ttl_ms = {TTL_MS}");
-    let s = Sundial::spawn(&p);
-    wait_until(Duration::from_secs(15), "pumpd to run", || {
-        s.log().contains("pumps running")
-    });
-    s
+    Sundial::start_pumpd(cfg, &format!("lease_ttl_ms = {TTL_MS}"))
 }
 
 /// The owner id a pumpd logged at start.

@@ -27,6 +27,14 @@ fn job(body: &str) -> NewJob {
     }
 }
 
+fn sched(delay_ms: u64, ttl_ms: u64, tries: u16) -> Schedule {
+    Schedule {
+        delay_ms,
+        ttl_ms,
+        tries,
+    }
+}
+
 fn now_sched(tries: u16) -> Schedule {
     Schedule {
         delay_ms: 0,
@@ -123,11 +131,7 @@ async fn delete_needs_the_right_queue() {
 async fn delayed_jobs_wait_for_the_pump() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let sched = Schedule {
-        delay_ms: 150,
-        ttl_ms: 0,
-        tries: 1,
-    };
+    let sched = sched(150, 0, 1);
     let id = publish(&s, "q", sched, "later").await;
     let b = id.bucket(B);
     assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").delayed, 1);
@@ -239,11 +243,7 @@ async fn dead_letter_delete_respects_limit() {
 async fn expired_jobs_are_skipped_within_the_same_consume() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let short = Schedule {
-        delay_ms: 0,
-        ttl_ms: 30,
-        tries: 1,
-    };
+    let short = sched(0, 30, 1);
     let mut expiring = Vec::new();
     for _ in 0..3 {
         expiring.push(publish(&s, "q", short, "old").await);
@@ -275,17 +275,7 @@ async fn expired_jobs_are_skipped_within_the_same_consume() {
 async fn the_pump_drops_expired_jobs_and_fixes_counts() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let id = publish(
-        &s,
-        "q",
-        Schedule {
-            delay_ms: 0,
-            ttl_ms: 20,
-            tries: 1,
-        },
-        "x",
-    )
-    .await;
+    let id = publish(&s, "q", sched(0, 20, 1), "x").await;
     wait_until_async(
         Duration::from_secs(5),
         "the pump to drop the job",
@@ -375,11 +365,7 @@ async fn republish_replaces_atomically() {
         attrs: String::new(),
         body: Bytes::from_static(b"v2"),
     };
-    let sched = Schedule {
-        delay_ms: 0,
-        ttl_ms: 0,
-        tries: 2,
-    };
+    let sched = sched(0, 0, 2);
     assert!(
         s.republish("ns", b, "q", &old, &sched, &new)
             .await
@@ -430,17 +416,7 @@ async fn destroy_drops_ready_jobs_only() {
     for _ in 0..30 {
         publish(&s, "q", now_sched(1), "r").await;
     }
-    publish(
-        &s,
-        "q",
-        Schedule {
-            delay_ms: 60_000,
-            ttl_ms: 0,
-            tries: 1,
-        },
-        "d",
-    )
-    .await;
+    publish(&s, "q", sched(60_000, 0, 1), "d").await;
     assert_eq!(s.destroy("ns", &ALL, "q").await.expect("destroy"), 30);
     let c = s.counts("ns", &ALL, "q").await.expect("counts");
     assert_eq!((c.ready, c.delayed), (0, 1));
@@ -530,11 +506,7 @@ fn wheel(redis: &RedisServer, b: u32) -> (Vec<String>, u64) {
 async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let sched = Schedule {
-        delay_ms: 2_300,
-        ttl_ms: 0,
-        tries: 1,
-    };
+    let sched = sched(2_300, 0, 1);
     let published = std::time::Instant::now();
     let id = publish(&s, "q", sched, "far").await;
     let b = id.bucket(B);
@@ -583,11 +555,7 @@ async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
 async fn a_cancelled_wheel_job_is_skipped_when_its_slot_opens() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let sched = Schedule {
-        delay_ms: 2_100,
-        ttl_ms: 0,
-        tries: 1,
-    };
+    let sched = sched(2_100, 0, 1);
     let id = publish(&s, "q", sched, "cancel me").await;
     let b = id.bucket(B);
     assert!(s.delete("ns", b, "q", &id).await.expect("delete"));
@@ -625,11 +593,7 @@ async fn a_slot_larger_than_a_batch_opens_over_several_calls() {
             body: Bytes::from_static(b"x"),
         })
         .collect();
-    let sched = Schedule {
-        delay_ms: 2_200,
-        ttl_ms: 0,
-        tries: 1,
-    };
+    let sched = sched(2_200, 0, 1);
     s.publish("ns", b, "q", &sched, &jobs).await.expect("bulk");
     assert_eq!(wheel(&redis, b).1, 64);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -726,17 +690,7 @@ async fn an_expired_lease_passes_to_another_and_its_old_owner_is_fenced() {
     use sundial_core::LeaseOp::Acquire;
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let id = publish(
-        &s,
-        "q",
-        Schedule {
-            delay_ms: 50,
-            ttl_ms: 0,
-            tries: 1,
-        },
-        "x",
-    )
-    .await;
+    let id = publish(&s, "q", sched(50, 0, 1), "x").await;
     let b = id.bucket(B);
     let (held, _) = s
         .leases("old", 100, &[("ns", b, Acquire)])
