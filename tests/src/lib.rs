@@ -2,16 +2,20 @@
 //! started on free loopback ports and stopped on drop.
 //!
 //! - [`RedisServer`]: a throwaway Redis, which a test may kill and restart.
+//! - [`FaultProxy`]: a TCP proxy in front of a Redis that adds latency,
+//!   stalls, resets connections, and heals.
 //! - [`SentinelSet`]: a master, a replica and three real `redis-sentinel`s.
 //! - [`Sundial`]: the real `sundial` binary with a generated config.
 //! - [`wait_until`]: the only way tests wait (no sleeps as synchronisation).
 
 mod client;
+mod fault_proxy;
 mod redis_server;
 mod sentinel;
 mod sundial;
 
 pub use client::{Api, Resp, create_token};
+pub use fault_proxy::{Fault, FaultProxy};
 pub use redis_server::RedisServer;
 pub use sentinel::{MASTER_NAME, SentinelSet};
 pub use sundial::{Sundial, SundialConfig};

@@ -250,7 +250,7 @@ async fn bad_input_is_a_clear_4xx_and_stores_nothing() {
         .await;
     assert_eq!(
         (r.status, r.json["error"].as_str()),
-        (404, Some("api not found"))
+        (405, Some("method not allowed"))
     );
 }
 

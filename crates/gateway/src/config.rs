@@ -33,11 +33,35 @@ pub struct Config {
     /// measured and retired, the shards' pinned layouts compared with ours.
     pub layout_check_ms: u64,
     pub limits: LimitsConfig,
+    pub http: HttpConfig,
     pub pump: PumpConfig,
     pub log: LogConfig,
     pub pools: BTreeMap<String, PoolConfig>,
 }
 
+/// Bounds on what HTTP clients may cost the gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Open connections to the job API at most (each waiting worker holds
+    /// one); further clients wait to be accepted.
+    pub max_connections: usize,
+    /// Open connections to the admin API at most.
+    pub admin_max_connections: usize,
+    /// How long a request's head may take to arrive (ms).
+    pub header_timeout_ms: u64,
+    /// How long a request's body may take to arrive (ms); slower is 408.
+    pub body_timeout_ms: u64,
+    /// How long a keep-alive connection may sit idle between requests (ms).
+    pub idle_timeout_ms: u64,
+    /// The largest request head (request line and headers), in bytes.
+    pub max_head_bytes: usize,
+    /// The largest bulk publish body, in bytes (each job is at most 1 MiB).
+    pub max_bulk_bytes: usize,
+    /// Memory that request bodies being read may hold together (MiB); a
+    /// body that finds none left is answered 503.
+    pub body_memory_mb: usize,
+}
 /// lmstfy's defaults for requests that leave a parameter out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -100,6 +124,16 @@ impl Default for Config {
             watch_config: true,
             layout_check_ms: 5_000,
             limits: LimitsConfig::from(&Limits::default()),
+            http: HttpConfig {
+                max_connections: 10_000,
+                admin_max_connections: 256,
+                header_timeout_ms: 10_000,
+                body_timeout_ms: 60_000,
+                idle_timeout_ms: 75_000,
+                max_head_bytes: 64 * 1024,
+                max_bulk_bytes: 8 * 1024 * 1024,
+                body_memory_mb: 256,
+            },
             pump: PumpConfig {
                 enabled: true,
                 batch: 500,
@@ -114,6 +148,61 @@ impl Default for Config {
             },
             pools: BTreeMap::from([("default".to_owned(), default_pool)]),
         }
+    }
+}
+
+impl HttpConfig {
+    fn validate(&self) -> anyhow::Result<()> {
+        let h = self;
+        anyhow::ensure!(
+            h.max_connections >= 1 && h.admin_max_connections >= 1,
+            "http.max_connections and http.admin_max_connections must be at least 1"
+        );
+        anyhow::ensure!(
+            h.header_timeout_ms >= 100 && h.body_timeout_ms >= 100 && h.idle_timeout_ms >= 100,
+            "http timeouts must be at least 100 ms"
+        );
+        anyhow::ensure!(
+            h.max_head_bytes >= 8192,
+            "http.max_head_bytes must be at least 8192"
+        );
+        anyhow::ensure!(
+            h.max_bulk_bytes >= 1024,
+            "http.max_bulk_bytes must be at least 1024"
+        );
+        let largest = sundial_core::job::MAX_BODY_BYTES.max(h.max_bulk_bytes);
+        anyhow::ensure!(
+            h.body_memory_mb * 1024 * 1024 >= largest,
+            "http.body_memory_mb must hold at least one largest body ({largest} bytes)"
+        );
+        Ok(())
+    }
+
+    /// The bounds of the job API's listener.
+    pub fn api_limits(&self) -> crate::server::HttpLimits {
+        crate::server::HttpLimits {
+            max_connections: self.max_connections,
+            header_timeout: Duration::from_millis(self.header_timeout_ms),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            max_head_bytes: self.max_head_bytes,
+        }
+    }
+
+    /// The bounds of the admin listener.
+    pub fn admin_limits(&self) -> crate::server::HttpLimits {
+        crate::server::HttpLimits {
+            max_connections: self.admin_max_connections,
+            ..self.api_limits()
+        }
+    }
+
+    /// The body readers' shared bounds.
+    pub fn bodies(&self) -> crate::api::body::Bodies {
+        crate::api::body::Bodies::new(
+            self.body_memory_mb * 1024 * 1024,
+            Duration::from_millis(self.body_timeout_ms),
+            self.max_bulk_bytes,
+        )
     }
 }
 
@@ -191,6 +280,7 @@ impl Config {
             matches!(self.log.format.as_str(), "text" | "json"),
             "log.format must be `text` or `json`"
         );
+        self.http.validate()?;
         Ok(())
     }
 

@@ -1,6 +1,6 @@
 //! Middleware for both listeners: a request id on every response, request
-//! metrics labelled by matched route (never the raw path), and one log line
-//! per request.
+//! metrics labelled by matched route (never the raw path), one log line per
+//! request, and the refusal of `HEAD`.
 
 use std::time::Instant;
 
@@ -8,7 +8,7 @@ use axum::{
     extract::{MatchedPath, Request},
     http::HeaderValue,
     middleware::Next,
-    response::Response,
+    response::{IntoResponse, Response},
 };
 
 /// Namespace and queue of a job-API path (`/api/{ns}/{queue}/...`), for
@@ -21,6 +21,16 @@ fn ns_and_queue(path: &str) -> (String, String) {
     let ns = parts.next().unwrap_or_default().to_owned();
     let queue = parts.next().unwrap_or_default().to_owned();
     (ns, queue)
+}
+
+/// Answers `HEAD` with 405 before any handler runs. axum would otherwise
+/// run the `GET` handler and drop its body, and a consume would reserve a
+/// job, spend a try and deliver it to nobody.
+pub(crate) async fn refuse_head(req: Request, next: Next) -> Response {
+    if req.method() == axum::http::Method::HEAD {
+        return crate::api::error::ApiError::MethodNotAllowed.into_response();
+    }
+    next.run(req).await
 }
 
 /// Sets `X-Request-ID` (a fresh ULID), records the request's metrics, and

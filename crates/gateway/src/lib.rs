@@ -20,6 +20,7 @@ pub mod config;
 pub mod drain;
 mod http;
 pub mod reload;
+pub mod server;
 pub mod state;
 pub mod telemetry;
 pub mod tokens;
@@ -187,6 +188,7 @@ pub async fn serve(
         router.clone(),
         tokens.clone(),
         config.limits.limits(),
+        config.http.bodies(),
         config.accounts.clone(),
         metrics,
         shutdown.clone(),
@@ -198,6 +200,7 @@ pub async fn serve(
         Some(state.clone()),
         config.admin_redis.is_none(),
     );
+    let pump_status = sundial_pumpd::PumpStatus::default();
     let background = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(tokens.run(background.clone()));
@@ -205,6 +208,7 @@ pub async fn serve(
         tasks.spawn(sundial_pumpd::run(
             router.clone(),
             config.pump_options(),
+            pump_status.clone(),
             background.clone(),
         ));
     }
@@ -221,29 +225,58 @@ pub async fn serve(
         background.clone(),
     ));
 
-    let api_app = api::router(state.clone()).layer(axum::middleware::from_fn_with_state(
-        config.log.access,
-        http::observe,
-    ));
-    let admin_app = admin::router(state.clone(), reloader.clone()).layer(
-        axum::middleware::from_fn_with_state(config.log.access, http::observe),
-    );
+    let api_app = api::router(state.clone())
+        .layer(axum::middleware::from_fn(http::refuse_head))
+        .layer(axum::middleware::from_fn_with_state(
+            config.log.access,
+            http::observe,
+        ));
+    let admin_app = admin::router(state.clone(), reloader.clone())
+        .layer(axum::middleware::from_fn(http::refuse_head))
+        .layer(axum::middleware::from_fn_with_state(
+            config.log.access,
+            http::observe,
+        ));
     tracing::info!(
         api = %api.local_addr()?,
         admin = %admin.local_addr()?,
         pump = config.pump.enabled,
+        max_connections = config.http.max_connections,
         "sundial gateway listening"
     );
     state.set_ready(true);
 
-    let api_server =
-        axum::serve(api, api_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
-    let admin_server =
-        axum::serve(admin, admin_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
-    let servers = async { tokio::try_join!(api_server.into_future(), admin_server.into_future()) };
+    // Not ready as soon as the drain starts, so that load balancers stop
+    // sending new requests while those in flight finish.
+    let unready = {
+        let (state, shutdown) = (state.clone(), shutdown.clone());
+        async move {
+            shutdown.cancelled().await;
+            state.set_ready(false);
+        }
+    };
+    let servers = async {
+        tokio::join!(
+            server::serve(
+                api,
+                server::Listener::Api,
+                api_app,
+                config.http.api_limits(),
+                shutdown.clone()
+            ),
+            server::serve(
+                admin,
+                server::Listener::Admin,
+                admin_app,
+                config.http.admin_limits(),
+                shutdown.clone()
+            ),
+            unready,
+        )
+    };
     let grace = config.shutdown_grace();
     tokio::select! {
-        r = servers => { r?; }
+        _ = servers => {}
         () = async {
             shutdown.cancelled().await;
             tokio::time::sleep(grace).await;
@@ -276,6 +309,11 @@ pub async fn pumpd(
         config.layout_check(),
         shutdown.clone(),
     ));
+    let status = sundial_pumpd::PumpStatus::default();
+    let ready_status = status.clone();
+    // A lease loop runs a round every quarter of the TTL: two TTLs without
+    // one means it is stuck.
+    let stale = config.pump_options().lease_ttl * 2;
     // A small admin listener: /metrics (lease and backlog gauges), /live, /ready.
     let admin_app = axum::Router::new()
         .route(
@@ -293,15 +331,56 @@ pub async fn pumpd(
         )
         .route(
             "/ready",
-            axum::routing::get(|| async { axum::Json(serde_json::json!({ "status": "ready" })) }),
+            axum::routing::get(move || {
+                let status = ready_status.clone();
+                async move { pumpd_ready(&status, stale) }
+            }),
         );
     tracing::info!(admin = %admin.local_addr()?, "sundial pumpd running");
-    tokio::spawn(
-        axum::serve(admin, admin_app)
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-            .into_future(),
-    );
-    sundial_pumpd::run(router, config.pump_options(), shutdown).await;
+    tokio::spawn(server::serve(
+        admin,
+        server::Listener::Admin,
+        admin_app.layer(axum::middleware::from_fn(http::refuse_head)),
+        config.http.admin_limits(),
+        shutdown.clone(),
+    ));
+    sundial_pumpd::run(router, config.pump_options(), status, shutdown).await;
     tracing::info!("sundial pumpd stopped");
     Ok(())
+}
+
+/// `sundial pumpd`'s `/ready`: 200 while every shard's lease loop runs and
+/// at least one shard answers; 503 otherwise. The body has each shard's
+/// state either way.
+fn pumpd_ready(status: &sundial_pumpd::PumpStatus, stale: Duration) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let healthy = status.healthy(stale);
+    let shards: serde_json::Map<String, serde_json::Value> = status
+        .shards()
+        .into_iter()
+        .map(|(name, s)| {
+            let ago = |t: Option<std::time::Instant>| t.map(|t| t.elapsed().as_millis() as u64);
+            let up = s.last_ok.is_some_and(|t| t.elapsed() <= stale);
+            let v = serde_json::json!({
+                "pool": s.pool,
+                "up": up,
+                "leases_held": s.leases_held,
+                "subscribed": s.subscribed,
+                "last_round_ms_ago": ago(s.last_round),
+                "last_ok_ms_ago": ago(s.last_ok),
+                "error": s.error,
+            });
+            (name, v)
+        })
+        .collect();
+    let code = if healthy {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = serde_json::json!({
+        "status": if healthy { "ready" } else { "unready" },
+        "shards": shards,
+    });
+    (code, axum::Json(body)).into_response()
 }

@@ -57,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     telemetry::init_logs(&config.log);
+    raise_file_limit(&config);
     let shutdown = CancellationToken::new();
     tokio::spawn(on_signal(shutdown.clone()));
     match cli.command {
@@ -103,6 +104,27 @@ fn toml_summary(config: &Config) -> String {
         config.admin_listen,
         pools.join(", ")
     )
+}
+
+/// Raises the soft limit on open files to the hard limit (as Go's runtime
+/// does): every connection, waiting workers' included, holds one, and the
+/// common default of 1,024 would cap the gateway far below
+/// `http.max_connections`. Warns when even the hard limit is too low.
+fn raise_file_limit(config: &Config) {
+    // Connections to Redis, the config watcher, logs: a margin for them.
+    const OWN_FILES: u64 = 256;
+    let wanted =
+        (config.http.max_connections + config.http.admin_max_connections) as u64 + OWN_FILES;
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) if limit < wanted => tracing::warn!(
+            limit,
+            wanted,
+            "the open-file limit is below http.max_connections plus a margin: \
+             raise it (LimitNOFILE in systemd, ulimit -n) or lower http.max_connections"
+        ),
+        Ok(limit) => tracing::debug!(limit, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot read or raise the open-file limit"),
+    }
 }
 
 /// Cancels `shutdown` on SIGINT or SIGTERM.

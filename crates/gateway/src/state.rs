@@ -74,6 +74,8 @@ pub struct AppState {
     /// Wake-ups per shard connection; follows the topology.
     wakeups: ArcSwap<HashMap<String, (Shard, Wakeups)>>,
     pub limits: Limits,
+    /// Bounds on request bodies (size, time, shared memory).
+    pub bodies: crate::api::body::Bodies,
     pub accounts: BTreeMap<String, String>,
     pub metrics: PrometheusHandle,
     /// Cancelled when the gateway shuts down: long polls end with a 404.
@@ -90,6 +92,7 @@ impl AppState {
         router: Arc<Router>,
         tokens: Arc<TokenStore>,
         limits: Limits,
+        bodies: crate::api::body::Bodies,
         accounts: BTreeMap<String, String>,
         metrics: PrometheusHandle,
         shutdown: CancellationToken,
@@ -99,6 +102,7 @@ impl AppState {
             tokens,
             wakeups: ArcSwap::default(),
             limits,
+            bodies,
             accounts,
             metrics,
             shutdown,

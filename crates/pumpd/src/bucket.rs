@@ -1,4 +1,6 @@
-//! The loop of one bucket.
+//! The loop of one bucket. It runs while its process holds the bucket's
+//! lease and returns why it ended ([`Ended`]) to the shard's supervisor
+//! (`shard.rs`), which restarts it or gives the lease up.
 
 use std::{sync::Arc, time::Duration};
 
@@ -21,9 +23,22 @@ pub(crate) struct BucketPump {
     pub(crate) lag: crate::shard::Lags,
 }
 
+/// Why a bucket's loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Its owner stopped it (shutdown, topology change, lease released).
+    Stopped,
+    /// The pump script found the lease held by someone else, or by nobody
+    /// (it expired, or Redis lost it): this process must not pump the
+    /// bucket until it holds the lease again.
+    Fenced,
+}
+
 /// Pumps one bucket while its owner holds the lease, until `shutdown`: pump,
-/// then sleep until the next deadline or until `wake` is notified.
-pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) {
+/// then sleep until the next deadline or until `wake` is notified. Redis
+/// errors never end it (it retries after [`PumpOptions::retry_after`]);
+/// only a stop or a fenced call does, and it says which.
+pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) -> Ended {
     let BucketPump {
         pool,
         shard,
@@ -44,18 +59,8 @@ pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) {
 
         let pause = match shard.pump(&ns, bucket, opts.batch, Some(&owner)).await {
             Ok(o) if o.fenced => {
-                // The lease passed to another process (this one was paused or
-                // cut off): stop; the lease loop will notice too.
-                tracing::info!(
-                    pool,
-                    shard = shard.name(),
-                    ns,
-                    bucket,
-                    "pump lease lost; stopping this bucket"
-                );
-                metrics::counter!("sundial_pump_leases_lost_total", "pool" => pool.clone())
-                    .increment(1);
-                return;
+                lag.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                return Ended::Fenced;
             }
             Ok(o) => {
                 record(&pool, &ns, &o);
@@ -83,7 +88,7 @@ pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) {
             () = &mut notified => {}
             () = shutdown.cancelled() => {
                 lag.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-                return;
+                return Ended::Stopped;
             }
         }
     }

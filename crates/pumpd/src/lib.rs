@@ -17,13 +17,17 @@
 //! script itself checks the lease, so a process that lost one moves nothing.
 //! On shutdown a process releases its leases at once.
 
+mod announcements;
 mod bucket;
 mod shard;
+mod status;
 
 use std::{sync::Arc, time::Duration};
 
 use sundial_router::Router;
 use tokio_util::sync::CancellationToken;
+
+pub use status::{PumpStatus, ShardStatus};
 
 /// How the pumps behave.
 #[derive(Debug, Clone)]
@@ -60,8 +64,15 @@ impl Default for PumpOptions {
 /// Pumps every bucket of every pool of the router's topology until
 /// `shutdown` is cancelled. When the topology is swapped (a reload), the
 /// pumps of the old one stop and those of the new one start: each pump call
-/// is atomic, so the handover needs no coordination.
-pub async fn run(router: Arc<Router>, opts: PumpOptions, shutdown: CancellationToken) {
+/// is atomic, so the handover needs no coordination. A shard's loop that
+/// ends before then (it can only panic) is started again. `status` is kept
+/// up to date for health checks.
+pub async fn run(
+    router: Arc<Router>,
+    opts: PumpOptions,
+    status: PumpStatus,
+    shutdown: CancellationToken,
+) {
     let mut changes = router.changes();
     // One identity per process, kept across topology changes so that its
     // leases stay its own.
@@ -72,21 +83,47 @@ pub async fn run(router: Arc<Router>, opts: PumpOptions, shutdown: CancellationT
         let generation = shutdown.child_token();
         let topology = router.topology();
         let mut tasks = tokio::task::JoinSet::new();
+        let mut shards = std::collections::HashMap::new();
+        status.reset(topology.pools().flat_map(|p| {
+            p.shards()
+                .map(|s| (p.name().to_owned(), s.name().to_owned()))
+        }));
+        let spawn = |tasks: &mut tokio::task::JoinSet<()>,
+                     pool: &Arc<sundial_router::Pool>,
+                     shard: &sundial_core::Shard| {
+            let pumps = shard::ShardPumps::new(
+                pool.clone(),
+                shard.clone(),
+                opts.clone(),
+                owner.clone(),
+                status.clone(),
+                generation.clone(),
+            );
+            tasks.spawn(pumps.run()).id()
+        };
         for pool in topology.pools() {
             for shard in pool.shards() {
-                let pumps = shard::ShardPumps::new(
-                    pool.clone(),
-                    shard.clone(),
-                    opts.clone(),
-                    owner.clone(),
-                );
-                tasks.spawn(pumps.run(generation.clone()));
+                let id = spawn(&mut tasks, pool, shard);
+                shards.insert(id, (pool.clone(), shard.clone()));
             }
         }
         drop(topology);
-        let more = tokio::select! {
-            r = changes.changed() => r.is_ok(),
-            () = shutdown.cancelled() => false,
+        let more = loop {
+            tokio::select! {
+                r = changes.changed() => break r.is_ok(),
+                () = shutdown.cancelled() => break false,
+                Some(ended) = tasks.join_next_with_id() => {
+                    let id = match &ended {
+                        Ok((id, ())) => *id,
+                        Err(e) => e.id(),
+                    };
+                    if let Some((pool, shard)) = shards.remove(&id) {
+                        tracing::error!(shard = shard.name(), error = ?ended.err(), "a shard's pump loop ended; starting it again");
+                        let id = spawn(&mut tasks, &pool, &shard);
+                        shards.insert(id, (pool, shard));
+                    }
+                }
+            }
         };
         generation.cancel();
         while tasks.join_next().await.is_some() {}

@@ -17,24 +17,32 @@ use std::{
     sync::Arc,
 };
 
-use fred::{clients::SubscriberClient, prelude::*};
 use sundial_core::{LeaseOp, Shard, job::check_namespace, keys};
 use sundial_router::Pool;
-use tokio::{sync::Notify, task::JoinSet};
+use tokio::{
+    sync::Notify,
+    task::{Id as TaskId, JoinSet},
+};
 use tokio_util::sync::CancellationToken;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::{PumpOptions, bucket};
+use crate::{
+    PumpOptions, PumpStatus,
+    announcements::{self, Heard},
+    bucket::{self, Ended},
+};
 
 type Bucket = (String, u32);
 
 /// How late (ms) each held bucket's last pump call found its oldest due job.
 pub(crate) type Lags = Arc<std::sync::Mutex<HashMap<Bucket, u64>>>;
 
-/// A held bucket: its wake-up and its task's cancellation.
+/// A held bucket: its wake-up, its task's cancellation, and which task
+/// pumps it.
 struct Held {
     wake: Arc<Notify>,
     stop: CancellationToken,
+    task: TaskId,
 }
 
 pub(crate) struct ShardPumps {
@@ -50,11 +58,28 @@ pub(crate) struct ShardPumps {
     lags: Lags,
     /// Backlog series this process reported last time.
     reported: HashMap<(String, String), [u64; 4]>,
-    tasks: JoinSet<()>,
+    /// The bucket tasks, each returning why it ended.
+    tasks: JoinSet<Ended>,
+    /// Which bucket each task pumps.
+    running: HashMap<TaskId, Bucket>,
+    /// Stops everything this value started.
+    shutdown: CancellationToken,
+    status: PumpStatus,
+    /// Whether timer announcements are heard (for `status`).
+    subscribed: bool,
+    /// The last registry read failed.
+    rediscover: bool,
 }
 
 impl ShardPumps {
-    pub(crate) fn new(pool: Arc<Pool>, shard: Shard, opts: PumpOptions, owner: String) -> Self {
+    pub(crate) fn new(
+        pool: Arc<Pool>,
+        shard: Shard,
+        opts: PumpOptions,
+        owner: String,
+        status: PumpStatus,
+        shutdown: CancellationToken,
+    ) -> Self {
         Self {
             pool,
             shard,
@@ -66,31 +91,23 @@ impl ShardPumps {
             lags: Lags::default(),
             reported: HashMap::new(),
             tasks: JoinSet::new(),
+            running: HashMap::new(),
+            shutdown,
+            status,
+            subscribed: false,
+            rediscover: false,
         }
     }
 
-    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
-        // Bounded: the lease loop must not wait on the subscriber (a process
-        // that never heartbeats holds no lease). Without it pumps still run on
-        // their idle timer; they lose the early wake-ups until the next start.
-        let sub = match tokio::time::timeout(std::time::Duration::from_secs(3), self.subscribe())
-            .await
-        {
-            Ok(Ok(sub)) => Some(sub),
-            Ok(Err(e)) => {
-                tracing::error!(shard = self.shard.name(), error = %e, "cannot subscribe to timer announcements");
-                None
-            }
-            Err(_) => {
-                tracing::error!(
-                    shard = self.shard.name(),
-                    "subscribing to timer announcements timed out"
-                );
-                None
-            }
-        };
-        let mut messages = sub.as_ref().map(|s| s.message_rx());
-        let mut reconnects = sub.as_ref().map(|s| s.reconnect_rx());
+    /// The shard's lease loop and the supervisor of its bucket tasks, until
+    /// `shutdown`. A bucket task that ends is handled here: fenced (its
+    /// lease was lost, e.g. it expired during a Redis outage) makes this
+    /// process drop the bucket and take the lease again at once if it still
+    /// ranks first; a panic restarts the task. So every bucket whose lease
+    /// this process holds has a running pump, whatever happened before.
+    pub(crate) async fn run(mut self) {
+        let shutdown = self.shutdown.clone();
+        let mut announcements = announcements::start(self.shard.clone(), shutdown.clone());
         let mut refresh = tokio::time::interval(self.opts.registry_refresh);
         let mut backlog = tokio::time::interval(self.opts.metrics_interval);
         backlog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -100,29 +117,34 @@ impl ShardPumps {
             tokio::select! {
                 _ = refresh.tick() => {
                     self.discover().await;
-                    self.lease_round(&shutdown).await;
+                    self.lease_round().await;
                 }
-                _ = lease.tick() => self.lease_round(&shutdown).await,
+                _ = lease.tick() => {
+                    if self.rediscover {
+                        self.discover().await;
+                    }
+                    self.lease_round().await;
+                }
                 _ = backlog.tick() => self.report_backlog().await,
-                msg = recv(&mut messages) => match msg {
-                    Some(Ok(m)) => {
-                        if let Some(tag) = m.value.as_str()
-                            && self.announce(&tag)
-                        {
+                Some(heard) = announcements.recv() => match heard {
+                    Heard::Due(tag) => {
+                        if self.announce(&tag) {
                             // A bucket we did not know: claim it now, not
                             // at the next round.
-                            self.lease_round(&shutdown).await;
+                            self.lease_round().await;
                         }
                     }
-                    // Lagged: some announcements were lost; wake everyone.
-                    Some(Err(_)) => self.wake_all(),
-                    None => messages = None,
+                    Heard::Subscribed => {
+                        self.subscribed = true;
+                        self.resync().await;
+                    }
+                    Heard::MaybeLost => self.resync().await,
                 },
-                r = recv(&mut reconnects) => match r {
-                    // Announcements may have been missed while disconnected.
-                    Some(_) => self.wake_all(),
-                    None => reconnects = None,
-                },
+                Some(done) = self.tasks.join_next_with_id() => {
+                    if self.on_task_end(done) {
+                        self.lease_round().await;
+                    }
+                }
                 () = shutdown.cancelled() => break,
             }
         }
@@ -133,25 +155,74 @@ impl ShardPumps {
         self.release_all().await;
         // What this process no longer holds it no longer reports.
         self.report_backlog().await;
-        if let Some(sub) = sub {
-            let _ = sub.quit().await;
+    }
+
+    /// Announcements may have been missed (before the subscription, or
+    /// while it reconnected): look for buckets that appeared meanwhile, and
+    /// have every held bucket look at its timer again.
+    async fn resync(&mut self) {
+        self.discover().await;
+        self.lease_round().await;
+        self.wake_all();
+    }
+
+    /// A bucket task ended. Returns whether a lease round should run now.
+    fn on_task_end(&mut self, done: Result<(TaskId, Ended), tokio::task::JoinError>) -> bool {
+        let (id, ended) = match done {
+            Ok((id, ended)) => (id, Ok(ended)),
+            Err(e) => (e.id(), Err(e)),
+        };
+        let Some(bucket) = self.running.remove(&id) else {
+            return false;
+        };
+        // A task that was stopped on purpose is no longer the bucket's.
+        if self.held.get(&bucket).is_none_or(|h| h.task != id) {
+            return false;
+        }
+        match ended {
+            Ok(Ended::Stopped) => false,
+            Ok(Ended::Fenced) => {
+                self.held.remove(&bucket);
+                self.lease_lost(&bucket, "the pump script found the lease gone");
+                true
+            }
+            Err(e) => {
+                tracing::error!(
+                    shard = self.shard.name(),
+                    ns = bucket.0,
+                    bucket = bucket.1,
+                    error = %e,
+                    "bucket pump panicked; restarting it"
+                );
+                self.held.remove(&bucket);
+                self.start(bucket);
+                false
+            }
         }
     }
 
-    async fn subscribe(&self) -> Result<SubscriberClient, sundial_core::EngineError> {
-        let sub = self.shard.subscriber()?;
-        let _handles = sub.init().await.map_err(|e| self.shard.err(e))?;
-        let _manage = sub.manage_subscriptions();
-        sub.subscribe(keys::TIMER_CHANNEL)
-            .await
-            .map_err(|e| self.shard.err(e))?;
-        Ok(sub)
+    /// Counts and logs a lease this process held and lost without giving
+    /// it up.
+    fn lease_lost(&self, (ns, b): &Bucket, why: &str) {
+        tracing::info!(
+            shard = self.shard.name(),
+            ns,
+            bucket = b,
+            why,
+            "pump lease lost; the bucket is pumped again as soon as its lease is held"
+        );
+        metrics::counter!("sundial_pump_leases_lost_total", "pool" => self.pool.name().to_owned())
+            .increment(1);
     }
 
     /// Reads the registry for buckets this shard holds.
+    /// A failed read is tried again at the next lease round, not only at
+    /// the next refresh: buckets announced while this process could not
+    /// hear are found that way.
     async fn discover(&mut self) {
         match self.shard.namespaces().await {
             Ok(namespaces) => {
+                self.rediscover = false;
                 for ns in namespaces {
                     for b in self.my_buckets(&ns) {
                         self.known.insert((ns.clone(), b));
@@ -159,6 +230,7 @@ impl ShardPumps {
                 }
             }
             Err(e) => {
+                self.rediscover = true;
                 tracing::warn!(shard = self.shard.name(), error = %e, "cannot read the namespace registry")
             }
         }
@@ -203,7 +275,7 @@ impl ShardPumps {
 
     /// One lease call: renew or take what this process wants, release what
     /// another live process should have; start and stop bucket tasks to match.
-    async fn lease_round(&mut self, shutdown: &CancellationToken) {
+    async fn lease_round(&mut self) {
         let mut ops: Vec<(Bucket, LeaseOp)> = Vec::new();
         for b in &self.known {
             if self.wants(b) {
@@ -221,6 +293,8 @@ impl ShardPumps {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(shard = self.shard.name(), error = %e, "lease call failed; keeping what is held until it expires");
+                self.status
+                    .round(self.shard.name(), Err(e.to_string()), self.subscribed);
                 return;
             }
         };
@@ -231,7 +305,7 @@ impl ShardPumps {
                 (true, false) => {
                     metrics::counter!("sundial_pump_leases_acquired_total", "pool" => pool.clone())
                         .increment(1);
-                    self.start(bucket, shutdown);
+                    self.start(bucket);
                 }
                 (false, true) => {
                     if let Some(h) = self.held.remove(&bucket) {
@@ -240,19 +314,14 @@ impl ShardPumps {
                     if self.wants(&bucket) {
                         // Wanted but not held: it passed to another process
                         // (this one was paused or cut off).
-                        tracing::info!(
-                            shard = self.shard.name(),
-                            ns = bucket.0,
-                            bucket = bucket.1,
-                            "pump lease lost"
-                        );
-                        metrics::counter!("sundial_pump_leases_lost_total", "pool" => pool.clone())
-                            .increment(1);
+                        self.lease_lost(&bucket, "another process holds it");
                     }
                 }
                 _ => {}
             }
         }
+        self.status
+            .round(self.shard.name(), Ok(self.held.len()), self.subscribed);
         let shard = self.shard.name().to_owned();
         metrics::gauge!("sundial_pump_leases_held", "pool" => pool.clone(), "shard" => shard.clone())
             .set(self.held.len() as f64);
@@ -311,9 +380,9 @@ impl ShardPumps {
         self.reported = now;
     }
 
-    fn start(&mut self, bucket: Bucket, shutdown: &CancellationToken) {
+    fn start(&mut self, bucket: Bucket) {
         let wake = Arc::new(Notify::new());
-        let stop = shutdown.child_token();
+        let stop = self.shutdown.child_token();
         let job = bucket::BucketPump {
             pool: self.pool.name().to_owned(),
             shard: self.shard.clone(),
@@ -324,8 +393,9 @@ impl ShardPumps {
             opts: self.opts.clone(),
             lag: self.lags.clone(),
         };
-        self.tasks.spawn(bucket::run(job, stop.clone()));
-        self.held.insert(bucket, Held { wake, stop });
+        let task = self.tasks.spawn(bucket::run(job, stop.clone())).id();
+        self.running.insert(task, bucket.clone());
+        self.held.insert(bucket, Held { wake, stop, task });
     }
 
     /// Gives back every lease at once (shutdown), so others take over
@@ -350,18 +420,5 @@ impl ShardPumps {
         for h in self.held.values() {
             h.wake.notify_one();
         }
-    }
-}
-
-/// Receives from an optional broadcast receiver; pending forever when absent.
-async fn recv<T: Clone>(
-    rx: &mut Option<tokio::sync::broadcast::Receiver<T>>,
-) -> Option<Result<T, tokio::sync::broadcast::error::RecvError>> {
-    match rx {
-        Some(rx) => match rx.recv().await {
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
-            other => Some(other),
-        },
-        None => std::future::pending().await,
     }
 }

@@ -44,6 +44,7 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>) -> Router {
         .route("/live", get(info::live))
         .route("/ready", get(info::ready))
         .fallback(not_found)
+        .method_not_allowed_fallback(crate::api::method_not_allowed)
         .layer(axum::Extension(reloader))
         .with_state(state)
 }

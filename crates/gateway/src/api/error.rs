@@ -30,6 +30,16 @@ pub enum ApiError {
     /// 413 `{"error": …}`
     #[error("{0}")]
     TooLarge(&'static str),
+    /// 405 `{"error": "method not allowed"}`: no route has this method.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// 408 `{"error": …}`: the request body did not arrive in time.
+    #[error("{0}")]
+    RequestTimeout(&'static str),
+    /// 503 `{"error": …}`: too many request bodies are being read at once
+    /// (their memory budget is spent); retry later.
+    #[error("too many request bodies in flight")]
+    Busy,
     /// 503 `{"error": …}`: Redis unreachable; retry later.
     #[error(transparent)]
     Unavailable(EngineError),
@@ -63,6 +73,15 @@ impl IntoResponse for ApiError {
             Self::NoJob => (StatusCode::NOT_FOUND, json!({ "msg": "no job available" })),
             Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": m })),
             Self::TooMany(m) => (StatusCode::TOO_MANY_REQUESTS, json!({ "msg": m })),
+            Self::MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                json!({ "error": "method not allowed" }),
+            ),
+            Self::RequestTimeout(m) => (StatusCode::REQUEST_TIMEOUT, json!({ "error": m })),
+            Self::Busy => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({ "error": "server busy, retry later" }),
+            ),
             Self::Unavailable(e) => {
                 tracing::warn!(error = %e, "redis unavailable");
                 (

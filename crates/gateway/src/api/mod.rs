@@ -1,6 +1,6 @@
 //! The public job API, lmstfy-compatible; `docs/API.md` documents it.
 
-mod body;
+pub mod body;
 mod consume;
 mod deadletter;
 pub mod error;
@@ -47,7 +47,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/api/{ns}/{queue}/deadletter/size", get(deadletter::size))
         .fallback(not_found)
-        .method_not_allowed_fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }
 
@@ -59,4 +59,9 @@ fn count_jobs(event: queue_metrics::Event, tenant: &tenant::Tenant, queue: &str,
 
 async fn not_found() -> error::ApiError {
     error::ApiError::NotFound("api not found")
+}
+
+/// A route that exists, with a method it does not have: 405, nothing done.
+pub(crate) async fn method_not_allowed() -> error::ApiError {
+    error::ApiError::MethodNotAllowed
 }

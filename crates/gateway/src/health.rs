@@ -1,0 +1,136 @@
+//! Shard health, as this process sees it: every shard of the topology is
+//! PINGed every [`EVERY`] (all at once, each bounded by its command
+//! timeout, so a hung shard holds up none of the others), and the outcome
+//! is kept for `/ready` and set in `sundial_shard_up`.
+//!
+//! Health feeds reports, never routing: a request that needs a shard that is
+//! down fails on its own with a 503, and the others go on.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use serde::Serialize;
+use sundial_router::Router;
+use tokio_util::sync::CancellationToken;
+
+/// How often every shard is checked.
+pub const EVERY: Duration = Duration::from_secs(1);
+
+/// One shard's last check.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardHealth {
+    pub pool: String,
+    pub up: bool,
+    /// How long it has been up (or down), in ms.
+    pub for_ms: u64,
+    /// The round trip of the last PING that succeeded, in ms.
+    pub ping_ms: Option<f64>,
+    /// Why the last check failed.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    pool: String,
+    up: bool,
+    since: Instant,
+    ping: Option<Duration>,
+    error: Option<String>,
+}
+
+/// The last check of every shard, by shard name. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Health {
+    shards: Arc<Mutex<BTreeMap<String, Entry>>>,
+}
+
+impl Health {
+    /// Every shard's last check; a shard not checked yet reads as down.
+    pub fn shards(&self) -> BTreeMap<String, ShardHealth> {
+        self.lock()
+            .iter()
+            .map(|(name, e)| {
+                let h = ShardHealth {
+                    pool: e.pool.clone(),
+                    up: e.up,
+                    for_ms: e.since.elapsed().as_millis() as u64,
+                    ping_ms: e.ping.map(|d| d.as_secs_f64() * 1000.0),
+                    error: e.error.clone(),
+                };
+                (name.clone(), h)
+            })
+            .collect()
+    }
+
+    fn record(&self, pool: &str, shard: &str, result: Result<Duration, String>) {
+        let up = result.is_ok();
+        metrics::gauge!("sundial_shard_up", "pool" => pool.to_owned(), "shard" => shard.to_owned())
+            .set(if up { 1.0 } else { 0.0 });
+        let mut map = self.lock();
+        let changed = map.get(shard).is_none_or(|e| e.up != up);
+        let (ping, error) = match result {
+            Ok(d) => (Some(d), None),
+            Err(e) => (None, Some(e)),
+        };
+        if changed {
+            if up {
+                tracing::info!(pool, shard, "shard is up");
+            } else {
+                tracing::warn!(pool, shard, error = error.as_deref().unwrap_or_default(), "shard is down");
+            }
+        }
+        let since = match map.get(shard) {
+            Some(e) if !changed => e.since,
+            _ => Instant::now(),
+        };
+        map.insert(
+            shard.to_owned(),
+            Entry {
+                pool: pool.to_owned(),
+                up,
+                since,
+                ping,
+                error,
+            },
+        );
+    }
+
+    /// Forgets shards that left the topology.
+    fn retain(&self, names: &[String]) {
+        self.lock().retain(|k, _| names.contains(k));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+        self.shards.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Checks every shard of the router's current topology every [`EVERY`]
+/// until `shutdown`.
+pub async fn run(router: Arc<Router>, health: Health, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        let shards: Vec<(String, sundial_core::Shard)> = {
+            let topology = router.topology();
+            topology
+                .pools()
+                .flat_map(|p| p.shards().map(|s| (p.name().to_owned(), s.clone())))
+                .collect()
+        };
+        let checks = shards.iter().map(|(pool, shard)| async {
+            let result = shard.ping().await.map_err(|e| e.to_string());
+            health.record(pool, shard.name(), result);
+        });
+        futures::future::join_all(checks).await;
+        let names: Vec<String> = shards.iter().map(|(_, s)| s.name().to_owned()).collect();
+        health.retain(&names);
+    }
+}

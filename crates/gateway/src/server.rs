@@ -1,0 +1,432 @@
+//! Serving HTTP/1.1 with bounds, for both listeners: a cap on open
+//! connections, a deadline for a request's head (from the first byte, or
+//! from the accept), an idle timeout between keep-alive requests, and JSON
+//! bodies on the errors that hyper answers by itself. (Bodies are bounded by
+//! their readers: see `api::body`.)
+//!
+//! axum's own `serve` has none of these bounds, so this module drives hyper
+//! directly: one task per connection, which watches the connection's
+//! activity and closes it when a deadline passes with no request in flight.
+//! A long poll is a request in flight, so it is never cut by these timers.
+
+use std::{
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicU32, AtomicU64, Ordering},
+    },
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use axum::{Router, extract::Request};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    net::{TcpListener, TcpStream},
+    sync::Semaphore,
+};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tower::ServiceExt;
+
+/// The bounds of one listener.
+#[derive(Debug, Clone)]
+pub struct HttpLimits {
+    /// Open connections at most; further clients wait in the kernel's
+    /// accept queue until one closes.
+    pub max_connections: usize,
+    /// How long a request's head may take, from its first byte (or from the
+    /// accept, for a new connection).
+    pub header_timeout: Duration,
+    /// How long a keep-alive connection may sit idle between requests.
+    pub idle_timeout: Duration,
+    /// The largest request head, in bytes (hyper answers 431 past it).
+    pub max_head_bytes: usize,
+}
+
+/// Which listener, for logs and metrics.
+#[derive(Debug, Clone, Copy)]
+pub enum Listener {
+    Api,
+    Admin,
+}
+
+impl Listener {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Api => "api",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown`, then lets the requests in
+/// flight finish (the caller bounds how long it waits for this future).
+pub async fn serve(
+    listener: TcpListener,
+    which: Listener,
+    app: Router,
+    limits: HttpLimits,
+    shutdown: CancellationToken,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let open = metrics::gauge!("sundial_http_connections", "listener" => which.name());
+    let tracker = TaskTracker::new();
+    let mut warned_full: Option<Instant> = None;
+    loop {
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                if warned_full.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                    tracing::warn!(
+                        listener = which.name(),
+                        max = limits.max_connections,
+                        "connection limit reached; new clients wait until a connection closes"
+                    );
+                    warned_full = Some(Instant::now());
+                }
+                tokio::select! {
+                    p = slots.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => break,
+                    },
+                    () = shutdown.cancelled() => break,
+                }
+            }
+        };
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            () = shutdown.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors, most likely: wait for some to free
+                // up rather than spin.
+                tracing::warn!(listener = which.name(), error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (app, limits, shutdown, open) =
+            (app.clone(), limits.clone(), shutdown.clone(), open.clone());
+        tracker.spawn(async move {
+            open.increment(1.0);
+            connection(stream, which, app, &limits, shutdown).await;
+            open.decrement(1.0);
+            drop(permit);
+        });
+    }
+    tracker.close();
+    tracker.wait().await;
+}
+
+/// Serves one connection until it closes, a deadline passes, or shutdown
+/// (then it finishes its request in flight and closes).
+async fn connection(
+    stream: TcpStream,
+    which: Listener,
+    app: Router,
+    limits: &HttpLimits,
+    shutdown: CancellationToken,
+) {
+    let activity = Arc::new(Activity::new());
+    let io = TokioIo::new(Tracked {
+        inner: stream,
+        activity: activity.clone(),
+        rewrite: None,
+    });
+    let service_activity = activity.clone();
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let guard = service_activity.begin();
+        let app = app.clone();
+        async move {
+            let resp = app.oneshot(req.map(axum::body::Body::new)).await;
+            drop(guard);
+            resp
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .max_buf_size(limits.max_head_bytes.max(8192))
+        .serve_connection(io, service);
+    tokio::pin!(conn);
+    let mut draining = false;
+    loop {
+        let deadline = activity.deadline(limits);
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(listener = which.name(), error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = tokio::time::sleep_until(deadline.into()) => {
+                if let Some(kind) = activity.expired(limits) {
+                    metrics::counter!(
+                        "sundial_http_connections_closed_total",
+                        "listener" => which.name(),
+                        "reason" => kind
+                    )
+                    .increment(1);
+                    tracing::debug!(listener = which.name(), reason = kind, "connection closed");
+                    return;
+                }
+            }
+            () = shutdown.cancelled(), if !draining => {
+                conn.as_mut().graceful_shutdown();
+                draining = true;
+            }
+        }
+    }
+}
+
+/// What a connection is doing, as its reads, writes and requests show.
+/// Times are milliseconds since the accept.
+#[derive(Debug)]
+struct Activity {
+    start: Instant,
+    in_flight: AtomicU32,
+    last_io_ms: AtomicU64,
+    /// When the head now being read began (ms + 1), 0 if none is.
+    head_since: AtomicU64,
+}
+
+/// Ends a request's time in flight when dropped.
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            in_flight: AtomicU32::new(0),
+            last_io_ms: AtomicU64::new(0),
+            // A new connection owes its first head from the accept on.
+            head_since: AtomicU64::new(1),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    fn touch(&self) {
+        self.last_io_ms.store(self.now_ms(), Ordering::Release);
+    }
+
+    fn read(&self) {
+        self.touch();
+        if self.in_flight.load(Ordering::Acquire) == 0 {
+            let _ = self.head_since.compare_exchange(
+                0,
+                self.now_ms() + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+    }
+
+    fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.head_since.store(0, Ordering::Release);
+        InFlight(self.clone())
+    }
+
+    /// When to look again: the deadline of the head being read, else of the
+    /// idle connection; while a request is in flight, an idle timeout
+    /// later (a request in flight has no deadline here).
+    fn deadline(&self, limits: &HttpLimits) -> Instant {
+        let at = |ms: u64, d: Duration| self.start + Duration::from_millis(ms) + d;
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return Instant::now() + limits.idle_timeout;
+        }
+        match self.head_since.load(Ordering::Acquire) {
+            0 => at(self.last_io_ms.load(Ordering::Acquire), limits.idle_timeout),
+            since => at(since - 1, limits.header_timeout),
+        }
+    }
+
+    /// Which deadline passed, if one did.
+    fn expired(&self, limits: &HttpLimits) -> Option<&'static str> {
+        if self.in_flight.load(Ordering::Acquire) > 0 || Instant::now() < self.deadline(limits) {
+            return None;
+        }
+        Some(if self.head_since.load(Ordering::Acquire) == 0 {
+            "idle"
+        } else {
+            "header_timeout"
+        })
+    }
+}
+
+/// A TCP stream that reports its reads and writes to [`Activity`], and
+/// gives hyper's own error answers (400, 414, 431 on a request it cannot
+/// parse, sent with an empty body) a JSON body like every other error.
+struct Tracked {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+    /// A JSON answer being written in place of hyper's: the bytes and how
+    /// many are written, and how many of hyper's bytes it replaces.
+    rewrite: Option<(Vec<u8>, usize, usize)>,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.read();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.rewrite.is_none()
+            && let Some(json) = json_for_hyper_error(buf)
+        {
+            self.rewrite = Some((json, 0, buf.len()));
+        }
+        let this = &mut *self;
+        if let Some((bytes, written, replaces)) = &mut this.rewrite {
+            while *written < bytes.len() {
+                match Pin::new(&mut this.inner).poll_write(cx, &bytes[*written..]) {
+                    Poll::Ready(Ok(n)) => *written += n,
+                    other => return other,
+                }
+            }
+            let n = *replaces;
+            this.rewrite = None;
+            this.activity.touch();
+            return Poll::Ready(Ok(n));
+        }
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            this.activity.touch();
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// hyper answers a request it cannot parse with a bare head (`HTTP/1.1 400
+/// Bad Request`, `content-length: 0`, no content type), and then closes.
+/// Our own answers always carry a JSON content type, so a head of that
+/// shape is hyper's: returns the JSON answer to send instead.
+fn json_for_hyper_error(buf: &[u8]) -> Option<Vec<u8>> {
+    let (status, message) = if buf.starts_with(b"HTTP/1.1 400 ") {
+        ("400 Bad Request", "malformed request")
+    } else if buf.starts_with(b"HTTP/1.1 414 ") {
+        ("414 URI Too Long", "request URI too long")
+    } else if buf.starts_with(b"HTTP/1.1 431 ") {
+        (
+            "431 Request Header Fields Too Large",
+            "request headers too large",
+        )
+    } else {
+        return None;
+    };
+    let head = std::str::from_utf8(buf).ok()?;
+    let head = head.split("\r\n\r\n").next()?.to_ascii_lowercase();
+    if !head.contains("\r\ncontent-length: 0") || head.contains("\r\ncontent-type:") {
+        return None;
+    }
+    let body = format!("{{\"error\":\"{message}\"}}");
+    Some(
+        format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> HttpLimits {
+        HttpLimits {
+            max_connections: 10,
+            header_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(60),
+            max_head_bytes: 16 * 1024,
+        }
+    }
+
+    #[test]
+    fn hyper_error_heads_get_a_json_body() {
+        let hyper_400 = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        let out =
+            String::from_utf8(json_for_hyper_error(hyper_400).expect("rewritten")).expect("utf8");
+        assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{out}");
+        assert!(out.ends_with("{\"error\":\"malformed request\"}"), "{out}");
+        assert!(out.contains("content-length: 29\r\n"), "{out}");
+        let ours = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 20\r\n\r\n{\"error\":\"invalid\"}";
+        assert_eq!(json_for_hyper_error(ours), None, "our own answers pass");
+        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+        assert_eq!(json_for_hyper_error(ok), None);
+        let long = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
+        assert!(json_for_hyper_error(long).is_some());
+    }
+
+    #[test]
+    fn a_connection_owes_its_head_from_the_accept_then_idles() {
+        let l = limits();
+        let a = Arc::new(Activity::new());
+        let d = a.deadline(&l);
+        assert!(d <= a.start + l.header_timeout, "new: header deadline");
+        assert_eq!(a.expired(&l), None, "not yet");
+        let guard = a.begin();
+        assert!(a.deadline(&l) > Instant::now() + l.idle_timeout / 2);
+        a.read(); // body bytes while in flight start no head
+        drop(guard);
+        let d = a.deadline(&l);
+        assert!(
+            d > Instant::now() + l.header_timeout,
+            "idle after a request: the idle timeout applies"
+        );
+        a.read(); // the next request's first byte
+        assert!(a.deadline(&l) <= Instant::now() + l.header_timeout);
+    }
+
+    #[test]
+    fn deadlines_pass() {
+        let l = HttpLimits {
+            header_timeout: Duration::ZERO,
+            idle_timeout: Duration::ZERO,
+            ..limits()
+        };
+        let a = Arc::new(Activity::new());
+        assert_eq!(a.expired(&l), Some("header_timeout"));
+        let guard = a.begin();
+        assert_eq!(a.expired(&l), None, "a request in flight has no deadline");
+        drop(guard);
+        assert_eq!(a.expired(&l), Some("idle"));
+    }
+}
