@@ -136,6 +136,16 @@ async fn token_routes_need_basic_auth_when_accounts_are_configured() {
         )
         .await;
     assert_eq!(r.status, 201);
+    // The scheme is case-insensitive.
+    let r = anon
+        .call(
+            reqwest::Method::POST,
+            "/token/ns?description=d",
+            None,
+            &[("Authorization", "basic b3BzOnNlY3JldA==")],
+        )
+        .await;
+    assert_eq!(r.status, 201, "lower-case scheme: {r:?}");
     // Read-only endpoints stay open.
     assert_eq!(anon.get("/pools").await.status, 200);
 }
@@ -227,4 +237,47 @@ async fn request_logs_carry_ids_and_never_the_token() {
     );
     assert_eq!(v["fields"]["status"], 201, "{line}");
     assert!(!log.contains(&token), "no token in any log line");
+}
+
+#[tokio::test]
+async fn a_revoked_token_ends_its_long_poll_and_no_op_changes_reload_nothing() {
+    let redis = RedisServer::start();
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    let admin = Api::new(gw.admin(), None);
+    let revoked = create_token(&gw.admin(), "ns").await;
+    let other = create_token(&gw.admin(), "ns").await;
+    let version = || -> i64 {
+        redis::cmd("GET")
+            .arg("sd:tokens:version")
+            .query::<Option<i64>>(&mut redis.client())
+            .expect("GET")
+            .unwrap_or(0)
+    };
+
+    let waiter = {
+        let api = Api::new(gw.api(), Some(&revoked));
+        tokio::spawn(async move { api.get("/api/ns/q?timeout=20").await })
+    };
+    wait_until_async(Duration::from_secs(10), "the waiter to subscribe", || {
+        std::future::ready(redis.subscribers("sd:ready:ns/q") > 0)
+    })
+    .await;
+    let before = version();
+    let r = admin.delete(&format!("/token/ns/{revoked}")).await;
+    assert_eq!(r.status, 204, "{r:?}");
+    assert_eq!(version(), before + 1, "a real change bumps the version");
+    let id = Api::new(gw.api(), Some(&other))
+        .publish("ns", "q", "", b"not for the revoked")
+        .await;
+    let r = waiter.await.expect("waiter");
+    assert_eq!(r.status, 401, "the revoked waiter gets no job: {r:?}");
+    assert_eq!(r.json["error"], "invalid token");
+    let r = Api::new(gw.api(), Some(&other)).get("/api/ns/q").await;
+    assert_eq!(r.json["job_id"], id.as_str(), "the job is still there");
+
+    // Changes that change nothing leave the version alone.
+    let v = version();
+    let r = admin.delete(&format!("/token/ns/{revoked}")).await;
+    assert_eq!(r.status, 204, "as lmstfy: {r:?}");
+    assert_eq!(version(), v, "deleting a missing token bumps nothing");
 }

@@ -74,7 +74,13 @@ fn the_sundial_configs_in_deploy_load() {
     let toml = docs[0]["data"]["sundial.toml"]
         .as_str()
         .expect("data.sundial.toml");
-    let cfg = load_config(toml, "the ConfigMap's sundial.toml");
+    assert!(
+        toml.contains("admin_listen = \"0.0.0.0:7778\"") && !toml.contains("allow_open_admin"),
+        "the admin API needs accounts in Kubernetes"
+    );
+    // The Deployment passes the accounts from a Secret (SUNDIAL_ACCOUNTS).
+    let with_accounts = format!("{toml}\n[accounts]\nops = \"from-the-secret\"\n");
+    let cfg = load_config(&with_accounts, "the ConfigMap's sundial.toml");
     assert!(cfg.watch_config, "the ConfigMap relies on file watching");
     let compose =
         std::fs::read_to_string(deploy().join("compose/sundial.toml")).expect("compose config");

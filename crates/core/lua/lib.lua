@@ -78,12 +78,37 @@ local function arm_expiry(tkey, id, r)
   end
 end
 
--- Removes a job record and its timer entry; list entries become stale and
--- are skipped by whoever pops them.
+-- Removes a job record and its timer entry. Its entry in a ready or dead
+-- list, if it has one, is for the caller: scripts that popped it have
+-- nothing left to remove, and the others call `unlist`.
 local function drop(jkey, tkey, ckey, id, r)
   redis.call('HDEL', jkey, id)
   redis.call('ZREM', tkey, id)
   count(ckey, r.state, r.queue, -1)
+end
+
+-- After `drop` of a READY or DEAD job, removes its id from that state's list
+-- (`lkey`: the queue's ready or dead list), so that no list keeps ids of
+-- jobs that are gone:
+-- - when the bucket holds no other job of the queue in that state, every id
+--   left in the list is stale: the list goes;
+-- - else the id is looked for within UNLIST_SCAN entries of either end (ids
+--   are pushed at the head and popped at the tail: a job that expires is
+--   among the oldest, a job cancelled soon after its publish among the
+--   newest) and removed. An id further in stays until a consumer pops and
+--   skips it, or the list goes as above.
+-- LREM alone would scan up to the whole list: 3.7 ms for an id 100,000
+-- entries in; this bounds the scan to 2 x UNLIST_SCAN entries.
+local UNLIST_SCAN = 256
+local function unlist(lkey, ckey, state, queue, id)
+  local left = tonumber(redis.call('HGET', ckey, COUNTER[state] .. queue) or '0')
+  if left <= 0 then
+    redis.call('DEL', lkey)
+  elseif redis.call('LPOS', lkey, id, 'RANK', -1, 'MAXLEN', UNLIST_SCAN) then
+    redis.call('LREM', lkey, -1, id)
+  elseif redis.call('LPOS', lkey, id, 'MAXLEN', UNLIST_SCAN) then
+    redis.call('LREM', lkey, 1, id)
+  end
 end
 
 local function ttl_left(r, now)

@@ -1,6 +1,7 @@
 -- Moves what is due in one bucket: delayed jobs to ready; reservations whose
 -- TTR ran out back to ready while tries remain, else to the dead letter; jobs
--- past their TTL dropped; stale timer entries removed.
+-- past their TTL dropped (with their ready or dead list entry); stale timer
+-- entries removed.
 -- First, wheel slots that start within SLOT_MS are opened: their delayed jobs
 -- move to the timer zset at their exact due time.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel slot index zset
@@ -70,6 +71,11 @@ for i = 1, #due, 2 do
     local r = decode(raw)
     if expired(r, now) then
       drop(jkey, tkey, ckey, id, r)
+      if r.state == READY then
+        unlist(prefix .. 'r:' .. r.queue, ckey, READY, r.queue, id)
+      elseif r.state == DEAD then
+        unlist(prefix .. 'd:' .. r.queue, ckey, DEAD, r.queue, id)
+      end
       gone = gone + 1
       tally(r.queue, 4)
     elseif r.state == DELAYED or (r.state == RESERVED and r.tries > 0) then

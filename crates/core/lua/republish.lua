@@ -1,7 +1,7 @@
 -- Replaces a job by a new one in the same bucket, atomically: the old job
 -- (if it still exists in that queue) is deleted and the new one published.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: ready list
--- KEYS[5]: wheel slot index zset
+-- KEYS[5]: wheel slot index zset   KEYS[6]: dead list
 -- ARGV[1]: queue   ARGV[2]: delay ms   ARGV[3]: ttl ms   ARGV[4]: tries
 -- ARGV[5]: ready channel   ARGV[6]: timer channel   ARGV[7]: bucket tag   ARGV[8]: bucket key prefix
 -- ARGV[9]: old job id   ARGV[10]: new job id   ARGV[11]: attrs   ARGV[12]: body
@@ -17,6 +17,11 @@ if raw then
   local o = decode(raw)
   if o.queue == queue then
     drop(KEYS[1], KEYS[2], KEYS[3], old, o)
+    if o.state == READY then
+      unlist(KEYS[4], KEYS[3], READY, queue, old)
+    elseif o.state == DEAD then
+      unlist(KEYS[6], KEYS[3], DEAD, queue, old)
+    end
     existed = 1
   end
 end

@@ -15,7 +15,7 @@
 //! | `sd:T:s` | zset | wheel slot number → its start (ms) | one member per non-empty wheel list |
 //! | `sd:T:w:<slot>` | list | ids of delayed jobs due within that second (`slot = due_ms / 1000`) | every delayed job not in `sd:T:t` is in the list of its slot; stale ids (deleted jobs) are skipped when the slot opens |
 //! | `sd:T:c` | hash | `<s><queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead) | equals the count of records in that state; changed by the same script that changes a record |
-//! | `sd:T:r:<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; it may also hold stale ids (deleted or expired jobs), skipped on pop |
+//! | `sd:T:r:<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; a job that expires or is deleted while ready leaves it in the same script when its id stands within 256 entries of either end, else its id stays (stale) until popped and skipped; the list is deleted when the bucket holds no ready job of the queue, so it never outlives the queue's jobs |
 //! | `sd:T:d:<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
 //! | `sd:T:lease` | string | the id of the process that pumps this bucket | set with `NX PX`, renewed and deleted only by its owner; the pump script checks it |
 //!

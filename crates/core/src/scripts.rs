@@ -34,6 +34,7 @@ pub struct Scripts {
     pub rate: Script,
     pub lease: Script,
     pub lease_drop: Script,
+    pub table_change: Script,
 }
 
 /// The scripts of this build.
@@ -53,12 +54,13 @@ pub static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     rate: Script::from_lua(script!("rate")),
     lease: Script::from_lua(script!("lease")),
     lease_drop: Script::from_lua(script!("lease_drop")),
+    table_change: Script::from_lua(script!("table_change")),
 });
 
 impl Scripts {
     /// The name of a script of this build (for metrics), by its SHA-1.
     pub fn name_of(&self, script: &Script) -> &'static str {
-        const NAMES: [&str; 15] = [
+        const NAMES: [&str; 16] = [
             "publish",
             "republish",
             "consume",
@@ -74,6 +76,7 @@ impl Scripts {
             "rate",
             "lease",
             "lease_drop",
+            "table_change",
         ];
         self.all()
             .iter()
@@ -82,7 +85,7 @@ impl Scripts {
     }
 
     /// All scripts, for loading them up front.
-    pub fn all(&self) -> [&Script; 15] {
+    pub fn all(&self) -> [&Script; 16] {
         [
             &self.publish,
             &self.republish,
@@ -99,6 +102,7 @@ impl Scripts {
             &self.rate,
             &self.lease,
             &self.lease_drop,
+            &self.table_change,
         ]
     }
 }

@@ -24,6 +24,9 @@ pub struct Config {
     pub admin_redis: Option<String>,
     /// Admin API basic-auth accounts (user → password); none = no auth.
     pub accounts: BTreeMap<String, String>,
+    /// Start even when `admin_listen` is not on loopback and there are no
+    /// accounts (anyone who reaches it may mint tokens).
+    pub allow_open_admin: bool,
     /// How long a shutdown waits for requests in flight.
     pub shutdown_grace_secs: u64,
     /// Reload the pools when the config file changes (SIGHUP and
@@ -37,6 +40,10 @@ pub struct Config {
     pub pump: PumpConfig,
     pub log: LogConfig,
     pub pools: BTreeMap<String, PoolConfig>,
+    /// `SUNDIAL_*` environment variables that name no config key, ignored
+    /// (logged once logging is up).
+    #[serde(skip)]
+    pub ignored_env: Vec<String>,
 }
 
 /// Bounds on what HTTP clients may cost the gateway.
@@ -113,6 +120,7 @@ impl Default for Config {
                 sentinel: None,
                 weight: 1,
                 connections: 4,
+                timeout_ms: sundial_router::config::DEFAULT_TIMEOUT_MS,
             }],
         };
         Self {
@@ -120,6 +128,7 @@ impl Default for Config {
             admin_listen: ([127, 0, 0, 1], 7778).into(),
             admin_redis: None,
             accounts: BTreeMap::new(),
+            allow_open_admin: false,
             shutdown_grace_secs: 10,
             watch_config: true,
             layout_check_ms: 5_000,
@@ -147,8 +156,25 @@ impl Default for Config {
                 access: false,
             },
             pools: BTreeMap::from([("default".to_owned(), default_pool)]),
+            ignored_env: Vec::new(),
         }
     }
+}
+
+/// The config's top-level keys, lower case.
+fn top_level_keys() -> Vec<String> {
+    match serde_json::to_value(Config::default()) {
+        Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `LIMITS__DEFAULT_TTR` → `limits`.
+fn first_segment(key: &str) -> String {
+    key.split("__")
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase()
 }
 
 impl HttpConfig {
@@ -245,10 +271,21 @@ impl Config {
             // A file that lists pools replaces the default pool entirely.
             fig = fig.merge(Toml::file(file));
         }
-        let cfg: Config = fig
-            .merge(Env::prefixed("SUNDIAL_").split("__"))
-            .extract()
-            .context("invalid configuration")?;
+        let keys = top_level_keys();
+        let known = keys.clone();
+        let env = Env::prefixed("SUNDIAL_")
+            .filter(move |k| known.contains(&first_segment(k.as_str())))
+            .split("__");
+        let mut cfg: Config = fig.merge(env).extract().context("invalid configuration")?;
+        cfg.ignored_env = std::env::vars_os()
+            .filter_map(|(k, _)| k.into_string().ok())
+            .filter(|k| {
+                k.strip_prefix("SUNDIAL_").is_some_and(|rest| {
+                    // SUNDIAL_CONFIG names the file (read by the command line).
+                    !rest.eq_ignore_ascii_case("CONFIG") && !keys.contains(&first_segment(rest))
+                })
+            })
+            .collect();
         cfg.validate()?;
         Ok(cfg)
     }
@@ -281,6 +318,15 @@ impl Config {
             "log.format must be `text` or `json`"
         );
         self.http.validate()?;
+        anyhow::ensure!(
+            self.admin_listen.ip().is_loopback()
+                || !self.accounts.is_empty()
+                || self.allow_open_admin,
+            "admin_listen {} is reachable from other hosts but no [accounts] are set: anyone who \
+             reaches it could mint tokens. Add accounts, bind it to 127.0.0.1, or set \
+             allow_open_admin = true if a network policy guards it",
+            self.admin_listen
+        );
         Ok(())
     }
 
@@ -345,6 +391,38 @@ mod tests {
             );
             Ok(())
         });
+    }
+
+    #[test]
+    #[expect(
+        clippy::result_large_err,
+        reason = "figment::Jail's closure type is figment's"
+    )]
+    fn environment_variables_that_name_no_key_are_ignored() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("SUNDIAL_REDIS_PORT", "6400");
+            jail.set_env("SUNDIAL_CONFIG", "elsewhere.toml");
+            jail.set_env("SUNDIAL_HTTP__MAX_CONNECTIONS", "77");
+            let cfg = Config::load(None).map_err(|e| format!("{e:#}"))?;
+            assert_eq!(cfg.http.max_connections, 77, "known keys still apply");
+            assert_eq!(cfg.ignored_env, vec!["SUNDIAL_REDIS_PORT".to_owned()]);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn an_open_admin_listener_needs_accounts() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let load = |extra: &str| {
+            let path = dir.path().join("c.toml");
+            std::fs::write(&path, format!("admin_listen = \"0.0.0.0:7778\"\n{extra}"))
+                .expect("write");
+            Config::load(Some(&path))
+        };
+        let err = load("").expect_err("no accounts");
+        assert!(format!("{err:#}").contains("[accounts]"), "{err:#}");
+        load("[accounts]\nops = \"secret\"\n").expect("with accounts");
+        load("allow_open_admin = true\n").expect("explicitly open");
     }
 
     #[test]

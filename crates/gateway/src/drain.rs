@@ -130,10 +130,6 @@ pub async fn run(
         let topology = router.topology();
         let mut retired = false;
         for pool in topology.pools() {
-            for shard in pool.shards() {
-                metrics::gauge!("sundial_shard_up", "pool" => pool.name().to_owned(), "shard" => shard.name().to_owned())
-                    .set(if shard.is_connected() { 1.0 } else { 0.0 });
-            }
             let entry = layouts
                 .entry(pool.name().to_owned())
                 .or_insert_with(|| (pool.signature().to_owned(), None));

@@ -79,7 +79,12 @@ impl Health {
             if up {
                 tracing::info!(pool, shard, "shard is up");
             } else {
-                tracing::warn!(pool, shard, error = error.as_deref().unwrap_or_default(), "shard is down");
+                tracing::warn!(
+                    pool,
+                    shard,
+                    error = error.as_deref().unwrap_or_default(),
+                    "shard is down"
+                );
             }
         }
         let since = match map.get(shard) {

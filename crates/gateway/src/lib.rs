@@ -18,6 +18,7 @@ pub mod admin;
 pub mod api;
 pub mod config;
 pub mod drain;
+pub mod health;
 mod http;
 pub mod reload;
 pub mod server;
@@ -184,12 +185,12 @@ pub async fn serve(
 
     drop(topology);
 
+    let health = health::Health::default();
     let state = AppState::new(
+        &config,
         router.clone(),
         tokens.clone(),
-        config.limits.limits(),
-        config.http.bodies(),
-        config.accounts.clone(),
+        health.clone(),
         metrics,
         shutdown.clone(),
     );
@@ -204,6 +205,7 @@ pub async fn serve(
     let background = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(tokens.run(background.clone()));
+    tasks.spawn(health::run(router.clone(), health, background.clone()));
     if config.pump.enabled {
         tasks.spawn(sundial_pumpd::run(
             router.clone(),

@@ -57,6 +57,12 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     telemetry::init_logs(&config.log);
+    for name in &config.ignored_env {
+        tracing::warn!(
+            variable = name.as_str(),
+            "environment variable ignored: it names no config key"
+        );
+    }
     raise_file_limit(&config);
     let shutdown = CancellationToken::new();
     tokio::spawn(on_signal(shutdown.clone()));

@@ -76,6 +76,8 @@ pub struct AppState {
     pub limits: Limits,
     /// Bounds on request bodies (size, time, shared memory).
     pub bodies: crate::api::body::Bodies,
+    /// Every shard's last health check.
+    pub health: crate::health::Health,
     pub accounts: BTreeMap<String, String>,
     pub metrics: PrometheusHandle,
     /// Cancelled when the gateway shuts down: long polls end with a 404.
@@ -88,12 +90,13 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of a gateway run with `config` (its request limits, body
+    /// bounds and accounts).
     pub fn new(
+        config: &crate::Config,
         router: Arc<Router>,
         tokens: Arc<TokenStore>,
-        limits: Limits,
-        bodies: crate::api::body::Bodies,
-        accounts: BTreeMap<String, String>,
+        health: crate::health::Health,
         metrics: PrometheusHandle,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
@@ -101,9 +104,10 @@ impl AppState {
             router,
             tokens,
             wakeups: ArcSwap::default(),
-            limits,
-            bodies,
-            accounts,
+            limits: config.limits.limits(),
+            bodies: config.http.bodies(),
+            health,
+            accounts: config.accounts.clone(),
             metrics,
             shutdown,
             rates: Rates::default(),

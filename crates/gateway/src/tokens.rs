@@ -3,9 +3,9 @@
 //!
 //! Every gateway holds the whole token and limit tables in memory, so
 //! authenticating a request and finding its limit cost no round trip. Each
-//! change writes a table and bumps [`keys::TOKENS_VERSION`] in one
-//! transaction; every gateway polls that version every [`POLL`] and reloads
-//! both tables when it moved. A deleted token, or a changed limit, therefore
+//! change writes a table and, only when the table really changed, bumps
+//! [`keys::TOKENS_VERSION`], in one script; every gateway polls that version
+//! every [`POLL`] and reloads both tables when it moved. A deleted token, or a changed limit, therefore
 //! takes effect everywhere within about [`POLL`].
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
@@ -86,26 +86,14 @@ impl TokenStore {
         ns: &str,
         description: &str,
     ) -> Result<bool, EngineError> {
-        let tx = self.redis().client()?.multi();
-        let _: () = tx
-            .hsetnx(
-                keys::TOKENS,
-                field(&token.pool, ns, &token.secret),
-                description,
-            )
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(self.commit(tx).await? > 0)
+        let f = field(&token.pool, ns, &token.secret);
+        self.change(keys::TOKENS, "add", &f, description).await
     }
 
     /// Deletes a token; `false` if there was none.
     pub async fn delete(&self, token: &Token, ns: &str) -> Result<bool, EngineError> {
-        let tx = self.redis().client()?.multi();
-        let _: () = tx
-            .hdel(keys::TOKENS, field(&token.pool, ns, &token.secret))
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(self.commit(tx).await? > 0)
+        let f = field(&token.pool, ns, &token.secret);
+        self.change(keys::TOKENS, "del", &f, "").await
     }
 
     /// The rate limit of a token, from this gateway's copy.
@@ -132,31 +120,15 @@ impl TokenStore {
     ) -> Result<bool, EngineError> {
         let json = serde_json::to_string(&limit).unwrap_or_default();
         let f = field(&token.pool, ns, &token.secret);
-        let tx = self.redis().client()?.multi();
-        if only_new {
-            let _: () = tx
-                .hsetnx(keys::LIMITS, f, json)
-                .await
-                .map_err(|e| self.err(e))?;
-            Ok(self.commit(tx).await? > 0)
-        } else {
-            let _: () = tx
-                .hset(keys::LIMITS, (f, json))
-                .await
-                .map_err(|e| self.err(e))?;
-            self.commit(tx).await?;
-            Ok(true)
-        }
+        let op = if only_new { "add" } else { "set" };
+        let changed = self.change(keys::LIMITS, op, &f, &json).await?;
+        Ok(changed || !only_new)
     }
 
     /// Removes a token's limit; `false` if it had none.
     pub async fn delete_limit(&self, token: &Token, ns: &str) -> Result<bool, EngineError> {
-        let tx = self.redis().client()?.multi();
-        let _: () = tx
-            .hdel(keys::LIMITS, field(&token.pool, ns, &token.secret))
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(self.commit(tx).await? > 0)
+        let f = field(&token.pool, ns, &token.secret);
+        self.change(keys::LIMITS, "del", &f, "").await
     }
 
     /// Every limit: (pool, namespace, secret, limit), from this gateway's copy.
@@ -191,15 +163,22 @@ impl TokenStore {
         }
     }
 
-    /// Bumps the version in the same transaction as the change, runs it, and
-    /// reloads this gateway's copy at once. Returns the change's reply.
-    async fn commit(&self, tx: fred::clients::Transaction) -> Result<i64, EngineError> {
-        let _: () = tx
-            .incr(keys::TOKENS_VERSION)
-            .await
-            .map_err(|e| self.err(e))?;
-        let (changed, _version): (i64, i64) = tx.exec(true).await.map_err(|e| self.err(e))?;
-        self.reload().await?;
+    /// Changes one field of `table` and, only if that changed anything,
+    /// the version (one script), then reloads this gateway's copy at once.
+    async fn change(
+        &self,
+        table: &str,
+        op: &str,
+        field: &str,
+        value: &str,
+    ) -> Result<bool, EngineError> {
+        let changed = self
+            .redis()
+            .table_change(table, keys::TOKENS_VERSION, op, field, value)
+            .await?;
+        if changed {
+            self.reload().await?;
+        }
         Ok(changed)
     }
 

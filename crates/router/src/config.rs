@@ -43,6 +43,10 @@ pub struct ShardConfig {
     /// Pooled connections to this shard.
     #[serde(default = "default_connections")]
     pub connections: usize,
+    /// How long a command may wait for this shard before the request fails
+    /// with 503 (ms): bounds what a hung or partitioned shard costs.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
 }
 
 /// Where the sentinels are and which master they watch.
@@ -74,6 +78,13 @@ fn default_weight() -> u32 {
 
 fn default_connections() -> usize {
     4
+}
+
+/// The default of [`ShardConfig::timeout_ms`].
+pub const DEFAULT_TIMEOUT_MS: u64 = 2_000;
+
+fn default_timeout_ms() -> u64 {
+    DEFAULT_TIMEOUT_MS
 }
 
 impl ShardConfig {
@@ -196,6 +207,7 @@ mod tests {
             sentinel: None,
             weight,
             connections: 1,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
         }
     }
 

@@ -209,6 +209,8 @@ impl Topology {
                         let url = sc.connect_url().map_err(RouterError::Config)?;
                         let mut opts = ShardOptions::new(url);
                         opts.connections = sc.connections;
+                        opts.command_timeout =
+                            std::time::Duration::from_millis(sc.timeout_ms.max(1));
                         Shard::connect(format!("{name}/{}", sc.ring_name()), &opts)?
                     }
                 };
@@ -310,6 +312,7 @@ mod tests {
             sentinel: None,
             weight,
             connections: 1,
+            timeout_ms: crate::config::DEFAULT_TIMEOUT_MS,
         }
     }
 

@@ -81,7 +81,14 @@ impl Shard {
         args.push(new.id.as_str().into());
         args.push(new.attrs.as_str().into());
         args.push(new.body.clone().into());
-        let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(queue), k.slots()];
+        let keys = vec![
+            k.jobs(),
+            k.timer(),
+            k.counters(),
+            k.ready(queue),
+            k.slots(),
+            k.dead(queue),
+        ];
         let v = self.eval(&SCRIPTS.republish, keys, args).await?;
         Ok(v.as_i64() == Some(1))
     }
@@ -172,7 +179,13 @@ impl Shard {
         id: &JobId,
     ) -> Result<bool, EngineError> {
         let k = BucketKeys::new(ns, bucket);
-        let keys = vec![k.jobs(), k.timer(), k.counters()];
+        let keys = vec![
+            k.jobs(),
+            k.timer(),
+            k.counters(),
+            k.ready(queue),
+            k.dead(queue),
+        ];
         let v = self
             .eval(
                 &SCRIPTS.delete,

@@ -171,6 +171,15 @@ impl Shard {
         self.inner.pool.next_connected().is_connected()
     }
 
+    /// One round trip (PING), bounded by the command timeout: how long it
+    /// took, or why it failed.
+    pub async fn ping(&self) -> Result<Duration, EngineError> {
+        let client = self.client()?;
+        let start = std::time::Instant::now();
+        let _: Value = client.ping(None).await.map_err(|e| self.err(e))?;
+        Ok(start.elapsed())
+    }
+
     /// Waits until the shard is connected, up to `timeout`.
     pub async fn wait_connected(&self, timeout: Duration) -> Result<(), EngineError> {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -291,6 +300,27 @@ impl Shard {
             });
         }
         Ok(check)
+    }
+
+    /// Changes one field of an admin table and bumps `version` only when the
+    /// table changed: `add` (only if absent), `set`, or `del` (`value`
+    /// unused). Returns whether it changed.
+    pub async fn table_change(
+        &self,
+        table: &str,
+        version: &str,
+        op: &str,
+        field: &str,
+        value: &str,
+    ) -> Result<bool, EngineError> {
+        let v = self
+            .eval(
+                &SCRIPTS.table_change,
+                vec![table.to_owned(), version.to_owned()],
+                vec![op.into(), field.into(), value.into()],
+            )
+            .await?;
+        Ok(v.as_i64().unwrap_or(0) > 0)
     }
 
     /// Counts one request on a fixed-window counter (`delta` 1), or refunds

@@ -90,19 +90,35 @@ pub(super) async fn live() -> impl IntoResponse {
     Json(json!({ "status": "ok", "pid": std::process::id() }))
 }
 
-/// `GET /ready`: 200 once the topology is loaded and every shard answers.
-pub(super) async fn ready(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    let shards_up = state
-        .router
-        .topology()
-        .pools()
-        .all(|p| p.shards().all(|s| s.is_connected()));
-    if state.is_ready() && shards_up && !state.shutdown.is_cancelled() {
-        (StatusCode::OK, Json(json!({ "status": "ready" })))
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "status": "not ready" })),
-        )
+/// `GET /ready[?strict=true]`: whether this process can serve. 200 once it
+/// has started and until it begins to shut down, whatever the shards say: a
+/// shard that is down fails only the requests that need it, and taking every
+/// gateway out of a load balancer for it would fail them all. The body
+/// reports each pool's shards (`"status": "degraded"` when one is down);
+/// `strict=true` also answers 503 then, for scripts that want every shard.
+pub(super) async fn ready(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> impl IntoResponse {
+    let shards = state.health.shards();
+    let mut pools: BTreeMap<String, BTreeMap<String, serde_json::Value>> = BTreeMap::new();
+    for (name, h) in &shards {
+        pools
+            .entry(h.pool.clone())
+            .or_default()
+            .insert(name.clone(), json!(h));
     }
+    let all_up = !shards.is_empty() && shards.values().all(|h| h.up);
+    let serving = state.is_ready() && !state.shutdown.is_cancelled();
+    let strict = q.get("strict").is_some_and(|v| v == "true" || v == "1");
+    let (code, status) = match (serving, all_up) {
+        (false, _) if state.shutdown.is_cancelled() => {
+            (StatusCode::SERVICE_UNAVAILABLE, "draining")
+        }
+        (false, _) => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
+        (true, true) => (StatusCode::OK, "ready"),
+        (true, false) if strict => (StatusCode::SERVICE_UNAVAILABLE, "degraded"),
+        (true, false) => (StatusCode::OK, "degraded"),
+    };
+    (code, Json(json!({ "status": status, "pools": pools })))
 }

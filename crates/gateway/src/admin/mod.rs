@@ -81,8 +81,10 @@ fn authorized(state: &AppState, req: &Request) -> bool {
         .headers()
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Basic "))
-        .and_then(|b| {
+        .and_then(|v| v.trim().split_once(' '))
+        // The scheme is case-insensitive (RFC 9110).
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"))
+        .and_then(|(_, b)| {
             base64::engine::general_purpose::STANDARD
                 .decode(b.trim())
                 .ok()
@@ -94,5 +96,31 @@ fn authorized(state: &AppState, req: &Request) -> bool {
     let Some((user, pass)) = creds.split_once(':') else {
         return false;
     };
-    state.accounts.get(user).is_some_and(|p| p == pass)
+    password_matches(state.accounts.get(user).map(String::as_str), pass)
+}
+
+/// Compares in constant time (for a given length), and takes as long for
+/// an unknown user as for a known one.
+fn password_matches(expected: Option<&str>, given: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    let (known, expected) = match expected {
+        Some(e) => (true, e),
+        None => (false, given),
+    };
+    let same =
+        expected.len() == given.len() && bool::from(expected.as_bytes().ct_eq(given.as_bytes()));
+    known && same
+}
+
+#[cfg(test)]
+mod tests {
+    use super::password_matches;
+
+    #[test]
+    fn passwords_match_exactly() {
+        assert!(password_matches(Some("s3cret"), "s3cret"));
+        assert!(!password_matches(Some("s3cret"), "s3cre"));
+        assert!(!password_matches(Some("s3cret"), "s3creT"));
+        assert!(!password_matches(None, "anything"));
+    }
 }

@@ -73,6 +73,10 @@ async fn consume_jobs(
             () = tokio::time::sleep_until(deadline) => return Err(ApiError::NoJob),
             () = state.shutdown.cancelled() => return Err(ApiError::NoJob),
         }
+        // The token may have been revoked while this request waited.
+        if state.tokens.check(&tenant.token, &tenant.ns) == crate::tokens::Check::Invalid {
+            return Err(ApiError::Unauthorized("invalid token"));
+        }
     }
 }
 

@@ -16,11 +16,11 @@ const MAX_MS: u64 = u32::MAX as u64 * 1000;
 pub(super) struct Params(pub HashMap<String, String>);
 
 impl Params {
-    /// An unsigned parameter, `default` when absent or empty, else 400
-    /// `invalid <name>`.
+    /// An unsigned parameter, `default` when absent, else 400 `invalid
+    /// <name>` unless it parses (an empty value does not, as in lmstfy).
     fn uint<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ApiError> {
         match self.0.get(name).map(String::as_str) {
-            None | Some("") => Ok(default),
+            None => Ok(default),
             Some(v) => v
                 .parse()
                 .map_err(|_| ApiError::bad(format!("invalid {name}"))),
@@ -142,6 +142,8 @@ mod tests {
         let err =
             |q: &[(&str, &str)]| msg(PublishParams::parse(&params(q), &l).expect_err("invalid"));
         assert_eq!(err(&[("delay", "-1")]), "invalid delay");
+        assert_eq!(err(&[("delay", "")]), "invalid delay", "empty, as lmstfy");
+        assert_eq!(err(&[("tries", "")]), "invalid tries");
         assert_eq!(err(&[("delay", "4294967296")]), "invalid delay");
         assert_eq!(err(&[("ttl", "x")]), "invalid ttl");
         assert_eq!(err(&[("tries", "65536")]), "invalid tries");
