@@ -7,7 +7,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
+use sundial_tests::{
+    Api, Fault, FaultProxy, RedisServer, Sundial, SundialConfig, create_token, wait_until_async,
+};
 
 /// A Redis that keeps every write (AOF, fsync always), as a restart test needs.
 fn durable_redis() -> RedisServer {
@@ -180,4 +182,241 @@ async fn pumps_recover_after_a_5s_redis_outage() {
 #[tokio::test]
 async fn pumps_recover_after_a_15s_redis_outage() {
     pumps_survive(Duration::from_secs(15)).await;
+}
+
+/// A pool of one shard reached through `proxy`, with a short Redis timeout.
+fn behind(proxy: &FaultProxy, timeout_ms: u64) -> SundialConfig {
+    let mut cfg = SundialConfig::new(proxy.url());
+    cfg.pools = Some(format!(
+        "[pools.default]\nbuckets = 16\nshards = [{{ url = \"{}\", timeout_ms = {timeout_ms} }}]\n",
+        proxy.url()
+    ));
+    cfg
+}
+
+#[tokio::test]
+async fn a_stalled_redis_is_a_bounded_503_and_everything_recovers() {
+    let redis = durable_redis();
+    let proxy = FaultProxy::start(redis.port());
+    let gw = Sundial::start(&behind(&proxy, 500));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let admin = Api::new(gw.admin(), None);
+    // Due during the stall: must fire after it.
+    let delayed = publish_n(&api, "d", "delay_ms=1500", 10).await;
+
+    proxy.set(Fault::Stall);
+    let mut worst = Duration::ZERO;
+    for _ in 0..5 {
+        let start = Instant::now();
+        let r = api.put("/api/ns/q", b"during").await;
+        worst = worst.max(start.elapsed());
+        assert_eq!(r.status, 503, "{r:?}");
+        assert_eq!(r.json["error"], "storage unavailable, retry later");
+    }
+    assert!(
+        worst < Duration::from_secs(3),
+        "bounded by the 500 ms timeout: {worst:?}"
+    );
+    wait_until_async(
+        Duration::from_secs(10),
+        "/ready to say degraded",
+        || async {
+            let r = admin.get("/ready").await;
+            r.status == 200 && r.json["status"] == "degraded"
+        },
+    )
+    .await;
+    // Longer than the lease TTL (3 s): the pumps' leases expire meanwhile.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    proxy.heal();
+    let healed = Instant::now();
+    wait_until_async(
+        Duration::from_secs(15),
+        "a publish to work again",
+        || async { api.put("/api/ns/q", b"after").await.status == 201 },
+    )
+    .await;
+    let first_request = healed.elapsed();
+    let seen = deliveries(
+        &api,
+        "d",
+        &delayed,
+        &HashSet::new(),
+        Duration::from_secs(20),
+    )
+    .await;
+    let first_pumped = healed.elapsed();
+    let missing: Vec<&String> = delayed
+        .iter()
+        .filter(|id| !seen.contains_key(*id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "delayed jobs never delivered: {missing:?}"
+    );
+    wait_until_async(Duration::from_secs(10), "/ready to say ready", || async {
+        admin.get("/ready").await.json["status"] == "ready"
+    })
+    .await;
+    eprintln!(
+        "stall 5 s: 503 within {worst:?}; after healing, first request {first_request:?}, \
+         all delayed jobs delivered by {first_pumped:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_partitioned_shard_stops_only_its_own_jobs() {
+    let a = RedisServer::start();
+    let b = RedisServer::start();
+    let proxy = FaultProxy::start(b.port());
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.pools = Some(format!(
+        "[pools.default]\nbuckets = 16\nshards = [\n  {{ name = \"a\", url = \"{}\" }},\n  {{ name = \"b\", url = \"{}\", timeout_ms = 500 }},\n]\n",
+        a.url(),
+        proxy.url()
+    ));
+    cfg.extra = format!("admin_redis = \"{}\"\n", a.url());
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let admin = Api::new(gw.admin(), None);
+    // Three tries: a consume that times out on b may still reserve jobs
+    // there (see below), which spends a try.
+    let before = publish_n(&api, "q", "tries=3", 60).await;
+
+    proxy.set(Fault::Stall);
+    wait_until_async(
+        Duration::from_secs(10),
+        "/ready to report b down",
+        || async {
+            let r = admin.get("/ready").await;
+            r.status == 200 && r.json["pools"]["default"]["default/b"]["up"] == false
+        },
+    )
+    .await;
+    // Publishes land on a (201) or fail fast for b (503); delayed jobs on a
+    // keep firing; consumers keep getting a's jobs.
+    let mut during = HashSet::new();
+    let (mut ok, mut refused) = (0, 0);
+    for i in 0..60 {
+        let r = api
+            .put("/api/ns/q?delay_ms=300&tries=3", format!("p{i}").as_bytes())
+            .await;
+        match r.status {
+            201 => {
+                ok += 1;
+                during.insert(r.json["job_id"].as_str().expect("id").to_owned());
+            }
+            503 => refused += 1,
+            other => panic!("publish during the partition: {other} {r:?}"),
+        }
+    }
+    assert!(
+        ok > 0 && refused > 0,
+        "both shards took part: {ok} ok, {refused} refused"
+    );
+    // A consume that timed out on b may still run there once the stall
+    // ends (its bytes were sent): the jobs it reserved for nobody come back
+    // after their TTR, 2 s here.
+    let consume = "/api/ns/q?count=100&timeout=1&ttr=2";
+    let mut taken = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !during.iter().all(|id| taken.contains_key(id)) {
+        assert!(
+            Instant::now() < deadline,
+            "a's delayed jobs did not fire during the partition"
+        );
+        let r = api.get(consume).await;
+        if r.status == 200 {
+            for job in r.json.as_array().cloned().unwrap_or_default() {
+                let id = job["job_id"].as_str().unwrap_or_default().to_owned();
+                *taken.entry(id.clone()).or_insert(0u32) += 1;
+                api.delete(&format!("/api/ns/q/job/{id}")).await;
+            }
+        }
+    }
+    assert_eq!(
+        admin.get("/ready").await.status,
+        200,
+        "one shard down is not unready"
+    );
+
+    proxy.heal();
+    let mut all = before.clone();
+    all.extend(during.iter().cloned());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !all.iter().all(|id| taken.contains_key(id)) {
+        if Instant::now() >= deadline {
+            let missing = all.iter().filter(|id| !taken.contains_key(*id)).count();
+            let info: String = redis::cmd("INFO")
+                .arg("keyspace")
+                .query(&mut b.client())
+                .expect("INFO");
+            let log = gw.log();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            panic!(
+                "{missing} of b's jobs did not come back after healing; b holds {info}\n{}",
+                tail.join("\n")
+            );
+        }
+        let r = api.get(consume).await;
+        if r.status == 200 {
+            for job in r.json.as_array().cloned().unwrap_or_default() {
+                let id = job["job_id"].as_str().unwrap_or_default().to_owned();
+                *taken.entry(id.clone()).or_insert(0u32) += 1;
+                api.delete(&format!("/api/ns/q/job/{id}")).await;
+            }
+        }
+    }
+    assert!(
+        taken.values().all(|n| *n == 1),
+        "each job delivered once: {taken:?}"
+    );
+    // A publish that timed out on b (503) was sent, and b may run it once
+    // the stall ends: such a job exists though its producer saw a 503. It
+    // is delivered like any other; there can be no more of them than 503s.
+    let extra = taken.len() - all.len();
+    assert!(
+        extra <= refused,
+        "{extra} unexpected jobs for {refused} refused publishes"
+    );
+    eprintln!(
+        "partition: {ok} publishes on a, {refused} refused for b, {extra} of those stored after healing"
+    );
+}
+
+#[tokio::test]
+async fn a_redis_restarted_empty_is_reported_and_serves_new_jobs() {
+    let mut redis = RedisServer::start(); // no persistence
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    publish_n(&api, "q", "delay=60", 5).await;
+
+    redis.restart();
+    wait_until_async(Duration::from_secs(15), "the loss to be reported", || {
+        std::future::ready(
+            gw.log().contains("restarted without its data")
+                && gw.log().contains("writing this gateway's copy back"),
+        )
+    })
+    .await;
+    // The tenant's token still works (restored), and new jobs flow, delayed
+    // ones included.
+    wait_until_async(Duration::from_secs(15), "publishes to work", || async {
+        api.put("/api/ns/q2?delay_ms=500", b"new").await.status == 201
+    })
+    .await;
+    let r = api.get("/api/ns/q2?timeout=5").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let mut c = redis.client();
+    let buckets: Option<u32> = redis::cmd("HGET")
+        .arg("sd:meta")
+        .arg("buckets")
+        .query(&mut c)
+        .expect("HGET");
+    assert_eq!(buckets, Some(16), "the layout is pinned again");
+    assert!(!gw.log().contains("panicked"));
 }

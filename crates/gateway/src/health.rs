@@ -123,19 +123,50 @@ pub async fn run(router: Arc<Router>, health: Health, shutdown: CancellationToke
             _ = tick.tick() => {}
             () = shutdown.cancelled() => return,
         }
-        let shards: Vec<(String, sundial_core::Shard)> = {
+        let shards: Vec<(Arc<sundial_router::Pool>, sundial_core::Shard)> = {
             let topology = router.topology();
             topology
                 .pools()
-                .flat_map(|p| p.shards().map(|s| (p.name().to_owned(), s.clone())))
+                .flat_map(|p| p.shards().map(|s| (p.clone(), s.clone())))
                 .collect()
         };
         let checks = shards.iter().map(|(pool, shard)| async {
             let result = shard.ping().await.map_err(|e| e.to_string());
-            health.record(pool, shard.name(), result);
+            if result.is_ok() {
+                found_empty(pool, shard).await;
+            }
+            health.record(pool.name(), shard.name(), result);
         });
         futures::future::join_all(checks).await;
         let names: Vec<String> = shards.iter().map(|(_, s)| s.name().to_owned()).collect();
         health.retain(&names);
+    }
+}
+
+/// A shard in use always holds `sd:meta` (its pinned bucket count and
+/// layouts). One that answers without it lost its data: says so, and pins
+/// the pool's bucket count and layouts again so that it goes on serving.
+async fn found_empty(pool: &sundial_router::Pool, shard: &sundial_core::Shard) {
+    match shard.has_metadata().await {
+        Ok(true) | Err(_) => {}
+        Ok(false) => {
+            tracing::error!(
+                pool = pool.name(),
+                shard = shard.name(),
+                "shard answers without Sundial's metadata: it was restarted without its data \
+                 (no AOF or RDB) or flushed, and the jobs it held are lost; pinning the pool \
+                 layout again and serving on"
+            );
+            metrics::counter!("sundial_shard_data_lost_total", "pool" => pool.name().to_owned(), "shard" => shard.name().to_owned())
+                .increment(1);
+            let draining: Vec<String> = pool.draining().map(str::to_owned).collect();
+            let pinned = async {
+                shard.check(pool.buckets()).await?;
+                shard.set_ring_pins(pool.signature(), &draining).await
+            };
+            if let Err(e) = pinned.await {
+                tracing::warn!(shard = shard.name(), error = %e, "cannot pin the layout again; retrying");
+            }
+        }
     }
 }

@@ -207,11 +207,19 @@ impl TokenStore {
         Ok(out)
     }
 
-    /// Loads the table if its version moved (or was never loaded).
+    /// Loads the table if its version moved (or was never loaded). When the
+    /// admin Redis has lost the table (its version is gone while this
+    /// gateway holds one), writes this gateway's copy back instead.
     pub async fn reload(&self) -> Result<(), EngineError> {
         let redis = self.redis();
         let c = redis.client()?;
         let version: Option<i64> = c.get(keys::TOKENS_VERSION).await.map_err(|e| self.err(e))?;
+        if version.is_none()
+            && let Some(t) = &*self.table.load()
+            && t.version > 0
+        {
+            return self.restore(t).await;
+        }
         let version = version.unwrap_or(0);
         if let Some(t) = &*self.table.load()
             && t.version == version
@@ -247,6 +255,47 @@ impl TokenStore {
             tokens,
             limits,
         })));
+        Ok(())
+    }
+
+    /// Writes a copy of the tables back into an admin Redis that lost them
+    /// (restarted without persistence, or flushed), with a newer version:
+    /// tenants keep their tokens. Fields that exist are kept, so gateways
+    /// that restore at the same time agree.
+    async fn restore(&self, t: &Snapshot) -> Result<(), EngineError> {
+        tracing::error!(
+            had_version = t.version,
+            tokens = t.tokens.len(),
+            limits = t.limits.len(),
+            "the admin Redis has no token table (restarted without its data, or flushed); \
+             writing this gateway's copy back"
+        );
+        let redis = self.redis();
+        let tx = redis.client()?.multi();
+        for (f, description) in &t.tokens {
+            let _: () = tx
+                .hsetnx(keys::TOKENS, f.as_str(), description.as_str())
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        for (f, limit) in &t.limits {
+            let json = serde_json::to_string(limit).unwrap_or_default();
+            let _: () = tx
+                .hsetnx(keys::LIMITS, f.as_str(), json)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        let _: () = tx
+            .set(
+                keys::TOKENS_VERSION,
+                t.version + 1,
+                None,
+                Some(fred::types::SetOptions::NX),
+                false,
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        let _: fred::types::Value = tx.exec(true).await.map_err(|e| self.err(e))?;
         Ok(())
     }
 

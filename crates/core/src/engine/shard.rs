@@ -8,7 +8,10 @@ use fred::{
     prelude::*,
     types::{
         Value,
-        config::{Config, ConnectionConfig, PerformanceConfig, ReconnectError, ReconnectPolicy},
+        config::{
+            Config, ConnectionConfig, PerformanceConfig, ReconnectError, ReconnectPolicy,
+            UnresponsiveConfig,
+        },
         scripts::Script,
     },
 };
@@ -113,6 +116,15 @@ impl Shard {
                 // (or MASTERDOWN): reconnect, which asks the sentinels for
                 // the new master.
                 c.reconnect_errors = vec![ReconnectError::ReadOnly, ReconnectError::MasterDown];
+                // A connection that leaves a command unanswered for a whole
+                // command timeout is hung (a stalled server, a partition):
+                // drop it and reconnect, so that the next requests fail at
+                // once while it is down instead of each waiting the timeout.
+                c.unresponsive = UnresponsiveConfig {
+                    max_timeout: Some(opts.command_timeout),
+                    interval: (opts.command_timeout / 4)
+                        .clamp(Duration::from_millis(50), Duration::from_secs(1)),
+                };
             })
             .with_performance_config(|p: &mut PerformanceConfig| {
                 p.default_command_timeout = opts.command_timeout;
@@ -180,12 +192,49 @@ impl Shard {
         Ok(start.elapsed())
     }
 
-    /// Waits until the shard is connected, up to `timeout`.
+    /// Waits until the shard is connected, up to `timeout`, logging every
+    /// few seconds which shard it waits for and the Redis client's last
+    /// error; fails with that error.
     pub async fn wait_connected(&self, timeout: Duration) -> Result<(), EngineError> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        const REPORT: Duration = Duration::from_secs(3);
+        let start = tokio::time::Instant::now();
+        let mut errors: Vec<_> = self
+            .inner
+            .pool
+            .clients()
+            .iter()
+            .map(|c| c.error_rx())
+            .collect();
+        let mut last: Option<RedisError> = None;
+        let mut reported = start;
         while !self.is_connected() {
-            if tokio::time::Instant::now() >= deadline {
-                return Err(self.unavailable("not connected"));
+            for rx in &mut errors {
+                while let Ok((e, _)) = rx.try_recv() {
+                    last = Some(e);
+                }
+            }
+            let now = tokio::time::Instant::now();
+            if now >= start + timeout {
+                return Err(match last {
+                    Some(source) => EngineError::Unavailable {
+                        shard: self.inner.name.clone(),
+                        source,
+                    },
+                    None => self.unavailable("not connected"),
+                });
+            }
+            if now >= reported + REPORT {
+                reported = now;
+                tracing::warn!(
+                    shard = self.name(),
+                    waited_s = (now - start).as_secs(),
+                    timeout_s = timeout.as_secs(),
+                    last_error = last
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_else(|| "none yet".to_owned()),
+                    "waiting for the shard to answer"
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -321,6 +370,18 @@ impl Shard {
             )
             .await?;
         Ok(v.as_i64().unwrap_or(0) > 0)
+    }
+
+    /// Whether the shard holds Sundial's metadata (`sd:meta`), which every
+    /// shard in use has: a shard without it was restarted without its data,
+    /// or flushed.
+    pub async fn has_metadata(&self) -> Result<bool, EngineError> {
+        let n: i64 = self
+            .client()?
+            .exists(keys::META)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(n > 0)
     }
 
     /// Counts one request on a fixed-window counter (`delta` 1), or refunds
