@@ -212,3 +212,21 @@ async fn sigkill_under_load_loses_no_acknowledged_job() {
         seen.len()
     );
 }
+
+#[tokio::test]
+async fn startup_says_which_shard_it_waits_for_and_why() {
+    // Nothing listens there.
+    let port = sundial_tests::free_port();
+    let mut gw = Sundial::spawn(&SundialConfig::new(format!("redis://127.0.0.1:{port}")));
+    wait_until_async(Duration::from_secs(10), "a report of the wait", || {
+        std::future::ready(gw.log().contains("waiting for the shard to answer"))
+    })
+    .await;
+    let log = gw.log();
+    assert!(
+        log.contains("shard=\"default/main\""),
+        "names the shard: {log}"
+    );
+    assert!(log.contains("Connection refused"), "says why: {log}");
+    gw.kill();
+}

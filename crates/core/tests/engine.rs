@@ -450,6 +450,13 @@ async fn startup_check_refuses_evicting_redis_and_bucket_changes() {
     let s = shard(&evicting).await;
     let err = s.check(B).await.expect_err("allkeys-lru loses jobs");
     assert!(err.to_string().contains("noeviction"), "{err}");
+    let volatile = RedisServer::start_with(&["--maxmemory-policy", "volatile-lru"]);
+    let s = shard(&volatile).await;
+    let err = s
+        .check(B)
+        .await
+        .expect_err("volatile-lru loses leases and views");
+    assert!(err.to_string().contains("volatile-lru"), "{err}");
 
     let redis = RedisServer::start();
     let s = shard(&redis).await;

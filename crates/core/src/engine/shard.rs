@@ -318,12 +318,16 @@ impl Shard {
             aof_enabled: field("aof_enabled") == "1",
             redis_version: field("redis_version"),
         };
-        if check.maxmemory_policy.starts_with("allkeys-") {
+        // allkeys-* evicts jobs and tokens; volatile-* evicts the keys that
+        // Sundial gives a TTL (pump leases, gateway views, rate counters),
+        // and a lost view can retire a shard layout still written to.
+        if check.maxmemory_policy != "noeviction" {
             return Err(EngineError::Unsafe {
                 shard: self.name().to_owned(),
                 what: format!(
-                    "maxmemory-policy is {}, which evicts keys and so loses jobs; \
-                     set `maxmemory-policy noeviction` in redis.conf (or CONFIG SET) and restart Sundial",
+                    "maxmemory-policy is {}, which evicts keys (jobs and tokens, or the leases and \
+                     views that Sundial sets with a TTL); set `maxmemory-policy noeviction` in \
+                     redis.conf (or CONFIG SET) and restart Sundial",
                     check.maxmemory_policy
                 ),
             });
