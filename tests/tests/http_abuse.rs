@@ -266,6 +266,17 @@ async fn malformed_requests_get_json_errors() {
             serde_json::from_str(&body).unwrap_or_else(|e| panic!("{body:?} is not JSON: {e}"));
         assert!(json["error"].is_string(), "{json}");
     }
+    // axum's own extractor rejections (here: a path that is not UTF-8).
+    let r = sundial_tests::Api::new(gw.admin(), None)
+        .call(reqwest::Method::DELETE, "/token/%FF%FE/x", None, &[])
+        .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    let message = r.json["error"].as_str().unwrap_or_default();
+    assert!(message.contains("UTF-8"), "axum's reason, as JSON: {r:?}");
+    assert_eq!(
+        r.headers.get("content-type").and_then(|v| v.to_str().ok()),
+        Some("application/json")
+    );
 }
 
 #[tokio::test]

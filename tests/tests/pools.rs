@@ -497,7 +497,19 @@ async fn a_dead_shard_fails_only_what_needs_it() {
     );
     // Another pool goes on.
     assert_eq!(on_other.put("/api/ns/q", b"x").await.status, 201);
-    assert_eq!(Api::new(gw.admin(), None).get("/ready").await.status, 503);
+    // The gateway stays ready (a dead shard fails only what needs it); it
+    // says which shard is down.
+    let admin = Api::new(gw.admin(), None);
+    wait_until_async(
+        Duration::from_secs(10),
+        "/ready to report b down",
+        || async {
+            let r = admin.get("/ready").await;
+            r.status == 200 && r.json["status"] == "degraded"
+        },
+    )
+    .await;
+    assert_eq!(admin.get("/ready?strict=true").await.status, 503);
 
     b.restart();
     wait_until_async(Duration::from_secs(15), "shard b to be back", || async {

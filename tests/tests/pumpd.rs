@@ -86,3 +86,40 @@ async fn pumpd_follows_a_config_change_by_itself() {
         pumpd.log()
     );
 }
+
+#[tokio::test]
+async fn pumpd_readiness_follows_its_lease_loop_and_shards() {
+    let mut redis = RedisServer::start();
+    let mut cfg = SundialConfig::new(redis.url());
+    cfg.pump = false;
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    api.publish("ns", "q", "delay_ms=100", b"x").await;
+    let pumpd = Sundial::start_pumpd(&cfg, "lease_ttl_ms = 1000");
+    let ready = Api::new(pumpd.admin(), None);
+    sundial_tests::wait_until_async(Duration::from_secs(10), "pumpd ready", || async {
+        let r = ready.get("/ready").await;
+        r.status == 200 && r.json["shards"]["default/main"]["leases_held"].as_u64() > Some(0)
+    })
+    .await;
+
+    redis.kill();
+    sundial_tests::wait_until_async(Duration::from_secs(10), "pumpd unready", || async {
+        let r = ready.get("/ready").await;
+        r.status == 503 && r.json["shards"]["default/main"]["up"] == false
+    })
+    .await;
+    let r = ready.get("/ready").await;
+    assert!(
+        r.json["shards"]["default/main"]["error"].is_string(),
+        "{r:?}"
+    );
+
+    redis.restart();
+    sundial_tests::wait_until_async(Duration::from_secs(15), "pumpd ready again", || async {
+        let r = ready.get("/ready").await;
+        r.status == 200 && r.json["shards"]["default/main"]["up"] == true
+    })
+    .await;
+}

@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use http_body_util::BodyExt;
+
 use axum::{
     extract::{MatchedPath, Request},
     http::HeaderValue,
@@ -31,6 +33,43 @@ pub(crate) async fn refuse_head(req: Request, next: Next) -> Response {
         return crate::api::error::ApiError::MethodNotAllowed.into_response();
     }
     next.run(req).await
+}
+
+/// Gives every error a JSON body, `{"error": …}`: the answers of axum's own
+/// extractors (a path that is not valid UTF-8, a malformed query) are plain
+/// text otherwise. Our handlers' errors are JSON already and pass untouched.
+pub(crate) async fn json_errors(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    // Rejection texts are short; a long one is cut, not buffered whole.
+    let text = match http_body_util::Limited::new(body, 4096).collect().await {
+        Ok(c) => String::from_utf8_lossy(&c.to_bytes()).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let message = if text.is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("error")
+            .to_ascii_lowercase()
+    } else {
+        text
+    };
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    parts.headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let body = serde_json::json!({ "error": message }).to_string();
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 /// Sets `X-Request-ID` (a fresh ULID), records the request's metrics, and

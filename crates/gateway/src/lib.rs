@@ -229,12 +229,14 @@ pub async fn serve(
 
     let api_app = api::router(state.clone())
         .layer(axum::middleware::from_fn(http::refuse_head))
+        .layer(axum::middleware::from_fn(http::json_errors))
         .layer(axum::middleware::from_fn_with_state(
             config.log.access,
             http::observe,
         ));
     let admin_app = admin::router(state.clone(), reloader.clone())
         .layer(axum::middleware::from_fn(http::refuse_head))
+        .layer(axum::middleware::from_fn(http::json_errors))
         .layer(axum::middleware::from_fn_with_state(
             config.log.access,
             http::observe,
@@ -342,7 +344,9 @@ pub async fn pumpd(
     tokio::spawn(server::serve(
         admin,
         server::Listener::Admin,
-        admin_app.layer(axum::middleware::from_fn(http::refuse_head)),
+        admin_app
+            .layer(axum::middleware::from_fn(http::refuse_head))
+            .layer(axum::middleware::from_fn(http::json_errors)),
         config.http.admin_limits(),
         shutdown.clone(),
     ));
