@@ -9,8 +9,8 @@ local r = decode(raw)
 if r.queue ~= ARGV[1] then return 0 end
 drop(KEYS[1], KEYS[2], KEYS[3], ARGV[2], r)
 if r.state == READY then
-  unlist(KEYS[4], KEYS[3], READY, r.queue, ARGV[2])
+  unlist(KEYS[4], KEYS[1], KEYS[3], READY, r.queue, ARGV[2])
 elseif r.state == DEAD then
-  unlist(KEYS[5], KEYS[3], DEAD, r.queue, ARGV[2])
+  unlist(KEYS[5], KEYS[1], KEYS[3], DEAD, r.queue, ARGV[2])
 end
 return r.state

@@ -95,19 +95,31 @@ end
 -- - else the id is looked for within UNLIST_SCAN entries of either end (ids
 --   are pushed at the head and popped at the tail: a job that expires is
 --   among the oldest, a job cancelled soon after its publish among the
---   newest) and removed. An id further in stays until a consumer pops and
---   skips it, or the list goes as above.
+--   newest) and removed; then stale ids at the tail are popped (at most
+--   UNLIST_TRIM). An id further in stays until a consumer pops and skips
+--   it, or until every older job of the list has left and the tail reaches
+--   it, or the list goes.
 -- LREM alone would scan up to the whole list: 3.7 ms for an id 100,000
--- entries in; this bounds the scan to 2 x UNLIST_SCAN entries.
+-- entries in; the scan here is bounded, and each pop removes garbage.
 local UNLIST_SCAN = 256
-local function unlist(lkey, ckey, state, queue, id)
+local UNLIST_TRIM = 10000
+local function unlist(lkey, jkey, ckey, state, queue, id)
   local left = tonumber(redis.call('HGET', ckey, COUNTER[state] .. queue) or '0')
   if left <= 0 then
     redis.call('DEL', lkey)
-  elseif redis.call('LPOS', lkey, id, 'RANK', -1, 'MAXLEN', UNLIST_SCAN) then
+    return
+  end
+  if redis.call('LPOS', lkey, id, 'RANK', -1, 'MAXLEN', UNLIST_SCAN) then
     redis.call('LREM', lkey, -1, id)
   elseif redis.call('LPOS', lkey, id, 'MAXLEN', UNLIST_SCAN) then
     redis.call('LREM', lkey, 1, id)
+  end
+  for _ = 1, UNLIST_TRIM do
+    local tail = redis.call('LINDEX', lkey, -1)
+    if not tail then break end
+    local raw = redis.call('HGET', jkey, tail)
+    if raw and decode(raw).state == state then break end
+    redis.call('RPOP', lkey)
   end
 end
 

@@ -72,9 +72,9 @@ for i = 1, #due, 2 do
     if expired(r, now) then
       drop(jkey, tkey, ckey, id, r)
       if r.state == READY then
-        unlist(prefix .. 'r:' .. r.queue, ckey, READY, r.queue, id)
+        unlist(prefix .. 'r:' .. r.queue, jkey, ckey, READY, r.queue, id)
       elseif r.state == DEAD then
-        unlist(prefix .. 'd:' .. r.queue, ckey, DEAD, r.queue, id)
+        unlist(prefix .. 'd:' .. r.queue, jkey, ckey, DEAD, r.queue, id)
       end
       gone = gone + 1
       tally(r.queue, 4)

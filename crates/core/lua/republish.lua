@@ -18,9 +18,9 @@ if raw then
   if o.queue == queue then
     drop(KEYS[1], KEYS[2], KEYS[3], old, o)
     if o.state == READY then
-      unlist(KEYS[4], KEYS[3], READY, queue, old)
+      unlist(KEYS[4], KEYS[1], KEYS[3], READY, queue, old)
     elseif o.state == DEAD then
-      unlist(KEYS[6], KEYS[3], DEAD, queue, old)
+      unlist(KEYS[6], KEYS[1], KEYS[3], DEAD, queue, old)
     end
     existed = 1
   end

@@ -805,6 +805,7 @@ async fn jobs_that_expire_or_are_deleted_leave_no_entry_behind() {
     }
     let (calls_before, usec_before) = command_stats(&redis, "lrem");
     let (lpos_calls_before, lpos_usec_before) = command_stats(&redis, "lpos");
+    let (lindex_calls_before, lindex_usec_before) = command_stats(&redis, "lindex");
     let start = std::time::Instant::now();
     wait_until_async(Duration::from_secs(15), "every job to expire", || async {
         for b in ALL {
@@ -815,13 +816,17 @@ async fn jobs_that_expire_or_are_deleted_leave_no_entry_behind() {
     .await;
     let (calls, usec) = command_stats(&redis, "lrem");
     let (lpos_calls, lpos_usec) = command_stats(&redis, "lpos");
+    let (lindex_calls, lindex_usec) = command_stats(&redis, "lindex");
     eprintln!(
-        "7,497 jobs expired in {:?}: LREM {} calls, {} µs; LPOS {} calls, {} µs of Redis time",
+        "7,497 jobs expired in {:?}: LREM {} calls, {} µs; LPOS {} calls, {} µs; \
+         LINDEX {} calls, {} µs of Redis time",
         start.elapsed(),
         calls - calls_before,
         usec - usec_before,
         lpos_calls - lpos_calls_before,
         lpos_usec - lpos_usec_before,
+        lindex_calls - lindex_calls_before,
+        lindex_usec - lindex_usec_before,
     );
     // No per-job entry of the queue is left anywhere.
     let mut r = redis.client();
@@ -833,4 +838,74 @@ async fn jobs_that_expire_or_are_deleted_leave_no_entry_behind() {
         let dead: u64 = r.llen(k.dead("q")).expect("llen");
         assert_eq!((jobs, timer, ready, dead), (0, 0, 0, 0), "bucket {b}");
     }
+}
+
+/// Publishes `n` jobs into bucket 0 of `ns` in batches; returns their ids.
+async fn publish_in_bucket_0(s: &Shard, queue: &str, sched: Schedule, n: usize) -> Vec<JobId> {
+    let mut ids = Vec::new();
+    let mut left = n;
+    while left > 0 {
+        let batch: Vec<NewJob> = (0..left.min(50))
+            .map(|_| NewJob {
+                id: JobId::mint_in_bucket(false, 0, B),
+                attrs: String::new(),
+                body: Bytes::from_static(b"x"),
+            })
+            .collect();
+        s.publish("ns", 0, queue, &sched, &batch)
+            .await
+            .expect("publish");
+        left -= batch.len();
+        ids.extend(batch.into_iter().map(|j| j.id));
+    }
+    ids
+}
+
+#[tokio::test]
+async fn ids_that_expire_deep_in_a_list_leave_once_older_jobs_have_left() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    // Oldest at the tail: 300 jobs that live 2 s; then 1,000 that live 1 s,
+    // too deep in the list (from either end) to be looked for; then 300
+    // that live 4 s.
+    publish_in_bucket_0(&s, "q", sched(0, 2_000, 1), 300).await;
+    publish_in_bucket_0(&s, "q", sched(0, 1_000, 1), 1_000).await;
+    publish_in_bucket_0(&s, "q", sched(0, 4_000, 1), 300).await;
+    let list = BucketKeys::new("ns", 0).ready("q");
+    let llen = |redis: &RedisServer| -> u64 { redis.client().llen(&list).expect("llen") };
+    let ready = || async { s.counts("ns", &[0], "q").await.expect("counts").ready };
+    wait_until_async(
+        Duration::from_secs(10),
+        "the 1 s jobs to expire",
+        || async {
+            s.pump("ns", 0, 1_000, None).await.expect("pump");
+            ready().await == 600
+        },
+    )
+    .await;
+    assert_eq!(llen(&redis), 1_600, "their ids wait deep in the list");
+    wait_until_async(
+        Duration::from_secs(10),
+        "the 2 s jobs to expire",
+        || async {
+            s.pump("ns", 0, 1_000, None).await.expect("pump");
+            ready().await == 300
+        },
+    )
+    .await;
+    assert_eq!(
+        llen(&redis),
+        300,
+        "once the older jobs left the tail, the stale ids went with them"
+    );
+    wait_until_async(
+        Duration::from_secs(10),
+        "the last jobs to expire",
+        || async {
+            s.pump("ns", 0, 1_000, None).await.expect("pump");
+            ready().await == 0
+        },
+    )
+    .await;
+    assert_eq!(llen(&redis), 0);
 }

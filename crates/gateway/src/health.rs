@@ -114,8 +114,14 @@ impl Health {
 }
 
 /// Checks every shard of the router's current topology every [`EVERY`]
-/// until `shutdown`.
-pub async fn run(router: Arc<Router>, health: Health, shutdown: CancellationToken) {
+/// until `shutdown`. `lost` is called with the name of a shard found to
+/// have lost its data.
+pub async fn run(
+    router: Arc<Router>,
+    health: Health,
+    lost: impl Fn(&str) + Send + Sync + 'static,
+    shutdown: CancellationToken,
+) {
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -132,8 +138,8 @@ pub async fn run(router: Arc<Router>, health: Health, shutdown: CancellationToke
         };
         let checks = shards.iter().map(|(pool, shard)| async {
             let result = shard.ping().await.map_err(|e| e.to_string());
-            if result.is_ok() {
-                found_empty(pool, shard).await;
+            if result.is_ok() && found_empty(pool, shard).await {
+                lost(shard.name());
             }
             health.record(pool.name(), shard.name(), result);
         });
@@ -146,9 +152,10 @@ pub async fn run(router: Arc<Router>, health: Health, shutdown: CancellationToke
 /// A shard in use always holds `sd:meta` (its pinned bucket count and
 /// layouts). One that answers without it lost its data: says so, and pins
 /// the pool's bucket count and layouts again so that it goes on serving.
-async fn found_empty(pool: &sundial_router::Pool, shard: &sundial_core::Shard) {
+/// Returns whether it found the shard so.
+async fn found_empty(pool: &sundial_router::Pool, shard: &sundial_core::Shard) -> bool {
     match shard.has_metadata().await {
-        Ok(true) | Err(_) => {}
+        Ok(true) | Err(_) => false,
         Ok(false) => {
             tracing::error!(
                 pool = pool.name(),
@@ -167,6 +174,7 @@ async fn found_empty(pool: &sundial_router::Pool, shard: &sundial_core::Shard) {
             if let Err(e) = pinned.await {
                 tracing::warn!(shard = shard.name(), error = %e, "cannot pin the layout again; retrying");
             }
+            true
         }
     }
 }

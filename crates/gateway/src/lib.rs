@@ -156,6 +156,7 @@ pub async fn serve(
     metrics: metrics_exporter_prometheus::PrometheusHandle,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    config.check_admin_exposure()?;
     let router = Arc::new(Router::new(
         prepare(&config.pools, None, STARTUP_WAIT).await?,
     ));
@@ -163,10 +164,10 @@ pub async fn serve(
 
     let admin_shard = match &config.admin_redis {
         Some(url) => {
-            let s = sundial_core::Shard::connect(
-                "admin",
-                &sundial_core::ShardOptions::new(url.clone()),
-            )?;
+            let mut opts = sundial_core::ShardOptions::new(url.clone());
+            opts.command_timeout =
+                Duration::from_millis(sundial_router::config::DEFAULT_TIMEOUT_MS);
+            let s = sundial_core::Shard::connect("admin", &opts)?;
             s.wait_connected(STARTUP_WAIT)
                 .await
                 .context("admin redis did not answer")?;
@@ -205,7 +206,14 @@ pub async fn serve(
     let background = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(tokens.run(background.clone()));
-    tasks.spawn(health::run(router.clone(), health, background.clone()));
+    let registry = state.clone();
+    tasks.spawn(health::run(
+        router.clone(),
+        health,
+        // Its queue registry is gone too: register queues again.
+        move |shard| registry.forget_registered(shard),
+        background.clone(),
+    ));
     if config.pump.enabled {
         tasks.spawn(sundial_pumpd::run(
             router.clone(),

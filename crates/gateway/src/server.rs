@@ -21,7 +21,7 @@ use std::{
 
 use axum::{Router, extract::Request};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     net::{TcpListener, TcpStream},
@@ -148,13 +148,20 @@ async fn connection(
             resp
         }
     });
+    // hyper's own header timer (30 s by default once a timer is set) also
+    // runs while a keep-alive connection idles: ours replace it.
     let conn = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
+        .header_read_timeout(None)
         .max_buf_size(limits.max_head_bytes.max(8192))
         .serve_connection(io, service);
     tokio::pin!(conn);
     let mut draining = false;
     loop {
+        // Registered before the deadline is read, so that a change in
+        // between (a request ends, a head begins) is not missed.
+        let changed = activity.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
         let deadline = activity.deadline(limits);
         tokio::select! {
             r = conn.as_mut() => {
@@ -175,6 +182,8 @@ async fn connection(
                     return;
                 }
             }
+            // A request began or ended, or a head began: a new deadline.
+            () = &mut changed => {}
             () = shutdown.cancelled(), if !draining => {
                 conn.as_mut().graceful_shutdown();
                 draining = true;
@@ -192,6 +201,8 @@ struct Activity {
     last_io_ms: AtomicU64,
     /// When the head now being read began (ms + 1), 0 if none is.
     head_since: AtomicU64,
+    /// Wakes the connection's watchdog when its deadline moves.
+    changed: tokio::sync::Notify,
 }
 
 /// Ends a request's time in flight when dropped.
@@ -201,6 +212,7 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.touch();
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.changed.notify_one();
     }
 }
 
@@ -212,6 +224,7 @@ impl Activity {
             last_io_ms: AtomicU64::new(0),
             // A new connection owes its first head from the accept on.
             head_since: AtomicU64::new(1),
+            changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -225,19 +238,20 @@ impl Activity {
 
     fn read(&self) {
         self.touch();
-        if self.in_flight.load(Ordering::Acquire) == 0 {
-            let _ = self.head_since.compare_exchange(
-                0,
-                self.now_ms() + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
+        if self.in_flight.load(Ordering::Acquire) == 0
+            && self
+                .head_since
+                .compare_exchange(0, self.now_ms() + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            self.changed.notify_one();
         }
     }
 
     fn begin(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.head_since.store(0, Ordering::Release);
+        self.changed.notify_one();
         InFlight(self.clone())
     }
 

@@ -161,6 +161,13 @@ impl AppState {
         Ok(())
     }
 
+    /// Forgets what this process registered on a shard (it lost its data),
+    /// so that the next publish to each queue registers it again.
+    pub fn forget_registered(&self, shard: &str) {
+        let prefix = format!("{shard}/");
+        self.lock_registered().retain(|k| !k.starts_with(&prefix));
+    }
+
     fn lock_registered(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
         self.registered.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -208,15 +208,15 @@ impl TokenStore {
     }
 
     /// Loads the table if its version moved (or was never loaded). When the
-    /// admin Redis has lost the table (its version is gone while this
-    /// gateway holds one), writes this gateway's copy back instead.
+    /// admin Redis has lost the table (its version is gone, or went back,
+    /// while this gateway holds a newer one: it came back empty, and maybe
+    /// took a change or two since), writes this gateway's copy back instead.
     pub async fn reload(&self) -> Result<(), EngineError> {
         let redis = self.redis();
         let c = redis.client()?;
         let version: Option<i64> = c.get(keys::TOKENS_VERSION).await.map_err(|e| self.err(e))?;
-        if version.is_none()
-            && let Some(t) = &*self.table.load()
-            && t.version > 0
+        if let Some(t) = &*self.table.load()
+            && t.version > version.unwrap_or(0)
         {
             return self.restore(t).await;
         }
@@ -260,8 +260,9 @@ impl TokenStore {
 
     /// Writes a copy of the tables back into an admin Redis that lost them
     /// (restarted without persistence, or flushed), with a newer version:
-    /// tenants keep their tokens. Fields that exist are kept, so gateways
-    /// that restore at the same time agree.
+    /// tenants keep their tokens. Fields that exist are kept (a token made
+    /// since the loss, or another gateway's restore), so the result is the
+    /// union. A deletion made just before the loss may come back.
     async fn restore(&self, t: &Snapshot) -> Result<(), EngineError> {
         tracing::error!(
             had_version = t.version,
@@ -286,13 +287,7 @@ impl TokenStore {
                 .map_err(|e| self.err(e))?;
         }
         let _: () = tx
-            .set(
-                keys::TOKENS_VERSION,
-                t.version + 1,
-                None,
-                Some(fred::types::SetOptions::NX),
-                false,
-            )
+            .set(keys::TOKENS_VERSION, t.version + 1, None, None, false)
             .await
             .map_err(|e| self.err(e))?;
         let _: fred::types::Value = tx.exec(true).await.map_err(|e| self.err(e))?;

@@ -151,6 +151,17 @@ impl PoolConfig {
         if self.shards.is_empty() {
             return Err(format!("pool {name}: needs at least one shard"));
         }
+        if let Some(s) = self
+            .shards
+            .iter()
+            .find(|s| !(10..=86_400_000).contains(&s.timeout_ms))
+        {
+            return Err(format!(
+                "pool {name}: shard {}: timeout_ms must be within 10 ms and one day, not {}",
+                s.ring_name(),
+                s.timeout_ms
+            ));
+        }
         if self.shards.len() > 1 && self.shards.iter().any(|s| s.name.is_none()) {
             return Err(format!(
                 "pool {name}: every shard of a pool with several shards needs a `name` \

@@ -318,6 +318,21 @@ impl Shard {
             aof_enabled: field("aof_enabled") == "1",
             redis_version: field("redis_version"),
         };
+        // The scripts use LPOP with a count and LPOS (Redis 6.2).
+        let version: Vec<u32> = check
+            .redis_version
+            .split('.')
+            .map_while(|p| p.parse().ok())
+            .collect();
+        if version.len() >= 2 && (version[0], version[1]) < (6, 2) {
+            return Err(EngineError::Unsafe {
+                shard: self.name().to_owned(),
+                what: format!(
+                    "Redis {} is too old: Sundial needs Redis 6.2 or later",
+                    check.redis_version
+                ),
+            });
+        }
         // allkeys-* evicts jobs and tokens; volatile-* evicts the keys that
         // Sundial gives a TTL (pump leases, gateway views, rate counters),
         // and a lost view can retire a shard layout still written to.

@@ -91,11 +91,12 @@ pub(super) async fn live() -> impl IntoResponse {
 }
 
 /// `GET /ready[?strict=true]`: whether this process can serve. 200 once it
-/// has started and until it begins to shut down, whatever the shards say: a
-/// shard that is down fails only the requests that need it, and taking every
-/// gateway out of a load balancer for it would fail them all. The body
-/// reports each pool's shards (`"status": "degraded"` when one is down);
-/// `strict=true` also answers 503 then, for scripts that want every shard.
+/// has started and until it begins to shut down while at least one shard
+/// answers: a shard that is down fails only the requests that need it, and
+/// taking every gateway out of a load balancer for it would fail them all.
+/// With no shard answering it is 503. The body reports each pool's shards
+/// (`"status": "degraded"` when one is down); `strict=true` also answers
+/// 503 then, for scripts that want every shard.
 pub(super) async fn ready(
     State(state): State<Arc<AppState>>,
     Query(q): Query<HashMap<String, String>>,
@@ -109,15 +110,18 @@ pub(super) async fn ready(
             .insert(name.clone(), json!(h));
     }
     let all_up = !shards.is_empty() && shards.values().all(|h| h.up);
+    // Not one shard answers: this process can serve nothing (it may be the
+    // one cut off from Redis); other processes may do better.
+    let none_up = !shards.is_empty() && shards.values().all(|h| !h.up);
     let serving = state.is_ready() && !state.shutdown.is_cancelled();
     let strict = q.get("strict").is_some_and(|v| v == "true" || v == "1");
+    let unavailable = StatusCode::SERVICE_UNAVAILABLE;
     let (code, status) = match (serving, all_up) {
-        (false, _) if state.shutdown.is_cancelled() => {
-            (StatusCode::SERVICE_UNAVAILABLE, "draining")
-        }
-        (false, _) => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
+        (false, _) if state.shutdown.is_cancelled() => (unavailable, "draining"),
+        (false, _) => (unavailable, "starting"),
         (true, true) => (StatusCode::OK, "ready"),
-        (true, false) if strict => (StatusCode::SERVICE_UNAVAILABLE, "degraded"),
+        (true, false) if none_up => (unavailable, "unavailable"),
+        (true, false) if strict => (unavailable, "degraded"),
         (true, false) => (StatusCode::OK, "degraded"),
     };
     (code, Json(json!({ "status": status, "pools": pools })))

@@ -43,10 +43,11 @@ fn existing(state: &AppState, ns: &str, token: &str) -> Result<Token, ApiError> 
 pub(super) async fn create(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<impl IntoResponse, ApiError> {
     let token = existing(&state, &ns, &token)?;
-    let limit = parse(&body)?;
+    let body = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
+    let limit = parse(&body.bytes)?;
     if !state.tokens.set_limit(&token, &ns, limit, true).await? {
         return Err(ApiError::bad(
             "the limit already exists; use PUT to change it",
@@ -60,10 +61,11 @@ pub(super) async fn create(
 pub(super) async fn update(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<impl IntoResponse, ApiError> {
     let token = existing(&state, &ns, &token)?;
-    let limit = parse(&body)?;
+    let body = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
+    let limit = parse(&body.bytes)?;
     state.tokens.set_limit(&token, &ns, limit, false).await?;
     tracing::info!(ns, pool = token.pool, ?limit, "rate limit set");
     Ok(Json(json!({ "limiter": limit })))

@@ -15,29 +15,30 @@ use sundial_router::{Token, token::MIN_CUSTOM_SECRET};
 
 use crate::{api::error::ApiError, state::AppState};
 
-/// Form fields (urlencoded body) merged over the query's.
+/// Form fields (urlencoded body) merged over the query's. The body is read
+/// within the same bounds as a publish's (at most 64 KiB here).
 async fn form(
+    state: &AppState,
     headers: &HeaderMap,
     body: Body,
     mut query: HashMap<String, String>,
-) -> HashMap<String, String> {
+) -> Result<HashMap<String, String>, ApiError> {
     let is_form = headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
     if !is_form {
-        return query;
+        return Ok(query);
     }
-    if let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await {
-        let uri = format!("/?{}", String::from_utf8_lossy(&bytes))
-            .parse()
-            .unwrap_or_default();
-        let pairs = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&uri)
-            .map(|q| q.0)
-            .unwrap_or_default();
-        query.extend(pairs);
-    }
-    query
+    let read = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
+    let uri = format!("/?{}", String::from_utf8_lossy(&read.bytes))
+        .parse()
+        .unwrap_or_default();
+    let pairs = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&uri)
+        .map(|q| q.0)
+        .unwrap_or_default();
+    query.extend(pairs);
+    Ok(query)
 }
 
 fn check_ns(ns: &str) -> Result<(), ApiError> {
@@ -67,7 +68,7 @@ pub(super) async fn create(
     headers: HeaderMap,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
-    let params = form(&headers, body, query).await;
+    let params = form(&state, &headers, body, query).await?;
     check_ns(&ns)?;
     let description = params.get("description").cloned().unwrap_or_default();
     if description.is_empty() {

@@ -5,8 +5,9 @@
 //! Each chunk is copied into one buffer and dropped, so a body of N bytes
 //! holds at most about 2 N (the buffer's growth), however small the pieces
 //! it arrives in: keeping hyper's chunks instead would pin a read buffer of
-//! several KiB per chunk. The budget is taken for the buffer's capacity and
-//! held until the request is done with the body.
+//! several KiB per chunk. The budget is taken for the buffer's capacity as
+//! it grows (a client that declares a large body and trickles it holds only
+//! what it sent), and held until the request is done with the body.
 
 use std::{sync::Arc, time::Duration};
 
@@ -55,14 +56,14 @@ impl Bodies {
 
 /// A body read in full, with the share of the budget it holds.
 #[derive(Debug)]
-pub(super) struct Read {
-    pub(super) bytes: Bytes,
+pub(crate) struct Read {
+    pub(crate) bytes: Bytes,
     _room: OwnedSemaphorePermit,
 }
 
 /// Reads at most `limit` bytes; more is 413 with `too_large` as the
 /// message, a body slower than the deadline 408, no room in the budget 503.
-pub(super) async fn read(
+pub(crate) async fn read(
     bodies: &Bodies,
     body: Body,
     limit: usize,
@@ -74,10 +75,12 @@ pub(super) async fn read(
         drain(body, hint.lower(), deadline).await;
         return Err(ApiError::TooLarge(too_large));
     }
-    let expected = hint.exact().map_or(0, |n| n as usize);
-    let mut cap = expected.clamp(1, limit.max(1));
+    // Room is taken as bytes arrive, not for what the client declares: a
+    // client that declares 1 MiB and trickles holds only what it sent.
+    let expected = hint.exact().map_or(0, |n| n as usize).min(limit);
+    let mut cap = expected.clamp(1, FIRST_ROOM);
     let mut room = bodies.take(cap)?;
-    let mut buf = BytesMut::with_capacity(expected.min(limit));
+    let mut buf = BytesMut::with_capacity(cap);
     let mut body = body;
     loop {
         let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
@@ -96,8 +99,12 @@ pub(super) async fn read(
             return Err(ApiError::TooLarge(too_large));
         }
         if need > cap {
-            // Grow as a Vec would, within the limit, and pay for it first.
-            let grown = need.max(cap * 2).min(limit);
+            // Grow as a Vec would, within the limit (and the declared
+            // length, when there is one), and pay for it first.
+            let mut grown = need.max(cap * 2).min(limit);
+            if expected >= need {
+                grown = grown.min(expected);
+            }
             room.merge(bodies.take(grown - cap)?);
             buf.reserve(grown - buf.len());
             cap = grown;
@@ -109,6 +116,9 @@ pub(super) async fn read(
         _room: room,
     })
 }
+
+/// The room a body gets before its first bytes.
+const FIRST_ROOM: usize = 64 * 1024;
 
 /// The most of a refused body that is read and thrown away.
 const DRAIN_MAX: u64 = 16 * 1024 * 1024;
