@@ -113,5 +113,12 @@ async fn a_master_failover_is_followed_without_a_restart() {
         );
     }
     assert_eq!(api.get("/api/ns/kept/size").await.json["size"], 50);
-    assert_eq!(Api::new(gw.admin(), None).get("/ready").await.status, 200);
+    // Health is checked every second: it follows the new master too.
+    let admin = Api::new(gw.admin(), None);
+    wait_until_async(
+        Duration::from_secs(10),
+        "/ready to see the new master",
+        || async { admin.get("/ready").await.json["status"] == "ready" },
+    )
+    .await;
 }

@@ -25,6 +25,19 @@ fn ns_and_queue(path: &str) -> (String, String) {
     (ns, queue)
 }
 
+/// The middleware every listener gets: `HEAD` refused, JSON errors, and
+/// (with `access`: whether request lines are logged at info) request ids,
+/// metrics and logs.
+pub(crate) fn layered(router: axum::Router, access: Option<bool>) -> axum::Router {
+    let router = router
+        .layer(axum::middleware::from_fn(refuse_head))
+        .layer(axum::middleware::from_fn(json_errors));
+    match access {
+        Some(access) => router.layer(axum::middleware::from_fn_with_state(access, observe)),
+        None => router,
+    }
+}
+
 /// Answers `HEAD` with 405 before any handler runs. axum would otherwise
 /// run the `GET` handler and drop its body, and a consume would reserve a
 /// job, spend a try and deliver it to nobody.

@@ -235,20 +235,11 @@ pub async fn serve(
         background.clone(),
     ));
 
-    let api_app = api::router(state.clone())
-        .layer(axum::middleware::from_fn(http::refuse_head))
-        .layer(axum::middleware::from_fn(http::json_errors))
-        .layer(axum::middleware::from_fn_with_state(
-            config.log.access,
-            http::observe,
-        ));
-    let admin_app = admin::router(state.clone(), reloader.clone())
-        .layer(axum::middleware::from_fn(http::refuse_head))
-        .layer(axum::middleware::from_fn(http::json_errors))
-        .layer(axum::middleware::from_fn_with_state(
-            config.log.access,
-            http::observe,
-        ));
+    let api_app = http::layered(api::router(state.clone()), Some(config.log.access));
+    let admin_app = http::layered(
+        admin::router(state.clone(), reloader.clone()),
+        Some(config.log.access),
+    );
     tracing::info!(
         api = %api.local_addr()?,
         admin = %admin.local_addr()?,
@@ -352,9 +343,7 @@ pub async fn pumpd(
     tokio::spawn(server::serve(
         admin,
         server::Listener::Admin,
-        admin_app
-            .layer(axum::middleware::from_fn(http::refuse_head))
-            .layer(axum::middleware::from_fn(http::json_errors)),
+        http::layered(admin_app, None),
         config.http.admin_limits(),
         shutdown.clone(),
     ));
