@@ -8,8 +8,9 @@
 //! directly: one task per connection, which watches the connection's
 //! activity and closes it when a deadline passes with no request in flight.
 //! The watchdog looks at least every head timeout rather than being woken
-//! on every request (which cost a third of the throughput), so a deadline
-//! is enforced within one head timeout of passing at worst.
+//! on every request (two extra task wake-ups and timer registrations per
+//! request), so a deadline is enforced within one head timeout of passing
+//! at worst.
 //! A long poll is a request in flight, so it is never cut by these timers.
 
 use std::{
@@ -261,8 +262,8 @@ impl Activity {
 
     /// When the watchdog looks again: the current deadline, but no later
     /// than a head timeout from now, since a head may begin meanwhile (the
-    /// state changes without waking the watchdog: waking it on every
-    /// request cost a third of the gateway's throughput).
+    /// state changes without waking the watchdog, which would cost wake-ups
+    /// and timer registrations on every request).
     fn deadline(&self, limits: &HttpLimits) -> Instant {
         let recheck = Instant::now() + limits.header_timeout;
         self.current_deadline(limits)

@@ -254,7 +254,8 @@ impl Shard {
     /// then dropped and made again (at most once per timeout), so that the
     /// next requests fail at once while it is away, instead of each waiting
     /// out the timeout. (fred's own `unresponsive` check does this too, but
-    /// arms a timer per command, which cost about a fifth of throughput.)
+    /// arms and cancels a timer in its router task for every command and
+    /// every reply.)
     pub fn err(&self, e: RedisError) -> EngineError {
         if *e.kind() == ErrorKind::Timeout {
             self.reconnect_hung();
