@@ -35,21 +35,24 @@ async fn deliveries(
         })
     };
     while !done(&seen) && Instant::now() < deadline {
-        let r = api
-            .get(&format!("/api/ns/{q}?timeout=1&count=100&ttr=600"))
-            .await;
-        if r.status != 200 {
-            // A 503 while a shard heals: do not spin.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        }
-        for job in r.json.as_array().cloned().unwrap_or_default() {
-            let id = job["job_id"].as_str().unwrap_or_default().to_owned();
-            *seen.entry(id.clone()).or_default() += 1;
-            api.delete(&format!("/api/ns/{q}/job/{id}")).await;
-        }
+        take_and_ack(api, q, "timeout=1&count=100&ttr=600", &mut seen).await;
     }
     seen
+}
+
+/// One consume of `ns/q` with `query` (a batch); counts and acks what it
+/// got. Waits a moment after a failure (a 503 while a shard heals).
+async fn take_and_ack(api: &Api, q: &str, query: &str, taken: &mut HashMap<String, u32>) {
+    let r = api.get(&format!("/api/ns/{q}?{query}")).await;
+    if r.status != 200 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        return;
+    }
+    for job in r.json.as_array().cloned().unwrap_or_default() {
+        let id = job["job_id"].as_str().unwrap_or_default().to_owned();
+        *taken.entry(id.clone()).or_insert(0) += 1;
+        api.delete(&format!("/api/ns/{q}/job/{id}")).await;
+    }
 }
 
 /// Publishes `n` jobs and returns their ids.
@@ -268,20 +271,6 @@ async fn a_stalled_redis_is_a_bounded_503_and_everything_recovers() {
     );
 }
 
-/// One consume of `path` (a batch); counts and acks what it got.
-async fn take_and_ack(api: &Api, path: &str, taken: &mut HashMap<String, u32>) {
-    let r = api.get(path).await;
-    if r.status != 200 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        return;
-    }
-    for job in r.json.as_array().cloned().unwrap_or_default() {
-        let id = job["job_id"].as_str().unwrap_or_default().to_owned();
-        *taken.entry(id.clone()).or_insert(0) += 1;
-        api.delete(&format!("/api/ns/q/job/{id}")).await;
-    }
-}
-
 #[tokio::test]
 async fn a_partitioned_shard_stops_only_its_own_jobs() {
     let a = RedisServer::start();
@@ -336,7 +325,7 @@ async fn a_partitioned_shard_stops_only_its_own_jobs() {
     // A consume that timed out on b may still run there once the stall
     // ends (its bytes were sent): the jobs it reserved for nobody come back
     // after their TTR, 2 s here.
-    let consume = "/api/ns/q?count=100&timeout=1&ttr=2";
+    let consume = "count=100&timeout=1&ttr=2";
     let mut taken = HashMap::new();
     let deadline = Instant::now() + Duration::from_secs(15);
     while !during.iter().all(|id| taken.contains_key(id)) {
@@ -344,7 +333,7 @@ async fn a_partitioned_shard_stops_only_its_own_jobs() {
             Instant::now() < deadline,
             "a's delayed jobs did not fire during the partition"
         );
-        take_and_ack(&api, consume, &mut taken).await;
+        take_and_ack(&api, "q", consume, &mut taken).await;
     }
     assert_eq!(
         admin.get("/ready").await.status,
@@ -361,7 +350,7 @@ async fn a_partitioned_shard_stops_only_its_own_jobs() {
             let missing = all.iter().filter(|id| !taken.contains_key(*id)).count();
             panic!("{missing} of b's jobs did not come back after healing");
         }
-        take_and_ack(&api, consume, &mut taken).await;
+        take_and_ack(&api, "q", consume, &mut taken).await;
     }
     assert!(
         taken.values().all(|n| *n == 1),
