@@ -9,11 +9,13 @@ use fred::{
     types::{
         Value,
         config::{Config, ConnectionConfig, PerformanceConfig, ReconnectError, ReconnectPolicy},
-        scripts::Script,
     },
 };
 
-use crate::{EngineError, keys, scripts::SCRIPTS};
+use crate::{
+    EngineError, keys,
+    scripts::{Named, SCRIPTS},
+};
 
 /// How to connect to a shard.
 #[derive(Debug, Clone)]
@@ -131,7 +133,7 @@ impl Shard {
             .all()
             .iter()
             .map(|s| {
-                let script = SCRIPTS.name_of(s);
+                let script = s.name;
                 ["ok", "error"].map(|result| {
                     metrics::histogram!(
                         "sundial_redis_script_seconds",
@@ -305,22 +307,18 @@ impl Shard {
     /// Runs a script, loading it first if the shard does not know it.
     pub(crate) async fn eval(
         &self,
-        script: &Script,
+        script: &Named,
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> Result<Value, EngineError> {
         let client = self.client()?;
         let start = std::time::Instant::now();
         let result = script
+            .script
             .evalsha_with_reload(client, keys, args)
             .await
             .map_err(|e| self.err(e));
-        if let Some(h) = SCRIPTS
-            .all()
-            .iter()
-            .position(|s| s.sha1() == script.sha1())
-            .and_then(|i| self.inner.timings.get(i))
-        {
+        if let Some(h) = self.inner.timings.get(script.index) {
             h[usize::from(result.is_err())].record(start.elapsed().as_secs_f64());
         }
         result
@@ -330,7 +328,7 @@ impl Shard {
     pub async fn load_scripts(&self) -> Result<(), EngineError> {
         let client = self.client()?;
         for s in SCRIPTS.all() {
-            s.load(client).await.map_err(|e| self.err(e))?;
+            s.script.load(client).await.map_err(|e| self.err(e))?;
         }
         Ok(())
     }
