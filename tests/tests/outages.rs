@@ -17,27 +17,16 @@ fn durable_redis() -> RedisServer {
 }
 
 /// Consumes (and acks) from `ns/q` until every id of `want` was delivered
-/// `times[id]` times (1 unless given), or `within` passes. Returns how
-/// often each id was delivered.
-async fn deliveries(
-    api: &Api,
-    q: &str,
-    want: &HashSet<String>,
-    retried: &HashSet<String>,
-    within: Duration,
-) -> HashMap<String, u32> {
+/// once; panics, naming `what` and the ids never delivered, if `within`
+/// passes first.
+async fn all_delivered(api: &Api, q: &str, want: &HashSet<String>, within: Duration, what: &str) {
     let deadline = Instant::now() + within;
     let mut seen: HashMap<String, u32> = HashMap::new();
-    let done = |seen: &HashMap<String, u32>| {
-        want.iter().all(|id| {
-            let need = if retried.contains(id) { 2 } else { 1 };
-            seen.get(id).copied().unwrap_or(0) >= need
-        })
-    };
-    while !done(&seen) && Instant::now() < deadline {
+    while !want.iter().all(|id| seen.contains_key(id)) && Instant::now() < deadline {
         take_and_ack(api, q, "timeout=1&count=100&ttr=600", &mut seen).await;
     }
-    seen
+    let missing: Vec<&String> = want.iter().filter(|id| !seen.contains_key(*id)).collect();
+    assert!(missing.is_empty(), "{what} never delivered: {missing:?}");
 }
 
 /// One consume of `ns/q` with `query` (a batch); counts and acks what it
@@ -141,30 +130,10 @@ async fn pumps_survive(outage: Duration) {
     delayed.extend(publish_n(&api, "d", "delay=1", 40).await);
     let retried_after = reserve_n(&api, "r2", 10, 1_000).await;
 
-    let seen = deliveries(
-        &api,
-        "d",
-        &delayed,
-        &HashSet::new(),
-        Duration::from_secs(30),
-    )
-    .await;
-    let missing: Vec<&String> = delayed
-        .iter()
-        .filter(|id| !seen.contains_key(*id))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "delayed jobs never delivered: {missing:?}"
-    );
+    all_delivered(&api, "d", &delayed, Duration::from_secs(30), "delayed jobs").await;
     for (q, ids) in [("r", &retried), ("r2", &retried_after)] {
         // The first delivery was the reservation above; one more is due.
-        let seen = deliveries(&api, q, ids, &HashSet::new(), Duration::from_secs(30)).await;
-        let missing: Vec<&String> = ids.iter().filter(|id| !seen.contains_key(*id)).collect();
-        assert!(
-            missing.is_empty(),
-            "{q}: TTR retries never delivered: {missing:?}"
-        );
+        all_delivered(&api, q, ids, Duration::from_secs(30), "TTR retries").await;
     }
     assert!(!gw.log().contains("panicked"), "no panic:\n{}", gw.log());
     eprintln!(
@@ -244,23 +213,8 @@ async fn a_stalled_redis_is_a_bounded_503_and_everything_recovers() {
     )
     .await;
     let first_request = healed.elapsed();
-    let seen = deliveries(
-        &api,
-        "d",
-        &delayed,
-        &HashSet::new(),
-        Duration::from_secs(20),
-    )
-    .await;
+    all_delivered(&api, "d", &delayed, Duration::from_secs(20), "delayed jobs").await;
     let first_pumped = healed.elapsed();
-    let missing: Vec<&String> = delayed
-        .iter()
-        .filter(|id| !seen.contains_key(*id))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "delayed jobs never delivered: {missing:?}"
-    );
     wait_until_async(Duration::from_secs(10), "/ready to say ready", || async {
         admin.get("/ready").await.json["status"] == "ready"
     })
@@ -449,16 +403,12 @@ async fn latency_and_connection_resets_are_survived() {
         || async { api.put("/api/ns/q", b"healed").await.status == 201 },
     )
     .await;
-    let seen = deliveries(
+    all_delivered(
         &api,
         "d",
         &delayed,
-        &HashSet::new(),
         Duration::from_secs(20),
+        "delayed jobs from before the faults",
     )
     .await;
-    assert!(
-        delayed.iter().all(|id| seen.contains_key(id)),
-        "delayed jobs from before the faults fire: {seen:?}"
-    );
 }
