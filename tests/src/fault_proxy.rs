@@ -3,14 +3,7 @@
 //! healing. It runs on a thread of its own, so sync and async tests can
 //! drive it alike.
 
-use std::{
-    net::SocketAddr,
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Duration,
-};
+use std::{net::SocketAddr, time::Duration};
 
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -38,7 +31,6 @@ pub enum Fault {
 pub struct FaultProxy {
     port: u16,
     fault: watch::Sender<Fault>,
-    accepted: Arc<AtomicU64>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -52,8 +44,6 @@ impl FaultProxy {
         let port = std_listener.local_addr().expect("addr").port();
         let (fault, faults) = watch::channel(Fault::None);
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let accepted = Arc::new(AtomicU64::new(0));
-        let counter = accepted.clone();
         let upstream: SocketAddr = ([127, 0, 0, 1], upstream).into();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -63,7 +53,7 @@ impl FaultProxy {
             rt.block_on(async move {
                 let listener = TcpListener::from_std(std_listener).expect("listener");
                 tokio::select! {
-                    () = accept_loop(listener, upstream, faults, counter) => {}
+                    () = accept_loop(listener, upstream, faults) => {}
                     _ = stopped => {}
                 }
             });
@@ -71,7 +61,6 @@ impl FaultProxy {
         Self {
             port,
             fault,
-            accepted,
             stop: Some(stop),
             thread: Some(thread),
         }
@@ -95,11 +84,6 @@ impl FaultProxy {
     pub fn heal(&self) {
         self.set(Fault::None);
     }
-
-    /// Connections accepted so far.
-    pub fn accepted(&self) -> u64 {
-        self.accepted.load(Ordering::Relaxed)
-    }
 }
 
 impl Drop for FaultProxy {
@@ -113,17 +97,11 @@ impl Drop for FaultProxy {
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    upstream: SocketAddr,
-    faults: watch::Receiver<Fault>,
-    accepted: Arc<AtomicU64>,
-) {
+async fn accept_loop(listener: TcpListener, upstream: SocketAddr, faults: watch::Receiver<Fault>) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
             continue;
         };
-        accepted.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(connection(client, upstream, faults.clone()));
     }
 }

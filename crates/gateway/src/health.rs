@@ -1,5 +1,5 @@
 //! Shard health, as this process sees it: every shard of the topology is
-//! PINGed every [`EVERY`] (all at once, each bounded by its command
+//! probed every [`EVERY`] (all at once, each bounded by its command
 //! timeout, so a hung shard holds up none of the others), and the outcome
 //! is kept for `/ready` and set in `sundial_shard_up`.
 //!
@@ -26,7 +26,7 @@ pub struct ShardHealth {
     pub up: bool,
     /// How long it has been up (or down), in ms.
     pub for_ms: u64,
-    /// The round trip of the last PING that succeeded, in ms.
+    /// The round trip of the last probe that succeeded, in ms.
     pub ping_ms: Option<f64>,
     /// Why the last check failed.
     pub error: Option<String>,
@@ -137,10 +137,16 @@ pub async fn run(
                 .collect()
         };
         let checks = shards.iter().map(|(pool, shard)| async {
-            let result = shard.ping().await.map_err(|e| e.to_string());
-            if result.is_ok() && found_empty(pool, shard).await {
-                lost(shard.name());
-            }
+            let result = match shard.probe().await {
+                Ok((took, has_metadata)) => {
+                    if !has_metadata {
+                        found_empty(pool, shard).await;
+                        lost(shard.name());
+                    }
+                    Ok(took)
+                }
+                Err(e) => Err(e.to_string()),
+            };
             health.record(pool.name(), shard.name(), result);
         });
         futures::future::join_all(checks).await;
@@ -152,29 +158,22 @@ pub async fn run(
 /// A shard in use always holds `sd:meta` (its pinned bucket count and
 /// layouts). One that answers without it lost its data: says so, and pins
 /// the pool's bucket count and layouts again so that it goes on serving.
-/// Returns whether it found the shard so.
-async fn found_empty(pool: &sundial_router::Pool, shard: &sundial_core::Shard) -> bool {
-    match shard.has_metadata().await {
-        Ok(true) | Err(_) => false,
-        Ok(false) => {
-            tracing::error!(
-                pool = pool.name(),
-                shard = shard.name(),
-                "shard answers without Sundial's metadata: it was restarted without its data \
-                 (no AOF or RDB) or flushed, and the jobs it held are lost; pinning the pool \
-                 layout again and serving on"
-            );
-            metrics::counter!("sundial_shard_data_lost_total", "pool" => pool.name().to_owned(), "shard" => shard.name().to_owned())
-                .increment(1);
-            let draining: Vec<String> = pool.draining().map(str::to_owned).collect();
-            let pinned = async {
-                shard.check(pool.buckets()).await?;
-                shard.set_ring_pins(pool.signature(), &draining).await
-            };
-            if let Err(e) = pinned.await {
-                tracing::warn!(shard = shard.name(), error = %e, "cannot pin the layout again; retrying");
-            }
-            true
-        }
+async fn found_empty(pool: &sundial_router::Pool, shard: &sundial_core::Shard) {
+    tracing::error!(
+        pool = pool.name(),
+        shard = shard.name(),
+        "shard answers without Sundial's metadata: it was restarted without its data \
+         (no AOF or RDB) or flushed, and the jobs it held are lost; pinning the pool \
+         layout again and serving on"
+    );
+    metrics::counter!("sundial_shard_data_lost_total", "pool" => pool.name().to_owned(), "shard" => shard.name().to_owned())
+        .increment(1);
+    let draining: Vec<String> = pool.draining().map(str::to_owned).collect();
+    let pinned = async {
+        shard.check(pool.buckets()).await?;
+        shard.set_ring_pins(pool.signature(), &draining).await
+    };
+    if let Err(e) = pinned.await {
+        tracing::warn!(shard = shard.name(), error = %e, "cannot pin the layout again; retrying");
     }
 }

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 /// How long one SUBSCRIBE attempt may take.
 const ATTEMPT: Duration = Duration::from_secs(3);
-/// How long to wait between failed attempts.
-const RESUBSCRIBE: Duration = Duration::from_secs(1);
+/// How long to wait between failed attempts (and before a restart).
+pub(crate) const RESUBSCRIBE: Duration = Duration::from_secs(1);
 
 /// What a shard's timer channel said.
 #[derive(Debug)]
@@ -32,11 +32,20 @@ pub(crate) enum Heard {
     MaybeLost,
 }
 
-/// Starts hearing `shard`'s announcements until `stop` or until the
-/// receiver is dropped.
-pub(crate) fn start(shard: Shard, stop: CancellationToken) -> mpsc::Receiver<Heard> {
+/// Starts hearing `shard`'s announcements, after `after`, until `stop` or
+/// until the receiver is dropped. The receiver yields `None` if the task
+/// ended otherwise (its subscriber closed): its owner starts another.
+pub(crate) fn start(
+    shard: Shard,
+    stop: CancellationToken,
+    after: Duration,
+) -> mpsc::Receiver<Heard> {
     let (tx, rx) = mpsc::channel(1024);
     tokio::spawn(async move {
+        tokio::select! {
+            () = tokio::time::sleep(after) => {}
+            () = stop.cancelled() => return,
+        }
         let sub = loop {
             match shard.subscriber() {
                 Ok(sub) => break sub,

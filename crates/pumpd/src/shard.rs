@@ -107,7 +107,11 @@ impl ShardPumps {
     /// this process holds has a running pump, whatever happened before.
     pub(crate) async fn run(mut self) {
         let shutdown = self.shutdown.clone();
-        let mut announcements = announcements::start(self.shard.clone(), shutdown.clone());
+        let mut announcements = announcements::start(
+            self.shard.clone(),
+            shutdown.clone(),
+            std::time::Duration::ZERO,
+        );
         let mut refresh = tokio::time::interval(self.opts.registry_refresh);
         let mut backlog = tokio::time::interval(self.opts.metrics_interval);
         backlog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -126,19 +130,32 @@ impl ShardPumps {
                     self.lease_round().await;
                 }
                 _ = backlog.tick() => self.report_backlog().await,
-                Some(heard) = announcements.recv() => match heard {
-                    Heard::Due(tag) => {
+                heard = announcements.recv() => match heard {
+                    // The task ended (its subscriber closed) while this loop
+                    // runs: start it again, after a pause; until it
+                    // subscribes, pumps run on their timers.
+                    None if shutdown.is_cancelled() => break,
+                    None => {
+                        tracing::warn!(shard = self.shard.name(), "timer announcements stopped; subscribing again");
+                        self.subscribed = false;
+                        announcements = announcements::start(
+                            self.shard.clone(),
+                            shutdown.clone(),
+                            announcements::RESUBSCRIBE,
+                        );
+                    }
+                    Some(Heard::Due(tag)) => {
                         if self.announce(&tag) {
                             // A bucket we did not know: claim it now, not
                             // at the next round.
                             self.lease_round().await;
                         }
                     }
-                    Heard::Subscribed => {
+                    Some(Heard::Subscribed) => {
                         self.subscribed = true;
                         self.resync().await;
                     }
-                    Heard::MaybeLost => self.resync().await,
+                    Some(Heard::MaybeLost) => self.resync().await,
                 },
                 Some(done) = self.tasks.join_next_with_id() => {
                     if self.on_task_end(done) {

@@ -181,15 +181,6 @@ impl Shard {
         self.inner.pool.next_connected().is_connected()
     }
 
-    /// One round trip (PING), bounded by the command timeout: how long it
-    /// took, or why it failed.
-    pub async fn ping(&self) -> Result<Duration, EngineError> {
-        let client = self.client()?;
-        let start = std::time::Instant::now();
-        let _: Value = client.ping(None).await.map_err(|e| self.err(e))?;
-        Ok(start.elapsed())
-    }
-
     /// Waits until the shard is connected, up to `timeout`, logging every
     /// few seconds which shard it waits for and the Redis client's last
     /// error; fails with that error.
@@ -423,16 +414,15 @@ impl Shard {
         Ok(v.as_i64().unwrap_or(0) > 0)
     }
 
-    /// Whether the shard holds Sundial's metadata (`sd:meta`), which every
-    /// shard in use has: a shard without it was restarted without its data,
-    /// or flushed.
-    pub async fn has_metadata(&self) -> Result<bool, EngineError> {
-        let n: i64 = self
-            .client()?
-            .exists(keys::META)
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(n > 0)
+    /// One round trip, bounded by the command timeout, that also says
+    /// whether the shard holds Sundial's metadata (`sd:meta`), which every
+    /// shard in use has: one without it was restarted without its data, or
+    /// flushed. Returns how long it took and whether the metadata is there.
+    pub async fn probe(&self) -> Result<(Duration, bool), EngineError> {
+        let client = self.client()?;
+        let start = std::time::Instant::now();
+        let n: i64 = client.exists(keys::META).await.map_err(|e| self.err(e))?;
+        Ok((start.elapsed(), n > 0))
     }
 
     /// Counts one request on a fixed-window counter (`delta` 1), or refunds
