@@ -7,7 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use sundial_gateway::Config;
+use sundial::Config;
 use yaml_rust2::YamlLoader;
 
 fn deploy() -> PathBuf {

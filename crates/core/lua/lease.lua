@@ -8,7 +8,6 @@
 --          as soon as they do)
 -- ARGV[4..]: one op per lease key:
 --   'a' acquire or renew (take it if free, renew it if ours)
---   'f' take it only if free (nobody holds it), renew it if ours
 --   'r' release it if ours (compare-and-delete)
 -- Returns: {held flags (1/0, one per lease key)..., then the live owners}
 -- as two arrays: {{flags}, {owners}}.

@@ -23,8 +23,8 @@ pub mod keys;
 pub mod scripts;
 
 pub use engine::{
-    Counts, Delivery, JobView, LeaseOp, NewJob, PumpOutcome, Schedule, Shard, ShardCheck,
-    ShardOptions,
+    AdminTables, Counts, Delivery, JobView, LeaseOp, NewJob, PumpOutcome, Schedule, Shard,
+    ShardCheck, ShardOptions,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

@@ -641,7 +641,7 @@ async fn holds_jobs_sees_live_jobs_only() {
 
 #[tokio::test]
 async fn a_lease_has_one_owner_and_only_it_renews_or_releases_it() {
-    use sundial_core::LeaseOp::{Acquire, IfFree, Release};
+    use sundial_core::LeaseOp::{Acquire, Release};
     let redis = RedisServer::start();
     let s = shard(&redis).await;
     let (held, live) = s
@@ -654,7 +654,7 @@ async fn a_lease_has_one_owner_and_only_it_renews_or_releases_it() {
         .leases(
             "p2",
             5_000,
-            &[("ns", 0, Acquire), ("ns", 1, IfFree), ("ns", 2, IfFree)],
+            &[("ns", 0, Acquire), ("ns", 1, Acquire), ("ns", 2, Acquire)],
         )
         .await
         .expect("p2");
@@ -677,7 +677,7 @@ async fn a_lease_has_one_owner_and_only_it_renews_or_releases_it() {
         .expect("p1");
     assert_eq!(held, [false, true]);
     let (held, _) = s
-        .leases("p2", 5_000, &[("ns", 0, IfFree)])
+        .leases("p2", 5_000, &[("ns", 0, Acquire)])
         .await
         .expect("p2");
     assert_eq!(held, [true], "a released lease is free at once");

@@ -30,7 +30,7 @@ fn ns_and_queue(path: &str) -> (String, String) {
 /// perf showed about 5% of the gateway's CPU in those copies): `HEAD` refused,
 /// JSON errors, and (with `access`: whether request lines are logged at
 /// info) request ids, metrics and logs.
-pub(crate) fn layered(router: axum::Router, access: Option<bool>) -> axum::Router {
+pub fn layered(router: axum::Router, access: Option<bool>) -> axum::Router {
     router.layer(axum::middleware::from_fn_with_state(access, front))
 }
 

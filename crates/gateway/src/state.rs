@@ -9,12 +9,11 @@ use std::{
 };
 
 use arc_swap::ArcSwap;
-use metrics_exporter_prometheus::PrometheusHandle;
 use sundial_core::{EngineError, Limits, Shard};
-use sundial_router::Router;
+use sundial_router::{LiveTopology, health::Health, tokens::TokenStore};
 use tokio_util::sync::CancellationToken;
 
-use crate::{tokens::TokenStore, wakeups::Wakeups};
+use crate::{api::body::Bodies, wakeups::Wakeups};
 
 /// Samples of queues' running totals, for the rates of `GET …/stats`.
 #[derive(Debug, Default)]
@@ -67,19 +66,29 @@ impl Rates {
     }
 }
 
+/// What a gateway is run with, besides its topology and tokens.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// lmstfy's defaults for parameters a request leaves out.
+    pub limits: Limits,
+    /// Bounds on request bodies (size, time, shared memory).
+    pub bodies: Bodies,
+    /// Admin API basic-auth accounts (user → password); none = no auth.
+    pub accounts: BTreeMap<String, String>,
+}
+
 #[derive(Debug)]
 pub struct AppState {
-    pub router: Arc<Router>,
+    pub live: Arc<LiveTopology>,
     pub tokens: Arc<TokenStore>,
     /// Wake-ups per shard connection; follows the topology.
     wakeups: ArcSwap<HashMap<String, (Shard, Wakeups)>>,
     pub limits: Limits,
     /// Bounds on request bodies (size, time, shared memory).
-    pub bodies: crate::api::body::Bodies,
+    pub bodies: Bodies,
     /// Every shard's last health check.
-    pub health: crate::health::Health,
+    pub health: Health,
     pub accounts: BTreeMap<String, String>,
-    pub metrics: PrometheusHandle,
     /// Cancelled when the gateway shuts down: long polls end with a 404.
     pub shutdown: CancellationToken,
     /// Samples for the rates of `GET …/stats`.
@@ -90,30 +99,54 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The state of a gateway run with `config` (its request limits, body
-    /// bounds and accounts).
+    /// The state of a gateway: its wake-ups are those of `live`'s current
+    /// topology (see [`AppState::follow`] for later ones).
     pub fn new(
-        config: &crate::Config,
-        router: Arc<Router>,
+        settings: Settings,
+        live: Arc<LiveTopology>,
         tokens: Arc<TokenStore>,
-        health: crate::health::Health,
-        metrics: PrometheusHandle,
+        health: Health,
         shutdown: CancellationToken,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            router,
+    ) -> Result<Arc<Self>, EngineError> {
+        let state = Arc::new(Self {
+            live,
             tokens,
             wakeups: ArcSwap::default(),
-            limits: config.limits.limits(),
-            bodies: config.http.bodies(),
+            limits: settings.limits,
+            bodies: settings.bodies,
             health,
-            accounts: config.accounts.clone(),
-            metrics,
+            accounts: settings.accounts,
             shutdown,
             rates: Rates::default(),
             registered: Mutex::default(),
             ready: AtomicBool::new(false),
-        })
+        });
+        state.sync_wakeups()?;
+        Ok(state)
+    }
+
+    /// Follows topology changes (a reload) until `shutdown`: every new
+    /// shard connection gets its wake-ups. One that cannot (its subscriber
+    /// cannot even be built) is retried every second; meanwhile its long
+    /// polls see jobs only when their wait ends.
+    pub async fn follow(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut changes = self.live.changes();
+        let mut failing = false;
+        loop {
+            let retry = tokio::time::sleep(std::time::Duration::from_secs(1));
+            tokio::select! {
+                r = changes.changed() => if r.is_err() { return },
+                () = retry, if failing => {}
+                () = shutdown.cancelled() => return,
+            }
+            failing = match self.sync_wakeups() {
+                Ok(()) => false,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start long-poll wake-ups for a shard; retrying");
+                    true
+                }
+            };
+        }
     }
 
     /// The wake-ups of a shard connection, if it is one of the topology's.
@@ -129,8 +162,8 @@ impl AppState {
     /// shard whose connection is unchanged, new for a new connection.
     /// Wake-ups of shards no longer in the topology stop once the long polls
     /// that hold them end.
-    pub fn sync_wakeups(&self) -> Result<(), EngineError> {
-        let topology = self.router.topology();
+    fn sync_wakeups(&self) -> Result<(), EngineError> {
+        let topology = self.live.topology();
         let old = self.wakeups.load();
         let mut next = HashMap::new();
         for shard in topology.shards() {
@@ -147,7 +180,7 @@ impl AppState {
     /// The pool as the current topology has it (a write re-reads it after a
     /// slow body, so that it lands in the layout that is current now).
     pub fn current_pool(&self, name: &str) -> Option<Arc<sundial_router::Pool>> {
-        self.router.topology().pool(name).cloned()
+        self.live.topology().pool(name).cloned()
     }
 
     /// Records the queue in the shard's registry once per process.

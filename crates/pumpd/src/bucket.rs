@@ -1,14 +1,22 @@
 //! The loop of one bucket. It runs while its process holds the bucket's
 //! lease and returns why it ended ([`Ended`]) to the shard's supervisor
-//! (`shard.rs`), which restarts it or gives the lease up.
+//! (`supervisor.rs`), which restarts it or gives the lease up.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sundial_core::{PumpOutcome, Shard};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::PumpOptions;
+
+/// A bucket of a namespace: (namespace, bucket).
+pub(crate) type Bucket = (String, u32);
+
+/// How late (ms) each held bucket's last pump call found its oldest due
+/// job: written by the bucket loops, read by the supervisor for
+/// `sundial_pump_lag_seconds`.
+pub(crate) type Lags = Arc<std::sync::Mutex<HashMap<Bucket, u64>>>;
 
 /// One bucket to pump, for the process `owner` that holds its lease.
 pub(crate) struct BucketPump {
@@ -20,7 +28,7 @@ pub(crate) struct BucketPump {
     pub(crate) wake: Arc<Notify>,
     pub(crate) opts: PumpOptions,
     /// Where this bucket reports how late its last pump call found jobs.
-    pub(crate) lag: crate::shard::Lags,
+    pub(crate) lag: Lags,
 }
 
 /// Why a bucket's loop ended.

@@ -13,18 +13,19 @@
 //! announcements for buckets not yet known.
 //!
 //! Any number of processes may run pumps: each bucket is pumped by one at a
-//! time, the holder of its lease (see `shard.rs` for the scheme). The pump
+//! time, the holder of its lease (see `supervisor.rs` for the scheme). The pump
 //! script itself checks the lease, so a process that lost one moves nothing.
 //! On shutdown a process releases its leases at once.
 
 mod announcements;
+mod backlog;
 mod bucket;
-mod shard;
 mod status;
+mod supervisor;
 
 use std::{sync::Arc, time::Duration};
 
-use sundial_router::Router;
+use sundial_router::LiveTopology;
 use tokio_util::sync::CancellationToken;
 
 pub use status::{PumpStatus, ShardStatus};
@@ -61,19 +62,19 @@ impl Default for PumpOptions {
     }
 }
 
-/// Pumps every bucket of every pool of the router's topology until
+/// Pumps every bucket of every pool of the live topology until
 /// `shutdown` is cancelled. When the topology is swapped (a reload), the
 /// pumps of the old one stop and those of the new one start: each pump call
 /// is atomic, so the handover needs no coordination. A shard's loop that
 /// ends before then (it can only panic) is started again. `status` is kept
 /// up to date for health checks.
 pub async fn run(
-    router: Arc<Router>,
+    live: Arc<LiveTopology>,
     opts: PumpOptions,
     status: PumpStatus,
     shutdown: CancellationToken,
 ) {
-    let mut changes = router.changes();
+    let mut changes = live.changes();
     // One identity per process, kept across topology changes so that its
     // leases stay its own.
     let owner = format!("pump-{}", ulid::Ulid::new());
@@ -81,7 +82,7 @@ pub async fn run(
     loop {
         changes.mark_unchanged();
         let generation = shutdown.child_token();
-        let topology = router.topology();
+        let topology = live.topology();
         let mut tasks = tokio::task::JoinSet::new();
         let mut shards = std::collections::HashMap::new();
         status.reset(topology.pools().flat_map(|p| {
@@ -91,7 +92,7 @@ pub async fn run(
         let spawn = |tasks: &mut tokio::task::JoinSet<()>,
                      pool: &Arc<sundial_router::Pool>,
                      shard: &sundial_core::Shard| {
-            let pumps = shard::ShardPumps::new(
+            let pumps = supervisor::ShardPumps::new(
                 pool.clone(),
                 shard.clone(),
                 opts.clone(),

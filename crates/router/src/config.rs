@@ -4,6 +4,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Layout;
+
 /// The default number of buckets per namespace; see `docs/ARCHITECTURE.md`
 /// for the measurement behind it.
 pub const DEFAULT_BUCKETS: u32 = 16;
@@ -194,16 +196,10 @@ impl PoolConfig {
         Ok(())
     }
 
-    /// The ring's membership as one string (`name:weight,...`, sorted by
-    /// name): pinned in every shard, so that a change is noticed at start.
-    pub fn ring_signature(&self) -> String {
-        let mut parts: Vec<String> = self
-            .shards
-            .iter()
-            .map(|s| format!("{}:{}", s.ring_name(), s.weight))
-            .collect();
-        parts.sort();
-        parts.join(",")
+    /// The ring's membership: pinned in every shard, so that a change is
+    /// noticed at start.
+    pub fn layout(&self) -> Layout {
+        Layout::new(self.shards.iter().map(|s| (s.ring_name(), s.weight)))
     }
 }
 
@@ -272,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn ring_signature_ignores_order_and_addresses() {
+    fn layout_ignores_order_and_addresses() {
         let a = PoolConfig {
             buckets: 16,
             shards: vec![shard(Some("x"), 1), shard(Some("y"), 2)],
@@ -282,7 +278,7 @@ mod tests {
             shards: vec![shard(Some("y"), 2), shard(Some("x"), 1)],
         };
         b.shards[0].url = Some("redis://10.0.0.9:6380".to_owned());
-        assert_eq!(a.ring_signature(), b.ring_signature());
-        assert_eq!(a.ring_signature(), "x:1,y:2");
+        assert_eq!(a.layout(), b.layout());
+        assert_eq!(a.layout().to_string(), "x:1,y:2");
     }
 }

@@ -1,21 +1,40 @@
-//! Tokens, pools and the live topology.
+//! Sundial's control plane: which Redis holds what, and keeping every
+//! process in step when that changes.
 //!
 //! - [`token`]: the `pool:secret` token format that routes a tenant to a pool.
+//! - [`tokens`]: the token and limit tables, replicated into every gateway.
 //! - [`config`]: what the operator writes about pools and shards.
+//! - [`layout`]: a pool's ring membership, and how shards pin it.
+//! - [`ring`]: consistent hashing of a namespace's buckets over shards.
 //! - [`topology`]: the connected pools, and which shard holds which bucket.
+//! - [`prepare`]: checking shards and building a topology, at start and on
+//!   reload.
+//! - [`live`]: the topology in force ([`LiveTopology`]) and its change signal.
+//! - [`reload`]: hot reload on a file change, SIGHUP or the admin API.
+//! - [`drain`]: progress of moved buckets, and retiring drained layouts.
+//! - [`health`]: every shard probed each second, for `/ready` and metrics.
 //!
-//! The topology is immutable once built; the gateway holds the current one
-//! behind an `arc-swap` ([`Router`]) so that a reload can replace it whole
-//! while requests in flight finish on the one they started with.
+//! A topology is immutable once built: a reload prepares a new one and
+//! stores it whole, while requests in flight finish on the one they started
+//! with. Nothing here speaks HTTP.
 //!
-//! Errors: [`RouterError`] (invalid configuration, unreachable shard at
-//! build time) for startup and reload code to report.
+//! Errors: [`RouterError`] for an invalid topology; startup and reload code
+//! return `anyhow` chains for the operator to read.
 
 pub mod config;
+pub mod drain;
+pub mod health;
+pub mod layout;
+pub mod live;
+pub mod prepare;
+pub mod reload;
 pub mod ring;
 pub mod token;
+pub mod tokens;
 pub mod topology;
 
 pub use config::{PoolConfig, SentinelConfig, ShardConfig};
+pub use layout::{Layout, Pins};
+pub use live::LiveTopology;
 pub use token::Token;
-pub use topology::{Pool, Router, RouterError, Topology};
+pub use topology::{Pool, RouterError, Topology};

@@ -1,11 +1,16 @@
 //! The connected pools, and which shard holds which bucket of a namespace.
+//!
+//! A topology is built in two steps: [`connect`] opens (or reuses) the
+//! shards' connections, so that their pins can be read; [`Topology::new`]
+//! then builds it whole from the config, those connections and the layouts
+//! that still drain. It never changes afterwards.
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use arc_swap::ArcSwap;
 use sundial_core::{EngineError, Shard, ShardOptions};
 
 use crate::{
+    Layout,
     config::{PoolConfig, ShardConfig},
     ring::Ring,
 };
@@ -22,23 +27,18 @@ pub enum RouterError {
 /// A ring over some of the pool's shards, by name.
 #[derive(Debug)]
 struct PlacedRing {
-    signature: String,
+    layout: Layout,
     ring: Ring,
     /// Ring index → index in the pool's `shards`.
     to_shard: Vec<usize>,
 }
 
 impl PlacedRing {
-    /// Builds the ring of a membership signature (`name:weight,...`) over
-    /// the pool's shards, found by name.
-    fn new(signature: &str, specs: &[ShardConfig]) -> Result<Self, String> {
+    /// Builds the ring of a layout over the pool's shards, found by name.
+    fn new(layout: &Layout, specs: &[ShardConfig]) -> Result<Self, String> {
         let mut members = Vec::new();
         let mut to_shard = Vec::new();
-        for part in signature.split(',').filter(|p| !p.is_empty()) {
-            let (name, weight) = part
-                .rsplit_once(':')
-                .and_then(|(n, w)| Some((n, w.parse::<u32>().ok()?)))
-                .ok_or_else(|| format!("unreadable ring membership {signature:?}"))?;
+        for (name, weight) in layout.members() {
             let idx = specs.iter().position(|s| s.ring_name() == name);
             match idx {
                 Some(i) => {
@@ -49,14 +49,14 @@ impl PlacedRing {
                 None if weight == 0 => {}
                 None => {
                     return Err(format!(
-                        "shard {name:?} still holds buckets of an earlier layout ({signature}) that are draining; \
+                        "shard {name:?} still holds buckets of an earlier layout ({layout}) that are draining; \
                          keep it in the config (with weight 0) until GET /drains shows that layout empty"
                     ));
                 }
             }
         }
         Ok(Self {
-            signature: signature.to_owned(),
+            layout: layout.clone(),
             ring: Ring::new(members),
             to_shard,
         })
@@ -135,8 +135,8 @@ impl Pool {
     }
 
     /// The buckets of `ns` that earlier layouts placed elsewhere than the
-    /// current one: (shard where they drain, bucket, layout signature).
-    pub fn moved(&self, ns: &str) -> Vec<(&Shard, u32, &str)> {
+    /// current one: (shard where they drain, bucket, that layout).
+    pub fn moved(&self, ns: &str) -> Vec<(&Shard, u32, &Layout)> {
         let mut out = Vec::new();
         for b in 0..self.buckets {
             let now = self.rings[0].shard_of(ns, b);
@@ -144,7 +144,7 @@ impl Pool {
                 if let Some(i) = r.shard_of(ns, b)
                     && Some(i) != now
                 {
-                    out.push((&self.shards[i], b, r.signature.as_str()));
+                    out.push((&self.shards[i], b, &r.layout));
                 }
             }
         }
@@ -152,8 +152,8 @@ impl Pool {
     }
 
     /// Earlier layouts that still drain.
-    pub fn draining(&self) -> impl Iterator<Item = &str> {
-        self.rings[1..].iter().map(|r| r.signature.as_str())
+    pub fn draining(&self) -> impl Iterator<Item = &Layout> {
+        self.rings[1..].iter().map(|r| &r.layout)
     }
 
     /// Every shard of the pool.
@@ -166,9 +166,9 @@ impl Pool {
         self.specs.iter().map(ShardConfig::ring_name)
     }
 
-    /// The current ring's membership, as pinned in the shards.
-    pub fn signature(&self) -> &str {
-        &self.rings[0].signature
+    /// The current layout, as pinned in the shards.
+    pub fn layout(&self) -> &Layout {
+        &self.rings[0].layout
     }
 }
 
@@ -178,77 +178,82 @@ pub struct Topology {
     pools: BTreeMap<String, Arc<Pool>>,
 }
 
-impl Topology {
-    /// Connects every pool of `config` (connections come up in the
-    /// background; an unreachable shard answers 503 until it is back).
-    /// Shards whose address and settings are unchanged from `previous` keep
-    /// their connections; others get new ones.
-    pub fn build(
-        config: &BTreeMap<String, PoolConfig>,
-        previous: Option<&Topology>,
-    ) -> Result<Self, RouterError> {
-        if !config.contains_key(crate::token::DEFAULT_POOL) {
-            return Err(RouterError::Config(
-                "a pool named `default` is required".to_owned(),
-            ));
+/// The shards of every pool of `config`, connected (connections come up in
+/// the background; an unreachable shard answers 503 until it is back).
+/// Shards whose address and settings are unchanged from `previous` keep
+/// their connections; others get new ones.
+pub fn connect(
+    config: &BTreeMap<String, PoolConfig>,
+    previous: Option<&Topology>,
+) -> Result<BTreeMap<String, Vec<Shard>>, RouterError> {
+    if !config.contains_key(crate::token::DEFAULT_POOL) {
+        return Err(RouterError::Config(
+            "a pool named `default` is required".to_owned(),
+        ));
+    }
+    let mut pools = BTreeMap::new();
+    for (name, pc) in config {
+        pc.validate(name).map_err(RouterError::Config)?;
+        let mut shards = Vec::with_capacity(pc.shards.len());
+        for sc in &pc.shards {
+            let reused = previous.and_then(|t| t.pool(name)).and_then(|p| {
+                p.specs
+                    .iter()
+                    .position(|s| s == sc)
+                    .map(|i| p.shards[i].clone())
+            });
+            let shard = match reused {
+                Some(s) => s,
+                None => {
+                    let url = sc.connect_url().map_err(RouterError::Config)?;
+                    let mut opts = ShardOptions::new(url);
+                    opts.connections = sc.connections;
+                    opts.command_timeout = std::time::Duration::from_millis(sc.timeout_ms.max(1));
+                    Shard::connect(format!("{name}/{}", sc.ring_name()), &opts)?
+                }
+            };
+            shards.push(shard);
         }
+        pools.insert(name.clone(), shards);
+    }
+    Ok(pools)
+}
+
+impl Topology {
+    /// The topology of `config` over `shards` (from [`connect`], same
+    /// order), where the layouts in `draining` (per pool) still drain.
+    pub fn new(
+        config: &BTreeMap<String, PoolConfig>,
+        mut shards: BTreeMap<String, Vec<Shard>>,
+        draining: &BTreeMap<String, Vec<Layout>>,
+    ) -> Result<Self, RouterError> {
         let mut pools = BTreeMap::new();
         for (name, pc) in config {
-            pc.validate(name).map_err(RouterError::Config)?;
-            let mut shards = Vec::with_capacity(pc.shards.len());
-            for sc in &pc.shards {
-                let reused = previous.and_then(|t| t.pool(name)).and_then(|p| {
-                    p.specs
-                        .iter()
-                        .position(|s| s == sc)
-                        .map(|i| p.shards[i].clone())
-                });
-                let shard = match reused {
-                    Some(s) => s,
-                    None => {
-                        let url = sc.connect_url().map_err(RouterError::Config)?;
-                        let mut opts = ShardOptions::new(url);
-                        opts.connections = sc.connections;
-                        opts.command_timeout =
-                            std::time::Duration::from_millis(sc.timeout_ms.max(1));
-                        Shard::connect(format!("{name}/{}", sc.ring_name()), &opts)?
-                    }
-                };
-                shards.push(shard);
+            let shards = shards
+                .remove(name)
+                .filter(|s| s.len() == pc.shards.len())
+                .ok_or_else(|| RouterError::Config(format!("pool {name}: shards not connected")))?;
+            let current = pc.layout();
+            let mut rings =
+                vec![PlacedRing::new(&current, &pc.shards).map_err(RouterError::Config)?];
+            for layout in draining.get(name).into_iter().flatten() {
+                if *layout != current {
+                    rings.push(
+                        PlacedRing::new(layout, &pc.shards)
+                            .map_err(|e| RouterError::Config(format!("pool {name}: {e}")))?,
+                    );
+                }
             }
-            let current =
-                PlacedRing::new(&pc.ring_signature(), &pc.shards).map_err(RouterError::Config)?;
             let pool = Pool {
                 name: name.clone(),
                 buckets: pc.buckets,
                 shards,
                 specs: pc.shards.clone(),
-                rings: vec![current],
+                rings,
             };
             pools.insert(name.clone(), Arc::new(pool));
         }
         Ok(Self { pools })
-    }
-
-    /// Sets the earlier layouts of `pool` that still drain (read from the
-    /// shards' pins). Only while the topology is being built, before it is
-    /// shared.
-    pub fn set_draining(&mut self, pool: &str, signatures: &[String]) -> Result<(), RouterError> {
-        let p = self
-            .pools
-            .get_mut(pool)
-            .and_then(Arc::get_mut)
-            .ok_or_else(|| RouterError::Config(format!("pool {pool} is shared already")))?;
-        p.rings.truncate(1);
-        for sig in signatures {
-            if sig != p.signature() {
-                p.rings.push(
-                    PlacedRing::new(sig, &p.specs)
-                        .map_err(|e| RouterError::Config(format!("pool {pool}: {e}")))?,
-                );
-            }
-        }
-        Ok(())
     }
 
     /// Every shard of every pool.
@@ -262,41 +267,6 @@ impl Topology {
 
     pub fn pools(&self) -> impl Iterator<Item = &Arc<Pool>> {
         self.pools.values()
-    }
-}
-
-/// The current topology, swappable as one value.
-#[derive(Debug)]
-pub struct Router {
-    current: ArcSwap<Topology>,
-    /// Bumped on every swap, for those that follow the topology (pumps,
-    /// wake-up registries).
-    generation: tokio::sync::watch::Sender<u64>,
-}
-
-impl Router {
-    pub fn new(topology: Topology) -> Self {
-        Self {
-            current: ArcSwap::from_pointee(topology),
-            generation: tokio::sync::watch::Sender::new(0),
-        }
-    }
-
-    /// The topology now. Hold the `Arc` (not a guard) across `.await`.
-    pub fn topology(&self) -> Arc<Topology> {
-        self.current.load_full()
-    }
-
-    /// Replaces the topology in one store; requests in flight finish on the
-    /// one they loaded.
-    pub fn swap(&self, topology: Topology) {
-        self.current.store(Arc::new(topology));
-        self.generation.send_modify(|g| *g += 1);
-    }
-
-    /// A receiver that sees every swap.
-    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.generation.subscribe()
     }
 }
 
@@ -318,7 +288,7 @@ mod tests {
 
     /// A topology needs a runtime for its (lazy) connections; nothing here
     /// talks to Redis.
-    fn topology(shards: Vec<ShardConfig>) -> Topology {
+    fn topology(shards: Vec<ShardConfig>, draining: &str) -> Result<Topology, RouterError> {
         let pools = BTreeMap::from([(
             "default".to_owned(),
             PoolConfig {
@@ -326,26 +296,33 @@ mod tests {
                 shards,
             },
         )]);
-        Topology::build(&pools, None).expect("topology")
+        let draining: Vec<Layout> = draining
+            .split(';')
+            .filter(|l| !l.is_empty())
+            .map(|l| l.parse().expect("layout"))
+            .collect();
+        let draining = BTreeMap::from([("default".to_owned(), draining)]);
+        Topology::new(&pools, connect(&pools, None)?, &draining)
     }
 
     #[tokio::test]
     async fn a_draining_layout_adds_old_locations_without_changing_writes() {
         let grown = vec![spec("a", 1, 1), spec("b", 2, 1), spec("c", 3, 1)];
-        let mut t = topology(grown.clone());
         let before: Vec<String> = (0..64)
             .map(|b| {
-                t.pool("default")
+                topology(grown.clone(), "")
+                    .expect("topology")
+                    .pool("default")
                     .expect("pool")
                     .shard_for("ns", b)
                     .name()
                     .to_owned()
             })
             .collect();
-        t.set_draining("default", &["a:1,b:1".to_owned()])
-            .expect("draining");
+        let t = topology(grown, "a:1,b:1").expect("draining");
         let p = t.pool("default").expect("pool");
-        assert_eq!(p.draining().collect::<Vec<_>>(), ["a:1,b:1"]);
+        let old_layout: Layout = "a:1,b:1".parse().expect("layout");
+        assert_eq!(p.draining().collect::<Vec<_>>(), [&old_layout]);
         let old = Ring::new([("a", 1), ("b", 1)]);
         let mut moved = 0;
         for b in 0..64 {
@@ -372,7 +349,7 @@ mod tests {
         );
         for (shard, b, sig) in p.moved("ns") {
             assert_ne!(shard.name(), p.shard_for("ns", b).name());
-            assert_eq!(sig, "a:1,b:1");
+            assert_eq!(sig, &old_layout);
         }
         let covered: usize = p.groups("ns").iter().map(|(_, b)| b.len()).sum();
         assert_eq!(
@@ -384,13 +361,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_shard_that_drains_must_stay_in_the_config() {
-        let mut t = topology(vec![spec("a", 1, 1), spec("b", 2, 1)]);
-        let err = t
-            .set_draining("default", &["a:1,b:1,c:1".to_owned()])
-            .expect_err("c is gone");
+        let shards = || vec![spec("a", 1, 1), spec("b", 2, 1)];
+        let err = topology(shards(), "a:1,b:1,c:1").expect_err("c is gone");
         assert!(err.to_string().contains("keep it in the config"), "{err}");
         // A shard that had no weight in that layout held none of its buckets.
-        t.set_draining("default", &["a:1,b:1,c:0".to_owned()])
-            .expect("c held nothing");
+        topology(shards(), "a:1,b:1,c:0").expect("c held nothing");
     }
 }

@@ -37,6 +37,14 @@ struct Cli {
     /// Job body size in bytes.
     #[arg(long, default_value_t = 64, global = true)]
     size: usize,
+    /// The gateway's process id: `publish` and `consume` then report its
+    /// CPU time per request (read from `/proc`).
+    #[arg(long, global = true)]
+    gateway_pid: Option<u32>,
+    /// Redis to sample `INFO cpu` from: `publish` and `consume` then report
+    /// Redis CPU time per job.
+    #[arg(long, global = true)]
+    redis_cpu: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -86,6 +94,7 @@ enum Cmd {
 
 struct Ctx {
     http: reqwest::Client,
+    cpu: CpuMeter,
     api: String,
     token: String,
     ns: String,
@@ -130,6 +139,10 @@ async fn main() -> anyhow::Result<()> {
     let token = v["token"].as_str().context("token in answer")?.to_owned();
     let ctx = Arc::new(Ctx {
         http,
+        cpu: CpuMeter {
+            gateway: cli.gateway_pid,
+            redis: cli.redis_cpu.clone(),
+        },
         api: cli.api.clone(),
         token,
         ns,
@@ -153,6 +166,7 @@ async fn publish(ctx: Arc<Ctx>, concurrency: usize, dur: Duration) -> anyhow::Re
     let done = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let lat = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
+    let cpu = ctx.cpu.sample();
     let start = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
@@ -190,6 +204,8 @@ async fn publish(ctx: Arc<Ctx>, concurrency: usize, dur: Duration) -> anyhow::Re
         h.value_at_quantile(0.5) as f64 / 1000.0,
         h.value_at_quantile(0.99) as f64 / 1000.0
     );
+    let requests = n + errors.load(Ordering::Relaxed);
+    println!("  {}", ctx.cpu.report(cpu, requests, n));
     Ok(())
 }
 
@@ -225,12 +241,15 @@ async fn consume(ctx: Arc<Ctx>, concurrency: usize, jobs: u64, count: u32) -> an
     }
     println!("done");
     let done = Arc::new(AtomicU64::new(0));
+    let requests = Arc::new(AtomicU64::new(0));
+    let cpu = ctx.cpu.sample();
     let start = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
-        let (ctx, done) = (ctx.clone(), done.clone());
+        let (ctx, done, requests) = (ctx.clone(), done.clone(), requests.clone());
         tasks.push(tokio::spawn(async move {
             loop {
+                requests.fetch_add(1, Ordering::Relaxed);
                 let r = ctx
                     .http
                     .get(format!(
@@ -254,6 +273,7 @@ async fn consume(ctx: Arc<Ctx>, concurrency: usize, jobs: u64, count: u32) -> an
                 };
                 for j in items {
                     let id = j["job_id"].as_str().unwrap_or_default();
+                    requests.fetch_add(1, Ordering::Relaxed);
                     let ok = ctx
                         .http
                         .delete(format!("{}/api/{}/q/job/{id}", ctx.api, ctx.ns))
@@ -277,6 +297,8 @@ async fn consume(ctx: Arc<Ctx>, concurrency: usize, jobs: u64, count: u32) -> an
         "consume+ack: {n} jobs in {secs:.1}s = {:.0} jobs/s (count={count})",
         n as f64 / secs
     );
+    let requests = requests.load(Ordering::Relaxed);
+    println!("  {}", ctx.cpu.report(cpu, requests, n));
     Ok(())
 }
 
@@ -525,4 +547,64 @@ async fn memory(ctx: Arc<Ctx>, redis: &str, jobs: u64) -> anyhow::Result<()> {
         (after - before) as f64 / jobs as f64
     );
     Ok(())
+}
+
+/// CPU time of the gateway process and of Redis over a measurement.
+struct CpuMeter {
+    gateway: Option<u32>,
+    redis: Option<String>,
+}
+
+/// CPU seconds used so far: (gateway, Redis).
+type CpuSample = (Option<f64>, Option<f64>);
+
+impl CpuMeter {
+    fn sample(&self) -> CpuSample {
+        (
+            self.gateway.and_then(process_cpu),
+            self.redis.as_deref().and_then(redis_cpu),
+        )
+    }
+
+    /// "gateway CPU … µs/request; Redis CPU … µs/job" since `before`.
+    fn report(&self, before: CpuSample, requests: u64, jobs: u64) -> String {
+        let after = self.sample();
+        let per = |b: Option<f64>, a: Option<f64>, n: u64| match (b, a) {
+            (Some(b), Some(a)) if n > 0 => format!("{:.1}", (a - b) * 1e6 / n as f64),
+            _ => "n/a".to_owned(),
+        };
+        format!(
+            "gateway CPU {} µs/request ({requests} requests); Redis CPU {} µs/job",
+            per(before.0, after.0, requests),
+            per(before.1, after.1, jobs),
+        )
+    }
+}
+
+/// User plus system CPU seconds of a process, from `/proc/<pid>/stat`.
+fn process_cpu(pid: u32) -> Option<f64> {
+    // Linux reports these in clock ticks of USER_HZ, 100 on every mainstream
+    // architecture.
+    const TICKS_PER_SEC: f64 = 100.0;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces), from field 3.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / TICKS_PER_SEC)
+}
+
+/// `used_cpu_user` plus `used_cpu_sys` of a Redis, in seconds.
+fn redis_cpu(url: &str) -> Option<f64> {
+    let mut c = redis::Client::open(url).ok()?.get_connection().ok()?;
+    let info: String = redis::cmd("INFO").arg("cpu").query(&mut c).ok()?;
+    let field = |name: &str| -> Option<f64> {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some(field("used_cpu_user")? + field("used_cpu_sys")?)
 }

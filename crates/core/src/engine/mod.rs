@@ -5,14 +5,23 @@
 //! atomic). Operations take the namespace and the buckets of that namespace
 //! that live on this shard; which buckets those are is the router's business.
 
+mod admin;
+mod checks;
 mod decode;
 mod jobs;
+mod lease;
+mod pins;
+mod pubsub;
 mod pump;
 mod queue;
+mod registry;
 mod shard;
 
+pub use admin::AdminTables;
+pub use checks::ShardCheck;
 pub use decode::{Delivery, JobView};
 pub use jobs::{NewJob, Schedule};
-pub use pump::{LeaseOp, PumpOutcome};
+pub use lease::LeaseOp;
+pub use pump::PumpOutcome;
 pub use queue::Counts;
-pub use shard::{Shard, ShardCheck, ShardOptions};
+pub use shard::{Shard, ShardOptions};

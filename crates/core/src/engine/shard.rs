@@ -1,9 +1,13 @@
-//! The connection to one shard, the script runner, and the startup checks.
+//! The connection to one shard and the script runner. What runs on it is
+//! split by concern: [`super::checks`] (startup checks), [`super::registry`]
+//! (which namespaces and queues a shard holds), [`super::pins`] (pinned
+//! layouts and gateway views), [`super::admin`] (tokens, limits, rate
+//! counters), [`super::pubsub`], and the job operations.
 
 use std::{sync::Arc, time::Duration};
 
 use fred::{
-    clients::{Pool, SubscriberClient},
+    clients::Pool,
     error::{Error as RedisError, ErrorKind},
     prelude::*,
     types::{
@@ -13,7 +17,7 @@ use fred::{
 };
 
 use crate::{
-    EngineError, keys,
+    EngineError,
     scripts::{Named, SCRIPTS},
 };
 
@@ -85,14 +89,6 @@ impl Drop for Inner {
     }
 }
 
-/// What the startup check found on a shard.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardCheck {
-    pub maxmemory_policy: String,
-    pub aof_enabled: bool,
-    pub redis_version: String,
-}
-
 impl Shard {
     /// Builds the connection pool and starts connecting in the background.
     /// The shard is usable at once: while it is not connected, operations
@@ -161,19 +157,15 @@ impl Shard {
         &self.inner.name
     }
 
+    /// The builder the pool was made with, for connections of another kind.
+    pub(super) fn builder(&self) -> &Builder {
+        &self.inner.builder
+    }
+
     /// Whether both are the same connection (a reload that changes nothing
     /// about a shard keeps its connection).
     pub fn same(&self, other: &Shard) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
-    /// A new subscriber connection to this shard (it reconnects and
-    /// resubscribes by itself).
-    pub fn subscriber(&self) -> Result<SubscriberClient, EngineError> {
-        self.inner
-            .builder
-            .build_subscriber_client()
-            .map_err(|e| self.err(e))
     }
 
     /// Whether at least one pooled connection is up.
@@ -324,96 +316,6 @@ impl Shard {
         Ok(())
     }
 
-    /// Startup check: refuses a shard that would evict keys, and pins the
-    /// pool's bucket count in the shard so that a later change is refused
-    /// instead of silently orphaning jobs.
-    pub async fn check(&self, buckets: u32) -> Result<ShardCheck, EngineError> {
-        let client = self.client()?;
-        let info: String = client.info(None).await.map_err(|e| self.err(e))?;
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .map(|v| v.trim().to_owned())
-                .unwrap_or_default()
-        };
-        let check = ShardCheck {
-            maxmemory_policy: field("maxmemory_policy"),
-            aof_enabled: field("aof_enabled") == "1",
-            redis_version: field("redis_version"),
-        };
-        // The scripts use LPOP with a count and LPOS (Redis 6.2).
-        let version: Vec<u32> = check
-            .redis_version
-            .split('.')
-            .map_while(|p| p.parse().ok())
-            .collect();
-        if version.len() >= 2 && (version[0], version[1]) < (6, 2) {
-            return Err(EngineError::Unsafe {
-                shard: self.name().to_owned(),
-                what: format!(
-                    "Redis {} is too old: Sundial needs Redis 6.2 or later",
-                    check.redis_version
-                ),
-            });
-        }
-        // allkeys-* evicts jobs and tokens; volatile-* evicts the keys that
-        // Sundial gives a TTL (pump leases, gateway views, rate counters),
-        // and a lost view can retire a shard layout still written to.
-        if check.maxmemory_policy != "noeviction" {
-            return Err(EngineError::Unsafe {
-                shard: self.name().to_owned(),
-                what: format!(
-                    "maxmemory-policy is {}, which evicts keys (jobs and tokens, or the leases and \
-                     views that Sundial sets with a TTL); set `maxmemory-policy noeviction` in \
-                     redis.conf (or CONFIG SET) and restart Sundial",
-                    check.maxmemory_policy
-                ),
-            });
-        }
-        let stored: Option<u32> = {
-            let _: bool = client
-                .hsetnx(keys::META, keys::META_BUCKETS, buckets)
-                .await
-                .map_err(|e| self.err(e))?;
-            client
-                .hget(keys::META, keys::META_BUCKETS)
-                .await
-                .map_err(|e| self.err(e))?
-        };
-        if stored != Some(buckets) {
-            return Err(EngineError::Unsafe {
-                shard: self.name().to_owned(),
-                what: format!(
-                    "this shard holds data written with {} buckets per namespace, but the config says {buckets}; \
-                     the bucket count cannot change once jobs exist (set it back to {0})",
-                    stored.map_or_else(|| "an unknown number of".to_owned(), |b| b.to_string())
-                ),
-            });
-        }
-        Ok(check)
-    }
-
-    /// Changes one field of an admin table and bumps `version` only when the
-    /// table changed: `add` (only if absent), `set`, or `del` (`value`
-    /// unused). Returns whether it changed.
-    pub async fn table_change(
-        &self,
-        table: &str,
-        version: &str,
-        op: &str,
-        field: &str,
-        value: &str,
-    ) -> Result<bool, EngineError> {
-        let v = self
-            .eval(
-                &SCRIPTS.table_change,
-                vec![table.to_owned(), version.to_owned()],
-                vec![op.into(), field.into(), value.into()],
-            )
-            .await?;
-        Ok(v.as_i64().unwrap_or(0) > 0)
-    }
-
     /// One round trip, bounded by the command timeout, that also says
     /// whether the shard holds Sundial's metadata (`sd:meta`), which every
     /// shard in use has: one without it was restarted without its data, or
@@ -421,272 +323,10 @@ impl Shard {
     pub async fn probe(&self) -> Result<(Duration, bool), EngineError> {
         let client = self.client()?;
         let start = std::time::Instant::now();
-        let n: i64 = client.exists(keys::META).await.map_err(|e| self.err(e))?;
+        let n: i64 = client
+            .exists(crate::keys::META)
+            .await
+            .map_err(|e| self.err(e))?;
         Ok((start.elapsed(), n > 0))
-    }
-
-    /// Counts one request on a fixed-window counter (`delta` 1), or refunds
-    /// one (`delta` -1); returns the count in the current window.
-    pub async fn rate(&self, key: &str, window_ms: u64, delta: i64) -> Result<u64, EngineError> {
-        let v = self
-            .eval(
-                &SCRIPTS.rate,
-                vec![key.to_owned()],
-                vec![(window_ms as i64).into(), delta.into()],
-            )
-            .await?;
-        Ok(v.as_i64().unwrap_or(0).max(0) as u64)
-    }
-
-    /// Whether this shard holds any job, in any state, of any namespace
-    /// (read from the per-bucket counters of every registered namespace; an
-    /// admin-time check, not for hot paths).
-    pub async fn holds_jobs(&self, buckets: u32) -> Result<bool, EngineError> {
-        let client = self.client()?;
-        let namespaces: Vec<String> = client
-            .smembers(keys::NAMESPACES)
-            .await
-            .map_err(|e| self.err(e))?;
-        for ns in namespaces {
-            let pipe = client.pipeline();
-            for b in 0..buckets {
-                let _: () = pipe
-                    .hgetall(keys::BucketKeys::new(&ns, b).counters())
-                    .await
-                    .map_err(|e| self.err(e))?;
-            }
-            let counts: Vec<std::collections::HashMap<String, i64>> =
-                pipe.all().await.map_err(|e| self.err(e))?;
-            // Only the per-state counts say what is held (the running
-            // totals, 'P' and 'C', only grow).
-            let held = counts.iter().flatten().any(|(field, n)| {
-                *n > 0 && matches!(field.as_bytes().first(), Some(b'l' | b'r' | b'f' | b'd'))
-            });
-            if held {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// The pool's layouts as pinned in this shard: the current ring
-    /// membership (if any) and the earlier ones that still drain.
-    pub async fn ring_pins(&self) -> Result<(Option<String>, Vec<String>), EngineError> {
-        let (ring, draining): (Option<String>, Option<String>) = self
-            .client()?
-            .hmget(keys::META, vec![keys::META_RING, keys::META_DRAINING])
-            .await
-            .map_err(|e| self.err(e))?;
-        let draining = draining
-            .map(|d| {
-                parse_string_list(&d)
-                    .ok_or_else(|| self.bad_reply(format!("unreadable draining pin {d:?}")))
-            })
-            .transpose()?
-            .unwrap_or_default();
-        Ok((ring, draining))
-    }
-
-    /// Pins the pool's layouts in this shard.
-    pub async fn set_ring_pins(
-        &self,
-        current: &str,
-        draining: &[String],
-    ) -> Result<(), EngineError> {
-        self.client()?
-            .hset::<(), _, _>(
-                keys::META,
-                vec![
-                    (keys::META_RING, current.to_owned()),
-                    (keys::META_DRAINING, string_list(draining)),
-                ],
-            )
-            .await
-            .map_err(|e| self.err(e))
-    }
-
-    /// How many jobs each of `buckets` of `ns` holds here (records in any
-    /// state).
-    pub async fn bucket_jobs(&self, ns: &str, buckets: &[u32]) -> Result<Vec<u64>, EngineError> {
-        if buckets.is_empty() {
-            return Ok(Vec::new());
-        }
-        let client = self.client()?;
-        let pipe = client.pipeline();
-        for b in buckets {
-            let _: () = pipe
-                .hlen(keys::BucketKeys::new(ns, *b).jobs())
-                .await
-                .map_err(|e| self.err(e))?;
-        }
-        pipe.all().await.map_err(|e| self.err(e))
-    }
-
-    /// The per-state counters of `buckets` of `ns`, summed per queue:
-    /// queue → [delayed, ready, reserved, dead]. O(buckets × queues).
-    pub async fn queue_counts(
-        &self,
-        ns: &str,
-        buckets: &[u32],
-    ) -> Result<std::collections::BTreeMap<String, [u64; 4]>, EngineError> {
-        let mut out = std::collections::BTreeMap::new();
-        if buckets.is_empty() {
-            return Ok(out);
-        }
-        let client = self.client()?;
-        let pipe = client.pipeline();
-        for b in buckets {
-            let _: () = pipe
-                .hgetall(keys::BucketKeys::new(ns, *b).counters())
-                .await
-                .map_err(|e| self.err(e))?;
-        }
-        let all: Vec<std::collections::HashMap<String, i64>> =
-            pipe.all().await.map_err(|e| self.err(e))?;
-        for fields in all {
-            for (field, n) in fields {
-                let mut chars = field.chars();
-                let state = match chars.next() {
-                    Some('l') => 0,
-                    Some('r') => 1,
-                    Some('f') => 2,
-                    Some('d') => 3,
-                    _ => continue,
-                };
-                let entry: &mut [u64; 4] = out.entry(chars.as_str().to_owned()).or_default();
-                entry[state] += n.max(0) as u64;
-            }
-        }
-        Ok(out)
-    }
-
-    /// Announces the layouts a gateway instance may write to, for `ttl`.
-    pub async fn announce_view(
-        &self,
-        instance: &str,
-        layouts: &[String],
-        ttl: std::time::Duration,
-    ) -> Result<(), EngineError> {
-        let client = self.client()?;
-        let pipe = client.pipeline();
-        let _: () = pipe
-            .sadd(keys::VIEWS, instance)
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: () = pipe
-            .set(
-                keys::view(instance),
-                string_list(layouts),
-                Some(fred::types::Expiration::PX(ttl.as_millis() as i64)),
-                None,
-                false,
-            )
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: Vec<Value> = pipe.all().await.map_err(|e| self.err(e))?;
-        Ok(())
-    }
-
-    /// Withdraws a gateway instance's view (at shutdown).
-    pub async fn withdraw_view(&self, instance: &str) -> Result<(), EngineError> {
-        let client = self.client()?;
-        let _: i64 = client
-            .del(keys::view(instance))
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: i64 = client
-            .srem(keys::VIEWS, instance)
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(())
-    }
-
-    /// The layouts that live gateway instances may write to; forgets
-    /// instances whose view expired.
-    pub async fn live_views(&self) -> Result<Vec<String>, EngineError> {
-        let client = self.client()?;
-        let instances: Vec<String> = client
-            .smembers(keys::VIEWS)
-            .await
-            .map_err(|e| self.err(e))?;
-        let mut layouts = Vec::new();
-        for instance in instances {
-            let v: Option<String> = client
-                .get(keys::view(&instance))
-                .await
-                .map_err(|e| self.err(e))?;
-            match v.and_then(|v| parse_string_list(&v)) {
-                Some(l) => layouts.extend(l),
-                None => {
-                    let _: i64 = client
-                        .srem(keys::VIEWS, &instance)
-                        .await
-                        .map_err(|e| self.err(e))?;
-                }
-            }
-        }
-        Ok(layouts)
-    }
-
-    /// Records that a namespace has a queue on this shard (idempotent). The
-    /// gateway calls this before the first publish to a queue, so a job never
-    /// exists in a queue the registry does not list.
-    pub async fn register(&self, ns: &str, queue: &str) -> Result<(), EngineError> {
-        let client = self.client()?;
-        let pipe = client.pipeline();
-        let _: () = pipe
-            .sadd(keys::NAMESPACES, ns)
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: () = pipe
-            .sadd(keys::queues(ns), queue)
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: Vec<Value> = pipe.all().await.map_err(|e| self.err(e))?;
-        Ok(())
-    }
-
-    /// The namespaces registered on this shard.
-    pub async fn namespaces(&self) -> Result<Vec<String>, EngineError> {
-        let client = self.client()?;
-        client
-            .smembers(keys::NAMESPACES)
-            .await
-            .map_err(|e| self.err(e))
-    }
-
-    /// The queues of a namespace registered on this shard.
-    pub async fn queues(&self, ns: &str) -> Result<Vec<String>, EngineError> {
-        let client = self.client()?;
-        client
-            .smembers(keys::queues(ns))
-            .await
-            .map_err(|e| self.err(e))
-    }
-}
-
-/// A list of signatures as a JSON array of strings.
-fn string_list(items: &[String]) -> String {
-    serde_json::to_string(items).unwrap_or_else(|_| "[]".to_owned())
-}
-
-fn parse_string_list(s: &str) -> Option<Vec<String>> {
-    serde_json::from_str(s).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn string_lists_round_trip() {
-        for l in [
-            vec![],
-            vec!["a:1".to_owned()],
-            vec!["a:1,b:2".to_owned(), "a:1".to_owned()],
-        ] {
-            assert_eq!(parse_string_list(&string_list(&l)), Some(l));
-        }
-        assert_eq!(parse_string_list("nope"), None);
     }
 }

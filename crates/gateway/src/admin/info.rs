@@ -1,4 +1,5 @@
-//! Read-only admin endpoints: pools, info, version, metrics, health.
+//! Read-only admin endpoints: pools, info, drains, version; and the
+//! gateway's readiness, which the binary serves at `/ready`.
 
 use std::{collections::BTreeMap, collections::HashMap, sync::Arc};
 
@@ -15,7 +16,7 @@ use crate::{api::error::ApiError, state::AppState};
 /// `GET /pools`: the pool names.
 pub(super) async fn pools(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let names: Vec<String> = state
-        .router
+        .live
         .topology()
         .pools()
         .map(|p| p.name().to_owned())
@@ -32,7 +33,7 @@ pub(super) async fn info(
         .get("pool")
         .filter(|p| !p.is_empty())
         .map_or("default", String::as_str);
-    let topology = state.router.topology();
+    let topology = state.live.topology();
     let Some(pool) = topology.pool(name) else {
         return Err(ApiError::NotFound("pool not found"));
     };
@@ -56,10 +57,10 @@ pub(super) async fn info(
 pub(super) async fn drains(
     State(state): State<Arc<AppState>>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let topology = state.router.topology();
+    let topology = state.live.topology();
     let mut pools = Vec::new();
     for pool in topology.pools() {
-        pools.push(crate::drain::report(pool).await?);
+        pools.push(sundial_router::drain::report(pool).await?);
     }
     Ok(Json(json!({ "pools": pools })))
 }
@@ -73,34 +74,14 @@ pub(super) async fn version() -> impl IntoResponse {
     }))
 }
 
-/// `GET /metrics`: Prometheus text format.
-pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4",
-        )],
-        state.metrics.render(),
-    )
-}
-
-/// `GET /live`: the process answers (with its pid, so a supervisor or a
-/// test can tell which process holds the port).
-pub(super) async fn live() -> impl IntoResponse {
-    Json(json!({ "status": "ok", "pid": std::process::id() }))
-}
-
-/// `GET /ready[?strict=true]`: whether this process can serve. 200 once it
+/// Whether this gateway can serve, for `GET /ready[?strict=true]`: 200 once it
 /// has started and until it begins to shut down while at least one shard
 /// answers: a shard that is down fails only the requests that need it, and
 /// taking every gateway out of a load balancer for it would fail them all.
 /// With no shard answering it is 503. The body reports each pool's shards
 /// (`"status": "degraded"` when one is down); `strict=true` also answers
 /// 503 then, for scripts that want every shard.
-pub(super) async fn ready(
-    State(state): State<Arc<AppState>>,
-    Query(q): Query<HashMap<String, String>>,
-) -> impl IntoResponse {
+pub fn readiness(state: &AppState, strict: bool) -> (StatusCode, serde_json::Value) {
     let shards = state.health.shards();
     let mut pools: BTreeMap<String, BTreeMap<String, serde_json::Value>> = BTreeMap::new();
     for (name, h) in &shards {
@@ -114,7 +95,6 @@ pub(super) async fn ready(
     // one cut off from Redis); other processes may do better.
     let none_up = !shards.is_empty() && shards.values().all(|h| !h.up);
     let serving = state.is_ready() && !state.shutdown.is_cancelled();
-    let strict = q.get("strict").is_some_and(|v| v == "true" || v == "1");
     let unavailable = StatusCode::SERVICE_UNAVAILABLE;
     let (code, status) = match (serving, all_up) {
         (false, _) if state.shutdown.is_cancelled() => (unavailable, "draining"),
@@ -124,5 +104,5 @@ pub(super) async fn ready(
         (true, false) if strict => (unavailable, "degraded"),
         (true, false) => (StatusCode::OK, "degraded"),
     };
-    (code, Json(json!({ "status": status, "pools": pools })))
+    (code, json!({ "status": status, "pools": pools }))
 }

@@ -12,7 +12,9 @@ use axum::{
 use serde_json::json;
 use sundial_router::Token;
 
-use crate::{api::error::ApiError, state::AppState, tokens::Limit};
+use sundial_router::tokens::Limit;
+
+use crate::{api::error::ApiError, state::AppState};
 
 /// Reads and checks a limit body: `{"read":N,"write":N,"interval":seconds}`.
 fn parse(body: &[u8]) -> Result<Limit, ApiError> {

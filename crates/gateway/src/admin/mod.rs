@@ -1,11 +1,14 @@
-//! The admin API, on its own listener: tokens, pools, info, version,
-//! metrics and health. Token routes need HTTP basic auth when accounts are
-//! configured (so do the rate-limit routes); the rest are read-only and
-//! open, as in lmstfy.
+//! The admin API, on its own listener: tokens, limits, reload, pools, info,
+//! drains and version. Token routes need HTTP basic auth when accounts are
+//! configured (so do the rate-limit and reload routes); the rest are
+//! read-only and open, as in lmstfy. (`/live`, `/ready` and `/metrics` are
+//! the binary's, shared with `sundial pumpd`: see [`readiness`].)
 
 mod info;
 mod limits;
 mod tokens;
+
+pub use info::readiness;
 
 use std::sync::Arc;
 
@@ -18,9 +21,13 @@ use axum::{
 };
 use base64::Engine;
 
-use crate::{api::error::ApiError, reload::Reloader, state::AppState};
+use sundial_router::reload::Reloader;
 
-pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>) -> Router {
+use crate::{api::error::ApiError, state::AppState};
+
+/// The admin API's routes, with `health` (the binary's `/live`, `/ready`
+/// and `/metrics`) merged in, so that one fallback covers them all.
+pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> Router {
     let guarded = Router::new()
         .route("/token/{ns}", get(tokens::list).post(tokens::create))
         .route("/token/{ns}/{token}", delete(tokens::delete))
@@ -40,13 +47,11 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>) -> Router {
         .route("/drains", get(info::drains))
         .route("/info", get(info::info))
         .route("/version", get(info::version))
-        .route("/metrics", get(info::metrics))
-        .route("/live", get(info::live))
-        .route("/ready", get(info::ready))
-        .fallback(not_found)
-        .method_not_allowed_fallback(crate::api::method_not_allowed)
         .layer(axum::Extension(reloader))
         .with_state(state)
+        .merge(health)
+        .fallback(not_found)
+        .method_not_allowed_fallback(crate::api::method_not_allowed)
 }
 
 /// `POST /reload`: reloads the pools now; 200 with what changed, or 400 with

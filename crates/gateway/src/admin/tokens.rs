@@ -54,7 +54,7 @@ fn pool_param(state: &AppState, params: &HashMap<String, String>) -> Result<Stri
         .filter(|p| !p.is_empty())
         .cloned()
         .unwrap_or_else(|| sundial_router::token::DEFAULT_POOL.to_owned());
-    if state.router.topology().pool(&pool).is_none() {
+    if state.live.topology().pool(&pool).is_none() {
         return Err(ApiError::bad("the pool was not exists"));
     }
     Ok(pool)
@@ -87,7 +87,7 @@ pub(super) async fn create(
             if t.secret.len() < MIN_CUSTOM_SECRET {
                 return Err(ApiError::bad("the user token was too short"));
             }
-            if state.router.topology().pool(&pool).is_none() {
+            if state.live.topology().pool(&pool).is_none() {
                 return Err(ApiError::bad("the pool was not exists"));
             }
             t

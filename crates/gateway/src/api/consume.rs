@@ -74,7 +74,7 @@ async fn consume_jobs(
             () = state.shutdown.cancelled() => return Err(ApiError::NoJob),
         }
         // The token may have been revoked while this request waited.
-        if state.tokens.check(&tenant.token, &tenant.ns) == crate::tokens::Check::Invalid {
+        if state.tokens.check(&tenant.token, &tenant.ns) == sundial_router::tokens::Check::Invalid {
             return Err(ApiError::Unauthorized("invalid token"));
         }
     }

@@ -139,7 +139,7 @@ async fn store(
     jobs: &[NewJob],
 ) -> Result<(), ApiError> {
     // The topology as it is now, not as it was before the body was read:
-    // see `crate::drain` for why a write must use the current layout.
+    // see `sundial_router::drain` for why a write must use the current layout.
     let pool = state
         .current_pool(tenant.pool.name())
         .ok_or(ApiError::NotFound("pool not found"))?;

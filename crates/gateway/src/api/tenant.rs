@@ -10,7 +10,9 @@ use sundial_core::job::check_namespace;
 use sundial_router::{Pool, Token};
 
 use super::error::ApiError;
-use crate::{state::AppState, tokens::Check};
+use sundial_router::tokens::Check;
+
+use crate::state::AppState;
 
 /// An authenticated caller: its namespace and the pool its token names.
 #[derive(Debug)]
@@ -53,7 +55,7 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
             return Err(ApiError::Unauthorized("token not found"));
         };
         let token = Token::parse(&raw);
-        let Some(pool) = state.router.topology().pool(&token.pool).cloned() else {
+        let Some(pool) = state.live.topology().pool(&token.pool).cloned() else {
             return Err(ApiError::NotFound("pool not found"));
         };
         match state.tokens.check(&token, &ns) {

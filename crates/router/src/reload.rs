@@ -11,7 +11,10 @@
 //! and counts `sundial_reloads_total{result="failure"}`.
 //!
 //! Only `pools` are reloaded; other keys (listeners, limits, accounts, log)
-//! need a restart, and a reload that changes them says so in its log.
+//! need a restart, and a reload that changes them says so in its log. The
+//! reloader reads the file through a [`Load`] that the binary provides (it
+//! owns the config format); those that follow the topology (wake-ups, the
+//! token store, pumps) watch [`LiveTopology::changes`].
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -22,39 +25,52 @@ use std::{
 
 use anyhow::Context;
 use notify::Watcher;
-use sundial_router::Router;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Config, RELOAD_WAIT, prepare, state::AppState};
+use crate::{
+    Layout, LiveTopology, PoolConfig, Topology,
+    prepare::{RELOAD_WAIT, pinned_except, prepare},
+};
+
+/// What a reload reads from the config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    pub pools: BTreeMap<String, PoolConfig>,
+    /// Every other key, in any stable form: when it differs from the last
+    /// one applied, the log says that a restart is needed.
+    pub others: String,
+}
+
+/// Reads the config file (from the path given, or the environment alone).
+pub type Load = dyn Fn(Option<&std::path::Path>) -> anyhow::Result<Desired> + Send + Sync;
 
 /// How long file events settle before a reload (editors write in steps).
 const SETTLE: Duration = Duration::from_millis(200);
 
-#[derive(Debug)]
 pub struct Reloader {
     path: Option<PathBuf>,
-    router: Arc<Router>,
-    /// The gateway's shared state; `None` in `sundial pumpd`.
-    state: Option<Arc<AppState>>,
-    /// Tokens live on the default pool's first shard (no `admin_redis`).
-    tokens_on_default_pool: bool,
+    load: Box<Load>,
+    live: Arc<LiveTopology>,
     /// One reload at a time; also holds the config last applied.
-    applied: Mutex<Option<Config>>,
+    applied: Mutex<Option<Desired>>,
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Reloader {
-    pub fn new(
-        path: Option<PathBuf>,
-        router: Arc<Router>,
-        state: Option<Arc<AppState>>,
-        tokens_on_default_pool: bool,
-    ) -> Arc<Self> {
+    /// A reloader of the file at `path` (read with `load`) into `live`.
+    pub fn new(path: Option<PathBuf>, load: Box<Load>, live: Arc<LiveTopology>) -> Arc<Self> {
         Arc::new(Self {
             path,
-            router,
-            state,
-            tokens_on_default_pool,
+            load,
+            live,
             applied: Mutex::new(None),
         })
     }
@@ -80,9 +96,9 @@ impl Reloader {
         result
     }
 
-    async fn apply(&self, applied: &mut Option<Config>) -> anyhow::Result<String> {
-        let config = Config::load(self.path.as_deref())?;
-        let current = self.router.topology();
+    async fn apply(&self, applied: &mut Option<Desired>) -> anyhow::Result<String> {
+        let config = (self.load)(self.path.as_deref())?;
+        let current = self.live.topology();
         for pool in current.pools() {
             if config.pools.contains_key(pool.name()) {
                 continue;
@@ -101,21 +117,14 @@ impl Reloader {
         }
         let topology = prepare(&config.pools, Some(&current), RELOAD_WAIT).await?;
         let summary = summarize(&current, &topology);
-        self.router.swap(topology);
-        if let Some(state) = &self.state {
-            state.sync_wakeups()?;
-            if self.tokens_on_default_pool
-                && let Some(shard) = self
-                    .router
-                    .topology()
-                    .pool("default")
-                    .and_then(|p| p.shards().next().cloned())
-            {
-                state.tokens.set_redis(shard);
-            }
-        }
-        if let Some(old) = applied.as_ref() {
-            warn_unreloadable(old, &config);
+        self.live.store(topology);
+        if applied
+            .as_ref()
+            .is_some_and(|old| old.others != config.others)
+        {
+            tracing::warn!(
+                "the config file changed keys besides `pools`; those take effect at the next restart"
+            );
         }
         *applied = Some(config);
         Ok(summary)
@@ -126,16 +135,19 @@ impl Reloader {
     /// process holds (checked every `layout_check`), until `shutdown`.
     pub fn watch(
         self: Arc<Self>,
-        started: Config,
+        started: Desired,
         started_bytes: Option<Vec<u8>>,
+        watch_file: bool,
         layout_check: Duration,
         shutdown: CancellationToken,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         // Set up here, before the caller reports ready, not in the spawned
         // loop: a change made in between would otherwise become the baseline
         // and never be applied. The baseline is the file as it was loaded.
-        let watch_file = started.watch_config;
-        if let Ok(mut applied) = self.applied.try_lock() {
+        // (A loop started again after a panic keeps what was applied since.)
+        if let Ok(mut applied) = self.applied.try_lock()
+            && applied.is_none()
+        {
             *applied = Some(started);
         }
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<()>();
@@ -198,22 +210,18 @@ impl Reloader {
 impl Reloader {
     /// The layouts pinned in the shards (beyond each pool's current one),
     /// when they differ from those this process holds.
-    async fn pinned_differs(&self) -> Option<BTreeMap<String, BTreeSet<String>>> {
-        let topology = self.router.topology();
+    async fn pinned_differs(&self) -> Option<BTreeMap<String, BTreeSet<Layout>>> {
+        let topology = self.live.topology();
         let mut pinned = BTreeMap::new();
         let mut held = BTreeMap::new();
         for pool in topology.pools() {
-            let mut seen = BTreeSet::new();
-            for shard in pool.shards() {
-                let (ring, draining) = shard.ring_pins().await.ok()?;
-                seen.extend(ring);
-                seen.extend(draining);
-            }
-            seen.remove(pool.signature());
-            pinned.insert(pool.name().to_owned(), seen);
+            pinned.insert(
+                pool.name().to_owned(),
+                pinned_except(pool.shards(), pool.layout()).await.ok()?,
+            );
             held.insert(
                 pool.name().to_owned(),
-                pool.draining().map(str::to_owned).collect::<BTreeSet<_>>(),
+                pool.draining().cloned().collect::<BTreeSet<_>>(),
             );
         }
         (pinned != held).then_some(pinned)
@@ -260,10 +268,8 @@ fn hangups() -> tokio::sync::mpsc::UnboundedReceiver<()> {
     rx
 }
 
-fn summarize(old: &sundial_router::Topology, new: &sundial_router::Topology) -> String {
-    let names = |t: &sundial_router::Topology| -> Vec<String> {
-        t.pools().map(|p| p.name().to_owned()).collect()
-    };
+fn summarize(old: &Topology, new: &Topology) -> String {
+    let names = |t: &Topology| -> Vec<String> { t.pools().map(|p| p.name().to_owned()).collect() };
     let (before, after) = (names(old), names(new));
     let added: Vec<&String> = after.iter().filter(|p| !before.contains(p)).collect();
     let removed: Vec<&String> = before.iter().filter(|p| !after.contains(p)).collect();
@@ -272,16 +278,4 @@ fn summarize(old: &sundial_router::Topology, new: &sundial_router::Topology) -> 
         .filter(|s| !old.shards().any(|o| o.same(s)))
         .count();
     format!("pools added {added:?}, removed {removed:?}; {reconnected} shard connection(s) new")
-}
-
-fn warn_unreloadable(old: &Config, new: &Config) {
-    let mut a = old.clone();
-    let mut b = new.clone();
-    a.pools.clear();
-    b.pools.clear();
-    if a != b {
-        tracing::warn!(
-            "the config file changed keys besides `pools`; those take effect at the next restart"
-        );
-    }
 }

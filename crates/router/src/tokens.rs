@@ -11,10 +11,10 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use fred::prelude::*;
-use sundial_core::{EngineError, Shard, keys};
-use sundial_router::Token;
+use sundial_core::{AdminTables, EngineError, Shard, keys};
 use tokio_util::sync::CancellationToken;
+
+use crate::{LiveTopology, Token};
 
 /// How often each gateway checks the token table's version.
 pub const POLL: Duration = Duration::from_millis(500);
@@ -185,10 +185,7 @@ impl TokenStore {
     /// The tokens of a namespace in a pool: token (as clients present it) →
     /// description. Read from Redis, not the cache, so it is exact.
     pub async fn list(&self, pool: &str, ns: &str) -> Result<Vec<(Token, String)>, EngineError> {
-        let redis = self.redis();
-        let c = redis.client()?;
-        let all: HashMap<String, String> =
-            c.hgetall(keys::TOKENS).await.map_err(|e| self.err(e))?;
+        let all = self.redis().token_table().await?;
         let prefix = format!("{pool}/{ns}/");
         let mut out: Vec<(Token, String)> = all
             .into_iter()
@@ -213,34 +210,18 @@ impl TokenStore {
     /// took a change or two since), writes this gateway's copy back instead.
     pub async fn reload(&self) -> Result<(), EngineError> {
         let redis = self.redis();
-        let c = redis.client()?;
-        let version: Option<i64> = c.get(keys::TOKENS_VERSION).await.map_err(|e| self.err(e))?;
-        if let Some(t) = &*self.table.load()
-            && t.version > version.unwrap_or(0)
-        {
-            return self.restore(t).await;
+        let version = redis.admin_version().await?;
+        if let Some(t) = &*self.table.load() {
+            if t.version > version.unwrap_or(0) {
+                return self.restore(&redis, t).await;
+            }
+            if t.version == version.unwrap_or(0) {
+                return Ok(());
+            }
         }
-        let version = version.unwrap_or(0);
-        if let Some(t) = &*self.table.load()
-            && t.version == version
-        {
-            return Ok(());
-        }
-        // Read the tables and their version together so a change in between
-        // is caught by the next poll rather than lost.
-        let tx = c.multi();
-        let _: () = tx
-            .get(keys::TOKENS_VERSION)
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: () = tx.hgetall(keys::TOKENS).await.map_err(|e| self.err(e))?;
-        let _: () = tx.hgetall(keys::LIMITS).await.map_err(|e| self.err(e))?;
-        let (version, tokens, raw_limits): (
-            Option<i64>,
-            HashMap<String, String>,
-            HashMap<String, String>,
-        ) = tx.exec(true).await.map_err(|e| self.err(e))?;
-        let limits = raw_limits
+        let tables = redis.admin_tables().await?;
+        let limits = tables
+            .limits
             .into_iter()
             .filter_map(|(k, v)| match serde_json::from_str(&v) {
                 Ok(l) => Some((k, l)),
@@ -251,8 +232,8 @@ impl TokenStore {
             })
             .collect();
         self.table.store(Some(Arc::new(Snapshot {
-            version: version.unwrap_or(0),
-            tokens,
+            version: tables.version,
+            tokens: tables.tokens,
             limits,
         })));
         Ok(())
@@ -263,7 +244,7 @@ impl TokenStore {
     /// tenants keep their tokens. Fields that exist are kept (a token made
     /// since the loss, or another gateway's restore), so the result is the
     /// union. A deletion made just before the loss may come back.
-    async fn restore(&self, t: &Snapshot) -> Result<(), EngineError> {
+    async fn restore(&self, redis: &Shard, t: &Snapshot) -> Result<(), EngineError> {
         tracing::error!(
             had_version = t.version,
             tokens = t.tokens.len(),
@@ -271,37 +252,39 @@ impl TokenStore {
             "the admin Redis has no token table (restarted without its data, or flushed); \
              writing this gateway's copy back"
         );
-        let redis = self.redis();
-        let tx = redis.client()?.multi();
-        for (f, description) in &t.tokens {
-            let _: () = tx
-                .hsetnx(keys::TOKENS, f.as_str(), description.as_str())
-                .await
-                .map_err(|e| self.err(e))?;
-        }
-        for (f, limit) in &t.limits {
-            let json = serde_json::to_string(limit).unwrap_or_default();
-            let _: () = tx
-                .hsetnx(keys::LIMITS, f.as_str(), json)
-                .await
-                .map_err(|e| self.err(e))?;
-        }
-        let _: () = tx
-            .set(keys::TOKENS_VERSION, t.version + 1, None, None, false)
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: fred::types::Value = tx.exec(true).await.map_err(|e| self.err(e))?;
-        Ok(())
+        let tables = AdminTables {
+            version: t.version,
+            tokens: t.tokens.clone(),
+            limits: t
+                .limits
+                .iter()
+                .map(|(f, l)| (f.clone(), serde_json::to_string(l).unwrap_or_default()))
+                .collect(),
+        };
+        redis.restore_admin_tables(&tables).await
     }
 
-    /// Polls the version until `shutdown`.
-    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+    /// Polls the version until `shutdown`. With `follow` (the tables live
+    /// on the default pool's first shard, no admin Redis of their own), the
+    /// store moves to that shard's connection when a reload replaces it.
+    pub async fn run(
+        self: Arc<Self>,
+        follow: Option<Arc<LiveTopology>>,
+        shutdown: CancellationToken,
+    ) {
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut changes = follow.as_ref().map(|l| l.changes());
         let mut failing = false;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
+                Some(Ok(())) = async { Some(changes.as_mut()?.changed().await) } => {
+                    if let Some(shard) = follow.as_ref().and_then(|l| default_shard(l)) {
+                        self.set_redis(shard);
+                    }
+                    continue;
+                }
                 () = shutdown.cancelled() => return,
             }
             match self.reload().await {
@@ -318,8 +301,12 @@ impl TokenStore {
             }
         }
     }
+}
 
-    fn err(&self, e: fred::error::Error) -> EngineError {
-        self.redis.load().err(e)
-    }
+/// The first shard of the default pool: where the tables live when there is
+/// no admin Redis.
+pub fn default_shard(live: &LiveTopology) -> Option<Shard> {
+    live.topology()
+        .pool(crate::token::DEFAULT_POOL)
+        .and_then(|p| p.shards().next().cloned())
 }

@@ -12,8 +12,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::{LiveTopology, Pins, Pool};
 use serde::Serialize;
-use sundial_router::Router;
 use tokio_util::sync::CancellationToken;
 
 /// How often every shard is checked.
@@ -113,11 +113,11 @@ impl Health {
     }
 }
 
-/// Checks every shard of the router's current topology every [`EVERY`]
-/// until `shutdown`. `lost` is called with the name of a shard found to
-/// have lost its data.
+/// Checks every shard of the current topology every [`EVERY`] until
+/// `shutdown`. `lost` is called with the name of a shard found to have lost
+/// its data.
 pub async fn run(
-    router: Arc<Router>,
+    live: Arc<LiveTopology>,
     health: Health,
     lost: impl Fn(&str) + Send + Sync + 'static,
     shutdown: CancellationToken,
@@ -129,8 +129,8 @@ pub async fn run(
             _ = tick.tick() => {}
             () = shutdown.cancelled() => return,
         }
-        let shards: Vec<(Arc<sundial_router::Pool>, sundial_core::Shard)> = {
-            let topology = router.topology();
+        let shards: Vec<(Arc<Pool>, sundial_core::Shard)> = {
+            let topology = live.topology();
             topology
                 .pools()
                 .flat_map(|p| p.shards().map(|s| (p.clone(), s.clone())))
@@ -158,7 +158,7 @@ pub async fn run(
 /// A shard in use always holds `sd:meta` (its pinned bucket count and
 /// layouts). One that answers without it lost its data: says so, and pins
 /// the pool's bucket count and layouts again so that it goes on serving.
-async fn found_empty(pool: &sundial_router::Pool, shard: &sundial_core::Shard) {
+async fn found_empty(pool: &Pool, shard: &sundial_core::Shard) {
     tracing::error!(
         pool = pool.name(),
         shard = shard.name(),
@@ -168,10 +168,10 @@ async fn found_empty(pool: &sundial_router::Pool, shard: &sundial_core::Shard) {
     );
     metrics::counter!("sundial_shard_data_lost_total", "pool" => pool.name().to_owned(), "shard" => shard.name().to_owned())
         .increment(1);
-    let draining: Vec<String> = pool.draining().map(str::to_owned).collect();
+    let draining: Vec<_> = pool.draining().cloned().collect();
     let pinned = async {
         shard.check(pool.buckets()).await?;
-        shard.set_ring_pins(pool.signature(), &draining).await
+        Pins::write(shard, pool.layout(), &draining).await
     };
     if let Err(e) = pinned.await {
         tracing::warn!(shard = shard.name(), error = %e, "cannot pin the layout again; retrying");

@@ -29,13 +29,9 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::{
     PumpOptions, PumpStatus,
     announcements::{self, Heard},
-    bucket::{self, Ended},
+    backlog::Backlog,
+    bucket::{self, Bucket, Ended, Lags},
 };
-
-type Bucket = (String, u32);
-
-/// How late (ms) each held bucket's last pump call found its oldest due job.
-pub(crate) type Lags = Arc<std::sync::Mutex<HashMap<Bucket, u64>>>;
 
 /// A held bucket: its wake-up, its task's cancellation, and which task
 /// pumps it.
@@ -56,8 +52,8 @@ pub(crate) struct ShardPumps {
     /// Live pump processes, as of the last lease call.
     live: Vec<String>,
     lags: Lags,
-    /// Backlog series this process reported last time.
-    reported: HashMap<(String, String), [u64; 4]>,
+    /// The backlog gauges of the held buckets.
+    backlog: Backlog,
     /// The bucket tasks, each returning why it ended.
     tasks: JoinSet<Ended>,
     /// Which bucket each task pumps.
@@ -89,7 +85,7 @@ impl ShardPumps {
             known: BTreeSet::new(),
             held: HashMap::new(),
             lags: Lags::default(),
-            reported: HashMap::new(),
+            backlog: Backlog::default(),
             tasks: JoinSet::new(),
             running: HashMap::new(),
             shutdown,
@@ -129,7 +125,9 @@ impl ShardPumps {
                     }
                     self.lease_round().await;
                 }
-                _ = backlog.tick() => self.report_backlog().await,
+                _ = backlog.tick() => self.backlog
+                    .report(self.pool.name(), &self.shard, self.held.keys())
+                    .await,
                 heard = announcements.recv() => match heard {
                     // The task ended (its subscriber closed) while this loop
                     // runs: start it again, after a pause; until it
@@ -171,7 +169,9 @@ impl ShardPumps {
         while self.tasks.join_next().await.is_some() {}
         self.release_all().await;
         // What this process no longer holds it no longer reports.
-        self.report_backlog().await;
+        self.backlog
+            .report(self.pool.name(), &self.shard, self.held.keys())
+            .await;
     }
 
     /// Announcements may have been missed (before the subscription, or
@@ -352,49 +352,6 @@ impl ShardPumps {
             .unwrap_or(0);
         metrics::gauge!("sundial_pump_lag_seconds", "pool" => pool, "shard" => shard)
             .set(worst as f64 / 1000.0);
-    }
-
-    /// Sets the backlog gauges from the buckets this process holds: each
-    /// bucket has one holder, so summing a gauge over all processes (and
-    /// shards) gives the pool's true number. Series of queues no longer
-    /// held here drop to 0.
-    async fn report_backlog(&mut self) {
-        let mut per_ns: HashMap<&str, Vec<u32>> = HashMap::new();
-        for (ns, b) in self.held.keys() {
-            per_ns.entry(ns.as_str()).or_default().push(*b);
-        }
-        let mut now: HashMap<(String, String), [u64; 4]> = HashMap::new();
-        for (ns, buckets) in per_ns {
-            match self.shard.queue_counts(ns, &buckets).await {
-                Ok(counts) => {
-                    for (queue, c) in counts {
-                        now.insert((ns.to_owned(), queue), c);
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(shard = self.shard.name(), ns, error = %e, "cannot read backlog counts");
-                    return;
-                }
-            }
-        }
-        for key in self.reported.keys() {
-            now.entry(key.clone()).or_insert([0; 4]);
-        }
-        let (pool, shard) = (self.pool.name().to_owned(), self.shard.name().to_owned());
-        for ((ns, queue), c) in &now {
-            for (state, n) in ["delayed", "ready", "reserved", "dead"].iter().zip(c) {
-                metrics::gauge!(
-                    "sundial_queue_jobs",
-                    "pool" => pool.clone(),
-                    "shard" => shard.clone(),
-                    "namespace" => ns.clone(),
-                    "queue" => queue.clone(),
-                    "state" => *state
-                )
-                .set(*n as f64);
-            }
-        }
-        self.reported = now;
     }
 
     fn start(&mut self, bucket: Bucket) {

@@ -24,10 +24,9 @@ use std::{
 
 use serde::Serialize;
 use sundial_core::{EngineError, Shard};
-use sundial_router::{Pool, Router};
 use tokio_util::sync::CancellationToken;
 
-use crate::reload::Reloader;
+use crate::{Layout, LiveTopology, Pins, Pool, reload::Reloader};
 
 /// How long after a reload a gateway still counts as a writer of its
 /// previous layout.
@@ -37,7 +36,7 @@ const VIEW_TTL: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LayoutReport {
-    pub layout: String,
+    pub layout: Layout,
     /// Moved buckets (over all namespaces) whose old shard still holds jobs.
     pub buckets_pending: u64,
     /// Jobs still at the old shards of moved buckets.
@@ -49,7 +48,7 @@ pub struct LayoutReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct PoolReport {
     pub pool: String,
-    pub current: String,
+    pub current: Layout,
     pub draining: Vec<LayoutReport>,
 }
 
@@ -57,7 +56,14 @@ pub struct PoolReport {
 pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
     let mut writers = Vec::new();
     for shard in pool.shards() {
-        writers.extend(shard.live_views().await?);
+        // A view that does not parse names no layout of ours.
+        writers.extend(
+            shard
+                .live_views()
+                .await?
+                .iter()
+                .filter_map(|v| v.parse::<Layout>().ok()),
+        );
     }
     let mut namespaces = BTreeSet::new();
     for shard in pool.shards() {
@@ -83,7 +89,7 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
             }
         }
         draining.push(LayoutReport {
-            layout: layout.to_owned(),
+            layout: layout.clone(),
             buckets_pending: pending,
             jobs_left: left,
             writers: writers.iter().filter(|w| *w == layout).count() as u64,
@@ -91,20 +97,23 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
     }
     Ok(PoolReport {
         pool: pool.name().to_owned(),
-        current: pool.signature().to_owned(),
+        current: pool.layout().clone(),
         draining,
     })
 }
 
 /// Removes a drained layout from every shard's pins.
-async fn retire(pool: &Pool, layout: &str) -> Result<(), EngineError> {
+async fn retire(pool: &Pool, layout: &Layout) -> Result<(), EngineError> {
     for shard in pool.shards() {
-        let (ring, mut draining) = shard.ring_pins().await?;
+        let Pins {
+            current,
+            mut draining,
+        } = Pins::read(shard).await?;
         draining.retain(|l| l != layout);
-        let ring = ring
+        let current = current
             .filter(|r| r != layout)
-            .unwrap_or_else(|| pool.signature().to_owned());
-        shard.set_ring_pins(&ring, &draining).await?;
+            .unwrap_or_else(|| pool.layout().clone());
+        Pins::write(shard, &current, &draining).await?;
     }
     Ok(())
 }
@@ -112,14 +121,14 @@ async fn retire(pool: &Pool, layout: &str) -> Result<(), EngineError> {
 /// Announces views and retires drained layouts every `every`, until
 /// `shutdown`; then withdraws this gateway's views.
 pub async fn run(
-    router: Arc<Router>,
+    live: Arc<LiveTopology>,
     reloader: Arc<Reloader>,
     every: Duration,
     shutdown: CancellationToken,
 ) {
     let instance = ulid::Ulid::new().to_string();
     // Per pool: the current layout, and the previous one with when it stopped being current.
-    let mut layouts: HashMap<String, (String, Option<(String, Instant)>)> = HashMap::new();
+    let mut layouts: HashMap<String, (Layout, Option<(Layout, Instant)>)> = HashMap::new();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -127,21 +136,21 @@ pub async fn run(
             _ = tick.tick() => {}
             () = shutdown.cancelled() => break,
         }
-        let topology = router.topology();
+        let topology = live.topology();
         let mut retired = false;
         for pool in topology.pools() {
             let entry = layouts
                 .entry(pool.name().to_owned())
-                .or_insert_with(|| (pool.signature().to_owned(), None));
-            if entry.0 != pool.signature() {
-                let previous = std::mem::replace(&mut entry.0, pool.signature().to_owned());
+                .or_insert_with(|| (pool.layout().clone(), None));
+            if entry.0 != *pool.layout() {
+                let previous = std::mem::replace(&mut entry.0, pool.layout().clone());
                 entry.1 = Some((previous, Instant::now()));
             }
-            let mut mine = vec![entry.0.clone()];
+            let mut mine = vec![entry.0.to_string()];
             if let Some((prev, since)) = &entry.1
                 && since.elapsed() < WRITE_GRACE
             {
-                mine.push(prev.clone());
+                mine.push(prev.to_string());
             }
             for shard in pool.shards() {
                 if let Err(e) = shard.announce_view(&instance, &mine, VIEW_TTL).await {
@@ -168,7 +177,7 @@ pub async fn run(
                             Ok(()) => {
                                 tracing::info!(
                                     pool = pool.name(),
-                                    layout = l.layout,
+                                    layout = %l.layout,
                                     "layout drained and retired"
                                 );
                                 retired = true;
@@ -187,7 +196,7 @@ pub async fn run(
             let _ = reloader.reload("a drain completed").await;
         }
     }
-    for shard in router.topology().shards() {
+    for shard in live.topology().shards() {
         let _ = shard.withdraw_view(&instance).await;
     }
 }

@@ -1,4 +1,4 @@
-//! The gateway's configuration: embedded defaults, then the TOML file, then
+//! The configuration of every command: embedded defaults, then the TOML file, then
 //! `SUNDIAL_` environment variables (`__` separates levels, e.g.
 //! `SUNDIAL_LIMITS__DEFAULT_TTR=60`). `config/sundial.toml` documents every key.
 
@@ -11,7 +11,7 @@ use figment::{
 };
 use serde::{Deserialize, Serialize};
 use sundial_core::Limits;
-use sundial_router::{PoolConfig, ShardConfig, config::DEFAULT_BUCKETS};
+use sundial_router::{PoolConfig, ShardConfig, config::DEFAULT_BUCKETS, reload::Desired};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -209,8 +209,8 @@ impl HttpConfig {
     }
 
     /// The bounds of the job API's listener.
-    pub fn api_limits(&self) -> crate::server::HttpLimits {
-        crate::server::HttpLimits {
+    pub fn api_limits(&self) -> sundial_gateway::server::HttpLimits {
+        sundial_gateway::server::HttpLimits {
             max_connections: self.max_connections,
             header_timeout: Duration::from_millis(self.header_timeout_ms),
             idle_timeout: Duration::from_millis(self.idle_timeout_ms),
@@ -219,16 +219,16 @@ impl HttpConfig {
     }
 
     /// The bounds of the admin listener.
-    pub fn admin_limits(&self) -> crate::server::HttpLimits {
-        crate::server::HttpLimits {
+    pub fn admin_limits(&self) -> sundial_gateway::server::HttpLimits {
+        sundial_gateway::server::HttpLimits {
             max_connections: self.admin_max_connections,
             ..self.api_limits()
         }
     }
 
     /// The body readers' shared bounds.
-    pub fn bodies(&self) -> crate::api::body::Bodies {
-        crate::api::body::Bodies::new(
+    pub fn bodies(&self) -> sundial_gateway::api::body::Bodies {
+        sundial_gateway::api::body::Bodies::new(
             self.body_memory_mb * 1024 * 1024,
             Duration::from_millis(self.body_timeout_ms),
             self.max_bulk_bytes,
@@ -350,6 +350,26 @@ impl Config {
         Duration::from_secs(self.shutdown_grace_secs)
     }
 
+    /// What a reload reads: the pools, and the other keys (which need a
+    /// restart) in a form that tells when they changed.
+    pub fn desired(&self) -> Desired {
+        let mut others = self.clone();
+        others.pools.clear();
+        Desired {
+            pools: self.pools.clone(),
+            others: format!("{others:?}"),
+        }
+    }
+
+    /// What the gateway's handlers are run with.
+    pub fn gateway_settings(&self) -> sundial_gateway::state::Settings {
+        sundial_gateway::state::Settings {
+            limits: self.limits.limits(),
+            bodies: self.http.bodies(),
+            accounts: self.accounts.clone(),
+        }
+    }
+
     pub fn pump_options(&self) -> sundial_pumpd::PumpOptions {
         sundial_pumpd::PumpOptions {
             batch: self.pump.batch,
@@ -358,95 +378,5 @@ impl Config {
             metrics_interval: Duration::from_millis(self.pump.metrics_interval_ms.max(100)),
             ..Default::default()
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_example_config_loads() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
-        let mut seen = 0;
-        for entry in std::fs::read_dir(&dir).expect("config/") {
-            let path = entry.expect("entry").path();
-            if path.extension().is_some_and(|e| e == "toml") {
-                let cfg = Config::load(Some(&path))
-                    .unwrap_or_else(|e| panic!("{} is invalid: {e:#}", path.display()));
-                assert!(cfg.pools.contains_key("default"), "{}", path.display());
-                seen += 1;
-            }
-        }
-        assert!(seen >= 3, "config/ holds the example files");
-    }
-
-    #[test]
-    #[expect(
-        clippy::result_large_err,
-        reason = "figment::Jail's closure type is figment's"
-    )]
-    fn environment_variables_override_the_file() {
-        figment::Jail::expect_with(|jail| {
-            jail.create_file(
-                "s.toml",
-                "listen = \"127.0.0.1:9000\"\n[limits]\ndefault_ttr = 30\n",
-            )?;
-            jail.set_env("SUNDIAL_LISTEN", "127.0.0.1:9001");
-            jail.set_env("SUNDIAL_LIMITS__DEFAULT_TTR", "7");
-            let cfg = Config::load(Some(Path::new("s.toml"))).map_err(|e| e.to_string())?;
-            assert_eq!(cfg.listen, ([127, 0, 0, 1], 9001).into());
-            assert_eq!(cfg.limits.default_ttr, 7);
-            assert_eq!(
-                cfg.limits.default_ttl, 86_400,
-                "untouched keys keep their defaults"
-            );
-            Ok(())
-        });
-    }
-
-    #[test]
-    #[expect(
-        clippy::result_large_err,
-        reason = "figment::Jail's closure type is figment's"
-    )]
-    fn environment_variables_that_name_no_key_are_ignored() {
-        figment::Jail::expect_with(|jail| {
-            jail.set_env("SUNDIAL_REDIS_PORT", "6400");
-            jail.set_env("SUNDIAL_CONFIG", "elsewhere.toml");
-            jail.set_env("SUNDIAL_HTTP__MAX_CONNECTIONS", "77");
-            let cfg = Config::load(None).map_err(|e| format!("{e:#}"))?;
-            assert_eq!(cfg.http.max_connections, 77, "known keys still apply");
-            assert_eq!(cfg.ignored_env, vec!["SUNDIAL_REDIS_PORT".to_owned()]);
-            Ok(())
-        });
-    }
-
-    #[test]
-    fn an_open_admin_listener_needs_accounts() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let load = |extra: &str| {
-            let path = dir.path().join("c.toml");
-            std::fs::write(&path, format!("admin_listen = \"0.0.0.0:7778\"\n{extra}"))
-                .expect("write");
-            Config::load(Some(&path)).and_then(|c| c.check_admin_exposure())
-        };
-        let err = load("").expect_err("no accounts");
-        assert!(format!("{err:#}").contains("[accounts]"), "{err:#}");
-        load("[accounts]\nops = \"secret\"\n").expect("with accounts");
-        load("allow_open_admin = true\n").expect("explicitly open");
-    }
-
-    #[test]
-    fn a_pool_with_no_buckets_is_refused() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("c.toml");
-        std::fs::write(
-            &path,
-            "[pools.default]\nbuckets = 0\nshards = [{ url = \"redis://127.0.0.1:1\" }]\n",
-        )
-        .expect("write");
-        let err = Config::load(Some(&path)).expect_err("0 buckets");
-        assert!(err.to_string().contains("buckets"), "{err:#}");
     }
 }

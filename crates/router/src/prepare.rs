@@ -1,0 +1,141 @@
+//! Preparing a topology, at start and on every reload: connect, check every
+//! shard, settle which earlier layouts still drain, build it whole, pin it.
+//! Nothing is swapped in here.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
+
+use anyhow::Context;
+use sundial_core::Shard;
+
+use crate::{Layout, Pins, PoolConfig, Topology, topology::connect};
+
+/// How long startup waits for each shard to answer.
+pub const STARTUP_WAIT: Duration = Duration::from_secs(15);
+/// How long a reload waits for new shards to answer.
+pub const RELOAD_WAIT: Duration = Duration::from_secs(10);
+
+/// Builds the topology of `pools` (reusing `previous`'s unchanged
+/// connections) and checks every shard: it answers within `wait`, its
+/// eviction policy is safe, the bucket count and the ring membership match
+/// what it holds; then loads the scripts and pins the layouts.
+pub async fn prepare(
+    pools: &BTreeMap<String, PoolConfig>,
+    previous: Option<&Topology>,
+    wait: Duration,
+) -> anyhow::Result<Topology> {
+    let shards = connect(pools, previous)?;
+    let mut draining = BTreeMap::new();
+    for (name, pool) in pools {
+        let connected = shards.get(name).map_or(&[][..], Vec::as_slice);
+        for shard in connected {
+            let reused = previous.is_some_and(|t| t.shards().any(|s| s.same(shard)));
+            check_shard(name, shard, pool.buckets, reused, wait).await?;
+        }
+        draining.insert(name.clone(), settle_layouts(name, pool, connected).await?);
+    }
+    let topology = Topology::new(pools, shards, &draining)?;
+    // Pinned only once the whole topology is valid.
+    for pool in topology.pools() {
+        let draining: Vec<Layout> = pool.draining().cloned().collect();
+        for shard in pool.shards() {
+            Pins::write(shard, pool.layout(), &draining).await?;
+        }
+    }
+    Ok(topology)
+}
+
+/// Waits for a shard and checks it; a new connection also gets the scripts.
+async fn check_shard(
+    pool: &str,
+    shard: &Shard,
+    buckets: u32,
+    reused: bool,
+    wait: Duration,
+) -> anyhow::Result<()> {
+    shard
+        .wait_connected(wait)
+        .await
+        .with_context(|| format!("shard {} did not answer within {wait:?}", shard.name()))?;
+    let check = shard.check(buckets).await?;
+    if reused {
+        return Ok(());
+    }
+    if !check.aof_enabled {
+        tracing::warn!(
+            shard = shard.name(),
+            "AOF is off: a Redis restart loses every job since the last snapshot; \
+             set `appendonly yes` for durability"
+        );
+    }
+    shard.load_scripts().await?;
+    tracing::info!(
+        pool,
+        shard = shard.name(),
+        redis = check.redis_version,
+        buckets,
+        "shard ready"
+    );
+    Ok(())
+}
+
+/// Works out which earlier layouts of a pool still drain (the caller pins
+/// them with the current one once the whole topology is valid).
+///
+/// Every layout any shard has pinned and that differs from the config's is
+/// one whose moved buckets may still hold jobs at their old shard, so it
+/// drains: reads and pumps also cover it. A pool that holds no jobs drops
+/// them all. (A layout leaves the list when `GET /drains` finds it empty.)
+async fn settle_layouts(
+    name: &str,
+    pool: &PoolConfig,
+    shards: &[Shard],
+) -> anyhow::Result<Vec<Layout>> {
+    let current = pool.layout();
+    let seen = pinned_except(shards, &current).await?;
+    let mut holds_jobs = false;
+    for shard in shards {
+        holds_jobs |= shard.holds_jobs(pool.buckets).await?;
+    }
+    // A layout that gave buckets to a shard the config no longer lists
+    // cannot be shown empty (that shard is out of reach): the shard must
+    // stay, with weight 0, until its buckets have drained.
+    let names: Vec<&str> = pool.shards.iter().map(|s| s.ring_name()).collect();
+    for layout in &seen {
+        if let Some(gone) = layout.holders().find(|h| !names.contains(h)) {
+            anyhow::bail!(
+                "pool {name}: shard {gone:?} holds buckets of the layout [{layout}] but is not in the config; \
+                 keep it in the config (with weight 0) until GET /drains shows that layout empty, then remove it"
+            );
+        }
+    }
+    let draining: Vec<Layout> = if holds_jobs {
+        seen.into_iter().collect()
+    } else {
+        Vec::new()
+    };
+    if !draining.is_empty() {
+        tracing::info!(
+            pool = name,
+            current = %current,
+            draining = ?draining.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "earlier shard layouts drain"
+        );
+    }
+    Ok(draining)
+}
+
+/// The layouts pinned in `shards`, except `current`.
+pub(crate) async fn pinned_except(
+    shards: impl IntoIterator<Item = &Shard>,
+    current: &Layout,
+) -> Result<BTreeSet<Layout>, sundial_core::EngineError> {
+    let mut seen = BTreeSet::new();
+    for shard in shards {
+        seen.extend(Pins::read(shard).await?.all());
+    }
+    seen.remove(current);
+    Ok(seen)
+}

@@ -1,0 +1,89 @@
+//! `sundial pumpd`: the pumps alone, without the HTTP API; its admin
+//! listener serves `/live`, `/ready` and `/metrics` (lease and backlog
+//! gauges).
+
+use std::{sync::Arc, time::Duration};
+
+use axum::http::StatusCode;
+use sundial_gateway::{http::layered, server};
+use sundial_pumpd::PumpStatus;
+use sundial_router::{
+    LiveTopology,
+    prepare::{STARTUP_WAIT, prepare},
+};
+
+use crate::{
+    health::Readiness,
+    process::{Background, Source},
+    serve::bind,
+    telemetry,
+};
+
+/// Runs the pumps until SIGINT or SIGTERM.
+pub async fn run(source: Source) -> anyhow::Result<()> {
+    let config = &source.config;
+    let shutdown = source.start();
+    let metrics = telemetry::init_metrics()?;
+    let admin = bind(config.admin_listen).await?;
+    let live = Arc::new(LiveTopology::new(
+        prepare(&config.pools, None, STARTUP_WAIT).await?,
+    ));
+    let mut background = Background::default();
+    background.add("reload", source.reload_loop(&source.reloader(live.clone())));
+    let background = background.start();
+    let status = PumpStatus::default();
+    // A lease loop runs a round every quarter of the TTL: two TTLs without
+    // one means it is stuck.
+    let stale = config.pump_options().lease_ttl * 2;
+    let ready: Readiness = {
+        let status = status.clone();
+        Arc::new(move |_strict| readiness(&status, stale))
+    };
+    let app = layered(crate::health::router(metrics, ready), None);
+    tracing::info!(admin = %admin.local_addr()?, "sundial pumpd running");
+    tokio::spawn(server::serve(
+        admin,
+        server::Listener::Admin,
+        app,
+        config.http.admin_limits(),
+        shutdown.clone(),
+    ));
+    sundial_pumpd::run(live, config.pump_options(), status, shutdown).await;
+    background.stop().await;
+    tracing::info!("sundial pumpd stopped");
+    Ok(())
+}
+
+/// 200 while every shard's lease loop runs and at least one shard answers;
+/// 503 otherwise. The body has each shard's state either way.
+fn readiness(status: &PumpStatus, stale: Duration) -> (StatusCode, serde_json::Value) {
+    let healthy = status.healthy(stale);
+    let shards: serde_json::Map<String, serde_json::Value> = status
+        .shards()
+        .into_iter()
+        .map(|(name, s)| {
+            let ago = |t: Option<std::time::Instant>| t.map(|t| t.elapsed().as_millis() as u64);
+            let up = s.last_ok.is_some_and(|t| t.elapsed() <= stale);
+            let v = serde_json::json!({
+                "pool": s.pool,
+                "up": up,
+                "leases_held": s.leases_held,
+                "subscribed": s.subscribed,
+                "last_round_ms_ago": ago(s.last_round),
+                "last_ok_ms_ago": ago(s.last_ok),
+                "error": s.error,
+            });
+            (name, v)
+        })
+        .collect();
+    let code = if healthy {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = serde_json::json!({
+        "status": if healthy { "ready" } else { "unready" },
+        "shards": shards,
+    });
+    (code, body)
+}

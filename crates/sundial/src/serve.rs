@@ -1,0 +1,187 @@
+//! `sundial serve`: the gateway (job API and admin API), with the pumps
+//! unless `pump.enabled = false`.
+//!
+//! Start: the listeners are bound, every shard is checked and the topology
+//! prepared, the token table loaded, then the background loops started and
+//! the process reported ready. Stop (SIGINT or SIGTERM): `/ready` answers
+//! 503 at once, the listeners stop accepting, requests in flight finish
+//! within the grace period (waiting consumers get a 404), and only then do
+//! the background loops stop, so those requests keep their tokens and
+//! wake-ups to the end.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use sundial_core::{Shard, ShardOptions};
+use sundial_gateway::{admin, api, http::layered, server, state::AppState};
+use sundial_router::{
+    LiveTopology,
+    config::DEFAULT_TIMEOUT_MS,
+    drain,
+    health::{self, Health},
+    prepare::{STARTUP_WAIT, prepare},
+    tokens::{self, TokenStore},
+};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    Config,
+    health::Readiness,
+    process::{Background, Source},
+    telemetry,
+};
+
+/// Runs the gateway until SIGINT or SIGTERM.
+pub async fn run(source: Source) -> anyhow::Result<()> {
+    let config = &source.config;
+    config.check_admin_exposure()?;
+    let shutdown = source.start();
+    let metrics = telemetry::init_metrics()?;
+    let api = bind(config.listen).await?;
+    let admin = bind(config.admin_listen).await?;
+    let live = Arc::new(LiveTopology::new(
+        prepare(&config.pools, None, STARTUP_WAIT).await?,
+    ));
+    let tokens = TokenStore::new(token_redis(config, &live).await?);
+    tokens
+        .reload()
+        .await
+        .context("cannot load the token table")?;
+    let health = Health::default();
+    let state = AppState::new(
+        config.gateway_settings(),
+        live.clone(),
+        tokens,
+        health,
+        shutdown.clone(),
+    )?;
+    let reloader = source.reloader(live);
+    let background = background(&source, &state, &reloader).start();
+    let ready: Readiness = {
+        let state = state.clone();
+        Arc::new(move |strict| admin::readiness(&state, strict))
+    };
+    let access = Some(config.log.access);
+    let api_app = layered(api::router(state.clone()), access);
+    let admin_routes = admin::router(
+        state.clone(),
+        reloader,
+        crate::health::router(metrics, ready),
+    );
+    let admin_app = layered(admin_routes, access);
+    tracing::info!(
+        api = %api.local_addr()?,
+        admin = %admin.local_addr()?,
+        pump = config.pump.enabled,
+        max_connections = config.http.max_connections,
+        "sundial gateway listening"
+    );
+    state.set_ready(true);
+    let servers = async {
+        tokio::join!(
+            server::serve(
+                api,
+                server::Listener::Api,
+                api_app,
+                config.http.api_limits(),
+                shutdown.clone()
+            ),
+            server::serve(
+                admin,
+                server::Listener::Admin,
+                admin_app,
+                config.http.admin_limits(),
+                shutdown.clone()
+            ),
+            unready_on(&state, &shutdown),
+        )
+    };
+    let grace = config.shutdown_grace();
+    tokio::select! {
+        _ = servers => {}
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+        } => tracing::warn!(?grace, "requests still in flight after the grace period; stopping anyway"),
+    }
+    background.stop().await;
+    tracing::info!("sundial gateway stopped");
+    Ok(())
+}
+
+pub(crate) async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))
+}
+
+/// Where the token table lives: `admin_redis`, else the default pool's
+/// first shard.
+async fn token_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Shard> {
+    let Some(url) = &config.admin_redis else {
+        return tokens::default_shard(live).context("no default pool");
+    };
+    let mut opts = ShardOptions::new(url.clone());
+    opts.command_timeout = std::time::Duration::from_millis(DEFAULT_TIMEOUT_MS);
+    let shard = Shard::connect("admin", &opts)?;
+    shard
+        .wait_connected(STARTUP_WAIT)
+        .await
+        .context("admin redis did not answer")?;
+    Ok(shard)
+}
+
+/// The gateway's background loops.
+fn background(
+    source: &Source,
+    state: &Arc<AppState>,
+    reloader: &Arc<sundial_router::reload::Reloader>,
+) -> Background {
+    let config = &source.config;
+    let mut loops = Background::default();
+    let (live, tokens) = (state.live.clone(), state.tokens.clone());
+    let follow = config.admin_redis.is_none().then(|| live.clone());
+    loops.add("token poller", move |stop| {
+        tokens.clone().run(follow.clone(), stop)
+    });
+    let (probed, health) = (live.clone(), state.health.clone());
+    let registry = state.clone();
+    loops.add("health probes", move |stop| {
+        let registry = registry.clone();
+        // A shard that lost its data lost its queue registry too: register
+        // queues again.
+        health::run(
+            probed.clone(),
+            health.clone(),
+            move |shard| registry.forget_registered(shard),
+            stop,
+        )
+    });
+    if config.pump.enabled {
+        let (pumped, opts, status) = (
+            live.clone(),
+            config.pump_options(),
+            sundial_pumpd::PumpStatus::default(),
+        );
+        loops.add("pumps", move |stop| {
+            sundial_pumpd::run(pumped.clone(), opts.clone(), status.clone(), stop)
+        });
+    }
+    let followed = state.clone();
+    loops.add("wake-up sync", move |stop| followed.clone().follow(stop));
+    let every = config.layout_check();
+    loops.add("reload", source.reload_loop(reloader));
+    let (drained, retire) = (live, reloader.clone());
+    loops.add("drains", move |stop| {
+        drain::run(drained.clone(), retire.clone(), every, stop)
+    });
+    loops
+}
+
+/// Reports not ready as soon as the shutdown starts, so that load balancers
+/// stop sending new requests while those in flight finish.
+async fn unready_on(state: &AppState, shutdown: &CancellationToken) {
+    shutdown.cancelled().await;
+    state.set_ready(false);
+}

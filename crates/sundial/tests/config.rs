@@ -1,0 +1,90 @@
+//! Loading the config: the example files, environment overrides, and what
+//! is refused.
+
+use std::path::Path;
+
+use sundial::Config;
+
+#[test]
+fn every_example_config_loads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("config/") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let cfg = Config::load(Some(&path))
+                .unwrap_or_else(|e| panic!("{} is invalid: {e:#}", path.display()));
+            assert!(cfg.pools.contains_key("default"), "{}", path.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 3, "config/ holds the example files");
+}
+
+#[test]
+#[expect(
+    clippy::result_large_err,
+    reason = "figment::Jail's closure type is figment's"
+)]
+fn environment_variables_override_the_file() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "s.toml",
+            "listen = \"127.0.0.1:9000\"\n[limits]\ndefault_ttr = 30\n",
+        )?;
+        jail.set_env("SUNDIAL_LISTEN", "127.0.0.1:9001");
+        jail.set_env("SUNDIAL_LIMITS__DEFAULT_TTR", "7");
+        let cfg = Config::load(Some(Path::new("s.toml"))).map_err(|e| e.to_string())?;
+        assert_eq!(cfg.listen, ([127, 0, 0, 1], 9001).into());
+        assert_eq!(cfg.limits.default_ttr, 7);
+        assert_eq!(
+            cfg.limits.default_ttl, 86_400,
+            "untouched keys keep their defaults"
+        );
+        Ok(())
+    });
+}
+
+#[test]
+#[expect(
+    clippy::result_large_err,
+    reason = "figment::Jail's closure type is figment's"
+)]
+fn environment_variables_that_name_no_key_are_ignored() {
+    figment::Jail::expect_with(|jail| {
+        jail.set_env("SUNDIAL_REDIS_PORT", "6400");
+        jail.set_env("SUNDIAL_CONFIG", "elsewhere.toml");
+        jail.set_env("SUNDIAL_HTTP__MAX_CONNECTIONS", "77");
+        let cfg = Config::load(None).map_err(|e| format!("{e:#}"))?;
+        assert_eq!(cfg.http.max_connections, 77, "known keys still apply");
+        assert_eq!(cfg.ignored_env, vec!["SUNDIAL_REDIS_PORT".to_owned()]);
+        Ok(())
+    });
+}
+
+#[test]
+fn an_open_admin_listener_needs_accounts() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let load = |extra: &str| {
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, format!("admin_listen = \"0.0.0.0:7778\"\n{extra}")).expect("write");
+        Config::load(Some(&path)).and_then(|c| c.check_admin_exposure())
+    };
+    let err = load("").expect_err("no accounts");
+    assert!(format!("{err:#}").contains("[accounts]"), "{err:#}");
+    load("[accounts]\nops = \"secret\"\n").expect("with accounts");
+    load("allow_open_admin = true\n").expect("explicitly open");
+}
+
+#[test]
+fn a_pool_with_no_buckets_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        "[pools.default]\nbuckets = 0\nshards = [{ url = \"redis://127.0.0.1:1\" }]\n",
+    )
+    .expect("write");
+    let err = Config::load(Some(&path)).expect_err("0 buckets");
+    assert!(err.to_string().contains("buckets"), "{err:#}");
+}
