@@ -2,28 +2,94 @@
 //! metrics labelled by matched route (never the raw path), one log line per
 //! request, and the refusal of `HEAD`.
 
-use std::time::Instant;
+use std::{
+    collections::HashMap,
+    sync::{LazyLock, RwLock},
+    time::Instant,
+};
 
 use http_body_util::BodyExt;
 
 use axum::{
     extract::{MatchedPath, Request},
-    http::HeaderValue,
+    http::{HeaderValue, Method},
     middleware::Next,
     response::{IntoResponse, Response},
 };
+use metrics::{Counter, Histogram};
 
 /// Namespace and queue of a job-API path (`/api/{ns}/{queue}/...`), for
 /// logs. Only the path is read: a token may be in the query, never here.
-fn ns_and_queue(path: &str) -> (String, String) {
+fn ns_and_queue(path: &str) -> (&str, &str) {
     let mut parts = path.split('/').skip(1);
     if parts.next() != Some("api") {
-        return (String::new(), String::new());
+        return ("", "");
     }
-    let ns = parts.next().unwrap_or_default().to_owned();
-    let queue = parts.next().unwrap_or_default().to_owned();
+    let ns = parts.next().unwrap_or_default();
+    let queue = parts.next().unwrap_or_default();
     (ns, queue)
 }
+
+/// The request metrics of one route, method and status.
+#[derive(Debug, Clone)]
+struct RequestMetrics {
+    total: Counter,
+    seconds: Histogram,
+}
+
+/// Route → (method, status) → handles: made once per series and then read
+/// under a shared lock, so that a request builds no labels.
+static REQUEST_METRICS: LazyLock<RwLock<ByRoute>> = LazyLock::new(RwLock::default);
+
+/// Route → (method, or `None` for a non-standard one; status) → handles.
+type ByRoute = HashMap<String, HashMap<(Option<Method>, u16), RequestMetrics>>;
+
+/// The handles of a route, method and status. Methods outside the standard
+/// set are labelled `other`, so that a client cannot make series without
+/// bound.
+fn request_metrics(route: &str, method: &Method, status: u16) -> RequestMetrics {
+    let method = STANDARD_METHODS.contains(method).then(|| method.clone());
+    let key = (method, status);
+    if let Some(m) = REQUEST_METRICS
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(route)
+        .and_then(|r| r.get(&key))
+    {
+        return m.clone();
+    }
+    let labels = [
+        ("route", route.to_owned()),
+        (
+            "method",
+            key.0.as_ref().map_or("OTHER", Method::as_str).to_owned(),
+        ),
+        ("status", status.to_string()),
+    ];
+    let m = RequestMetrics {
+        total: metrics::counter!("sundial_http_requests_total", &labels),
+        seconds: metrics::histogram!("sundial_http_request_duration_seconds", &labels),
+    };
+    REQUEST_METRICS
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(route.to_owned())
+        .or_default()
+        .insert(key, m.clone());
+    m
+}
+
+const STANDARD_METHODS: [Method; 9] = [
+    Method::GET,
+    Method::PUT,
+    Method::POST,
+    Method::DELETE,
+    Method::HEAD,
+    Method::OPTIONS,
+    Method::PATCH,
+    Method::TRACE,
+    Method::CONNECT,
+];
 
 /// The middleware every listener gets, as one layer (each `from_fn` layer
 /// boxes the whole request future again, handler included: with three,
@@ -102,28 +168,23 @@ async fn json_errors(resp: Response) -> Response {
 /// logs it (at info with `log.access = true`, else at debug).
 async fn observe(access_log: bool, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let id = ulid::Ulid::new().to_string();
+    let id = ulid::Ulid::new();
     let method = req.method().clone();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let (namespace, queue) = ns_and_queue(req.uri().path());
+    let matched = req.extensions().get::<MatchedPath>().cloned();
+    let route = matched.as_ref().map_or("unmatched", MatchedPath::as_str);
+    // Shares the request's bytes: nothing copied for the span.
+    let uri = req.uri().clone();
+    let (namespace, queue) = ns_and_queue(uri.path());
     let span = tracing::info_span!("request", request_id = %id, %method, route, namespace, queue);
     let mut resp = tracing::Instrument::instrument(answer(req, next), span.clone()).await;
     let status = resp.status();
-    if let Ok(v) = HeaderValue::from_str(&id) {
+    if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
         resp.headers_mut().insert("x-request-id", v);
     }
     let elapsed = start.elapsed();
-    let labels = [
-        ("route", route.clone()),
-        ("method", method.to_string()),
-        ("status", status.as_u16().to_string()),
-    ];
-    metrics::counter!("sundial_http_requests_total", &labels).increment(1);
-    metrics::histogram!("sundial_http_request_duration_seconds", &labels)
-        .record(elapsed.as_secs_f64());
+    let m = request_metrics(route, &method, status.as_u16());
+    m.total.increment(1);
+    m.seconds.record(elapsed.as_secs_f64());
     span.in_scope(|| {
         let elapsed_ms = elapsed.as_millis() as u64;
         if access_log {
@@ -141,14 +202,8 @@ mod tests {
 
     #[test]
     fn namespace_and_queue_come_from_the_path_only() {
-        assert_eq!(
-            ns_and_queue("/api/shop/emails/job/01X"),
-            ("shop".to_owned(), "emails".to_owned())
-        );
-        assert_eq!(
-            ns_and_queue("/api/shop/a,b"),
-            ("shop".to_owned(), "a,b".to_owned())
-        );
-        assert_eq!(ns_and_queue("/token/shop"), (String::new(), String::new()));
+        assert_eq!(ns_and_queue("/api/shop/emails/job/01X"), ("shop", "emails"));
+        assert_eq!(ns_and_queue("/api/shop/a,b"), ("shop", "a,b"));
+        assert_eq!(ns_and_queue("/token/shop"), ("", ""));
     }
 }

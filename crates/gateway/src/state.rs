@@ -3,10 +3,13 @@
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, RwLock,
         atomic::{AtomicBool, Ordering},
     },
 };
+
+/// Shard → namespace → queues.
+type Registered = HashMap<String, HashMap<String, HashSet<String>>>;
 
 use arc_swap::ArcSwap;
 use sundial_core::{EngineError, Limits, Shard};
@@ -93,8 +96,9 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Samples for the rates of `GET …/stats`.
     pub rates: Rates,
-    /// Queues this process has registered, per shard: `<shard>/<ns>/<queue>`.
-    registered: Mutex<HashSet<String>>,
+    /// Queues this process has registered: shard → namespace → queues.
+    /// Read on every publish (no allocation), written once per queue.
+    registered: RwLock<Registered>,
     ready: AtomicBool,
 }
 
@@ -118,7 +122,7 @@ impl AppState {
             accounts: settings.accounts,
             shutdown,
             rates: Rates::default(),
-            registered: Mutex::default(),
+            registered: RwLock::default(),
             ready: AtomicBool::new(false),
         });
         state.sync_wakeups()?;
@@ -185,24 +189,35 @@ impl AppState {
 
     /// Records the queue in the shard's registry once per process.
     pub async fn register(&self, shard: &Shard, ns: &str, queue: &str) -> Result<(), EngineError> {
-        let key = format!("{}/{ns}/{queue}", shard.name());
-        if self.lock_registered().contains(&key) {
+        let known = self
+            .registered
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(shard.name())
+            .and_then(|n| n.get(ns))
+            .is_some_and(|q| q.contains(queue));
+        if known {
             return Ok(());
         }
         shard.register(ns, queue).await?;
-        self.lock_registered().insert(key);
+        self.registered
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(shard.name().to_owned())
+            .or_default()
+            .entry(ns.to_owned())
+            .or_default()
+            .insert(queue.to_owned());
         Ok(())
     }
 
     /// Forgets what this process registered on a shard (it lost its data),
     /// so that the next publish to each queue registers it again.
     pub fn forget_registered(&self, shard: &str) {
-        let prefix = format!("{shard}/");
-        self.lock_registered().retain(|k| !k.starts_with(&prefix));
-    }
-
-    fn lock_registered(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.registered.lock().unwrap_or_else(|p| p.into_inner())
+        self.registered
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(shard);
     }
 
     pub fn set_ready(&self, ready: bool) {

@@ -256,9 +256,9 @@ impl ShardPumps {
     fn my_buckets(&self, ns: &str) -> Vec<u32> {
         self.pool
             .groups(ns)
-            .into_iter()
+            .iter()
             .filter(|(s, _)| s.name() == self.shard.name())
-            .flat_map(|(_, b)| b)
+            .flat_map(|(_, b)| b.iter().copied())
             .collect()
     }
 

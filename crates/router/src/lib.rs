@@ -37,4 +37,4 @@ pub use config::{PoolConfig, SentinelConfig, ShardConfig};
 pub use layout::{Layout, Pins};
 pub use live::LiveTopology;
 pub use token::Token;
-pub use topology::{Pool, RouterError, Topology};
+pub use topology::{Groups, Pool, RouterError, Topology};

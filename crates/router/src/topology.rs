@@ -5,7 +5,10 @@
 //! then builds it whole from the config, those connections and the layouts
 //! that still drain. It never changes afterwards.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, RwLock},
+};
 
 use sundial_core::{EngineError, Shard, ShardOptions};
 
@@ -80,7 +83,17 @@ pub struct Pool {
     /// drain: writes go to the current ring's shard; reads, queue-wide
     /// operations and pumps also cover the earlier rings' shards.
     rings: Vec<PlacedRing>,
+    /// [`Pool::groups`] per namespace, computed once per topology (a
+    /// consume pass asks for them every time).
+    groups: RwLock<HashMap<String, Groups>>,
 }
+
+/// The shards that may hold a namespace's jobs, each with those of its
+/// buckets that they may hold.
+pub type Groups = Arc<[(Shard, Vec<u32>)]>;
+
+/// Namespaces whose groups a pool keeps before it starts over.
+const MAX_CACHED_GROUPS: usize = 10_000;
 
 impl Pool {
     pub fn name(&self) -> &str {
@@ -116,7 +129,22 @@ impl Pool {
     /// The shards that may hold jobs of `ns`, each with the buckets it may
     /// hold (in the current layout or one that drains): what a queue-wide
     /// operation or a pump visits, one call per shard.
-    pub fn groups(&self, ns: &str) -> Vec<(&Shard, Vec<u32>)> {
+    pub fn groups(&self, ns: &str) -> Groups {
+        let cached = self.groups.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(g) = cached.get(ns) {
+            return g.clone();
+        }
+        drop(cached);
+        let groups = self.compute_groups(ns);
+        let mut cache = self.groups.write().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= MAX_CACHED_GROUPS {
+            cache.clear();
+        }
+        cache.insert(ns.to_owned(), groups.clone());
+        groups
+    }
+
+    fn compute_groups(&self, ns: &str) -> Groups {
         let mut per: Vec<Vec<u32>> = vec![Vec::new(); self.shards.len()];
         for b in 0..self.buckets {
             for r in &self.rings {
@@ -131,6 +159,7 @@ impl Pool {
             .iter()
             .zip(per)
             .filter(|(_, b)| !b.is_empty())
+            .map(|(s, b)| (s.clone(), b))
             .collect()
     }
 
@@ -250,6 +279,7 @@ impl Topology {
                 shards,
                 specs: pc.shards.clone(),
                 rings,
+                groups: RwLock::default(),
             };
             pools.insert(name.clone(), Arc::new(pool));
         }

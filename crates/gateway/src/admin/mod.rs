@@ -19,7 +19,6 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{delete, get, post},
 };
-use base64::Engine;
 
 use sundial_router::reload::Reloader;
 
@@ -82,26 +81,19 @@ async fn basic_auth(State(state): State<Arc<AppState>>, req: Request, next: Next
 }
 
 fn authorized(state: &AppState, req: &Request) -> bool {
-    let Some(creds) = req
+    use headers::{Authorization, Header, authorization::Basic};
+    // The scheme is case-insensitive (RFC 9110); so is this decoder.
+    let mut values = req
         .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().split_once(' '))
-        // The scheme is case-insensitive (RFC 9110).
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"))
-        .and_then(|(_, b)| {
-            base64::engine::general_purpose::STANDARD
-                .decode(b.trim())
-                .ok()
-        })
-        .and_then(|b| String::from_utf8(b).ok())
-    else {
+        .get_all(axum::http::header::AUTHORIZATION)
+        .iter();
+    let Ok(Authorization(creds)) = Authorization::<Basic>::decode(&mut values) else {
         return false;
     };
-    let Some((user, pass)) = creds.split_once(':') else {
-        return false;
-    };
-    password_matches(state.accounts.get(user).map(String::as_str), pass)
+    password_matches(
+        state.accounts.get(creds.username()).map(String::as_str),
+        creds.password(),
+    )
 }
 
 /// Compares the SHA-256 digests in constant time, so that neither the

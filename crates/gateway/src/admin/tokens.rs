@@ -31,13 +31,7 @@ async fn form(
         return Ok(query);
     }
     let read = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
-    let uri = format!("/?{}", String::from_utf8_lossy(&read.bytes))
-        .parse()
-        .unwrap_or_default();
-    let pairs = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&uri)
-        .map(|q| q.0)
-        .unwrap_or_default();
-    query.extend(pairs);
+    query.extend(form_urlencoded::parse(&read.bytes).into_owned());
     Ok(query)
 }
 

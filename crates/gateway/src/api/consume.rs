@@ -1,20 +1,24 @@
 //! Consume: one or several queues in priority order, a batch, a long poll.
 
-use std::{collections::BTreeMap, pin::Pin, sync::Arc, time::Duration};
+use std::{
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
 
 use axum::{
     Json,
-    extract::{Path, State},
+    extract::State,
     response::{IntoResponse, Response},
 };
-use futures::future::select_all;
+use futures::future::{BoxFuture, select_all};
 use serde_json::Value;
 use sundial_core::{Delivery, EngineError, Shard, job::check_queue};
-use tokio::sync::oneshot;
 
 use super::{
     error::ApiError,
-    params::{ConsumeParams, Params},
+    params::ConsumeParams,
     render,
     tenant::Tenant,
     throttle::{self, Action},
@@ -25,25 +29,17 @@ use crate::{state::AppState, wakeups::Watch};
 pub(super) async fn consume(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
-    Path(path): Path<BTreeMap<String, String>>,
-    params: axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let work = consume_jobs(&state, &tenant, &path, params.0);
+    let work = consume_jobs(&state, &tenant);
     throttle::limited(&state, &tenant, Action::Read, work).await
 }
 
-async fn consume_jobs(
-    state: &AppState,
-    tenant: &Tenant,
-    path: &BTreeMap<String, String>,
-    params: std::collections::HashMap<String, String>,
-) -> Result<Response, ApiError> {
-    let raw = path.get("queue").map(String::as_str).unwrap_or_default();
-    let queues: Vec<String> = raw.split(',').map(str::to_owned).collect();
+async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, ApiError> {
+    let queues: Arc<[String]> = tenant.queue.split(',').map(str::to_owned).collect();
     if queues.iter().any(|q| check_queue(q).is_err()) {
         return Err(ApiError::bad("invalid queue name(s)"));
     }
-    let p = ConsumeParams::parse(&Params(params), &state.limits)?;
+    let p = ConsumeParams::parse(&tenant.params, &state.limits)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(p.timeout_secs));
 
     // Register for wake-ups before the first look, so nothing that becomes
@@ -86,7 +82,7 @@ async fn watch(
     queues: &[String],
 ) -> Result<Vec<Watch>, ApiError> {
     let mut watches = Vec::new();
-    for (shard, _) in tenant.pool.groups(&tenant.ns) {
+    for (shard, _) in tenant.pool.groups(&tenant.ns).iter() {
         // A disconnected shard cannot announce anything; waiting for its
         // subscribe would only hold the request up.
         let Some(w) = state.wakeups(shard).filter(|_| shard.is_connected()) else {
@@ -106,22 +102,30 @@ async fn watch(
 /// "no job" could be false).
 async fn take(
     tenant: &Tenant,
-    queues: &[String],
+    queues: &Arc<[String]>,
     p: &ConsumeParams,
 ) -> Result<Vec<Delivery>, ApiError> {
     let mut out = Vec::new();
     let mut failed = None;
-    let mut groups = tenant.pool.groups(&tenant.ns);
-    if groups.len() > 1 {
-        let start = rand::random_range(0..groups.len());
-        groups.rotate_left(start);
-    }
-    for (shard, buckets) in groups {
+    let groups = tenant.pool.groups(&tenant.ns);
+    let start = match groups.len() {
+        0 | 1 => 0,
+        n => rand::random_range(0..n),
+    };
+    for (shard, buckets) in groups[start..].iter().chain(&groups[..start]) {
         let want = p.count - out.len() as u32;
         if want == 0 {
             break;
         }
-        match take_from(shard.clone(), &tenant.ns, &buckets, queues, want, p.ttr_ms).await {
+        let consume = Consume {
+            shard: shard.clone(),
+            ns: tenant.ns.clone(),
+            buckets: buckets.clone(),
+            queues: queues.clone(),
+            count: want,
+            ttr_ms: p.ttr_ms,
+        };
+        match Taking::new(consume).await {
             Ok(got) => out.extend(got),
             Err(e) => {
                 tracing::warn!(shard = shard.name(), error = %e, "consume skipped a failing shard");
@@ -135,42 +139,84 @@ async fn take(
     }
 }
 
-/// Runs the consume script in a task of its own: if the client goes away
-/// while it runs (the request future is dropped), the task gives the jobs
-/// back instead of leaving them reserved for nobody.
-async fn take_from(
+/// One consume script call, with what it needs owned, so that it can
+/// outlive the request.
+struct Consume {
     shard: Shard,
-    ns: &str,
-    buckets: &[u32],
-    queues: &[String],
+    ns: String,
+    buckets: Vec<u32>,
+    queues: Arc<[String]>,
     count: u32,
     ttr_ms: u64,
-) -> Result<Vec<Delivery>, EngineError> {
-    let (tx, rx) = oneshot::channel();
-    let ns = ns.to_owned();
-    let buckets = buckets.to_vec();
-    let queues = queues.to_vec();
-    let task_shard = shard.clone();
-    tokio::spawn(async move {
-        let qs: Vec<&str> = queues.iter().map(String::as_str).collect();
-        let result = task_shard.consume(&ns, &buckets, &qs, count, ttr_ms).await;
-        if let Err(Ok(jobs)) = tx.send(result) {
-            for d in &jobs {
-                match task_shard.release(&ns, d).await {
-                    Ok(_) => tracing::debug!(job_id = d.job.id, "consumer went away; job released"),
-                    Err(e) => {
-                        tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR")
-                    }
+}
+
+impl Consume {
+    async fn run(&self) -> Result<Vec<Delivery>, EngineError> {
+        let qs: Vec<&str> = self.queues.iter().map(String::as_str).collect();
+        self.shard
+            .consume(&self.ns, &self.buckets, &qs, self.count, self.ttr_ms)
+            .await
+    }
+
+    /// The client went away while the script ran: gives the jobs back
+    /// instead of leaving them reserved for nobody.
+    async fn release(&self, jobs: Vec<Delivery>) {
+        for d in &jobs {
+            match self.shard.release(&self.ns, d).await {
+                Ok(_) => tracing::debug!(job_id = d.job.id, "consumer went away; job released"),
+                Err(e) => {
+                    tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR")
                 }
             }
         }
-    });
-    rx.await.unwrap_or_else(|_| {
-        Err(EngineError::Reply {
-            shard: shard.name().to_owned(),
-            what: "consume task ended without an answer".to_owned(),
-        })
-    })
+    }
+}
+
+/// A consume call in flight. Awaited in the request's own task; if the
+/// request is dropped before the call answered, the call moves to a task of
+/// its own that releases whatever it reserved. (Only then is a task spawned.)
+struct Taking {
+    call: Option<BoxFuture<'static, Taken>>,
+}
+
+/// A consume call and its answer.
+type Taken = (Consume, Result<Vec<Delivery>, EngineError>);
+
+impl Taking {
+    fn new(consume: Consume) -> Self {
+        let call = Box::pin(async move {
+            let result = consume.run().await;
+            (consume, result)
+        });
+        Self { call: Some(call) }
+    }
+}
+
+impl Future for Taking {
+    type Output = Result<Vec<Delivery>, EngineError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(call) = self.call.as_mut() else {
+            return Poll::Pending;
+        };
+        let (_, result) = std::task::ready!(call.as_mut().poll(cx));
+        self.call = None;
+        Poll::Ready(result)
+    }
+}
+
+impl Drop for Taking {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(async move {
+                if let (consume, Ok(jobs)) = call.await {
+                    consume.release(jobs).await;
+                }
+            });
+        }
+    }
 }
 
 fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {

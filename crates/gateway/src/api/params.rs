@@ -1,8 +1,9 @@
 //! Query parameters, parsed as lmstfy parses them (unsigned integers, its
 //! error texts), with its defaults from the configured limits.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 
+use axum::http::Uri;
 use sundial_core::{Limits, job::MAX_CONSUME_COUNT};
 
 use super::error::ApiError;
@@ -11,15 +12,33 @@ use super::error::ApiError;
 /// (`u32::MAX` seconds).
 const MAX_MS: u64 = u32::MAX as u64 * 1000;
 
-/// The query string of a request.
-#[derive(Debug, Default)]
-pub(super) struct Params(pub HashMap<String, String>);
+/// The query string of a request. A lookup decodes the few short pairs a
+/// request has, which costs less than building a map of them; a name given
+/// twice counts its last value.
+#[derive(Debug, Clone, Default)]
+pub struct Params {
+    /// Cloning a `Uri` shares its bytes.
+    uri: Uri,
+}
 
 impl Params {
+    pub fn new(uri: &Uri) -> Self {
+        Self { uri: uri.clone() }
+    }
+
+    /// The decoded value of `name`.
+    pub fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+        let query = self.uri.query()?;
+        form_urlencoded::parse(query.as_bytes())
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .last()
+    }
+
     /// An unsigned parameter, `default` when absent, else 400 `invalid
     /// <name>` unless it parses (an empty value does not, as in lmstfy).
     fn uint<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ApiError> {
-        match self.0.get(name).map(String::as_str) {
+        match self.get(name) {
             None => Ok(default),
             Some(v) => v
                 .parse()
@@ -115,12 +134,20 @@ mod tests {
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> Params {
-        Params(
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        )
+        let query = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs)
+            .finish();
+        Params::new(&format!("/?{query}").parse().expect("uri"))
+    }
+
+    #[test]
+    fn values_are_decoded_and_the_last_one_counts() {
+        let p = Params::new(&"/?a=1&b=x%20y+z&a=2&c".parse().expect("uri"));
+        assert_eq!(p.get("a").as_deref(), Some("2"));
+        assert_eq!(p.get("b").as_deref(), Some("x y z"));
+        assert_eq!(p.get("c").as_deref(), Some(""));
+        assert_eq!(p.get("d"), None);
+        assert_eq!(Params::new(&"/".parse().expect("uri")).get("a"), None);
     }
 
     fn msg(e: ApiError) -> String {

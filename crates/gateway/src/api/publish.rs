@@ -1,14 +1,11 @@
 //! Publish, bulk publish, and republish.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    sync::Arc,
-};
+use std::{collections::BTreeMap, sync::Arc};
 
 use axum::{
     Json,
     body::Body,
-    extract::{Path, State},
+    extract::{Request, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
 };
@@ -24,7 +21,7 @@ use sundial_core::{
 use super::{
     body,
     error::ApiError,
-    params::{Params, PublishParams},
+    params::PublishParams,
     tenant::Tenant,
     throttle::{self, Action},
 };
@@ -74,32 +71,29 @@ fn truncate(s: &str, max: usize) -> String {
     s[..end].to_owned()
 }
 
-type Query = axum::extract::Query<HashMap<String, String>>;
-
 /// What every publish route reads before the body.
-struct Publication {
-    queue: String,
+struct Publication<'a> {
+    queue: &'a str,
     schedule: Schedule,
     versioned: bool,
     attrs: String,
 }
 
-impl Publication {
-    fn parse(
-        state: &AppState,
-        path: &BTreeMap<String, String>,
-        query: Query,
-        headers: &HeaderMap,
-    ) -> Result<Self, ApiError> {
-        let queue = super::jobs::queue(path)?;
-        let schedule = PublishParams::parse(&Params(query.0), &state.limits)?.schedule();
-        let (versioned, attrs) = version_and_attrs(headers)?;
-        Ok(Self {
+impl<'a> Publication<'a> {
+    /// Reads the request's queue, parameters and headers (by reference:
+    /// the body is read after).
+    fn parse(state: &AppState, tenant: &'a Tenant, req: Request) -> Result<(Self, Body), ApiError> {
+        let (parts, body) = req.into_parts();
+        let queue = super::jobs::queue(tenant)?;
+        let schedule = PublishParams::parse(&tenant.params, &state.limits)?.schedule();
+        let (versioned, attrs) = version_and_attrs(&parts.headers)?;
+        let p = Self {
             queue,
             schedule,
             versioned,
             attrs,
-        })
+        };
+        Ok((p, body))
     }
 
     /// A job of this publication: with an id in `bucket` when one is
@@ -134,7 +128,7 @@ fn published(tenant: &Tenant, queue: &str, n: usize, answer: serde_json::Value) 
 async fn store(
     state: &AppState,
     tenant: &Tenant,
-    p: &Publication,
+    p: &Publication<'_>,
     bucket: u32,
     jobs: &[NewJob],
 ) -> Result<(), ApiError> {
@@ -144,9 +138,9 @@ async fn store(
         .current_pool(tenant.pool.name())
         .ok_or(ApiError::NotFound("pool not found"))?;
     let shard = pool.shard_for(&tenant.ns, bucket);
-    state.register(shard, &tenant.ns, &p.queue).await?;
+    state.register(shard, &tenant.ns, p.queue).await?;
     shard
-        .publish(&tenant.ns, bucket, &p.queue, &p.schedule, jobs)
+        .publish(&tenant.ns, bucket, p.queue, &p.schedule, jobs)
         .await?;
     Ok(())
 }
@@ -155,30 +149,24 @@ async fn store(
 pub(super) async fn publish(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
-    Path(path): Path<BTreeMap<String, String>>,
-    query: Query,
-    headers: HeaderMap,
-    body: Body,
+    req: Request,
 ) -> Result<Response, ApiError> {
-    let work = publish_one(&state, &tenant, &path, query, &headers, body);
+    let work = publish_one(&state, &tenant, req);
     throttle::limited(&state, &tenant, Action::Write, work).await
 }
 
 async fn publish_one(
     state: &AppState,
     tenant: &Tenant,
-    path: &BTreeMap<String, String>,
-    query: Query,
-    headers: &HeaderMap,
-    body: Body,
+    req: Request,
 ) -> Result<Response, ApiError> {
-    let p = Publication::parse(state, path, query, headers)?;
+    let (p, body) = Publication::parse(state, tenant, req)?;
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
     let (bucket, job) = p.job(None, tenant.pool.buckets(), body.bytes.clone());
     store(state, tenant, &p, bucket, std::slice::from_ref(&job)).await?;
     Ok(published(
         tenant,
-        &p.queue,
+        p.queue,
         1,
         json!({ "msg": "published", "job_id": job.id.as_str() }),
     ))
@@ -189,24 +177,18 @@ async fn publish_one(
 pub(super) async fn bulk(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
-    Path(path): Path<BTreeMap<String, String>>,
-    query: Query,
-    headers: HeaderMap,
-    body: Body,
+    req: Request,
 ) -> Result<Response, ApiError> {
-    let work = publish_bulk(&state, &tenant, &path, query, &headers, body);
+    let work = publish_bulk(&state, &tenant, req);
     throttle::limited(&state, &tenant, Action::Write, work).await
 }
 
 async fn publish_bulk(
     state: &AppState,
     tenant: &Tenant,
-    path: &BTreeMap<String, String>,
-    query: Query,
-    headers: &HeaderMap,
-    body: Body,
+    req: Request,
 ) -> Result<Response, ApiError> {
-    let p = Publication::parse(state, path, query, headers)?;
+    let (p, body) = Publication::parse(state, tenant, req)?;
     // At most 64 bodies of up to 1 MiB each, and at most `http.max_bulk_bytes`
     // in all.
     let limit = state.bodies.max_bulk;
@@ -237,7 +219,7 @@ async fn publish_bulk(
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     Ok(published(
         tenant,
-        &p.queue,
+        p.queue,
         jobs.len(),
         json!({ "msg": "published", "job_ids": ids }),
     ))
@@ -248,13 +230,10 @@ async fn publish_bulk(
 pub(super) async fn republish(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
-    Path(path): Path<BTreeMap<String, String>>,
-    query: Query,
-    headers: HeaderMap,
-    body: Body,
+    req: Request,
 ) -> Result<impl IntoResponse, ApiError> {
-    let p = Publication::parse(&state, &path, query, &headers)?;
-    let old = super::jobs::job_id(&path)?;
+    let (p, body) = Publication::parse(&state, &tenant, req)?;
+    let old = super::jobs::job_id(&tenant)?;
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
     let buckets = tenant.pool.buckets();
     let (bucket, job) = p.job(Some(old.bucket(buckets)), buckets, body.bytes.clone());
@@ -262,23 +241,23 @@ pub(super) async fn republish(
         .current_pool(tenant.pool.name())
         .ok_or(ApiError::NotFound("pool not found"))?;
     let shard = pool.shard_for(&tenant.ns, bucket);
-    state.register(shard, &tenant.ns, &p.queue).await?;
+    state.register(shard, &tenant.ns, p.queue).await?;
     let existed = shard
-        .republish(&tenant.ns, bucket, &p.queue, &old, &p.schedule, &job)
+        .republish(&tenant.ns, bucket, p.queue, &old, &p.schedule, &job)
         .await?;
     // While the bucket moves, the old job may still be where it drains
     // from: it goes after the new one is stored (a crash in between leaves
     // both, never neither).
     if !existed {
         for other in pool.locations(&tenant.ns, bucket).into_iter().skip(1) {
-            if other.delete(&tenant.ns, bucket, &p.queue, &old).await? {
+            if other.delete(&tenant.ns, bucket, p.queue, &old).await? {
                 break;
             }
         }
     }
     Ok(published(
         &tenant,
-        &p.queue,
+        p.queue,
         1,
         json!({ "msg": "published", "job_id": job.id.as_str() }),
     ))

@@ -1,8 +1,6 @@
 //! A whole queue: peek at its head, its size, destroy it.
 
-use std::collections::BTreeMap;
-
-use axum::{Json, extract::Path, http::StatusCode, response::IntoResponse};
+use axum::{Json, http::StatusCode, response::IntoResponse};
 use serde_json::json;
 use sundial_core::Counts;
 
@@ -11,21 +9,18 @@ use super::{error::ApiError, jobs::queue, render, tenant::Tenant};
 /// A queue's counts summed over the pool's shards.
 pub(super) async fn counts(tenant: &Tenant, queue: &str) -> Result<Counts, ApiError> {
     let mut total = Counts::default();
-    for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
-        total.add(&shard.counts(&tenant.ns, &buckets, queue).await?);
+    for (shard, buckets) in tenant.pool.groups(&tenant.ns).iter() {
+        total.add(&shard.counts(&tenant.ns, buckets, queue).await?);
     }
     Ok(total)
 }
 
 /// `GET /api/{ns}/{queue}/peek`
-pub(super) async fn peek(
-    tenant: Tenant,
-    Path(path): Path<BTreeMap<String, String>>,
-) -> Result<impl IntoResponse, ApiError> {
-    let queue = queue(&path)?;
+pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue(&tenant)?;
     let mut best: Option<sundial_core::JobView> = None;
-    for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
-        if let Some(j) = shard.peek_queue(&tenant.ns, &buckets, &queue).await?
+    for (shard, buckets) in tenant.pool.groups(&tenant.ns).iter() {
+        if let Some(j) = shard.peek_queue(&tenant.ns, buckets, queue).await?
             && best.as_ref().is_none_or(|b| j.elapsed_ms > b.elapsed_ms)
         {
             best = Some(j);
@@ -38,12 +33,9 @@ pub(super) async fn peek(
 }
 
 /// `GET /api/{ns}/{queue}/size`: ready jobs that still exist.
-pub(super) async fn size(
-    tenant: Tenant,
-    Path(path): Path<BTreeMap<String, String>>,
-) -> Result<impl IntoResponse, ApiError> {
-    let queue = queue(&path)?;
-    let c = counts(&tenant, &queue).await?;
+pub(super) async fn size(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue(&tenant)?;
+    let c = counts(&tenant, queue).await?;
     Ok(Json(
         json!({ "namespace": tenant.ns, "queue": queue, "size": c.ready }),
     ))
@@ -57,10 +49,9 @@ pub(super) async fn size(
 pub(super) async fn stats(
     axum::extract::State(state): axum::extract::State<std::sync::Arc<crate::state::AppState>>,
     tenant: Tenant,
-    Path(path): Path<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let queue = queue(&path)?;
-    let c = counts(&tenant, &queue).await?;
+    let queue = queue(&tenant)?;
+    let c = counts(&tenant, queue).await?;
     let key = format!("{}/{}/{queue}", tenant.pool.name(), tenant.ns);
     let rates = state.rates.observe(&key, c.published, c.delivered);
     Ok(Json(json!({
@@ -78,15 +69,12 @@ pub(super) async fn stats(
 }
 
 /// `DELETE /api/{ns}/{queue}`: deletes the queue's ready jobs.
-pub(super) async fn destroy(
-    tenant: Tenant,
-    Path(path): Path<BTreeMap<String, String>>,
-) -> Result<impl IntoResponse, ApiError> {
-    let queue = queue(&path)?;
+pub(super) async fn destroy(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
+    let queue = queue(&tenant)?;
     let mut n = 0;
-    for (shard, buckets) in tenant.pool.groups(&tenant.ns) {
-        n += shard.destroy(&tenant.ns, &buckets, &queue).await?;
+    for (shard, buckets) in tenant.pool.groups(&tenant.ns).iter() {
+        n += shard.destroy(&tenant.ns, buckets, queue).await?;
     }
-    super::count_jobs(super::queue_metrics::Event::Deleted, &tenant, &queue, n);
+    super::count_jobs(super::queue_metrics::Event::Deleted, &tenant, queue, n);
     Ok(StatusCode::NO_CONTENT)
 }

@@ -6,7 +6,7 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, LazyLock, Mutex},
+    sync::{Arc, LazyLock, RwLock},
 };
 
 use metrics::{Counter, Histogram};
@@ -57,12 +57,23 @@ impl Handles {
 
 type ByQueue = HashMap<String, Arc<Handles>>;
 
-static HANDLES: LazyLock<Mutex<HashMap<String, HashMap<String, ByQueue>>>> =
-    LazyLock::new(Mutex::default);
+/// Pool → namespace → queue → handles. Read under a shared lock on every
+/// request; written once per queue.
+static HANDLES: LazyLock<RwLock<HashMap<String, HashMap<String, ByQueue>>>> =
+    LazyLock::new(RwLock::default);
 
 /// The handles of one queue.
 pub(super) fn of(pool: &str, ns: &str, queue: &str) -> Arc<Handles> {
-    let mut all = HANDLES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(h) = HANDLES
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(pool)
+        .and_then(|p| p.get(ns))
+        .and_then(|n| n.get(queue))
+    {
+        return h.clone();
+    }
+    let mut all = HANDLES.write().unwrap_or_else(|p| p.into_inner());
     if let Some(h) = all
         .get(pool)
         .and_then(|p| p.get(ns))

@@ -1,0 +1,302 @@
+//! The job and admin APIs in process, through `Router::oneshot`, against a
+//! real Redis: the error cases a client meets, and that each one leaves
+//! Redis as it was. (The same APIs over a real listener and the real binary
+//! are in `tests/tests/api.rs`.)
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    body::Body,
+    http::{Method, Request, StatusCode, header},
+};
+use http_body_util::BodyExt;
+use sundial_core::Limits;
+use sundial_gateway::{
+    admin, api,
+    api::body::Bodies,
+    http::layered,
+    state::{AppState, Settings},
+};
+use sundial_router::{
+    LiveTopology, PoolConfig, ShardConfig, Token,
+    health::Health,
+    prepare::prepare,
+    reload::{Desired, Reloader},
+    tokens::{self, TokenStore},
+};
+use sundial_tests::RedisServer;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+/// A gateway's two routers over `redis`, and a token for namespace `ns`.
+struct Gateway {
+    api: Router,
+    admin: Router,
+    token: String,
+}
+
+async fn gateway(redis: &RedisServer, accounts: &[(&str, &str)]) -> Gateway {
+    let shard = ShardConfig {
+        name: None,
+        url: Some(redis.url()),
+        sentinel: None,
+        weight: 1,
+        connections: 1,
+        timeout_ms: 1_000,
+    };
+    let pools = BTreeMap::from([(
+        "default".to_owned(),
+        PoolConfig {
+            buckets: 4,
+            shards: vec![shard],
+        },
+    )]);
+    let topology = prepare(&pools, None, Duration::from_secs(10))
+        .await
+        .expect("topology");
+    let live = Arc::new(LiveTopology::new(topology));
+    let tokens = TokenStore::new(tokens::default_shard(&live).expect("shard"));
+    tokens.reload().await.expect("token table");
+    let token = Token::mint("default");
+    tokens.create(&token, "ns", "test").await.expect("token");
+    let settings = Settings {
+        limits: Limits::default(),
+        bodies: Bodies::new(8 << 20, Duration::from_secs(5), 1 << 20),
+        accounts: accounts
+            .iter()
+            .map(|(u, p)| ((*u).to_owned(), (*p).to_owned()))
+            .collect(),
+    };
+    let state = AppState::new(
+        settings,
+        live.clone(),
+        tokens,
+        Health::default(),
+        CancellationToken::new(),
+    )
+    .expect("state");
+    let desired = Desired {
+        pools,
+        others: String::new(),
+    };
+    let reloader = Reloader::new(None, Box::new(move |_| Ok(desired.clone())), live);
+    Gateway {
+        api: layered(api::router(state.clone()), None),
+        admin: layered(admin::router(state, reloader, Router::new()), None),
+        token: token.to_string(),
+    }
+}
+
+/// Sends one request; returns its status and JSON body (`null` if none).
+async fn call(
+    app: &Router,
+    method: Method,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (StatusCode, serde_json::Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Body::from(body.to_owned())).expect("request");
+    let resp = app.clone().oneshot(req).await.expect("infallible");
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    let json = if bytes.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| panic!("not JSON: {bytes:?}"))
+    };
+    (status, json)
+}
+
+/// Every key Redis holds but the pinned metadata and the token table.
+fn job_keys(redis: &RedisServer) -> Vec<String> {
+    let mut c = redis.client();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).expect("keys");
+    let mut keys: Vec<String> = keys
+        .into_iter()
+        .filter(|k| !matches!(k.as_str(), "sd:meta" | "sd:tokens" | "sd:tokens:version"))
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[tokio::test]
+async fn bad_publishes_are_400_or_401_and_store_nothing() {
+    let redis = RedisServer::start();
+    let g = gateway(&redis, &[]).await;
+    let t = [("x-token", g.token.as_str())];
+    let cases: [(&str, &[(&str, &str)], &str, StatusCode, &str); 7] = [
+        (
+            "/api/ns/q",
+            &[],
+            "x",
+            StatusCode::UNAUTHORIZED,
+            "token not found",
+        ),
+        (
+            "/api/ns/q",
+            &[("x-token", "nope")],
+            "x",
+            StatusCode::UNAUTHORIZED,
+            "invalid token",
+        ),
+        (
+            "/api/ns/q?delay=-1",
+            &t,
+            "x",
+            StatusCode::BAD_REQUEST,
+            "invalid delay",
+        ),
+        (
+            "/api/ns/q?tries=0",
+            &t,
+            "x",
+            StatusCode::BAD_REQUEST,
+            "tries shouldn't be zero",
+        ),
+        (
+            "/api/ns/q?delay=10&ttl=5",
+            &t,
+            "x",
+            StatusCode::BAD_REQUEST,
+            "ttl is shorter than delay",
+        ),
+        (
+            "/api/ns/q/bulk",
+            &t,
+            "{}",
+            StatusCode::BAD_REQUEST,
+            "request body should be an array of objects",
+        ),
+        (
+            "/api/n%20s/q",
+            &t,
+            "x",
+            StatusCode::BAD_REQUEST,
+            "namespace name contains forbidden characters",
+        ),
+    ];
+    for (uri, headers, body, status, error) in cases {
+        let (got, json) = call(&g.api, Method::PUT, uri, headers, body).await;
+        assert_eq!(
+            (got, json["error"].as_str()),
+            (status, Some(error)),
+            "{uri}"
+        );
+    }
+    let (got, json) = call(
+        &g.api,
+        Method::PUT,
+        "/api/ns/q",
+        &[("x-token", "elsewhere:abc")],
+        "x",
+    )
+    .await;
+    assert_eq!(
+        (got, json["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("pool not found"))
+    );
+    assert_eq!(job_keys(&redis), Vec::<String>::new(), "nothing stored");
+}
+
+#[tokio::test]
+async fn a_head_request_consumes_nothing_and_unknown_routes_are_json() {
+    let redis = RedisServer::start();
+    let g = gateway(&redis, &[]).await;
+    let t = [("x-token", g.token.as_str())];
+    let (status, _) = call(&g.api, Method::PUT, "/api/ns/q", &t, "hello").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, json) = call(&g.api, Method::HEAD, "/api/ns/q", &t, "").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{json}");
+    let (status, json) = call(&g.api, Method::GET, "/api/ns/q/size", &t, "").await;
+    assert_eq!(
+        (status, json["size"].as_u64()),
+        (StatusCode::OK, Some(1)),
+        "still there"
+    );
+    let (status, json) = call(&g.api, Method::POST, "/api/ns/q", &t, "").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{json}");
+    assert!(json["error"].is_string());
+    let (status, json) = call(&g.api, Method::GET, "/nowhere", &[], "").await;
+    assert_eq!(
+        (status, json["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("api not found"))
+    );
+    let (status, json) = call(&g.api, Method::GET, "/api/ns/q?count=0", &t, "").await;
+    assert_eq!(
+        (status, json["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid count"))
+    );
+    let (status, json) = call(&g.api, Method::GET, "/api/ns/a,b%20c", &t, "").await;
+    assert_eq!(
+        (status, json["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid queue name(s)"))
+    );
+    let (status, json) = call(&g.api, Method::GET, "/api/ns/q/job/nope", &t, "").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+}
+
+#[tokio::test]
+async fn the_admin_api_asks_for_accounts_and_checks_its_forms() {
+    let redis = RedisServer::start();
+    let g = gateway(&redis, &[("ops", "s3cret")]).await;
+    let (status, _) = call(&g.admin, Method::POST, "/token/ns2?description=x", &[], "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // "ops:s3cret", with the scheme in lower case (it is case-insensitive).
+    let auth = [(header::AUTHORIZATION.as_str(), "basic b3BzOnMzY3JldA==")];
+    let (status, json) = call(&g.admin, Method::POST, "/token/ns2", &auth, "").await;
+    assert_eq!(
+        (status, json["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid description"))
+    );
+    let form = [
+        auth[0],
+        (
+            header::CONTENT_TYPE.as_str(),
+            "application/x-www-form-urlencoded",
+        ),
+    ];
+    let (status, json) = call(
+        &g.admin,
+        Method::POST,
+        "/token/ns2",
+        &form,
+        "description=from%20a+form",
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{json}");
+    let (status, json) = call(&g.admin, Method::GET, "/token/ns2", &auth, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(json.to_string().contains("from a form"), "{json}");
+    let wrong = [(header::AUTHORIZATION.as_str(), "Basic b3BzOndyb25n")];
+    let (status, _) = call(&g.admin, Method::GET, "/token/ns2", &wrong, "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, json) = call(&g.admin, Method::GET, "/nowhere", &[], "").await;
+    assert_eq!(
+        (status, json["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("api not found"))
+    );
+}
+
+#[tokio::test]
+async fn a_redis_that_is_gone_is_a_503_in_bounded_time() {
+    let mut redis = RedisServer::start();
+    let g = gateway(&redis, &[]).await;
+    let t = [("x-token", g.token.as_str())];
+    redis.kill();
+    let start = std::time::Instant::now();
+    let (status, json) = call(&g.api, Method::PUT, "/api/ns/q", &t, "x").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{json}");
+    assert!(json["error"].is_string());
+    let (status, _) = call(&g.api, Method::GET, "/api/ns/q", &t, "").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        start.elapsed()
+    );
+}
