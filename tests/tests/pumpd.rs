@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until};
+use sundial_tests::{
+    Api, RedisServer, Sundial, SundialConfig, create_token, wait_until, wait_until_async,
+};
 
 #[tokio::test]
 async fn a_gateway_without_pumps_needs_pumpd_for_delayed_jobs() {
@@ -122,4 +124,64 @@ async fn pumpd_readiness_follows_its_lease_loop_and_shards() {
         r.status == 200 && r.json["shards"]["default/main"]["up"] == true
     })
     .await;
+}
+
+/// Connections to `redis` in pub/sub mode, from `CLIENT LIST`.
+fn subscriber_connections(redis: &RedisServer) -> usize {
+    let mut c = redis.client();
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut c)
+        .expect("client list");
+    list.lines()
+        .filter(|l| {
+            l.split(' ')
+                .any(|f| f.starts_with("flags=") && f.contains('P'))
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn pumps_and_waiting_consumers_share_one_subscriber_per_shard() {
+    let redis = RedisServer::start();
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    // The pumps' timer subscription exists once the gateway is up.
+    wait_until(Duration::from_secs(10), "the timer subscription", || {
+        redis.subscribers(sundial_core::keys::TIMER_CHANNEL) == 1
+    });
+    // Consumers wait on three queues; a delayed job wakes one of them.
+    let waits: Vec<_> = ["a", "b", "c"]
+        .into_iter()
+        .map(|q| {
+            let api = api.clone();
+            tokio::spawn(async move { api.get(&format!("/api/ns/{q}?timeout=3")).await })
+        })
+        .collect();
+    // (Async: the waiters run on this test's runtime.)
+    let channel = sundial_core::keys::ready_channel("ns", "c");
+    wait_until_async(
+        Duration::from_secs(10),
+        "the waiters' subscriptions",
+        || async { redis.subscribers(&channel) == 1 },
+    )
+    .await;
+    assert_eq!(
+        subscriber_connections(&redis),
+        1,
+        "pumps and wake-ups share the shard's one subscriber connection"
+    );
+    api.publish("ns", "b", "delay_ms=200", b"x").await;
+    let mut delivered = 0;
+    for w in waits {
+        delivered += u32::from(w.await.expect("waiter").status == 200);
+    }
+    assert_eq!(
+        delivered, 1,
+        "the delayed job reached a waiter of its queue"
+    );
+    wait_until(Duration::from_secs(5), "the waiters' unsubscribes", || {
+        redis.subscribers(&channel) == 0
+    });
 }

@@ -6,7 +6,8 @@
 //! - [`scripts`]: the Lua scripts (`lua/*.lua`), loaded with `EVALSHA` and
 //!   reloaded on `NOSCRIPT`.
 //! - [`engine`]: one [`engine::Shard`] (a Redis deployment) and the job
-//!   operations that run on it, each of them one script call.
+//!   operations that run on it, each of them one script call; its shared
+//!   subscriber ([`engine::PubSub`]).
 //!
 //! Invariants kept here:
 //! - every state change of a job is one script on one shard;
@@ -23,8 +24,8 @@ pub mod keys;
 pub mod scripts;
 
 pub use engine::{
-    AdminTables, Counts, Delivery, JobView, LeaseOp, NewJob, PumpOutcome, Schedule, Shard,
-    ShardCheck, ShardOptions,
+    AdminTables, Counts, Delivery, Handler, Heard, JobView, LeaseOp, Listening, NewJob, PubSub,
+    PumpOutcome, Schedule, Shard, ShardCheck, ShardOptions,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

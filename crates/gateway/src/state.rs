@@ -11,7 +11,6 @@ use std::{
 /// Shard → namespace → queues.
 type Registered = HashMap<String, HashMap<String, HashSet<String>>>;
 
-use arc_swap::ArcSwap;
 use sundial_core::{EngineError, Limits, Shard};
 use sundial_router::{LiveTopology, health::Health, tokens::TokenStore};
 use tokio_util::sync::CancellationToken;
@@ -84,8 +83,8 @@ pub struct Settings {
 pub struct AppState {
     pub live: Arc<LiveTopology>,
     pub tokens: Arc<TokenStore>,
-    /// Wake-ups per shard connection; follows the topology.
-    wakeups: ArcSwap<HashMap<String, (Shard, Wakeups)>>,
+    /// Long polls' wake-ups, per shard connection and queue.
+    pub wakeups: Wakeups,
     pub limits: Limits,
     /// Bounds on request bodies (size, time, shared memory).
     pub bodies: Bodies,
@@ -103,19 +102,18 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The state of a gateway: its wake-ups are those of `live`'s current
-    /// topology (see [`AppState::follow`] for later ones).
+    /// The state of a gateway.
     pub fn new(
         settings: Settings,
         live: Arc<LiveTopology>,
         tokens: Arc<TokenStore>,
         health: Health,
         shutdown: CancellationToken,
-    ) -> Result<Arc<Self>, EngineError> {
-        let state = Arc::new(Self {
+    ) -> Arc<Self> {
+        Arc::new(Self {
             live,
             tokens,
-            wakeups: ArcSwap::default(),
+            wakeups: Wakeups::default(),
             limits: settings.limits,
             bodies: settings.bodies,
             health,
@@ -124,61 +122,7 @@ impl AppState {
             rates: Rates::default(),
             registered: RwLock::default(),
             ready: AtomicBool::new(false),
-        });
-        state.sync_wakeups()?;
-        Ok(state)
-    }
-
-    /// Follows topology changes (a reload) until `shutdown`: every new
-    /// shard connection gets its wake-ups. One that cannot (its subscriber
-    /// cannot even be built) is retried every second; meanwhile its long
-    /// polls see jobs only when their wait ends.
-    pub async fn follow(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut changes = self.live.changes();
-        let mut failing = false;
-        loop {
-            let retry = tokio::time::sleep(std::time::Duration::from_secs(1));
-            tokio::select! {
-                r = changes.changed() => if r.is_err() { return },
-                () = retry, if failing => {}
-                () = shutdown.cancelled() => return,
-            }
-            failing = match self.sync_wakeups() {
-                Ok(()) => false,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot start long-poll wake-ups for a shard; retrying");
-                    true
-                }
-            };
-        }
-    }
-
-    /// The wake-ups of a shard connection, if it is one of the topology's.
-    pub fn wakeups(&self, shard: &Shard) -> Option<Wakeups> {
-        self.wakeups
-            .load()
-            .get(shard.name())
-            .filter(|(s, _)| s.same(shard))
-            .map(|(_, w)| w.clone())
-    }
-
-    /// Gives every shard of the current topology its wake-ups: kept for a
-    /// shard whose connection is unchanged, new for a new connection.
-    /// Wake-ups of shards no longer in the topology stop once the long polls
-    /// that hold them end.
-    fn sync_wakeups(&self) -> Result<(), EngineError> {
-        let topology = self.live.topology();
-        let old = self.wakeups.load();
-        let mut next = HashMap::new();
-        for shard in topology.shards() {
-            let w = match old.get(shard.name()).filter(|(s, _)| s.same(shard)) {
-                Some((_, w)) => w.clone(),
-                None => Wakeups::start(shard, self.shutdown.clone())?,
-            };
-            next.insert(shard.name().to_owned(), (shard.clone(), w));
-        }
-        self.wakeups.store(Arc::new(next));
-        Ok(())
+        })
     }
 
     /// The pool as the current topology has it (a write re-reads it after a

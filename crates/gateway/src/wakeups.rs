@@ -1,207 +1,103 @@
 //! Long-poll wake-ups through Redis pub/sub.
 //!
 //! Scripts that make jobs ready publish a count on the queue's ready channel
-//! ([`keys::ready_channel`]), whichever gateway or pump ran them. Each
-//! gateway keeps one subscriber connection per shard and subscribes to a
-//! channel only while some consumer of this gateway waits on that queue, so
-//! idle waiters cost Redis nothing and publishes to queues nobody waits on
-//! cost one hash lookup.
+//! ([`keys::ready_channel`]), whichever gateway or pump ran them. A gateway
+//! listens on a shard's ready channel, through the shard's shared subscriber
+//! ([`sundial_core::PubSub`]), only while some consumer of this gateway
+//! waits on that queue, so idle waiters cost Redis nothing and publishes to
+//! queues nobody waits on cost one hash lookup.
 //!
-//! Subscribes and unsubscribes go through one task per shard, in order, so
-//! an unsubscribe can never overtake a later subscribe to the same channel.
+//! All waiters of one queue on one shard connection share one listener and
+//! one `Notify`, and a message wakes as many of them as jobs became ready.
 //! A waiter registers (and the SUBSCRIBE is confirmed) before it checks
 //! Redis, so a job that becomes ready in between is never missed. After a
 //! reconnect, when messages may have been lost, every waiter re-checks.
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, Weak},
 };
 
-use fred::{clients::SubscriberClient, prelude::*};
-use sundial_core::{EngineError, Shard, keys};
-use tokio::sync::{Notify, mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
+use sundial_core::{EngineError, Heard, Listening, Shard, keys};
+use tokio::sync::Notify;
 
-enum Command {
-    Watch(String, oneshot::Sender<Result<Arc<Notify>, EngineError>>),
-    Unwatch(String),
-}
-
-/// The wake-ups of one shard.
-#[derive(Debug, Clone)]
+/// The wake-ups of this gateway, per shard connection and ready channel.
+#[derive(Debug, Default)]
 pub struct Wakeups {
-    shard: String,
-    commands: mpsc::UnboundedSender<Command>,
+    /// (shard, channel) → the waiters' shared listener, while any holds it.
+    channels: Mutex<Channels>,
 }
 
-impl std::fmt::Debug for Command {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Watch(c, _) => write!(f, "Watch({c})"),
-            Self::Unwatch(c) => write!(f, "Unwatch({c})"),
-        }
-    }
+#[derive(Debug, Default)]
+struct Channels {
+    map: HashMap<(String, String), Weak<Shared>>,
+    /// Entries whose waiters all left are swept when the map reaches this.
+    sweep_at: usize,
 }
 
-/// A registration; dropping it unwatches.
+/// What the waiters of one channel share.
+#[derive(Debug)]
+struct Shared {
+    /// The connection listened on (a reload may give a shard a new one).
+    shard: Shard,
+    notify: Arc<Notify>,
+    _listening: Listening,
+}
+
+/// A waiter's registration; dropping the last of a channel stops listening.
 #[derive(Debug)]
 pub struct Watch {
-    channel: String,
-    notify: Arc<Notify>,
-    commands: mpsc::UnboundedSender<Command>,
+    shared: Arc<Shared>,
 }
 
 impl Watch {
     pub fn notify(&self) -> &Notify {
-        &self.notify
+        &self.shared.notify
     }
 }
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.commands.send(Command::Unwatch(self.channel.clone()));
-    }
-}
-
-type Channels = Arc<Mutex<HashMap<String, (Arc<Notify>, usize)>>>;
 
 impl Wakeups {
-    /// Starts the subscriber of `shard`; runs until `shutdown`.
-    pub fn start(shard: &Shard, shutdown: CancellationToken) -> Result<Self, EngineError> {
-        let sub = shard.subscriber()?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let channels: Channels = Arc::default();
-        tokio::spawn(run(shard.clone(), sub, rx, channels, shutdown));
-        Ok(Self {
-            shard: shard.name().to_owned(),
-            commands: tx,
-        })
-    }
-
-    /// Watches the ready channel of `ns`/`queue`; returns once subscribed.
-    pub async fn watch(&self, ns: &str, queue: &str) -> Result<Watch, EngineError> {
-        let channel = keys::ready_channel(ns, queue);
-        let (tx, rx) = oneshot::channel();
-        let closed = || EngineError::Unavailable {
-            shard: self.shard.clone(),
-            source: fred::error::Error::new(
-                fred::error::ErrorKind::Canceled,
-                "wake-up task stopped",
-            ),
-        };
-        self.commands
-            .send(Command::Watch(channel.clone(), tx))
-            .map_err(|_| closed())?;
-        let notify = rx.await.map_err(|_| closed())??;
-        Ok(Watch {
-            channel,
+    /// Watches the ready channel of `ns`/`queue` on `shard`; returns once
+    /// subscribed.
+    pub async fn watch(&self, shard: &Shard, ns: &str, queue: &str) -> Result<Watch, EngineError> {
+        let key = (shard.name().to_owned(), keys::ready_channel(ns, queue));
+        if let Some(shared) = self.lock().map.get(&key).and_then(Weak::upgrade)
+            && shared.shard.same(shard)
+        {
+            return Ok(Watch { shared });
+        }
+        // Two first waiters of a channel may both get here: each then has a
+        // listener of its own, which is correct, only not shared.
+        let notify = Arc::new(Notify::new());
+        let woken = notify.clone();
+        let handler = Arc::new(move |heard: Heard<'_>| match heard {
+            Heard::Message(v) => {
+                let n = v.as_u64().unwrap_or(1).clamp(1, 1024);
+                for _ in 0..n {
+                    woken.notify_one();
+                }
+            }
+            Heard::MaybeLost => {
+                woken.notify_waiters();
+                woken.notify_one();
+            }
+        });
+        let listening = shard.pubsub()?.listen(&key.1, handler).await?;
+        let shared = Arc::new(Shared {
+            shard: shard.clone(),
             notify,
-            commands: self.commands.clone(),
-        })
-    }
-}
-
-async fn run(
-    shard: Shard,
-    sub: SubscriberClient,
-    mut commands: mpsc::UnboundedReceiver<Command>,
-    channels: Channels,
-    shutdown: CancellationToken,
-) {
-    let _conn = sub.init().await;
-    let _manage = sub.manage_subscriptions();
-    let dispatcher = tokio::spawn(dispatch(sub.clone(), channels.clone()));
-    loop {
-        let cmd = tokio::select! {
-            c = commands.recv() => c,
-            () = shutdown.cancelled() => None,
-        };
-        let Some(cmd) = cmd else { break };
-        match cmd {
-            Command::Watch(channel, reply) => {
-                let existing = {
-                    let mut map = channels.lock().unwrap_or_else(|p| p.into_inner());
-                    map.get_mut(&channel).map(|(n, count)| {
-                        *count += 1;
-                        n.clone()
-                    })
-                };
-                let result = match existing {
-                    Some(n) => Ok(n),
-                    None => match sub.subscribe(channel.as_str()).await {
-                        Ok(()) => {
-                            let n = Arc::new(Notify::new());
-                            channels
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .insert(channel.clone(), (n.clone(), 1));
-                            Ok(n)
-                        }
-                        Err(e) => Err(shard.err(e)),
-                    },
-                };
-                let _ = reply.send(result);
-            }
-            Command::Unwatch(channel) => {
-                let last = {
-                    let mut map = channels.lock().unwrap_or_else(|p| p.into_inner());
-                    match map.get_mut(&channel) {
-                        Some((_, count)) if *count > 1 => {
-                            *count -= 1;
-                            false
-                        }
-                        Some(_) => {
-                            map.remove(&channel);
-                            true
-                        }
-                        None => false,
-                    }
-                };
-                if last && let Err(e) = sub.unsubscribe(channel.as_str()).await {
-                    tracing::debug!(error = %e, channel, "unsubscribe failed");
-                }
-            }
+            _listening: listening,
+        });
+        let mut channels = self.lock();
+        if channels.map.len() >= channels.sweep_at {
+            channels.map.retain(|_, w| w.strong_count() > 0);
+            channels.sweep_at = (channels.map.len() * 2).max(1024);
         }
+        channels.map.insert(key, Arc::downgrade(&shared));
+        Ok(Watch { shared })
     }
-    dispatcher.abort();
-    let _ = sub.quit().await;
-}
 
-/// Hands each announcement to as many waiters as jobs became ready.
-async fn dispatch(sub: SubscriberClient, channels: Channels) {
-    let mut messages = sub.message_rx();
-    let mut reconnects = sub.reconnect_rx();
-    loop {
-        tokio::select! {
-            m = messages.recv() => match m {
-                Ok(m) => {
-                    let n = m.value.as_u64().unwrap_or(1).clamp(1, 1024);
-                    let notify = channels
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&*m.channel)
-                        .map(|(n, _)| n.clone());
-                    if let Some(notify) = notify {
-                        for _ in 0..n {
-                            notify.notify_one();
-                        }
-                    }
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => wake_all(&channels),
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            },
-            r = reconnects.recv() => match r {
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => wake_all(&channels),
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            },
-        }
-    }
-}
-
-fn wake_all(channels: &Channels) {
-    for (n, _) in channels.lock().unwrap_or_else(|p| p.into_inner()).values() {
-        n.notify_waiters();
-        n.notify_one();
+    fn lock(&self) -> std::sync::MutexGuard<'_, Channels> {
+        self.channels.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

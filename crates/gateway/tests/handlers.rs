@@ -74,8 +74,7 @@ async fn gateway(redis: &RedisServer, accounts: &[(&str, &str)]) -> Gateway {
         tokens,
         Health::default(),
         CancellationToken::new(),
-    )
-    .expect("state");
+    );
     let desired = Desired {
         pools,
         others: String::new(),
@@ -124,82 +123,108 @@ fn job_keys(redis: &RedisServer) -> Vec<String> {
     keys
 }
 
-#[tokio::test]
-async fn bad_publishes_are_400_or_401_and_store_nothing() {
-    let redis = RedisServer::start();
-    let g = gateway(&redis, &[]).await;
-    let t = [("x-token", g.token.as_str())];
-    let cases: [(&str, &[(&str, &str)], &str, StatusCode, &str); 7] = [
-        (
-            "/api/ns/q",
-            &[],
-            "x",
-            StatusCode::UNAUTHORIZED,
-            "token not found",
-        ),
-        (
-            "/api/ns/q",
-            &[("x-token", "nope")],
-            "x",
-            StatusCode::UNAUTHORIZED,
-            "invalid token",
-        ),
-        (
-            "/api/ns/q?delay=-1",
-            &t,
-            "x",
-            StatusCode::BAD_REQUEST,
-            "invalid delay",
-        ),
-        (
-            "/api/ns/q?tries=0",
-            &t,
-            "x",
-            StatusCode::BAD_REQUEST,
-            "tries shouldn't be zero",
-        ),
-        (
-            "/api/ns/q?delay=10&ttl=5",
-            &t,
-            "x",
-            StatusCode::BAD_REQUEST,
-            "ttl is shorter than delay",
-        ),
-        (
-            "/api/ns/q/bulk",
-            &t,
-            "{}",
-            StatusCode::BAD_REQUEST,
-            "request body should be an array of objects",
-        ),
-        (
-            "/api/n%20s/q",
-            &t,
-            "x",
-            StatusCode::BAD_REQUEST,
-            "namespace name contains forbidden characters",
-        ),
-    ];
-    for (uri, headers, body, status, error) in cases {
-        let (got, json) = call(&g.api, Method::PUT, uri, headers, body).await;
-        assert_eq!(
-            (got, json["error"].as_str()),
-            (status, Some(error)),
-            "{uri}"
-        );
-    }
-    let (got, json) = call(
-        &g.api,
-        Method::PUT,
-        "/api/ns/q",
-        &[("x-token", "elsewhere:abc")],
-        "x",
-    )
-    .await;
+/// Sends a request that must fail with `status` and `{"error": error}`.
+async fn refused(
+    app: &Router,
+    method: Method,
+    uri: &str,
+    token: &str,
+    body: &str,
+    status: StatusCode,
+    error: &str,
+) {
+    let headers: &[(&str, &str)] = if token.is_empty() {
+        &[]
+    } else {
+        &[("x-token", token)]
+    };
+    let (got, json) = call(app, method, uri, headers, body).await;
     assert_eq!(
         (got, json["error"].as_str()),
-        (StatusCode::NOT_FOUND, Some("pool not found"))
+        (status, Some(error)),
+        "{uri}"
     );
+}
+
+#[tokio::test]
+async fn bad_publishes_are_refused_and_store_nothing() {
+    let redis = RedisServer::start();
+    let g = gateway(&redis, &[]).await;
+    let (t, put) = (g.token.as_str(), Method::PUT);
+    let bad = StatusCode::BAD_REQUEST;
+    refused(
+        &g.api,
+        put.clone(),
+        "/api/ns/q",
+        "",
+        "x",
+        StatusCode::UNAUTHORIZED,
+        "token not found",
+    )
+    .await;
+    refused(
+        &g.api,
+        put.clone(),
+        "/api/ns/q",
+        "nope",
+        "x",
+        StatusCode::UNAUTHORIZED,
+        "invalid token",
+    )
+    .await;
+    refused(
+        &g.api,
+        put.clone(),
+        "/api/ns/q",
+        "elsewhere:abc",
+        "x",
+        StatusCode::NOT_FOUND,
+        "pool not found",
+    )
+    .await;
+    refused(
+        &g.api,
+        put.clone(),
+        "/api/ns/q?delay=-1",
+        t,
+        "x",
+        bad,
+        "invalid delay",
+    )
+    .await;
+    refused(
+        &g.api,
+        put.clone(),
+        "/api/ns/q?tries=0",
+        t,
+        "x",
+        bad,
+        "tries shouldn't be zero",
+    )
+    .await;
+    refused(
+        &g.api,
+        put.clone(),
+        "/api/ns/q?delay=10&ttl=5",
+        t,
+        "x",
+        bad,
+        "ttl is shorter than delay",
+    )
+    .await;
+    let not_array = "request body should be an array of objects";
+    refused(
+        &g.api,
+        put.clone(),
+        "/api/ns/q/bulk",
+        t,
+        "{}",
+        bad,
+        not_array,
+    )
+    .await;
+    let forbidden = "namespace name contains forbidden characters";
+    refused(&g.api, put, "/api/n%20s/q", t, "x", bad, forbidden).await;
     assert_eq!(job_keys(&redis), Vec::<String>::new(), "nothing stored");
 }
 

@@ -1,7 +1,7 @@
-//! The timer announcements of one shard ([`keys::TIMER_CHANNEL`]), heard by
-//! a task of their own so that the lease loop never waits on a subscriber.
+//! The timer announcements of one shard ([`keys::TIMER_CHANNEL`]), heard on
+//! the shard's shared subscriber by a task of their own, so that the lease
+//! loop never waits on a subscribe.
 //!
-//! The subscriber client is made once per shard and reconnects by itself;
 //! fred resubscribes after a reconnect only to channels whose SUBSCRIBE once
 //! succeeded, so until one has, the task tries again every
 //! [`RESUBSCRIBE`]. Without a subscription pumps still run, on their
@@ -9,17 +9,23 @@
 //! task says so ([`Heard::Subscribed`]) once it has one, so that its owner
 //! looks again at what it may have missed.
 
-use std::time::Duration;
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
-use fred::{clients::SubscriberClient, prelude::*};
 use sundial_core::{Shard, keys};
-use tokio::sync::{broadcast::error::RecvError, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// How long one SUBSCRIBE attempt may take.
-const ATTEMPT: Duration = Duration::from_secs(3);
 /// How long to wait between failed attempts (and before a restart).
 pub(crate) const RESUBSCRIBE: Duration = Duration::from_secs(1);
+/// Announcements queued for the lease loop at most; beyond, they are
+/// dropped and the loop is told that some were lost.
+const QUEUED: usize = 1024;
 
 /// What a shard's timer channel said.
 #[derive(Debug)]
@@ -34,87 +40,70 @@ pub(crate) enum Heard {
 
 /// Starts hearing `shard`'s announcements, after `after`, until `stop` or
 /// until the receiver is dropped. The receiver yields `None` if the task
-/// ended otherwise (its subscriber closed): its owner starts another.
+/// ended otherwise: its owner starts another.
 pub(crate) fn start(
     shard: Shard,
     stop: CancellationToken,
     after: Duration,
 ) -> mpsc::Receiver<Heard> {
-    let (tx, rx) = mpsc::channel(1024);
+    let (tx, rx) = mpsc::channel(QUEUED);
     tokio::spawn(async move {
         tokio::select! {
             () = tokio::time::sleep(after) => {}
             () = stop.cancelled() => return,
         }
-        let sub = loop {
-            match shard.subscriber() {
-                Ok(sub) => break sub,
-                Err(e) => {
-                    tracing::error!(shard = shard.name(), error = %e, "cannot make a subscriber for timer announcements");
-                    tokio::select! {
-                        () = tokio::time::sleep(RESUBSCRIBE) => {}
-                        () = stop.cancelled() => return,
-                    }
-                }
-            }
-        };
         tokio::select! {
-            () = hear(&shard, &sub, &tx) => {}
+            () = hear(&shard, &tx) => {}
             () = stop.cancelled() => {}
             () = tx.closed() => {}
         }
-        // It would reconnect forever otherwise.
-        let _ = tokio::time::timeout(ATTEMPT, sub.quit()).await;
     });
     rx
 }
 
-async fn hear(shard: &Shard, sub: &SubscriberClient, tx: &mpsc::Sender<Heard>) {
-    let _conn = sub.connect();
-    let _manage = sub.manage_subscriptions();
-    let mut messages = sub.message_rx();
-    let mut reconnects = sub.reconnect_rx();
-    subscribe(shard, sub).await;
-    let _ = tx.send(Heard::Subscribed).await;
-    loop {
-        let heard = tokio::select! {
-            m = messages.recv() => match m {
-                Ok(m) => match m.value.as_string() {
-                    Some(tag) => Heard::Due(tag),
-                    None => continue,
-                },
-                Err(RecvError::Lagged(_)) => Heard::MaybeLost,
-                Err(RecvError::Closed) => return,
+/// Listens (trying until it can), then forwards what is heard until the
+/// receiver goes away.
+async fn hear(shard: &Shard, tx: &mpsc::Sender<Heard>) {
+    let lost = Arc::new(AtomicBool::new(false));
+    let queue = tx.clone();
+    let dropped = lost.clone();
+    let handler = Arc::new(move |heard: sundial_core::Heard<'_>| {
+        let heard = match heard {
+            sundial_core::Heard::Message(v) => match v.as_string() {
+                Some(tag) => Heard::Due(tag),
+                None => return,
             },
-            r = reconnects.recv() => match r {
-                Ok(_) | Err(RecvError::Lagged(_)) => Heard::MaybeLost,
-                Err(RecvError::Closed) => return,
-            },
+            sundial_core::Heard::MaybeLost => Heard::MaybeLost,
         };
-        if tx.send(heard).await.is_err() {
+        if queue.try_send(heard).is_err() {
+            dropped.store(true, Ordering::Release);
+        }
+    });
+    let _listening = loop {
+        let listened = match shard.pubsub() {
+            Ok(p) => p.listen(keys::TIMER_CHANNEL, handler.clone()).await,
+            Err(e) => Err(e),
+        };
+        match listened {
+            Ok(l) => break l,
+            Err(e) => {
+                tracing::warn!(shard = shard.name(), error = %e, "cannot subscribe to timer announcements yet; retrying");
+                tokio::time::sleep(RESUBSCRIBE).await;
+            }
+        }
+    };
+    tracing::info!(shard = shard.name(), "subscribed to timer announcements");
+    if tx.send(Heard::Subscribed).await.is_err() {
+        return;
+    }
+    // Announcements dropped on a full queue: say so once there is room.
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(RESUBSCRIBE) => {}
+            () = tx.closed() => return,
+        }
+        if lost.swap(false, Ordering::AcqRel) && tx.send(Heard::MaybeLost).await.is_err() {
             return;
         }
-    }
-}
-
-/// Subscribes, trying until it works.
-async fn subscribe(shard: &Shard, sub: &SubscriberClient) {
-    loop {
-        match tokio::time::timeout(ATTEMPT, sub.subscribe(keys::TIMER_CHANNEL)).await {
-            Ok(Ok(())) => {
-                tracing::info!(shard = shard.name(), "subscribed to timer announcements");
-                return;
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(shard = shard.name(), error = %e, "cannot subscribe to timer announcements yet; retrying");
-            }
-            Err(_) => {
-                tracing::warn!(
-                    shard = shard.name(),
-                    "subscribing to timer announcements timed out; retrying"
-                );
-            }
-        }
-        tokio::time::sleep(RESUBSCRIBE).await;
     }
 }

@@ -55,7 +55,7 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         tokens,
         health,
         shutdown.clone(),
-    )?;
+    );
     let reloader = source.reloader(live);
     let background = background(&source, &state, &reloader).start();
     let ready: Readiness = {
@@ -168,8 +168,6 @@ fn background(
             sundial_pumpd::run(pumped.clone(), opts.clone(), status.clone(), stop)
         });
     }
-    let followed = state.clone();
-    loops.add("wake-up sync", move |stop| followed.clone().follow(stop));
     let every = config.layout_check();
     loops.add("reload", source.reload_loop(reloader));
     let (drained, retire) = (live, reloader.clone());

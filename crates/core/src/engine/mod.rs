@@ -22,6 +22,7 @@ pub use checks::ShardCheck;
 pub use decode::{Delivery, JobView};
 pub use jobs::{NewJob, Schedule};
 pub use lease::LeaseOp;
+pub use pubsub::{Handler, Heard, Listening, PubSub};
 pub use pump::PumpOutcome;
 pub use queue::Counts;
 pub use shard::{Shard, ShardOptions};

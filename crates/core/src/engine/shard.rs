@@ -66,6 +66,8 @@ struct Inner {
     /// `created`), 0 never.
     last_reconnect_ms: std::sync::atomic::AtomicU64,
     created: std::time::Instant,
+    /// The shared subscriber, made on first use.
+    pubsub: std::sync::OnceLock<super::pubsub::PubSub>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -149,6 +151,7 @@ impl Shard {
                 command_timeout: opts.command_timeout,
                 last_reconnect_ms: std::sync::atomic::AtomicU64::new(0),
                 created: std::time::Instant::now(),
+                pubsub: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -160,6 +163,10 @@ impl Shard {
     /// The builder the pool was made with, for connections of another kind.
     pub(super) fn builder(&self) -> &Builder {
         &self.inner.builder
+    }
+
+    pub(super) fn pubsub_cell(&self) -> &std::sync::OnceLock<super::pubsub::PubSub> {
+        &self.inner.pubsub
     }
 
     /// Whether both are the same connection (a reload that changes nothing

@@ -85,11 +85,11 @@ async fn watch(
     for (shard, _) in tenant.pool.groups(&tenant.ns).iter() {
         // A disconnected shard cannot announce anything; waiting for its
         // subscribe would only hold the request up.
-        let Some(w) = state.wakeups(shard).filter(|_| shard.is_connected()) else {
+        if !shard.is_connected() {
             continue;
-        };
+        }
         for q in queues {
-            watches.push(w.watch(&tenant.ns, q).await?);
+            watches.push(state.wakeups.watch(shard, &tenant.ns, q).await?);
         }
     }
     Ok(watches)
