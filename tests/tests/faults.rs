@@ -1,4 +1,8 @@
 //! Faults and lifecycle: Redis outages, signals, crashes, clients that leave.
+//!
+//! Length: each test is one scenario, written top to bottom as an operator
+//! would run it (start, act, break something, check what Redis and clients
+//! see), so some run past 60 lines; splitting them would scatter one story.
 
 use std::{
     collections::HashSet,

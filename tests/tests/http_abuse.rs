@@ -2,6 +2,10 @@
 //! one-byte pieces, oversized bulks, `HEAD` on consume, thousands of idle
 //! connections, malformed requests. Each is bounded in time and memory
 //! (read from the process), takes no job and stores nothing.
+//!
+//! Length: each test is one scenario, written top to bottom as an operator
+//! would run it (start, act, break something, check what Redis and clients
+//! see), so some run past 60 lines; splitting them would scatter one story.
 
 use std::{
     io::{Read, Write},

@@ -1,4 +1,8 @@
 //! Per-token rate limits, counted in Redis across gateways.
+//!
+//! Length: each test is one scenario, written top to bottom as an operator
+//! would run it (start, act, break something, check what Redis and clients
+//! see), so some run past 60 lines; splitting them would scatter one story.
 
 use std::time::Duration;
 

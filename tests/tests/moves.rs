@@ -1,5 +1,9 @@
 //! Adding and removing a shard of a pool that holds jobs, under load, with
 //! two gateways that reload a moment apart.
+//!
+//! Length: each test is one scenario, written top to bottom as an operator
+//! would run it (start, act, break something, check what Redis and clients
+//! see), so some run past 60 lines; splitting them would scatter one story.
 
 use std::{
     collections::HashSet,

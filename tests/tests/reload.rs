@@ -1,5 +1,9 @@
 //! Hot reload of the pools: admin call, SIGHUP, file change; what may
 //! change and what is refused.
+//!
+//! Length: each test is one scenario, written top to bottom as an operator
+//! would run it (start, act, break something, check what Redis and clients
+//! see), so some run past 60 lines; splitting them would scatter one story.
 
 use std::{
     sync::{

@@ -1,5 +1,9 @@
 //! A pool whose shard is a Sentinel-managed master: the gateway follows a
 //! failover without a restart.
+//!
+//! Length: each test is one scenario, written top to bottom as an operator
+//! would run it (start, act, break something, check what Redis and clients
+//! see), so some run past 60 lines; splitting them would scatter one story.
 
 use std::{
     sync::{

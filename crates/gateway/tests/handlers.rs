@@ -2,6 +2,9 @@
 //! real Redis: the error cases a client meets, and that each one leaves
 //! Redis as it was. (The same APIs over a real listener and the real binary
 //! are in `tests/tests/api.rs`.)
+//!
+//! Length: each test is one client's story, top to bottom; some run past 60
+//! lines.
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 

@@ -8,7 +8,7 @@ use sundial_core::{PumpOutcome, Shard};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::PumpOptions;
+use crate::options::PumpOptions;
 
 /// A bucket of a namespace: (namespace, bucket).
 pub(crate) type Bucket = (String, u32);

@@ -18,49 +18,19 @@
 //! On shutdown a process releases its leases at once.
 
 mod announcements;
-mod backlog;
 mod bucket;
+mod gauges;
+mod options;
 mod status;
 mod supervisor;
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use sundial_router::LiveTopology;
 use tokio_util::sync::CancellationToken;
 
+pub use options::PumpOptions;
 pub use status::{PumpStatus, ShardStatus};
-
-/// How the pumps behave.
-#[derive(Debug, Clone)]
-pub struct PumpOptions {
-    /// Timer entries one pump call handles at most.
-    pub batch: u32,
-    /// How long an idle bucket sleeps before it checks again anyway.
-    pub idle_check: Duration,
-    /// How often the namespace registry is read for new buckets.
-    pub registry_refresh: Duration,
-    /// How long to wait after a failed pump call.
-    pub retry_after: Duration,
-    /// How long a bucket lease lasts unless renewed (renewed every quarter
-    /// of it); a dead process's buckets are taken over about this long after
-    /// its last renewal.
-    pub lease_ttl: Duration,
-    /// How often the backlog gauges of the held buckets are refreshed.
-    pub metrics_interval: Duration,
-}
-
-impl Default for PumpOptions {
-    fn default() -> Self {
-        Self {
-            batch: 500,
-            idle_check: Duration::from_secs(30),
-            registry_refresh: Duration::from_secs(5),
-            retry_after: Duration::from_millis(500),
-            lease_ttl: Duration::from_secs(3),
-            metrics_interval: Duration::from_secs(5),
-        }
-    }
-}
 
 /// Pumps every bucket of every pool of the live topology until
 /// `shutdown` is cancelled. When the topology is swapped (a reload), the
@@ -81,30 +51,50 @@ pub async fn run(
     tracing::info!(owner, "pumps running");
     loop {
         changes.mark_unchanged();
-        let generation = shutdown.child_token();
+        let generation = Generation {
+            opts: opts.clone(),
+            owner: owner.clone(),
+            status: status.clone(),
+            stop: shutdown.child_token(),
+        };
+        let more = generation.run(&live, &mut changes, &shutdown).await;
+        if !more {
+            return;
+        }
+        tracing::info!("topology changed; pumps restarted on it");
+    }
+}
+
+/// The pumps of one topology: a supervisor per shard.
+struct Generation {
+    opts: PumpOptions,
+    owner: String,
+    status: PumpStatus,
+    /// Stops this generation's supervisors.
+    stop: CancellationToken,
+}
+
+type Supervisors = tokio::task::JoinSet<()>;
+
+impl Generation {
+    /// Runs until the topology changes (returns `true`) or `shutdown`
+    /// (`false`), restarting a shard's supervisor that ends before.
+    async fn run(
+        &self,
+        live: &LiveTopology,
+        changes: &mut tokio::sync::watch::Receiver<u64>,
+        shutdown: &CancellationToken,
+    ) -> bool {
         let topology = live.topology();
-        let mut tasks = tokio::task::JoinSet::new();
+        let mut tasks = Supervisors::new();
         let mut shards = std::collections::HashMap::new();
-        status.reset(topology.pools().flat_map(|p| {
+        self.status.reset(topology.pools().flat_map(|p| {
             p.shards()
                 .map(|s| (p.name().to_owned(), s.name().to_owned()))
         }));
-        let spawn = |tasks: &mut tokio::task::JoinSet<()>,
-                     pool: &Arc<sundial_router::Pool>,
-                     shard: &sundial_core::Shard| {
-            let pumps = supervisor::ShardPumps::new(
-                pool.clone(),
-                shard.clone(),
-                opts.clone(),
-                owner.clone(),
-                status.clone(),
-                generation.clone(),
-            );
-            tasks.spawn(pumps.run()).id()
-        };
         for pool in topology.pools() {
             for shard in pool.shards() {
-                let id = spawn(&mut tasks, pool, shard);
+                let id = self.spawn(&mut tasks, pool, shard);
                 shards.insert(id, (pool.clone(), shard.clone()));
             }
         }
@@ -120,17 +110,31 @@ pub async fn run(
                     };
                     if let Some((pool, shard)) = shards.remove(&id) {
                         tracing::error!(shard = shard.name(), error = ?ended.err(), "a shard's pump loop ended; starting it again");
-                        let id = spawn(&mut tasks, &pool, &shard);
+                        let id = self.spawn(&mut tasks, &pool, &shard);
                         shards.insert(id, (pool, shard));
                     }
                 }
             }
         };
-        generation.cancel();
+        self.stop.cancel();
         while tasks.join_next().await.is_some() {}
-        if !more {
-            return;
-        }
-        tracing::info!("topology changed; pumps restarted on it");
+        more
+    }
+
+    fn spawn(
+        &self,
+        tasks: &mut Supervisors,
+        pool: &Arc<sundial_router::Pool>,
+        shard: &sundial_core::Shard,
+    ) -> tokio::task::Id {
+        let pumps = supervisor::ShardPumps::new(
+            pool.clone(),
+            shard.clone(),
+            self.opts.clone(),
+            self.owner.clone(),
+            self.status.clone(),
+            self.stop.clone(),
+        );
+        tasks.spawn(pumps.run()).id()
     }
 }

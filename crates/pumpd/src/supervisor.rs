@@ -27,10 +27,11 @@ use tokio_util::sync::CancellationToken;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::{
-    PumpOptions, PumpStatus,
+    PumpStatus,
     announcements::{self, Heard},
-    backlog::Backlog,
     bucket::{self, Bucket, Ended, Lags},
+    gauges::{self, Backlog},
+    options::PumpOptions,
 };
 
 /// A held bucket: its wake-up, its task's cancellation, and which task
@@ -54,6 +55,7 @@ pub(crate) struct ShardPumps {
     lags: Lags,
     /// The backlog gauges of the held buckets.
     backlog: Backlog,
+    leases: gauges::Leases,
     /// The bucket tasks, each returning why it ended.
     tasks: JoinSet<Ended>,
     /// Which bucket each task pumps.
@@ -77,6 +79,7 @@ impl ShardPumps {
         shutdown: CancellationToken,
     ) -> Self {
         Self {
+            leases: gauges::Leases::new(pool.name(), shard.name()),
             pool,
             shard,
             opts,
@@ -129,10 +132,11 @@ impl ShardPumps {
                     .report(self.pool.name(), &self.shard, self.held.keys())
                     .await,
                 heard = announcements.recv() => match heard {
-                    // The task ended (its subscriber closed) while this loop
-                    // runs: start it again, after a pause; until it
-                    // subscribes, pumps run on their timers.
+                    Some(heard) => self.on_heard(heard).await,
                     None if shutdown.is_cancelled() => break,
+                    // The task ended while this loop runs: start it again,
+                    // after a pause; until it subscribes, pumps run on
+                    // their timers.
                     None => {
                         tracing::warn!(shard = self.shard.name(), "timer announcements stopped; subscribing again");
                         self.subscribed = false;
@@ -142,18 +146,6 @@ impl ShardPumps {
                             announcements::RESUBSCRIBE,
                         );
                     }
-                    Some(Heard::Due(tag)) => {
-                        if self.announce(&tag) {
-                            // A bucket we did not know: claim it now, not
-                            // at the next round.
-                            self.lease_round().await;
-                        }
-                    }
-                    Some(Heard::Subscribed) => {
-                        self.subscribed = true;
-                        self.resync().await;
-                    }
-                    Some(Heard::MaybeLost) => self.resync().await,
                 },
                 Some(done) = self.tasks.join_next_with_id() => {
                     if self.on_task_end(done) {
@@ -163,12 +155,34 @@ impl ShardPumps {
                 () = shutdown.cancelled() => break,
             }
         }
+        self.stop_all().await;
+    }
+
+    async fn on_heard(&mut self, heard: Heard) {
+        match heard {
+            Heard::Due(tag) => {
+                if self.announce(&tag) {
+                    // A bucket we did not know: claim it now, not at the
+                    // next round.
+                    self.lease_round().await;
+                }
+            }
+            Heard::Subscribed => {
+                self.subscribed = true;
+                self.resync().await;
+            }
+            Heard::MaybeLost => self.resync().await,
+        }
+    }
+
+    /// Stops every bucket task, gives the leases back, and zeroes the
+    /// backlog gauges this process reported (it no longer holds them).
+    async fn stop_all(&mut self) {
         for held in self.held.values() {
             held.stop.cancel();
         }
         while self.tasks.join_next().await.is_some() {}
         self.release_all().await;
-        // What this process no longer holds it no longer reports.
         self.backlog
             .report(self.pool.name(), &self.shard, self.held.keys())
             .await;
@@ -316,12 +330,10 @@ impl ShardPumps {
             }
         };
         self.live = live;
-        let pool = self.pool.name().to_owned();
         for ((bucket, _), held) in ops.into_iter().zip(flags) {
             match (held, self.held.contains_key(&bucket)) {
                 (true, false) => {
-                    metrics::counter!("sundial_pump_leases_acquired_total", "pool" => pool.clone())
-                        .increment(1);
+                    self.leases.acquired.increment(1);
                     self.start(bucket);
                 }
                 (false, true) => {
@@ -339,19 +351,7 @@ impl ShardPumps {
         }
         self.status
             .round(self.shard.name(), Ok(self.held.len()), self.subscribed);
-        let shard = self.shard.name().to_owned();
-        metrics::gauge!("sundial_pump_leases_held", "pool" => pool.clone(), "shard" => shard.clone())
-            .set(self.held.len() as f64);
-        let worst = self
-            .lags
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .copied()
-            .max()
-            .unwrap_or(0);
-        metrics::gauge!("sundial_pump_lag_seconds", "pool" => pool, "shard" => shard)
-            .set(worst as f64 / 1000.0);
+        self.leases.set(self.held.len(), &self.lags);
     }
 
     fn start(&mut self, bucket: Bucket) {

@@ -126,9 +126,7 @@ pub async fn run(
     every: Duration,
     shutdown: CancellationToken,
 ) {
-    let instance = ulid::Ulid::new().to_string();
-    // Per pool: the current layout, and the previous one with when it stopped being current.
-    let mut layouts: HashMap<String, (Layout, Option<(Layout, Instant)>)> = HashMap::new();
+    let mut views = Views::new();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -139,57 +137,8 @@ pub async fn run(
         let topology = live.topology();
         let mut retired = false;
         for pool in topology.pools() {
-            let entry = layouts
-                .entry(pool.name().to_owned())
-                .or_insert_with(|| (pool.layout().clone(), None));
-            if entry.0 != *pool.layout() {
-                let previous = std::mem::replace(&mut entry.0, pool.layout().clone());
-                entry.1 = Some((previous, Instant::now()));
-            }
-            let mut mine = vec![entry.0.to_string()];
-            if let Some((prev, since)) = &entry.1
-                && since.elapsed() < WRITE_GRACE
-            {
-                mine.push(prev.to_string());
-            }
-            for shard in pool.shards() {
-                if let Err(e) = shard.announce_view(&instance, &mine, VIEW_TTL).await {
-                    tracing::warn!(shard = shard.name(), error = %e, "cannot announce this gateway's layouts");
-                }
-            }
-            if pool.draining().next().is_none() {
-                gauges(pool.name(), 0, 0);
-                continue;
-            }
-            match report(pool).await {
-                Ok(r) => {
-                    gauges(
-                        pool.name(),
-                        r.draining.iter().map(|l| l.buckets_pending).sum(),
-                        r.draining.iter().map(|l| l.jobs_left).sum(),
-                    );
-                    for l in r
-                        .draining
-                        .iter()
-                        .filter(|l| l.writers == 0 && l.jobs_left == 0)
-                    {
-                        match retire(pool, &l.layout).await {
-                            Ok(()) => {
-                                tracing::info!(
-                                    pool = pool.name(),
-                                    layout = %l.layout,
-                                    "layout drained and retired"
-                                );
-                                retired = true;
-                            }
-                            Err(e) => {
-                                tracing::warn!(pool = pool.name(), error = %e, "cannot retire a drained layout")
-                            }
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(pool = pool.name(), error = %e, "cannot measure a drain"),
-            }
+            views.announce(pool).await;
+            retired |= retire_drained(pool).await;
         }
         drop(topology);
         if retired {
@@ -197,8 +146,88 @@ pub async fn run(
         }
     }
     for shard in live.topology().shards() {
-        let _ = shard.withdraw_view(&instance).await;
+        let _ = shard.withdraw_view(&views.instance).await;
     }
+}
+
+/// What this gateway announces of the layouts it may write to.
+struct Views {
+    instance: String,
+    /// Per pool: the current layout, and the previous one with when it
+    /// stopped being current.
+    layouts: HashMap<String, (Layout, Option<(Layout, Instant)>)>,
+}
+
+impl Views {
+    fn new() -> Self {
+        Self {
+            instance: ulid::Ulid::new().to_string(),
+            layouts: HashMap::new(),
+        }
+    }
+
+    /// Announces in every shard of `pool` the layouts this gateway may
+    /// write to: the current one, and the previous one for [`WRITE_GRACE`].
+    async fn announce(&mut self, pool: &Pool) {
+        let entry = self
+            .layouts
+            .entry(pool.name().to_owned())
+            .or_insert_with(|| (pool.layout().clone(), None));
+        if entry.0 != *pool.layout() {
+            let previous = std::mem::replace(&mut entry.0, pool.layout().clone());
+            entry.1 = Some((previous, Instant::now()));
+        }
+        let mut mine = vec![entry.0.to_string()];
+        if let Some((prev, since)) = &entry.1
+            && since.elapsed() < WRITE_GRACE
+        {
+            mine.push(prev.to_string());
+        }
+        for shard in pool.shards() {
+            if let Err(e) = shard.announce_view(&self.instance, &mine, VIEW_TTL).await {
+                tracing::warn!(shard = shard.name(), error = %e, "cannot announce this gateway's layouts");
+            }
+        }
+    }
+}
+
+/// Measures `pool`'s drains (gauges) and retires every layout that no live
+/// gateway writes to and whose moved buckets are empty. Returns whether it
+/// retired one.
+async fn retire_drained(pool: &Pool) -> bool {
+    if pool.draining().next().is_none() {
+        gauges(pool.name(), 0, 0);
+        return false;
+    }
+    let r = match report(pool).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(pool = pool.name(), error = %e, "cannot measure a drain");
+            return false;
+        }
+    };
+    gauges(
+        pool.name(),
+        r.draining.iter().map(|l| l.buckets_pending).sum(),
+        r.draining.iter().map(|l| l.jobs_left).sum(),
+    );
+    let mut retired = false;
+    for l in r
+        .draining
+        .iter()
+        .filter(|l| l.writers == 0 && l.jobs_left == 0)
+    {
+        match retire(pool, &l.layout).await {
+            Ok(()) => {
+                tracing::info!(pool = pool.name(), layout = %l.layout, "layout drained and retired");
+                retired = true;
+            }
+            Err(e) => {
+                tracing::warn!(pool = pool.name(), error = %e, "cannot retire a drained layout")
+            }
+        }
+    }
+    retired
 }
 
 fn gauges(pool: &str, buckets: u64, jobs: u64) {

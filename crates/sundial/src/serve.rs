@@ -48,12 +48,11 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         .reload()
         .await
         .context("cannot load the token table")?;
-    let health = Health::default();
     let state = AppState::new(
         config.gateway_settings(),
         live.clone(),
         tokens,
-        health,
+        Health::default(),
         shutdown.clone(),
     );
     let reloader = source.reloader(live);
@@ -62,14 +61,12 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         let state = state.clone();
         Arc::new(move |strict| admin::readiness(&state, strict))
     };
+    let health = crate::health::router(metrics, ready);
     let access = Some(config.log.access);
-    let api_app = layered(api::router(state.clone()), access);
-    let admin_routes = admin::router(
-        state.clone(),
-        reloader,
-        crate::health::router(metrics, ready),
+    let apps = (
+        layered(api::router(state.clone()), access),
+        layered(admin::router(state.clone(), reloader, health), access),
     );
-    let admin_app = layered(admin_routes, access);
     tracing::info!(
         api = %api.local_addr()?,
         admin = %admin.local_addr()?,
@@ -78,6 +75,21 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         "sundial gateway listening"
     );
     state.set_ready(true);
+    listen(config, (api, admin), apps, &state, &shutdown).await;
+    background.stop().await;
+    tracing::info!("sundial gateway stopped");
+    Ok(())
+}
+
+/// Serves both listeners until the shutdown has begun and the requests in
+/// flight have finished, or the grace period has passed.
+async fn listen(
+    config: &Config,
+    (api, admin): (TcpListener, TcpListener),
+    (api_app, admin_app): (axum::Router, axum::Router),
+    state: &AppState,
+    shutdown: &CancellationToken,
+) {
     let servers = async {
         tokio::join!(
             server::serve(
@@ -94,7 +106,7 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
                 config.http.admin_limits(),
                 shutdown.clone()
             ),
-            unready_on(&state, &shutdown),
+            unready_on(state, shutdown),
         )
     };
     let grace = config.shutdown_grace();
@@ -105,9 +117,6 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
             tokio::time::sleep(grace).await;
         } => tracing::warn!(?grace, "requests still in flight after the grace period; stopping anyway"),
     }
-    background.stop().await;
-    tracing::info!("sundial gateway stopped");
-    Ok(())
 }
 
 pub(crate) async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {

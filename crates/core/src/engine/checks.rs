@@ -31,6 +31,32 @@ impl Shard {
             aof_enabled: field("aof_enabled") == "1",
             redis_version: field("redis_version"),
         };
+        self.refuse_unsafe(&check)?;
+        let stored: Option<u32> = {
+            let _: bool = client
+                .hsetnx(keys::META, keys::META_BUCKETS, buckets)
+                .await
+                .map_err(|e| self.err(e))?;
+            client
+                .hget(keys::META, keys::META_BUCKETS)
+                .await
+                .map_err(|e| self.err(e))?
+        };
+        if stored != Some(buckets) {
+            return Err(EngineError::Unsafe {
+                shard: self.name().to_owned(),
+                what: format!(
+                    "this shard holds data written with {} buckets per namespace, but the config says {buckets}; \
+                     the bucket count cannot change once jobs exist (set it back to {0})",
+                    stored.map_or_else(|| "an unknown number of".to_owned(), |b| b.to_string())
+                ),
+            });
+        }
+        Ok(check)
+    }
+
+    /// Refuses a Redis too old for the scripts, or one that evicts keys.
+    fn refuse_unsafe(&self, check: &ShardCheck) -> Result<(), EngineError> {
         // The scripts use LPOP with a count and LPOS (Redis 6.2).
         let version: Vec<u32> = check
             .redis_version
@@ -60,26 +86,6 @@ impl Shard {
                 ),
             });
         }
-        let stored: Option<u32> = {
-            let _: bool = client
-                .hsetnx(keys::META, keys::META_BUCKETS, buckets)
-                .await
-                .map_err(|e| self.err(e))?;
-            client
-                .hget(keys::META, keys::META_BUCKETS)
-                .await
-                .map_err(|e| self.err(e))?
-        };
-        if stored != Some(buckets) {
-            return Err(EngineError::Unsafe {
-                shard: self.name().to_owned(),
-                what: format!(
-                    "this shard holds data written with {} buckets per namespace, but the config says {buckets}; \
-                     the bucket count cannot change once jobs exist (set it back to {0})",
-                    stored.map_or_else(|| "an unknown number of".to_owned(), |b| b.to_string())
-                ),
-            });
-        }
-        Ok(check)
+        Ok(())
     }
 }

@@ -50,7 +50,7 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
         .with_state(state)
         .merge(health)
         .fallback(not_found)
-        .method_not_allowed_fallback(crate::api::method_not_allowed)
+        .method_not_allowed_fallback(crate::api::error::method_not_allowed)
 }
 
 /// `POST /reload`: reloads the pools now; 200 with what changed, or 400 with

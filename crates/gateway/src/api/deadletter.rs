@@ -53,7 +53,7 @@ pub(super) async fn respawn(
             .respawn(&tenant.ns, buckets, queue, limit - count, ttl_ms)
             .await?;
     }
-    super::count_jobs(
+    super::queue_metrics::count(
         super::queue_metrics::Event::Respawned,
         &tenant,
         queue,
@@ -75,6 +75,6 @@ pub(super) async fn delete(tenant: Tenant) -> Result<impl IntoResponse, ApiError
             .dead_delete(&tenant.ns, buckets, queue, limit - count)
             .await?;
     }
-    super::count_jobs(super::queue_metrics::Event::Deleted, &tenant, queue, count);
+    super::queue_metrics::count(super::queue_metrics::Event::Deleted, &tenant, queue, count);
     Ok(StatusCode::NO_CONTENT)
 }

@@ -100,3 +100,8 @@ impl IntoResponse for ApiError {
         (status, Json(body)).into_response()
     }
 }
+
+/// A route that exists, with a method it does not have: 405, nothing done.
+pub(crate) async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}

@@ -50,7 +50,7 @@ pub(super) async fn delete(tenant: Tenant) -> Result<impl IntoResponse, ApiError
     let t = Target::parse(&tenant)?;
     for shard in tenant.pool.locations(&tenant.ns, t.bucket) {
         if shard.delete(&tenant.ns, t.bucket, t.queue, &t.id).await? {
-            super::count_jobs(super::queue_metrics::Event::Acked, &tenant, t.queue, 1);
+            super::queue_metrics::count(super::queue_metrics::Event::Acked, &tenant, t.queue, 1);
             break;
         }
     }

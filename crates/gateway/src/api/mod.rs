@@ -47,21 +47,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/api/{ns}/{queue}/deadletter/size", get(deadletter::size))
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(error::method_not_allowed)
         .with_state(state)
-}
-
-/// Adds `n` jobs of `queue` to one of the `sundial_jobs_*_total` counters
-/// (labels: pool, namespace, queue).
-fn count_jobs(event: queue_metrics::Event, tenant: &tenant::Tenant, queue: &str, n: u64) {
-    queue_metrics::of(tenant.pool.name(), &tenant.ns, queue).count(event, n);
 }
 
 async fn not_found() -> error::ApiError {
     error::ApiError::NotFound("api not found")
-}
-
-/// A route that exists, with a method it does not have: 405, nothing done.
-pub(crate) async fn method_not_allowed() -> error::ApiError {
-    error::ApiError::MethodNotAllowed
 }

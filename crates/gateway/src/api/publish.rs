@@ -115,7 +115,7 @@ impl<'a> Publication<'a> {
 }
 
 fn published(tenant: &Tenant, queue: &str, n: usize, answer: serde_json::Value) -> Response {
-    super::count_jobs(
+    super::queue_metrics::count(
         super::queue_metrics::Event::Published,
         tenant,
         queue,

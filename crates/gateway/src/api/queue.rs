@@ -75,6 +75,6 @@ pub(super) async fn destroy(tenant: Tenant) -> Result<impl IntoResponse, ApiErro
     for (shard, buckets) in tenant.pool.groups(&tenant.ns).iter() {
         n += shard.destroy(&tenant.ns, buckets, queue).await?;
     }
-    super::count_jobs(super::queue_metrics::Event::Deleted, &tenant, queue, n);
+    super::queue_metrics::count(super::queue_metrics::Event::Deleted, &tenant, queue, n);
     Ok(StatusCode::NO_CONTENT)
 }

@@ -89,3 +89,9 @@ pub(super) fn of(pool: &str, ns: &str, queue: &str) -> Arc<Handles> {
         .insert(queue.to_owned(), h.clone());
     h
 }
+
+/// Adds `n` jobs of `queue` to one of the `sundial_jobs_*_total` counters
+/// (labels: pool, namespace, queue).
+pub(super) fn count(event: Event, tenant: &super::tenant::Tenant, queue: &str, n: u64) {
+    of(tenant.pool.name(), &tenant.ns, queue).count(event, n);
+}

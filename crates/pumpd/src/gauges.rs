@@ -1,12 +1,47 @@
-//! The backlog gauges (`sundial_queue_jobs`) of the buckets this process
-//! holds: each bucket has one holder, so summing a gauge over all processes
-//! (and shards) gives the pool's true number.
+//! What the pumps of one shard report: the backlog gauges
+//! (`sundial_queue_jobs`) of the buckets this process holds (each bucket
+//! has one holder, so summing a gauge over all processes and shards gives
+//! the pool's true number), and the lease metrics.
 
 use std::collections::HashMap;
 
+use metrics::{Counter, Gauge};
 use sundial_core::Shard;
 
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Lags};
+
+/// The lease metrics of one shard, made once.
+#[derive(Debug)]
+pub(crate) struct Leases {
+    pub(crate) acquired: Counter,
+    held: Gauge,
+    lag: Gauge,
+}
+
+impl Leases {
+    pub(crate) fn new(pool: &str, shard: &str) -> Self {
+        let labels = [("pool", pool.to_owned()), ("shard", shard.to_owned())];
+        Self {
+            acquired: metrics::counter!("sundial_pump_leases_acquired_total", &labels[..1]),
+            held: metrics::gauge!("sundial_pump_leases_held", &labels),
+            lag: metrics::gauge!("sundial_pump_lag_seconds", &labels),
+        }
+    }
+
+    /// `sundial_pump_leases_held`, and `sundial_pump_lag_seconds`: the
+    /// worst lag among the held buckets.
+    pub(crate) fn set(&self, held: usize, lags: &Lags) {
+        self.held.set(held as f64);
+        let worst = lags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .copied()
+            .max()
+            .unwrap_or(0);
+        self.lag.set(worst as f64 / 1000.0);
+    }
+}
 
 /// The series this process reported last time, per (namespace, queue):
 /// [delayed, ready, reserved, dead].

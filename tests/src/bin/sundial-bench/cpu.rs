@@ -1,0 +1,61 @@
+//! CPU time of the gateway and of Redis, per request and per job.
+
+/// CPU time of the gateway process and of Redis over a measurement.
+pub(crate) struct CpuMeter {
+    pub(crate) gateway: Option<u32>,
+    pub(crate) redis: Option<String>,
+}
+
+/// CPU seconds used so far: (gateway, Redis).
+pub(crate) type CpuSample = (Option<f64>, Option<f64>);
+
+impl CpuMeter {
+    pub(crate) fn sample(&self) -> CpuSample {
+        (
+            self.gateway.and_then(process_cpu),
+            self.redis.as_deref().and_then(redis_cpu),
+        )
+    }
+
+    /// "gateway CPU … µs/request; Redis CPU … µs/job" since `before`.
+    pub(crate) fn report(&self, before: CpuSample, requests: u64, jobs: u64) -> String {
+        let after = self.sample();
+        let per = |b: Option<f64>, a: Option<f64>, n: u64| match (b, a) {
+            (Some(b), Some(a)) if n > 0 => format!("{:.1}", (a - b) * 1e6 / n as f64),
+            _ => "n/a".to_owned(),
+        };
+        format!(
+            "gateway CPU {} µs/request ({requests} requests); Redis CPU {} µs/job",
+            per(before.0, after.0, requests),
+            per(before.1, after.1, jobs),
+        )
+    }
+}
+
+/// User plus system CPU seconds of a process, from `/proc/<pid>/stat`.
+fn process_cpu(pid: u32) -> Option<f64> {
+    // Linux reports these in clock ticks of USER_HZ, 100 on every mainstream
+    // architecture.
+    const TICKS_PER_SEC: f64 = 100.0;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces), from field 3.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / TICKS_PER_SEC)
+}
+
+/// `used_cpu_user` plus `used_cpu_sys` of a Redis, in seconds.
+fn redis_cpu(url: &str) -> Option<f64> {
+    let mut c = redis::Client::open(url).ok()?.get_connection().ok()?;
+    let info: String = redis::cmd("INFO").arg("cpu").query(&mut c).ok()?;
+    let field = |name: &str| -> Option<f64> {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some(field("used_cpu_user")? + field("used_cpu_sys")?)
+}

@@ -1,0 +1,311 @@
+//! `sundial-bench`: a load generator for a running Sundial.
+//!
+//! ```text
+//! sundial-bench publish  --secs 10 --concurrency 64            # jobs/s
+//! sundial-bench consume  --jobs 200000 --concurrency 64        # consume+ack jobs/s
+//! sundial-bench lateness --rate 1000 --secs 20 --min-delay 1 --max-delay 3
+//! sundial-bench memory   --redis redis://127.0.0.1:6390 --jobs 100000
+//! ```
+//! Each run creates its own token (admin API) and a fresh namespace, and
+//! stops by itself: loops are bounded in count and time.
+//!
+//! Length: each measurement is one function, top to bottom, so that its
+//! method (what is timed, from where to where) reads in one place.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+mod backlog;
+mod cpu;
+mod lateness;
+mod memory;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use hdrhistogram::Histogram;
+use tokio::sync::Mutex;
+
+#[derive(Parser)]
+#[command(about = "Load generator for Sundial's HTTP API")]
+struct Cli {
+    /// Public API base URL.
+    #[arg(long, default_value = "http://127.0.0.1:7777", global = true)]
+    api: String,
+    /// Admin API base URL (to create a token).
+    #[arg(long, default_value = "http://127.0.0.1:7778", global = true)]
+    admin: String,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 64, global = true)]
+    concurrency: usize,
+    /// Job body size in bytes.
+    #[arg(long, default_value_t = 64, global = true)]
+    size: usize,
+    /// The gateway's process id: `publish` and `consume` then report its
+    /// CPU time per request (read from `/proc`).
+    #[arg(long, global = true)]
+    gateway_pid: Option<u32>,
+    /// Redis to sample `INFO cpu` from: `publish` and `consume` then report
+    /// Redis CPU time per job.
+    #[arg(long, global = true)]
+    redis_cpu: Option<String>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Publish as fast as possible for `secs` seconds.
+    Publish {
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
+    },
+    /// Publish `jobs` (bulk), then consume and ack them all as fast as possible.
+    Consume {
+        #[arg(long, default_value_t = 100_000)]
+        jobs: u64,
+        /// Jobs per consume request.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+    },
+    /// Publish delayed jobs at `rate`/s for `secs` seconds while long-polling
+    /// consumers report how late each arrives.
+    Lateness {
+        #[arg(long, default_value_t = 1000)]
+        rate: u64,
+        #[arg(long, default_value_t = 20)]
+        secs: u64,
+        #[arg(long, default_value_t = 1)]
+        min_delay: u64,
+        #[arg(long, default_value_t = 3)]
+        max_delay: u64,
+    },
+    /// Publish `jobs` all due at the same instant, then time how fast the
+    /// pumps make them all ready, while a probe publishes and consumes on
+    /// another queue.
+    Backlog {
+        #[arg(long, default_value_t = 1_000_000)]
+        jobs: u64,
+    },
+    /// Redis bytes per delayed job: `INFO memory` before and after publishing `jobs`.
+    Memory {
+        #[arg(long)]
+        redis: String,
+        #[arg(long, default_value_t = 100_000)]
+        jobs: u64,
+    },
+}
+
+struct Ctx {
+    http: reqwest::Client,
+    cpu: cpu::CpuMeter,
+    api: String,
+    token: String,
+    ns: String,
+    body: Vec<u8>,
+}
+
+impl Ctx {
+    async fn put(&self, path: &str, body: Vec<u8>) -> anyhow::Result<serde_json::Value> {
+        let r = self
+            .http
+            .put(format!("{}{path}", self.api))
+            .header("X-Token", &self.token)
+            .body(body)
+            .send()
+            .await?;
+        if r.status() != 201 {
+            bail!("publish answered {}", r.status());
+        }
+        Ok(r.json().await?)
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(cli.concurrency * 2)
+        .build()?;
+    let ns = format!("bench{}", now_ms());
+    let r = http
+        .post(format!("{}/token/{ns}?description=bench", cli.admin))
+        .send()
+        .await
+        .context("create a token")?;
+    let v: serde_json::Value = r.json().await?;
+    let token = v["token"].as_str().context("token in answer")?.to_owned();
+    let ctx = Arc::new(Ctx {
+        http,
+        cpu: cpu::CpuMeter {
+            gateway: cli.gateway_pid,
+            redis: cli.redis_cpu.clone(),
+        },
+        api: cli.api.clone(),
+        token,
+        ns,
+        body: vec![b'x'; cli.size],
+    });
+    match cli.cmd {
+        Cmd::Publish { secs } => publish(ctx, cli.concurrency, Duration::from_secs(secs)).await,
+        Cmd::Consume { jobs, count } => consume(ctx, cli.concurrency, jobs, count).await,
+        Cmd::Lateness {
+            rate,
+            secs,
+            min_delay,
+            max_delay,
+        } => lateness::lateness(ctx, cli.concurrency, rate, secs, min_delay, max_delay).await,
+        Cmd::Memory { redis, jobs } => memory::memory(ctx, &redis, jobs).await,
+        Cmd::Backlog { jobs } => backlog::backlog(ctx, jobs).await,
+    }
+}
+
+async fn publish(ctx: Arc<Ctx>, concurrency: usize, dur: Duration) -> anyhow::Result<()> {
+    let done = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let lat = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
+    let cpu = ctx.cpu.sample();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (ctx, done, errors, lat) = (ctx.clone(), done.clone(), errors.clone(), lat.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut local = Histogram::<u64>::new(3).expect("histogram");
+            while start.elapsed() < dur {
+                let t = Instant::now();
+                match ctx
+                    .put(&format!("/api/{}/q", ctx.ns), ctx.body.clone())
+                    .await
+                {
+                    Ok(_) => {
+                        done.fetch_add(1, Ordering::Relaxed);
+                        let _ = local.record(t.elapsed().as_micros() as u64);
+                    }
+                    Err(_) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            let _ = lat.lock().await.add(&local);
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let n = done.load(Ordering::Relaxed);
+    let h = lat.lock().await;
+    println!(
+        "publish: {n} jobs in {secs:.1}s = {:.0} jobs/s, {} errors; latency p50 {:.2} ms, p99 {:.2} ms",
+        n as f64 / secs,
+        errors.load(Ordering::Relaxed),
+        h.value_at_quantile(0.5) as f64 / 1000.0,
+        h.value_at_quantile(0.99) as f64 / 1000.0
+    );
+    let requests = n + errors.load(Ordering::Relaxed);
+    println!("  {}", ctx.cpu.report(cpu, requests, n));
+    Ok(())
+}
+
+async fn fill(ctx: &Ctx, queue: &str, jobs: u64, query: &str) -> anyhow::Result<()> {
+    let item = serde_json::to_string(&String::from_utf8_lossy(
+        &ctx.body[..ctx.body.len().saturating_sub(2)],
+    ))?;
+    let mut left = jobs;
+    while left > 0 {
+        let n = left.min(64);
+        let arr = format!("[{}]", vec![item.as_str(); n as usize].join(","));
+        ctx.put(
+            &format!("/api/{}/{queue}/bulk?{query}", ctx.ns),
+            arr.into_bytes(),
+        )
+        .await?;
+        left -= n;
+    }
+    Ok(())
+}
+
+async fn consume(ctx: Arc<Ctx>, concurrency: usize, jobs: u64, count: u32) -> anyhow::Result<()> {
+    print!("filling {jobs} jobs... ");
+    let fillers: Vec<_> = (0..8)
+        .map(|i| {
+            let ctx = ctx.clone();
+            let share = jobs / 8 + u64::from(i < jobs % 8);
+            tokio::spawn(async move { fill(&ctx, "q", share, "").await })
+        })
+        .collect();
+    for f in fillers {
+        f.await??;
+    }
+    println!("done");
+    let done = Arc::new(AtomicU64::new(0));
+    let requests = Arc::new(AtomicU64::new(0));
+    let cpu = ctx.cpu.sample();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (ctx, done, requests) = (ctx.clone(), done.clone(), requests.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                requests.fetch_add(1, Ordering::Relaxed);
+                let r = ctx
+                    .http
+                    .get(format!(
+                        "{}/api/{}/q?count={count}&ttr=600",
+                        ctx.api, ctx.ns
+                    ))
+                    .header("X-Token", &ctx.token)
+                    .send()
+                    .await;
+                let Ok(r) = r else { continue };
+                if r.status() == 404 {
+                    return;
+                }
+                let v: serde_json::Value = match r.json().await {
+                    Ok(v) => v,
+                    Err(_) => continue,
+                };
+                let items = match v {
+                    serde_json::Value::Array(a) => a,
+                    one => vec![one],
+                };
+                for j in items {
+                    let id = j["job_id"].as_str().unwrap_or_default();
+                    requests.fetch_add(1, Ordering::Relaxed);
+                    let ok = ctx
+                        .http
+                        .delete(format!("{}/api/{}/q/job/{id}", ctx.api, ctx.ns))
+                        .header("X-Token", &ctx.token)
+                        .send()
+                        .await
+                        .is_ok_and(|r| r.status() == 204);
+                    if ok {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let n = done.load(Ordering::Relaxed);
+    println!(
+        "consume+ack: {n} jobs in {secs:.1}s = {:.0} jobs/s (count={count})",
+        n as f64 / secs
+    );
+    let requests = requests.load(Ordering::Relaxed);
+    println!("  {}", ctx.cpu.report(cpu, requests, n));
+    Ok(())
+}

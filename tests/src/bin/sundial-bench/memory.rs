@@ -1,0 +1,41 @@
+//! `memory`: Redis bytes per delayed job.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::{Ctx, fill};
+
+fn used_memory(redis: &str) -> anyhow::Result<u64> {
+    let mut c = redis::Client::open(redis)?.get_connection()?;
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut c)?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .context("used_memory")
+}
+
+pub(crate) async fn memory(ctx: Arc<Ctx>, redis: &str, jobs: u64) -> anyhow::Result<()> {
+    // Warm up: the namespace's per-bucket keys exist before the measurement.
+    fill(&ctx, "q", 64, "delay=3600").await?;
+    let before = used_memory(redis)?;
+    let fillers: Vec<_> = (0..8)
+        .map(|i| {
+            let ctx = ctx.clone();
+            let share = jobs / 8 + u64::from(i < jobs % 8);
+            tokio::spawn(async move { fill(&ctx, "q", share, "delay=3600").await })
+        })
+        .collect();
+    for f in fillers {
+        f.await??;
+    }
+    let after = used_memory(redis)?;
+    println!(
+        "memory: {jobs} delayed jobs with {}-byte bodies: {} bytes -> {} bytes = {:.0} bytes/job",
+        ctx.body.len(),
+        before,
+        after,
+        (after - before) as f64 / jobs as f64
+    );
+    Ok(())
+}
