@@ -52,3 +52,13 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// How most tests start: a Redis, a gateway on it with the default config,
+/// and a client with a token for `ns` (also returned).
+pub async fn started(ns: &str) -> (RedisServer, Sundial, String, Api) {
+    let redis = RedisServer::start();
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    let token = create_token(&gw.admin(), ns).await;
+    let api = Api::new(gw.api(), Some(&token));
+    (redis, gw, token, api)
+}

@@ -2,7 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
+use sundial_tests::{
+    Api, RedisServer, Sundial, SundialConfig, create_token, started, wait_until_async,
+};
 
 #[tokio::test]
 async fn a_deleted_token_stops_working_on_every_gateway_within_a_second_or_two() {
@@ -152,10 +154,7 @@ async fn token_routes_need_basic_auth_when_accounts_are_configured() {
 
 #[tokio::test]
 async fn pools_info_version_metrics_health() {
-    let redis = RedisServer::start();
-    let gw = Sundial::start(&SundialConfig::new(redis.url()));
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
+    let (_redis, gw, token, api) = started("ns").await;
     api.publish("ns", "q1", "", b"x").await;
     api.publish("ns", "q2", "delay=60", b"x").await;
     let admin = Api::new(gw.admin(), None);

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use redis::Commands;
 use serde_json::Value;
-use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
+use sundial_tests::{
+    Api, RedisServer, Sundial, SundialConfig, create_token, started, wait_until_async,
+};
 
 struct Env {
     redis: RedisServer,
@@ -20,10 +22,7 @@ struct Env {
 }
 
 async fn env() -> Env {
-    let redis = RedisServer::start();
-    let gw = Sundial::start(&SundialConfig::new(redis.url()));
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
+    let (redis, gw, _token, api) = started("ns").await;
     Env { redis, gw, api }
 }
 

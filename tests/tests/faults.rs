@@ -10,7 +10,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
+use sundial_tests::{
+    Api, RedisServer, Sundial, SundialConfig, create_token, started, wait_until_async,
+};
 
 #[tokio::test]
 async fn redis_down_is_a_quick_503_and_the_gateway_recovers() {
@@ -109,10 +111,7 @@ async fn the_gateway_refuses_a_redis_that_evicts_keys() {
 
 #[tokio::test]
 async fn a_client_that_leaves_a_long_poll_takes_no_job() {
-    let redis = RedisServer::start();
-    let gw = Sundial::start(&SundialConfig::new(redis.url()));
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
+    let (redis, _gw, _token, api) = started("ns").await;
     let leaver = {
         let api = api.clone();
         tokio::spawn(async move { api.get("/api/ns/q?timeout=30&ttr=600").await })

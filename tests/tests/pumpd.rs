@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use sundial_tests::{
-    Api, RedisServer, Sundial, SundialConfig, create_token, wait_until, wait_until_async,
+    Api, RedisServer, Sundial, SundialConfig, create_token, started, wait_until, wait_until_async,
 };
 
 #[tokio::test]
@@ -143,10 +143,7 @@ fn subscriber_connections(redis: &RedisServer) -> usize {
 
 #[tokio::test]
 async fn pumps_and_waiting_consumers_share_one_subscriber_per_shard() {
-    let redis = RedisServer::start();
-    let gw = Sundial::start(&SundialConfig::new(redis.url()));
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
+    let (redis, _gw, _token, api) = started("ns").await;
     // The pumps' timer subscription exists once the gateway is up.
     wait_until(Duration::from_secs(10), "the timer subscription", || {
         redis.subscribers(sundial_core::keys::TIMER_CHANNEL) == 1
