@@ -41,12 +41,8 @@ struct Gateway {
 
 async fn gateway(redis: &RedisServer, accounts: &[(&str, &str)]) -> Gateway {
     let shard = ShardConfig {
-        name: None,
-        url: Some(redis.url()),
-        sentinel: None,
-        weight: 1,
-        connections: 1,
         timeout_ms: 1_000,
+        ..ShardConfig::at(redis.url())
     };
     let pools = BTreeMap::from([(
         "default".to_owned(),

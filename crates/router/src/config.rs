@@ -79,17 +79,30 @@ fn default_weight() -> u32 {
 }
 
 fn default_connections() -> usize {
-    4
+    sundial_core::engine::DEFAULT_CONNECTIONS
 }
 
 /// The default of [`ShardConfig::timeout_ms`].
-pub const DEFAULT_TIMEOUT_MS: u64 = 2_000;
+pub const DEFAULT_TIMEOUT_MS: u64 =
+    sundial_core::engine::DEFAULT_COMMAND_TIMEOUT.as_millis() as u64;
 
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS
 }
 
 impl ShardConfig {
+    /// A standalone shard at `url`, with every other setting at its default.
+    pub fn at(url: impl Into<String>) -> Self {
+        Self {
+            name: None,
+            url: Some(url.into()),
+            sentinel: None,
+            weight: default_weight(),
+            connections: default_connections(),
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+        }
+    }
+
     /// The shard's name on the ring.
     pub fn ring_name(&self) -> &str {
         self.name.as_deref().unwrap_or(DEFAULT_SHARD_NAME)

@@ -114,14 +114,7 @@ impl Default for Config {
     fn default() -> Self {
         let default_pool = PoolConfig {
             buckets: DEFAULT_BUCKETS,
-            shards: vec![ShardConfig {
-                name: None,
-                url: Some("redis://127.0.0.1:6379".to_owned()),
-                sentinel: None,
-                weight: 1,
-                connections: 4,
-                timeout_ms: sundial_router::config::DEFAULT_TIMEOUT_MS,
-            }],
+            shards: vec![ShardConfig::at("redis://127.0.0.1:6379")],
         };
         Self {
             listen: ([127, 0, 0, 1], 7777).into(),
@@ -143,13 +136,7 @@ impl Default for Config {
                 max_bulk_bytes: 8 * 1024 * 1024,
                 body_memory_mb: 256,
             },
-            pump: PumpConfig {
-                enabled: true,
-                batch: 500,
-                idle_check_ms: 30_000,
-                lease_ttl_ms: 3_000,
-                metrics_interval_ms: 5_000,
-            },
+            pump: PumpConfig::from(&sundial_pumpd::PumpOptions::default()),
             log: LogConfig {
                 format: "text".to_owned(),
                 level: "info".to_owned(),
@@ -233,6 +220,18 @@ impl HttpConfig {
             Duration::from_millis(self.body_timeout_ms),
             self.max_bulk_bytes,
         )
+    }
+}
+
+impl From<&sundial_pumpd::PumpOptions> for PumpConfig {
+    fn from(o: &sundial_pumpd::PumpOptions) -> Self {
+        Self {
+            enabled: true,
+            batch: o.batch,
+            idle_check_ms: o.idle_check.as_millis() as u64,
+            lease_ttl_ms: o.lease_ttl.as_millis() as u64,
+            metrics_interval_ms: o.metrics_interval.as_millis() as u64,
+        }
     }
 }
 

@@ -15,9 +15,7 @@ use anyhow::Context;
 use sundial_core::{Shard, ShardOptions};
 use sundial_gateway::{admin, api, http::layered, server, state::AppState};
 use sundial_router::{
-    LiveTopology,
-    config::DEFAULT_TIMEOUT_MS,
-    drain,
+    LiveTopology, drain,
     health::{self, Health},
     prepare::{STARTUP_WAIT, prepare},
     tokens::{self, TokenStore},
@@ -131,9 +129,7 @@ async fn token_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Sha
     let Some(url) = &config.admin_redis else {
         return tokens::default_shard(live).context("no default pool");
     };
-    let mut opts = ShardOptions::new(url.clone());
-    opts.command_timeout = std::time::Duration::from_millis(DEFAULT_TIMEOUT_MS);
-    let shard = Shard::connect("admin", &opts)?;
+    let shard = Shard::connect("admin", &ShardOptions::new(url.clone()))?;
     shard
         .wait_connected(STARTUP_WAIT)
         .await

@@ -36,12 +36,18 @@ pub struct ShardOptions {
     pub connect_timeout: Duration,
 }
 
+/// Pooled connections to a shard unless configured.
+pub const DEFAULT_CONNECTIONS: usize = 4;
+/// How long a command may take unless configured: bounds what a hung or
+/// partitioned shard costs a request.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl ShardOptions {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
-            connections: 4,
-            command_timeout: Duration::from_secs(5),
+            connections: DEFAULT_CONNECTIONS,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
             connect_timeout: Duration::from_secs(2),
         }
     }
