@@ -773,7 +773,7 @@ async fn jobs_that_expire_or_are_deleted_leave_no_entry_behind() {
             .expect("consume")
             .len() as u32;
     }
-    wait_until_async(Duration::from_secs(10), "2,500 dead jobs", || async {
+    wait_until_async(Duration::from_secs(60), "2,500 dead jobs", || async {
         for b in ALL {
             s.pump("ns", b, 1_000, None).await.expect("pump");
         }
