@@ -293,9 +293,14 @@ async fn the_admin_api_asks_for_accounts_and_checks_its_forms() {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{json}");
+    // As curl -d sends it, raw space and all.
+    let raw = "description=nightly jobs";
+    let (status, json) = call(&g.admin, Method::POST, "/token/ns2", &form, raw).await;
+    assert_eq!(status, StatusCode::CREATED, "{json}");
     let (status, json) = call(&g.admin, Method::GET, "/token/ns2", &auth, "").await;
     assert_eq!(status, StatusCode::OK);
     assert!(json.to_string().contains("from a form"), "{json}");
+    assert!(json.to_string().contains("nightly jobs"), "{json}");
     let wrong = [(header::AUTHORIZATION.as_str(), "Basic b3BzOndyb25n")];
     let (status, _) = call(&g.admin, Method::GET, "/token/ns2", &wrong, "").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);

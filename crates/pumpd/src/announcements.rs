@@ -18,7 +18,7 @@ use std::{
 };
 
 use sundial_core::{Shard, keys};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// How long to wait between failed attempts (and before a restart).
@@ -65,8 +65,9 @@ pub(crate) fn start(
 /// receiver goes away.
 async fn hear(shard: &Shard, tx: &mpsc::Sender<Heard>) {
     let lost = Arc::new(AtomicBool::new(false));
+    let overflow = Arc::new(Notify::new());
     let queue = tx.clone();
-    let dropped = lost.clone();
+    let (dropped, overflowed) = (lost.clone(), overflow.clone());
     let handler = Arc::new(move |heard: sundial_core::Heard<'_>| {
         let heard = match heard {
             sundial_core::Heard::Message(v) => match v.as_string() {
@@ -77,6 +78,7 @@ async fn hear(shard: &Shard, tx: &mpsc::Sender<Heard>) {
         };
         if queue.try_send(heard).is_err() {
             dropped.store(true, Ordering::Release);
+            overflowed.notify_one();
         }
     });
     let _listening = loop {
@@ -96,10 +98,11 @@ async fn hear(shard: &Shard, tx: &mpsc::Sender<Heard>) {
     if tx.send(Heard::Subscribed).await.is_err() {
         return;
     }
-    // Announcements dropped on a full queue: say so once there is room.
+    // Announcements dropped on a full queue: say so as soon as there is
+    // room, so that every held bucket looks at its timer again.
     loop {
         tokio::select! {
-            () = tokio::time::sleep(RESUBSCRIBE) => {}
+            () = overflow.notified() => {}
             () = tx.closed() => return,
         }
         if lost.swap(false, Ordering::AcqRel) && tx.send(Heard::MaybeLost).await.is_err() {

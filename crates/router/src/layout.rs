@@ -11,8 +11,10 @@ use std::{fmt, str::FromStr};
 use serde::{Serialize, Serializer};
 use sundial_core::{EngineError, Shard};
 
-/// A ring membership: shard names with their weights.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A ring membership: shard names with their weights. Ordered as its text
+/// form, as the pinned strings always were (so lists of layouts keep the
+/// order they had in the shards, the logs and `GET /drains`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Layout {
     /// Sorted by their text `name:weight` (the order shards have always
     /// pinned), names unique.
@@ -38,6 +40,18 @@ impl Layout {
     /// The shards that hold buckets in this layout (a weight above 0).
     pub fn holders(&self) -> impl Iterator<Item = &str> {
         self.members().filter(|(_, w)| *w > 0).map(|(n, _)| n)
+    }
+}
+
+impl Ord for Layout {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.to_string().cmp(&other.to_string())
+    }
+}
+
+impl PartialOrd for Layout {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -136,6 +150,16 @@ mod tests {
         let l = Layout::new([("a", 1), ("a-b", 1)]);
         assert_eq!(l.to_string(), "a-b:1,a:1");
         assert_eq!(Layout::new([("b", 2), ("a", 1)]).to_string(), "a:1,b:2");
+    }
+
+    #[test]
+    fn layouts_order_as_their_text() {
+        let parse = |s: &str| s.parse::<Layout>().expect("layout");
+        assert!(
+            parse("a:10,b:1") < parse("a:9,b:1"),
+            "as text, not as numbers"
+        );
+        assert!(parse("a-b:1") < parse("a:1"));
     }
 
     #[test]

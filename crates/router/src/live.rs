@@ -9,8 +9,8 @@ use tokio::sync::watch;
 use crate::Topology;
 
 /// The current topology. Requests load it once and finish on it; a reload
-/// stores a new one whole. Those that follow it (pumps, wake-ups, the token
-/// store) watch [`LiveTopology::changes`].
+/// stores a new one whole. Those that follow it (pumps, the token store)
+/// watch [`LiveTopology::changes`].
 #[derive(Debug)]
 pub struct LiveTopology {
     current: ArcSwap<Topology>,

@@ -6,15 +6,16 @@
 //! answers, is safe, and agrees on its bucket count and ring membership), and
 //! refuses to drop a pool that still holds jobs. Only then does it swap it in
 //! with one store; requests in flight finish on the topology they started
-//! with, and pumps and long-poll wake-ups follow the new one. A failed reload
+//! with, and pumps follow the new one (long-poll wake-ups need not: each
+//! shard connection owns its subscriber). A failed reload
 //! keeps the old topology, logs why, answers the admin call with the error
 //! and counts `sundial_reloads_total{result="failure"}`.
 //!
 //! Only `pools` are reloaded; other keys (listeners, limits, accounts, log)
 //! need a restart, and a reload that changes them says so in its log. The
 //! reloader reads the file through a [`Load`] that the binary provides (it
-//! owns the config format); those that follow the topology (wake-ups, the
-//! token store, pumps) watch [`LiveTopology::changes`].
+//! owns the config format); those that follow the topology (the token
+//! store, pumps) watch [`LiveTopology::changes`].
 
 use std::{
     collections::{BTreeMap, BTreeSet},

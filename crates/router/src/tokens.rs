@@ -279,13 +279,13 @@ impl TokenStore {
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
-                Some(Ok(())) = async { Some(changes.as_mut()?.changed().await) } => {
-                    if let Some(shard) = follow.as_ref().and_then(|l| default_shard(l)) {
-                        self.set_redis(shard);
-                    }
-                    continue;
-                }
+                Some(Ok(())) = async { Some(changes.as_mut()?.changed().await) } => {}
                 () = shutdown.cancelled() => return,
+            }
+            // Also on a tick: a poller started again after a panic would
+            // not see a change made before it subscribed.
+            if let Some(shard) = follow.as_ref().and_then(|l| default_shard(l)) {
+                self.set_redis(shard);
             }
             match self.reload().await {
                 Ok(()) if failing => {

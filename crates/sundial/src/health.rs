@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::{
     Json, Router,
-    extract::Query,
+    extract::RawQuery,
     http::{StatusCode, header::CONTENT_TYPE},
     routing::get,
 };
@@ -17,9 +17,13 @@ use serde_json::json;
 /// is `?strict=true`: every shard must answer.
 pub type Readiness = Arc<dyn Fn(bool) -> (StatusCode, serde_json::Value) + Send + Sync>;
 
-#[derive(Debug, serde::Deserialize)]
-struct ReadyQuery {
-    strict: Option<String>,
+/// Whether a query asks `strict=true` (or `1`); like every query here,
+/// read leniently: the last value counts, anything else is not strict.
+fn strict(query: Option<&str>) -> bool {
+    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .filter(|(k, _)| k == "strict")
+        .last()
+        .is_some_and(|(_, v)| v == "true" || v == "1")
 }
 
 /// The health routes, with `metrics` rendered at `/metrics`.
@@ -39,10 +43,27 @@ pub fn router(metrics: PrometheusHandle, ready: Readiness) -> Router {
         )
         .route(
             "/ready",
-            get(move |Query(q): Query<ReadyQuery>| {
-                let strict = q.strict.is_some_and(|v| v == "true" || v == "1");
-                let (code, body) = ready(strict);
+            get(move |RawQuery(q): RawQuery| {
+                let (code, body) = ready(strict(q.as_deref()));
                 async move { (code, Json(body)) }
             }),
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strict;
+
+    #[test]
+    fn strict_is_read_leniently() {
+        assert!(strict(Some("strict=true")));
+        assert!(strict(Some("strict=1")));
+        assert!(
+            strict(Some("strict=0&strict=true")),
+            "the last value counts"
+        );
+        assert!(!strict(Some("strict=yes")));
+        assert!(!strict(Some("other=1")));
+        assert!(!strict(None));
+    }
 }

@@ -123,7 +123,7 @@ async fn on_signal(shutdown: CancellationToken) {
 type Start = Box<dyn Fn(CancellationToken) -> BoxFuture<'static, ()> + Send>;
 
 /// A command's background loops (token poller, health probes, reload,
-/// drains, wake-up sync, pumps). Each runs until its stop token is
+/// drains, pumps). Each runs until its stop token is
 /// cancelled; one that ends before (it panicked) is logged and started
 /// again after a second, so a bug in one loop degrades, never silently
 /// stops, what it keeps up to date.

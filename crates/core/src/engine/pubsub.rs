@@ -159,24 +159,20 @@ async fn run(shard: String, sub: SubscriberClient, mut commands: mpsc::Unbounded
                 handler,
                 reply,
             } => {
-                let result = add(&sub, &listeners, channel, id, handler).await;
-                let _ = reply.send(result.map_err(|e| EngineError::from_redis(&shard, e)));
+                let result = add(&sub, &listeners, channel.clone(), id, handler).await;
+                let added = result.is_ok();
+                let answered = reply
+                    .send(result.map_err(|e| EngineError::from_redis(&shard, e)))
+                    .is_ok();
+                // Its caller gave up (a client that hung up while the
+                // SUBSCRIBE was in flight): nobody will drop a `Listening`
+                // for it, so take it out now.
+                if added && !answered {
+                    remove(&shard, &sub, &listeners, channel, id).await;
+                }
             }
             Command::Unlisten { channel, id } => {
-                let last = {
-                    let mut map = listeners.lock().unwrap_or_else(|p| p.into_inner());
-                    let emptied = map.get_mut(&channel).is_some_and(|l| {
-                        l.retain(|(i, _)| *i != id);
-                        l.is_empty()
-                    });
-                    if emptied {
-                        map.remove(&channel);
-                    }
-                    emptied
-                };
-                if last && let Err(e) = sub.unsubscribe(channel.as_str()).await {
-                    tracing::debug!(shard, error = %e, channel, "unsubscribe failed");
-                }
+                remove(&shard, &sub, &listeners, channel, id).await;
             }
         }
     }
@@ -206,6 +202,30 @@ async fn add(
         .or_default()
         .push((id, handler));
     Ok(())
+}
+
+/// Removes a listener, unsubscribing if it was the channel's last.
+async fn remove(
+    shard: &str,
+    sub: &SubscriberClient,
+    listeners: &Listeners,
+    channel: String,
+    id: u64,
+) {
+    let last = {
+        let mut map = listeners.lock().unwrap_or_else(|p| p.into_inner());
+        let emptied = map.get_mut(&channel).is_some_and(|l| {
+            l.retain(|(i, _)| *i != id);
+            l.is_empty()
+        });
+        if emptied {
+            map.remove(&channel);
+        }
+        emptied
+    };
+    if last && let Err(e) = sub.unsubscribe(channel.as_str()).await {
+        tracing::debug!(shard, error = %e, channel, "unsubscribe failed");
+    }
 }
 
 /// Hands each message to its channel's listeners; tells every listener

@@ -105,7 +105,10 @@ async fn take(
     queues: &Arc<[String]>,
     p: &ConsumeParams,
 ) -> Result<Vec<Delivery>, ApiError> {
-    let mut out = Vec::new();
+    let mut out = Reserved {
+        ns: tenant.ns.clone(),
+        jobs: Vec::new(),
+    };
     let mut failed = None;
     let groups = tenant.pool.groups(&tenant.ns);
     let start = match groups.len() {
@@ -113,7 +116,7 @@ async fn take(
         n => rand::random_range(0..n),
     };
     for (shard, buckets) in groups[start..].iter().chain(&groups[..start]) {
-        let want = p.count - out.len() as u32;
+        let want = p.count - out.jobs.len() as u32;
         if want == 0 {
             break;
         }
@@ -126,7 +129,7 @@ async fn take(
             ttr_ms: p.ttr_ms,
         };
         match Taking::new(consume).await {
-            Ok(got) => out.extend(got),
+            Ok(got) => out.jobs.extend(got.into_iter().map(|d| (shard.clone(), d))),
             Err(e) => {
                 tracing::warn!(shard = shard.name(), error = %e, "consume skipped a failing shard");
                 failed = Some(e);
@@ -134,8 +137,52 @@ async fn take(
         }
     }
     match failed {
-        Some(e) if out.is_empty() => Err(e.into()),
-        _ => Ok(out),
+        Some(e) if out.jobs.is_empty() => Err(e.into()),
+        _ => Ok(out.answered()),
+    }
+}
+
+/// The jobs a pass has reserved so far. If the request is dropped before
+/// they are handed over (the client hung up while a later shard was asked),
+/// they are given back rather than left reserved for nobody until their TTR.
+struct Reserved {
+    ns: String,
+    jobs: Vec<(Shard, Delivery)>,
+}
+
+impl Reserved {
+    /// The jobs, now the client's.
+    fn answered(mut self) -> Vec<Delivery> {
+        std::mem::take(&mut self.jobs)
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect()
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        if self.jobs.is_empty() {
+            return;
+        }
+        let (ns, jobs) = (std::mem::take(&mut self.ns), std::mem::take(&mut self.jobs));
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                for (shard, d) in jobs {
+                    release(&shard, &ns, &d).await;
+                }
+            });
+        }
+    }
+}
+
+/// Gives back a job reserved for a client that went away.
+async fn release(shard: &Shard, ns: &str, d: &Delivery) {
+    match shard.release(ns, d).await {
+        Ok(_) => tracing::debug!(job_id = d.job.id, "consumer went away; job released"),
+        Err(e) => {
+            tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR")
+        }
     }
 }
 
@@ -162,12 +209,7 @@ impl Consume {
     /// instead of leaving them reserved for nobody.
     async fn release(&self, jobs: Vec<Delivery>) {
         for d in &jobs {
-            match self.shard.release(&self.ns, d).await {
-                Ok(_) => tracing::debug!(job_id = d.job.id, "consumer went away; job released"),
-                Err(e) => {
-                    tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR")
-                }
-            }
+            release(&self.shard, &self.ns, d).await;
         }
     }
 }
