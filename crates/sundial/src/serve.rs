@@ -88,21 +88,21 @@ async fn listen(
     state: &AppState,
     shutdown: &CancellationToken,
 ) {
+    let serve =
+        |listener, kind, app, limits| server::serve(listener, kind, app, limits, shutdown.clone());
     let servers = async {
         tokio::join!(
-            server::serve(
+            serve(
                 api,
                 server::Listener::Api,
                 api_app,
-                config.http.api_limits(),
-                shutdown.clone()
+                config.http.api_limits()
             ),
-            server::serve(
+            serve(
                 admin,
                 server::Listener::Admin,
                 admin_app,
-                config.http.admin_limits(),
-                shutdown.clone()
+                config.http.admin_limits()
             ),
             unready_on(state, shutdown),
         )

@@ -16,22 +16,12 @@ impl Shard {
             .smembers(keys::NAMESPACES)
             .await
             .map_err(|e| self.err(e))?;
+        let all: Vec<u32> = (0..buckets).collect();
         for ns in namespaces {
-            let pipe = client.pipeline();
-            for b in 0..buckets {
-                let _: () = pipe
-                    .hgetall(keys::BucketKeys::new(&ns, b).counters())
-                    .await
-                    .map_err(|e| self.err(e))?;
-            }
-            let counts: Vec<std::collections::HashMap<String, i64>> =
-                pipe.all().await.map_err(|e| self.err(e))?;
             // Only the per-state counts say what is held (the running
-            // totals, 'P' and 'C', only grow).
-            let held = counts.iter().flatten().any(|(field, n)| {
-                *n > 0 && matches!(field.as_bytes().first(), Some(b'l' | b'r' | b'f' | b'd'))
-            });
-            if held {
+            // totals only grow).
+            let counts = self.queue_counts(&ns, &all).await?;
+            if counts.values().flatten().any(|n| *n > 0) {
                 return Ok(true);
             }
         }
