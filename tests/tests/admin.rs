@@ -280,3 +280,27 @@ async fn a_revoked_token_ends_its_long_poll_and_no_op_changes_reload_nothing() {
     assert_eq!(r.status, 204, "as lmstfy: {r:?}");
     assert_eq!(version(), v, "deleting a missing token bumps nothing");
 }
+
+#[tokio::test]
+async fn tokens_created_at_once_all_work_at_once() {
+    let redis = RedisServer::start();
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    // Each creation reloads the gateway's copy of the table; concurrent
+    // reloads must not put an older copy back over a newer one.
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let (admin, api) = (gw.admin(), gw.api());
+            tokio::spawn(async move {
+                let ns = format!("ns{i}");
+                let token = create_token(&admin, &ns).await;
+                Api::new(api, Some(&token))
+                    .put(&format!("/api/{ns}/q"), b"x")
+                    .await
+                    .status
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.expect("task"), 201, "a new token is refused");
+    }
+}

@@ -210,8 +210,13 @@ impl TokenStore {
     /// took a change or two since), writes this gateway's copy back instead.
     pub async fn reload(&self) -> Result<(), EngineError> {
         let redis = self.redis();
+        // The copy first, then the version: a copy loaded (by a concurrent
+        // reload) after the version was read could be newer than it without
+        // Redis having lost anything, and restoring it then would give two
+        // different tables the same version.
+        let cached = self.table.load_full();
         let version = redis.admin_version().await?;
-        if let Some(t) = &*self.table.load() {
+        if let Some(t) = &cached {
             if t.version > version.unwrap_or(0) {
                 return self.restore(&redis, t).await;
             }
@@ -231,11 +236,18 @@ impl TokenStore {
                 }
             })
             .collect();
-        self.table.store(Some(Arc::new(Snapshot {
+        let loaded = Arc::new(Snapshot {
             version: tables.version,
             tokens: tables.tokens,
             limits,
-        })));
+        });
+        // Reloads run concurrently (each admin change reloads at once, and
+        // the poller): never replace a newer copy with an older one, or a
+        // token created a moment ago would be refused until the next poll.
+        self.table.rcu(|current| match current {
+            Some(c) if c.version > loaded.version => Some(c.clone()),
+            _ => Some(loaded.clone()),
+        });
         Ok(())
     }
 

@@ -32,6 +32,23 @@ impl CpuMeter {
     }
 }
 
+impl CpuMeter {
+    /// "gateway … % of a core; Redis … % of a core" since `before`, over
+    /// `secs` seconds.
+    pub(crate) fn share(&self, before: CpuSample, secs: f64) -> String {
+        let after = self.sample();
+        let pct = |b: Option<f64>, a: Option<f64>| match (b, a) {
+            (Some(b), Some(a)) => format!("{:.1}", (a - b) * 100.0 / secs),
+            _ => "n/a".to_owned(),
+        };
+        format!(
+            "gateway CPU {}% of a core; Redis CPU {}% of a core",
+            pct(before.0, after.0),
+            pct(before.1, after.1),
+        )
+    }
+}
+
 /// User plus system CPU seconds of a process, from `/proc/<pid>/stat`.
 fn process_cpu(pid: u32) -> Option<f64> {
     // Linux reports these in clock ticks of USER_HZ, 100 on every mainstream

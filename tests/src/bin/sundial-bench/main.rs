@@ -22,6 +22,7 @@ use std::{
 
 mod backlog;
 mod cpu;
+mod idle;
 mod lateness;
 mod memory;
 
@@ -71,6 +72,9 @@ enum Cmd {
         /// Jobs per consume request.
         #[arg(long, default_value_t = 1)]
         count: u32,
+        /// Long-poll seconds per consume request, as workers ask (0: none).
+        #[arg(long, default_value_t = 1)]
+        timeout: u32,
     },
     /// Publish delayed jobs at `rate`/s for `secs` seconds while long-polling
     /// consumers report how late each arrives.
@@ -97,6 +101,18 @@ enum Cmd {
         redis: String,
         #[arg(long, default_value_t = 100_000)]
         jobs: u64,
+    },
+    /// What `namespaces` idle tenants cost: each gets a token, a few
+    /// far-delayed jobs and a queue used once and emptied; then, after a
+    /// settling pause, Redis commands/s, keys and the gateway's RSS are
+    /// read over `secs` while nothing happens.
+    Idle {
+        #[arg(long)]
+        redis: String,
+        #[arg(long, default_value_t = 1_000)]
+        namespaces: u64,
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
     },
 }
 
@@ -158,7 +174,11 @@ async fn main() -> anyhow::Result<()> {
     });
     match cli.cmd {
         Cmd::Publish { secs } => publish(ctx, cli.concurrency, Duration::from_secs(secs)).await,
-        Cmd::Consume { jobs, count } => consume(ctx, cli.concurrency, jobs, count).await,
+        Cmd::Consume {
+            jobs,
+            count,
+            timeout,
+        } => consume(ctx, cli.concurrency, jobs, count, timeout).await,
         Cmd::Lateness {
             rate,
             secs,
@@ -167,6 +187,11 @@ async fn main() -> anyhow::Result<()> {
         } => lateness::lateness(ctx, cli.concurrency, rate, secs, min_delay, max_delay).await,
         Cmd::Memory { redis, jobs } => memory::memory(ctx, &redis, jobs).await,
         Cmd::Backlog { jobs } => backlog::backlog(ctx, jobs).await,
+        Cmd::Idle {
+            redis,
+            namespaces,
+            secs,
+        } => idle::idle(ctx, &cli.admin, &redis, namespaces, secs, cli.concurrency).await,
     }
 }
 
@@ -235,7 +260,13 @@ async fn fill(ctx: &Ctx, queue: &str, jobs: u64, query: &str) -> anyhow::Result<
     Ok(())
 }
 
-async fn consume(ctx: Arc<Ctx>, concurrency: usize, jobs: u64, count: u32) -> anyhow::Result<()> {
+async fn consume(
+    ctx: Arc<Ctx>,
+    concurrency: usize,
+    jobs: u64,
+    count: u32,
+    timeout: u32,
+) -> anyhow::Result<()> {
     print!("filling {jobs} jobs... ");
     let fillers: Vec<_> = (0..8)
         .map(|i| {
@@ -250,18 +281,26 @@ async fn consume(ctx: Arc<Ctx>, concurrency: usize, jobs: u64, count: u32) -> an
     println!("done");
     let done = Arc::new(AtomicU64::new(0));
     let requests = Arc::new(AtomicU64::new(0));
+    // When the last ack landed (µs from the start): long-polling consumers
+    // then wait out one timeout for nothing, which is not throughput.
+    let last_ack = Arc::new(AtomicU64::new(0));
     let cpu = ctx.cpu.sample();
     let start = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
-        let (ctx, done, requests) = (ctx.clone(), done.clone(), requests.clone());
+        let (ctx, done, requests, last_ack) = (
+            ctx.clone(),
+            done.clone(),
+            requests.clone(),
+            last_ack.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             loop {
                 requests.fetch_add(1, Ordering::Relaxed);
                 let r = ctx
                     .http
                     .get(format!(
-                        "{}/api/{}/q?count={count}&ttr=600",
+                        "{}/api/{}/q?count={count}&ttr=600&timeout={timeout}",
                         ctx.api, ctx.ns
                     ))
                     .header("X-Token", &ctx.token)
@@ -291,6 +330,7 @@ async fn consume(ctx: Arc<Ctx>, concurrency: usize, jobs: u64, count: u32) -> an
                         .is_ok_and(|r| r.status() == 204);
                     if ok {
                         done.fetch_add(1, Ordering::Relaxed);
+                        last_ack.fetch_max(start.elapsed().as_micros() as u64, Ordering::Relaxed);
                     }
                 }
             }
@@ -299,10 +339,10 @@ async fn consume(ctx: Arc<Ctx>, concurrency: usize, jobs: u64, count: u32) -> an
     for t in tasks {
         t.await?;
     }
-    let secs = start.elapsed().as_secs_f64();
+    let secs = (last_ack.load(Ordering::Relaxed) as f64 / 1e6).max(1e-3);
     let n = done.load(Ordering::Relaxed);
     println!(
-        "consume+ack: {n} jobs in {secs:.1}s = {:.0} jobs/s (count={count})",
+        "consume+ack: {n} jobs in {secs:.1}s = {:.0} jobs/s (count={count}, timeout={timeout})",
         n as f64 / secs
     );
     let requests = requests.load(Ordering::Relaxed);
