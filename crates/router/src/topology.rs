@@ -90,7 +90,7 @@ pub struct Pool {
 
 /// The shards that may hold a namespace's jobs, each with those of its
 /// buckets that they may hold.
-pub type Groups = Arc<[(Shard, Vec<u32>)]>;
+pub type Groups = Arc<[(Shard, Arc<[u32]>)]>;
 
 /// Namespaces whose groups a pool keeps before it starts over.
 const MAX_CACHED_GROUPS: usize = 10_000;
@@ -159,7 +159,7 @@ impl Pool {
             .iter()
             .zip(per)
             .filter(|(_, b)| !b.is_empty())
-            .map(|(s, b)| (s.clone(), b))
+            .map(|(s, b)| (s.clone(), Arc::from(b)))
             .collect()
     }
 

@@ -191,7 +191,8 @@ async fn release(shard: &Shard, ns: &str, d: &Delivery) {
 struct Consume {
     shard: Shard,
     ns: String,
-    buckets: Vec<u32>,
+    /// Shared with the pool's cached groups: no copy per pass.
+    buckets: Arc<[u32]>,
     queues: Arc<[String]>,
     count: u32,
     ttr_ms: u64,
