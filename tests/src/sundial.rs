@@ -179,7 +179,7 @@ impl Sundial {
             .collect();
         let pools = cfg.pools.clone().unwrap_or_else(|| {
             format!(
-                "[pools.default]\nbuckets = 16\nshards = [{{ url = \"{}\" }}]\n",
+                "[pools.default]\nshards = [{{ url = \"{}\" }}]\n",
                 cfg.redis_url
             )
         });

@@ -104,6 +104,12 @@ async fn spread_and_true(pumps: &[&Sundial], what: &str) -> Vec<f64> {
 async fn backlog_gauges_sum_to_the_truth_over_two_and_three_processes() {
     let redis = RedisServer::start();
     let mut cfg = SundialConfig::new(redis.url());
+    // Queues over 8 lanes: their jobs spread over enough slots that every
+    // pump process holds some.
+    cfg.pools = Some(format!(
+        "[pools.default]\nslots = 16\nlanes = 8\nshards = [{{ url = \"{}\" }}]\n",
+        redis.url()
+    ));
     cfg.pump = false;
     let gw = Sundial::start(&cfg);
     let token = create_token(&gw.admin(), "ns").await;
@@ -136,7 +142,6 @@ async fn backlog_gauges_sum_to_the_truth_over_two_and_three_processes() {
         Some(5)
     );
 
-    let mut cfg = SundialConfig::new(redis.url());
     cfg.pump = true;
     let p1 = pumpd(&cfg);
     let p2 = pumpd(&cfg);
@@ -151,7 +156,7 @@ async fn backlog_gauges_sum_to_the_truth_over_two_and_three_processes() {
     let mut p3 = pumpd(&cfg);
     let shares = spread_and_true(&[&p1, &p2, &p3], "three processes").await;
     eprintln!("three processes report {shares:?} of 65 jobs");
-    // One dies; the others take its buckets and its share.
+    // One dies; the others take its slots and its share.
     p3.kill();
     wait_for_true_sums(&[&p1, &p2], "after a SIGKILL").await;
 }

@@ -109,9 +109,18 @@ async fn the_gateway_refuses_a_redis_that_evicts_keys() {
     );
 }
 
+/// `sundial_consumers_waiting` as the gateway reports it, once it has one.
+async fn waiting(gw: &Sundial) -> Option<f64> {
+    let text = Api::new(gw.admin(), None).get("/metrics").await.json;
+    text.as_str()?
+        .lines()
+        .find_map(|l| l.strip_prefix("sundial_consumers_waiting "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 #[tokio::test]
 async fn a_client_that_leaves_a_long_poll_takes_no_job() {
-    let (redis, _gw, _token, api) = started("ns").await;
+    let (redis, gw, _token, api) = started("ns").await;
     let leaver = {
         let api = api.clone();
         tokio::spawn(async move { api.get("/api/ns/q?timeout=30&ttr=600").await })
@@ -122,13 +131,17 @@ async fn a_client_that_leaves_a_long_poll_takes_no_job() {
     .await;
     leaver.abort(); // the client hangs up
     let _ = leaver.await;
-    // Its subscription goes when the server notices the hang-up.
     wait_until_async(
         Duration::from_secs(10),
         "the server to drop the waiter",
-        || std::future::ready(redis.subscribers("sd:ready:ns/q") == 0),
+        || async { waiting(&gw).await == Some(0.0) },
     )
     .await;
+    assert_eq!(
+        redis.subscribers("sd:ready:ns/q"),
+        1,
+        "the subscription stays a while for the next long poll"
+    );
     let id = api.publish("ns", "q", "", b"for someone present").await;
     let r = api.get("/api/ns/q").await;
     assert_eq!(r.status, 200, "the job is still there: {r:?}");

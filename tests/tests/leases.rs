@@ -1,5 +1,5 @@
-//! Bucket leases across real `sundial pumpd` processes: each bucket pumped
-//! by one process at a time, spread, taken over, fenced, handed over.
+//! Slot leases across real `sundial pumpd` processes: each slot pumped by
+//! one process at a time, spread, taken over, fenced, handed over.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -9,7 +9,10 @@ use std::{
 use redis::Commands;
 use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
 
-const BUCKETS: u32 = 16;
+/// Slots of the default pool in `SundialConfig` (the binary's default).
+const SLOTS: u32 = sundial_router::config::DEFAULT_SLOTS;
+/// Slots of the sharded pool below.
+const SHARDED_SLOTS: u32 = 32;
 const TTL_MS: u64 = 2_000;
 
 fn pumpd(cfg: &SundialConfig) -> Sundial {
@@ -28,24 +31,23 @@ fn owner_of(p: &Sundial) -> String {
         .to_owned()
 }
 
-/// Lease holders of the namespaces' buckets over the shards: bucket → owner.
-fn holders(shards: &[&RedisServer], namespaces: &[&str]) -> HashMap<String, String> {
+/// Lease holders of the slots over the shards: shard/slot → owner. A slot
+/// is leased on the shard that holds it, whether or not it holds jobs.
+fn holders(shards: &[&RedisServer], slots: u32) -> HashMap<String, String> {
     let mut out = HashMap::new();
-    for r in shards {
+    for (i, r) in shards.iter().enumerate() {
         let mut c = r.client();
-        for ns in namespaces {
-            for b in 0..BUCKETS {
-                let key = format!("sd:{{{ns}/{b}}}:lease");
-                if let Some(owner) = c.get::<_, Option<String>>(&key).expect("get") {
-                    out.insert(key, owner);
-                }
+        for s in 0..slots {
+            let key = sundial_core::keys::SlotKeys::new(s).lease();
+            if let Some(owner) = c.get::<_, Option<String>>(&key).expect("get") {
+                out.insert(format!("{i}/{key}"), owner);
             }
         }
     }
     out
 }
 
-/// A gateway without pumps, `n` namespaces registered, their clients.
+/// A gateway without pumps, `n` namespaces with a token, their clients.
 async fn gateway(cfg: &SundialConfig, n: usize) -> (Sundial, Vec<(String, Api)>) {
     let mut g = cfg.clone();
     g.pump = false;
@@ -54,14 +56,7 @@ async fn gateway(cfg: &SundialConfig, n: usize) -> (Sundial, Vec<(String, Api)>)
     for i in 0..n {
         let ns = format!("ns{i}");
         let token = create_token(&gw.admin(), &ns).await;
-        let api = Api::new(gw.api(), Some(&token));
-        // Jobs register the namespace in the shards they land on; 64 reach
-        // every shard of these pools (a bucket is only leased where its
-        // namespace is registered: elsewhere it has nothing to pump).
-        for _ in 0..64 {
-            api.publish(&ns, "q", "delay_ms=1", b"x").await;
-        }
-        apis.push((ns, api));
+        apis.push((ns.clone(), Api::new(gw.api(), Some(&token))));
     }
     (gw, apis)
 }
@@ -108,23 +103,22 @@ async fn leases_spread_over_processes_on_a_sharded_pool() {
     let (a, b) = (RedisServer::start(), RedisServer::start());
     let mut cfg = SundialConfig::new(a.url());
     cfg.pools = Some(format!(
-        "[pools.default]\nbuckets = {BUCKETS}\nshards = [{{ name = \"a\", url = \"{}\" }}, {{ name = \"b\", url = \"{}\" }}]\n",
+        "[pools.default]\nslots = {SHARDED_SLOTS}\nlanes = 4\nshards = [{{ name = \"a\", url = \"{}\" }}, {{ name = \"b\", url = \"{}\" }}]\n",
         a.url(),
         b.url()
     ));
     let (_gw, apis) = gateway(&cfg, 4).await;
     let pumps: Vec<Sundial> = (0..3).map(|_| pumpd(&cfg)).collect();
     let owners: Vec<String> = pumps.iter().map(owner_of).collect();
-    let namespaces: Vec<&str> = apis.iter().map(|(ns, _)| ns.as_str()).collect();
-    // 4 namespaces x 16 buckets, each held, spread over the three.
+    // Every slot held, on the shard that holds it, spread over the three.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let h = holders(&[&a, &b], &namespaces);
+        let h = holders(&[&a, &b], SHARDED_SLOTS);
         let per: Vec<usize> = owners
             .iter()
             .map(|o| h.values().filter(|v| *v == o).count())
             .collect();
-        if h.len() == 64 && per.iter().all(|n| *n >= 8) {
+        if h.len() == SHARDED_SLOTS as usize && per.iter().all(|n| *n >= 4) {
             break;
         }
         if Instant::now() > deadline {
@@ -140,12 +134,12 @@ async fn leases_spread_over_processes_on_a_sharded_pool() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let h = holders(&[&a, &b], &namespaces);
+    let h = holders(&[&a, &b], SHARDED_SLOTS);
     let counts: Vec<usize> = owners
         .iter()
         .map(|o| h.values().filter(|v| *v == o).count())
         .collect();
-    eprintln!("64 buckets leased {counts:?} over three pumpd processes");
+    eprintln!("{SHARDED_SLOTS} slots leased {counts:?} over three pumpd processes");
     deliver_all(&apis, 50).await;
 }
 
@@ -154,28 +148,29 @@ async fn a_killed_pump_is_taken_over_and_a_paused_one_is_fenced() {
     let redis = RedisServer::start();
     let cfg = SundialConfig::new(redis.url());
     let (_gw, apis) = gateway(&cfg, 2).await;
-    let namespaces: Vec<&str> = apis.iter().map(|(ns, _)| ns.as_str()).collect();
     let mut pumps: Vec<Sundial> = (0..3).map(|_| pumpd(&cfg)).collect();
     let owners: Vec<String> = pumps.iter().map(owner_of).collect();
     wait_until_async(
         Duration::from_secs(20),
-        "every bucket leased by all three",
+        "every slot leased by all three",
         || {
-            let h = holders(&[&redis], &namespaces);
-            std::future::ready(h.len() == 32 && owners.iter().all(|o| h.values().any(|v| v == o)))
+            let h = holders(&[&redis], SLOTS);
+            std::future::ready(
+                h.len() == SLOTS as usize && owners.iter().all(|o| h.values().any(|v| v == o)),
+            )
         },
     )
     .await;
 
-    // SIGKILL: the others take its buckets once its leases expire.
+    // SIGKILL: the others take its slots once its heartbeat lapses.
     let killed = Instant::now();
     pumps[0].kill();
     wait_until_async(
         Duration::from_secs(10),
-        "the killed pump's buckets to pass on",
+        "the killed pump's slots to pass on",
         || {
-            let h = holders(&[&redis], &namespaces);
-            std::future::ready(h.len() == 32 && !h.values().any(|v| *v == owners[0]))
+            let h = holders(&[&redis], SLOTS);
+            std::future::ready(h.len() == SLOTS as usize && !h.values().any(|v| *v == owners[0]))
         },
     )
     .await;
@@ -184,15 +179,16 @@ async fn a_killed_pump_is_taken_over_and_a_paused_one_is_fenced() {
     assert!(takeover < Duration::from_millis(TTL_MS * 2), "{takeover:?}");
     deliver_all(&apis, 40).await;
 
-    // SIGSTOP: the paused pump's leases expire and pass on; when it resumes
-    // it must not pump (the script fences it) and it lets go.
+    // SIGSTOP: the paused pump's heartbeat lapses and its leases pass on;
+    // when it resumes it must not pump (the script fences it) and it lets
+    // go.
     pumps[1].signal("STOP");
     wait_until_async(
         Duration::from_secs(10),
-        "the paused pump's buckets to pass on",
+        "the paused pump's slots to pass on",
         || {
-            let h = holders(&[&redis], &namespaces);
-            std::future::ready(h.len() == 32 && !h.values().any(|v| *v == owners[1]))
+            let h = holders(&[&redis], SLOTS);
+            std::future::ready(h.len() == SLOTS as usize && !h.values().any(|v| *v == owners[1]))
         },
     )
     .await;
@@ -208,30 +204,23 @@ async fn a_killed_pump_is_taken_over_and_a_paused_one_is_fenced() {
 }
 
 #[tokio::test]
-async fn a_stopping_pump_hands_its_buckets_over_at_once() {
+async fn a_stopping_pump_hands_its_slots_over_at_once() {
     let redis = RedisServer::start();
     let cfg = SundialConfig::new(redis.url());
     let (_gw, apis) = gateway(&cfg, 2).await;
-    let namespaces: Vec<&str> = apis.iter().map(|(ns, _)| ns.as_str()).collect();
     let mut pumps: Vec<Sundial> = (0..2).map(|_| pumpd(&cfg)).collect();
     let owners: Vec<String> = pumps.iter().map(owner_of).collect();
-    wait_until_async(
-        Duration::from_secs(20),
-        "both pumps to hold buckets",
-        || {
-            let h = holders(&[&redis], &namespaces);
-            std::future::ready(h.len() == 32 && owners.iter().all(|o| h.values().any(|v| v == o)))
-        },
-    )
+    wait_until_async(Duration::from_secs(20), "both pumps to hold slots", || {
+        let h = holders(&[&redis], SLOTS);
+        std::future::ready(
+            h.len() == SLOTS as usize && owners.iter().all(|o| h.values().any(|v| v == o)),
+        )
+    })
     .await;
     let stopped = Instant::now();
     pumps[0].signal("TERM");
     wait_until_async(Duration::from_secs(10), "its leases to be released", || {
-        std::future::ready(
-            !holders(&[&redis], &namespaces)
-                .values()
-                .any(|v| *v == owners[0]),
-        )
+        std::future::ready(!holders(&[&redis], SLOTS).values().any(|v| *v == owners[0]))
     })
     .await;
     let released = stopped.elapsed();
@@ -240,17 +229,19 @@ async fn a_stopping_pump_hands_its_buckets_over_at_once() {
             .wait_exit(Duration::from_secs(10))
             .is_some_and(|s| s.success())
     );
-    eprintln!("leases released {released:?} after SIGTERM (expiry would take up to {TTL_MS} ms)");
+    eprintln!(
+        "leases released {released:?} after SIGTERM (waiting for its heartbeat to lapse would take about {TTL_MS} ms)"
+    );
     assert!(
         released < Duration::from_millis(TTL_MS / 2),
-        "released, not expired: {released:?}"
+        "released, not waited out: {released:?}"
     );
     wait_until_async(
         Duration::from_secs(10),
         "the other pump to hold everything",
         || {
-            let h = holders(&[&redis], &namespaces);
-            std::future::ready(h.len() == 32 && h.values().all(|v| *v == owners[1]))
+            let h = holders(&[&redis], SLOTS);
+            std::future::ready(h.len() == SLOTS as usize && h.values().all(|v| *v == owners[1]))
         },
     )
     .await;

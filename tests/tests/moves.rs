@@ -17,7 +17,7 @@ use std::{
 use redis::Commands;
 use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
 
-const BUCKETS: u32 = 16;
+const SLOTS: u32 = 16;
 
 fn pool(shards: &[(&str, &RedisServer, u32)]) -> String {
     let list: Vec<String> = shards
@@ -30,16 +30,16 @@ fn pool(shards: &[(&str, &RedisServer, u32)]) -> String {
         })
         .collect();
     format!(
-        "[pools.default]\nbuckets = {BUCKETS}\nshards = [{}]\n",
+        "[pools.default]\nslots = {SLOTS}\nlanes = 8\nshards = [{}]\n",
         list.join(", ")
     )
 }
 
-fn jobs_on(redis: &RedisServer, ns: &str) -> u64 {
+fn jobs_on(redis: &RedisServer) -> u64 {
     let mut c = redis.client();
-    (0..BUCKETS)
-        .map(|b| {
-            c.hlen::<_, u64>(format!("sd:{{{ns}/{b}}}:j"))
+    (0..SLOTS)
+        .map(|s| {
+            c.hlen::<_, u64>(sundial_core::keys::SlotKeys::new(s).jobs())
                 .expect("hlen")
         })
         .sum()
@@ -94,7 +94,7 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
             publishers.push(tokio::spawn(async move {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    // Some delayed, so that some wait in the timer while buckets move.
+                    // Some delayed, so that some wait in the timer while slots move.
                     let query = if n.is_multiple_of(5) { "delay=1" } else { "" };
                     let r = papi
                         .put(&format!("/api/ns/q?{query}"), format!("{i}-{n}").as_bytes())
@@ -155,7 +155,7 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
     )
     .await;
     assert!(
-        jobs_on(&c, "ns") > 0 || published.lock().expect("lock").len() < 10,
+        jobs_on(&c) > 0 || published.lock().expect("lock").len() < 10,
         "c took jobs"
     );
 
@@ -202,13 +202,13 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
         let mut found = Vec::new();
         for id in missing.iter().take(5) {
             for (name, srv) in [("a", &a), ("b", &b), ("c", &c)] {
-                for bucket in 0..BUCKETS {
+                for slot in 0..SLOTS {
                     let raw: Option<Vec<u8>> = srv
                         .client()
-                        .hget(format!("sd:{{ns/{bucket}}}:j"), id.as_str())
+                        .hget(sundial_core::keys::SlotKeys::new(slot).jobs(), id.as_str())
                         .expect("hget");
                     if let Some(raw) = raw {
-                        found.push(format!("{id} on {name}/{bucket} state {}", raw[0]));
+                        found.push(format!("{id} on {name}/{slot} state {}", raw[0]));
                     }
                 }
             }
@@ -220,12 +220,8 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
             extra.len()
         );
     }
-    assert_eq!(jobs_on(&c, "ns"), 0, "the removed shard ends empty");
-    assert_eq!(
-        jobs_on(&a, "ns") + jobs_on(&b, "ns"),
-        0,
-        "every location ends empty"
-    );
+    assert_eq!(jobs_on(&c), 0, "the removed shard ends empty");
+    assert_eq!(jobs_on(&a) + jobs_on(&b), 0, "every location ends empty");
     eprintln!(
         "{} jobs published and consumed across an added and a removed shard",
         expected.len()

@@ -12,34 +12,39 @@ use std::{
 };
 
 use redis::Commands;
+use sundial_core::keys;
 use sundial_router::ring::Ring;
 use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
 
-const BUCKETS: u32 = 64;
+const SLOTS: u32 = 64;
+/// Lanes per queue in these pools: enough that one queue spreads over every
+/// shard.
+const LANES: u32 = 16;
 
-fn sharded_pool(shards: &[(&str, &RedisServer)], buckets: u32) -> String {
+fn sharded_pool(shards: &[(&str, &RedisServer)], slots: u32) -> String {
     let list: Vec<String> = shards
         .iter()
         .map(|(name, r)| format!("{{ name = \"{name}\", url = \"{}\" }}", r.url()))
         .collect();
     format!(
-        "[pools.default]\nbuckets = {buckets}\nshards = [{}]\n",
+        "[pools.default]\nslots = {slots}\nlanes = {LANES}\nshards = [{}]\n",
         list.join(", ")
     )
 }
 
-/// Jobs of `ns` stored on one Redis, read with the independent client.
-fn jobs_on(redis: &RedisServer, ns: &str, buckets: u32) -> u64 {
+/// Jobs stored on one Redis over a pool of `slots`, read with the
+/// independent client.
+fn jobs_on(redis: &RedisServer, slots: u32) -> u64 {
     let mut c = redis.client();
-    (0..buckets)
-        .map(|b| {
-            c.hlen::<_, u64>(format!("sd:{{{ns}/{b}}}:j"))
+    (0..slots)
+        .map(|s| {
+            c.hlen::<_, u64>(keys::SlotKeys::new(s).jobs())
                 .expect("hlen")
         })
         .sum()
 }
 
-/// A gateway over a pool of two shards (16 buckets), and a client of
+/// A gateway over a pool of two shards (16 slots), and a client of
 /// namespace `ns`.
 async fn two_shards() -> (RedisServer, RedisServer, Sundial, Api) {
     let (a, b) = (RedisServer::start(), RedisServer::start());
@@ -52,14 +57,14 @@ async fn two_shards() -> (RedisServer, RedisServer, Sundial, Api) {
 }
 
 #[tokio::test]
-async fn a_namespace_spreads_over_the_shards_of_a_pool() {
+async fn a_queue_spreads_over_the_shards_of_a_pool_by_its_lanes() {
     let (a, b, c) = (
         RedisServer::start(),
         RedisServer::start(),
         RedisServer::start(),
     );
     let mut cfg = SundialConfig::new(a.url());
-    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b), ("c", &c)], BUCKETS));
+    cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b), ("c", &c)], SLOTS));
     let gw = Sundial::start(&cfg);
     let token = create_token(&gw.admin(), "ns").await;
     let api = Api::new(gw.api(), Some(&token));
@@ -82,32 +87,29 @@ async fn a_namespace_spreads_over_the_shards_of_a_pool() {
     }
     assert_eq!(api.get("/api/ns/q/size").await.json["size"], JOBS);
 
-    // Each shard holds the jobs of the buckets the ring gives it.
+    // Each shard holds the jobs of the lanes whose slots the ring gives it.
     let ring = Ring::new([("a", 1), ("b", 1), ("c", 1)]);
-    let mut buckets_on = [0u32; 3];
-    for bucket in 0..BUCKETS {
-        buckets_on[ring.shard_of("ns", bucket).expect("shard")] += 1;
+    let mut lanes_on = [0u32; 3];
+    for lane in 0..LANES {
+        let slot = keys::slot_of("ns", "q", lane, SLOTS);
+        lanes_on[ring.shard_of(slot).expect("shard")] += 1;
     }
-    let held = [
-        jobs_on(&a, "ns", BUCKETS),
-        jobs_on(&b, "ns", BUCKETS),
-        jobs_on(&c, "ns", BUCKETS),
-    ];
+    let held = [jobs_on(&a, SLOTS), jobs_on(&b, SLOTS), jobs_on(&c, SLOTS)];
     assert_eq!(
         held.iter().sum::<u64>(),
         JOBS as u64,
         "every job is on exactly one shard"
     );
-    for (i, (jobs, buckets)) in held.iter().zip(buckets_on).enumerate() {
-        let expected = JOBS as f64 * f64::from(buckets) / f64::from(BUCKETS);
+    for (i, (jobs, lanes)) in held.iter().zip(lanes_on).enumerate() {
+        let expected = JOBS as f64 * f64::from(lanes) / f64::from(LANES);
         let off = (*jobs as f64 - expected).abs() / expected;
         assert!(
-            off < 0.15,
-            "shard {i}: {jobs} jobs, expected {expected:.0} from its {buckets} buckets"
+            off < 0.2,
+            "shard {i}: {jobs} jobs, expected {expected:.0} from its {lanes} lanes"
         );
         assert!(*jobs > 0);
     }
-    eprintln!("buckets per shard {buckets_on:?}, jobs per shard {held:?} of {JOBS}");
+    eprintln!("lanes per shard {lanes_on:?}, jobs per shard {held:?} of {JOBS}");
 
     // Consume everything: each job exactly once, from every shard.
     let mut seen = HashSet::new();
@@ -124,11 +126,7 @@ async fn a_namespace_spreads_over_the_shards_of_a_pool() {
     }
     assert_eq!(seen, published);
     assert_eq!(
-        (
-            jobs_on(&a, "ns", BUCKETS),
-            jobs_on(&b, "ns", BUCKETS),
-            jobs_on(&c, "ns", BUCKETS)
-        ),
+        (jobs_on(&a, SLOTS), jobs_on(&b, SLOTS), jobs_on(&c, SLOTS)),
         (0, 0, 0),
         "acked jobs leave nothing on any shard"
     );
@@ -146,7 +144,7 @@ async fn every_operation_finds_jobs_on_any_shard() {
     }))
     .await;
     assert!(
-        jobs_on(&a, "ns", 16) > 0 && jobs_on(&b, "ns", 16) > 0,
+        jobs_on(&a, 16) > 0 && jobs_on(&b, 16) > 0,
         "both shards hold jobs"
     );
     for id in &ids {
@@ -223,7 +221,7 @@ async fn tokens_route_tenants_to_their_pools() {
     let (main, eu) = (RedisServer::start(), RedisServer::start());
     let mut cfg = SundialConfig::new(main.url());
     cfg.pools = Some(format!(
-        "[pools.default]\nshards = [{{ url = \"{}\" }}]\n[pools.eu]\nbuckets = 8\nshards = [{{ url = \"{}\" }}]\n",
+        "[pools.default]\nshards = [{{ url = \"{}\" }}]\n[pools.eu]\nslots = 8\nshards = [{{ url = \"{}\" }}]\n",
         main.url(),
         eu.url()
     ));
@@ -242,8 +240,8 @@ async fn tokens_route_tenants_to_their_pools() {
     let on_main = Api::new(gw.api(), Some(&main_token));
     on_eu.publish("ns", "q", "", b"eu job").await;
     on_main.publish("ns", "q", "", b"main job").await;
-    assert_eq!(jobs_on(&eu, "ns", 8), 1);
-    assert_eq!(jobs_on(&main, "ns", 16), 1);
+    assert_eq!(jobs_on(&eu, 8), 1);
+    assert_eq!(jobs_on(&main, sundial_router::config::DEFAULT_SLOTS), 1);
     assert_eq!(on_eu.get("/api/ns/q/size").await.json["size"], 1);
     let got = on_eu.get("/api/ns/q").await;
     assert_eq!(
@@ -282,7 +280,7 @@ async fn tokens_route_tenants_to_their_pools() {
 }
 
 #[tokio::test]
-async fn a_shard_with_buckets_of_a_pool_that_holds_jobs_cannot_leave_the_config() {
+async fn a_shard_with_slots_of_a_pool_that_holds_jobs_cannot_leave_the_config() {
     let (a, b) = (RedisServer::start(), RedisServer::start());
     let mut cfg = SundialConfig::new(a.url());
     cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b)], 16));
@@ -306,7 +304,7 @@ async fn a_shard_with_buckets_of_a_pool_that_holds_jobs_cannot_leave_the_config(
         refused.log()
     );
 
-    // The same shards listed in another order are fine: only names place buckets.
+    // The same shards listed in another order are fine: only names place slots.
     let mut reordered = cfg.clone();
     reordered.pools = Some(sharded_pool(&[("b", &b), ("a", &a)], 16));
     let gw = Sundial::start(&reordered);
@@ -361,7 +359,7 @@ async fn a_pool_that_holds_jobs_grows_and_every_job_stays_reachable() {
     })
     .await;
 
-    // Grow the pool: a third shard takes over part of the buckets.
+    // Grow the pool: a third shard takes over part of the slots.
     cfg.pools = Some(sharded_pool(&[("a", &a), ("b", &b), ("c", &c)], 16));
     gw.rewrite(&cfg);
     let r = Api::new(gw.admin(), None).post("/reload").await;
@@ -376,12 +374,12 @@ async fn a_pool_that_holds_jobs_grows_and_every_job_stays_reachable() {
             let mut where_ = Vec::new();
             for (name, srv) in [("a", &a), ("b", &b), ("c", &c)] {
                 let mut conn = srv.client();
-                for bucket in 0..16 {
+                for slot in 0..16 {
                     let has: bool =
-                        redis::Commands::hexists(&mut conn, format!("sd:{{ns/{bucket}}}:j"), id)
+                        redis::Commands::hexists(&mut conn, keys::SlotKeys::new(slot).jobs(), id)
                             .expect("hexists");
                     if has {
-                        where_.push(format!("{name}/{bucket}"));
+                        where_.push(format!("{name}/{slot}"));
                     }
                 }
             }
@@ -393,7 +391,7 @@ async fn a_pool_that_holds_jobs_grows_and_every_job_stays_reachable() {
     for i in 0..100 {
         after.insert(api.publish("ns", "q", "", format!("n{i}").as_bytes()).await);
     }
-    assert!(jobs_on(&c, "ns", 16) > 0, "the new shard takes new jobs");
+    assert!(jobs_on(&c, 16) > 0, "the new shard takes new jobs");
     // Delayed jobs left at their old shard are still pumped there.
     let mut seen = HashSet::new();
     let expected: HashSet<String> = ready
@@ -423,7 +421,7 @@ async fn a_pool_that_holds_jobs_grows_and_every_job_stays_reachable() {
     let r = api.put("/api/ns/dl/deadletter?limit=100", b"").await;
     assert_eq!(r.json["count"], 10, "dead jobs at their old shard respawn");
     assert_eq!(
-        (jobs_on(&a, "ns", 16) + jobs_on(&b, "ns", 16) + jobs_on(&c, "ns", 16)),
+        (jobs_on(&a, 16) + jobs_on(&b, 16) + jobs_on(&c, 16)),
         10,
         "only the respawned jobs remain"
     );

@@ -124,11 +124,11 @@ async fn an_invalid_config_keeps_the_current_pools() {
     let admin = Api::new(gw.admin(), None);
 
     for bad in [
-        "[pools.default]\nbuckets = 0\nshards = [{ url = \"redis://127.0.0.1:1\" }]\n".to_owned(),
+        "[pools.default]\nslots = 0\nshards = [{ url = \"redis://127.0.0.1:1\" }]\n".to_owned(),
         "[pools.default]\nshards = [ this is not toml".to_owned(),
-        // A bucket count the shard does not hold.
+        // A slot count the shard does not hold.
         format!(
-            "[pools.default]\nbuckets = 32\nshards = [{{ url = \"{}\" }}]\n",
+            "[pools.default]\nslots = 32\nshards = [{{ url = \"{}\" }}]\n",
             main.url()
         ),
     ] {

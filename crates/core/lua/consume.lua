@@ -1,57 +1,60 @@
--- Takes up to `count` ready jobs from one or more queues of a namespace, over
--- the buckets of that namespace held by this shard: for each job, pop it,
--- spend a try, re-arm it for TTR, and return it, all in this one call.
--- Queues are served in the order given (strict priority); within a queue the
--- buckets are visited from a rotating start so none is starved.
--- KEYS[3b-2], KEYS[3b-1], KEYS[3b] for b = 1..nb: jobs hash, timer zset, counters hash
--- KEYS[3nb + (q-1)nb + b] for q = 1..nq, b = 1..nb: ready list of queue q in bucket b
--- ARGV[1]: nb   ARGV[2]: nq   ARGV[3]: count   ARGV[4]: ttr ms   ARGV[5]: start bucket (0-based)
--- ARGV[6]: timer channel   ARGV[6+b]: bucket tag of bucket b
--- Returns: a flat array of deliveries, 10 fields each:
---   queue, id, elapsed_ms, ttl_ms, tries left, attrs, body, state (3), bucket index (1-based),
+-- Takes up to `count` ready jobs of one queue in one slot: for each job, pop
+-- it, spend a try, re-arm it for TTR, and return it, all in this one call.
+-- Stale ids (jobs deleted while ready) are popped and skipped.
+-- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: the queue's ready list
+-- ARGV[1]: qualified queue   ARGV[2]: count   ARGV[3]: ttr ms   ARGV[4]: timer channel   ARGV[5]: slot number
+-- Returns: a flat array of deliveries, 9 fields each:
+--   queue, id, elapsed_ms, ttl_ms, tries left, attrs, body, state (3),
 --   1 if this is the job's first delivery else 0
 -- and, last, the TTR deadline given to every job (ms, shard clock).
-local nb, nq, want, ttr, start = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
-  tonumber(ARGV[4]), tonumber(ARGV[5])
+local queue, want, ttr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local jkey, tkey, ckey, rkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = now_ms()
 local deadline = now + ttr
 local out, got = {}, 0
+local t = tally()
+-- The TTR deadlines are armed together: one ZADD, and one announcement if
+-- they make the slot due sooner.
+local armed, earliest = {}, nil
 
-for q = 1, nq do
-  for k = 0, nb - 1 do
-    if got >= want then break end
-    local b = (start + k) % nb + 1
-    local jkey, tkey, ckey = KEYS[3 * b - 2], KEYS[3 * b - 1], KEYS[3 * b]
-    local rkey = KEYS[3 * nb + (q - 1) * nb + b]
-    while got < want do
-      local id = redis.call('RPOP', rkey)
-      if not id then break end
-      local raw = redis.call('HGET', jkey, id)
-      if raw then
-        local r = decode(raw)
-        if r.state == READY then
-          if expired(r, now) then
-            drop(jkey, tkey, ckey, id, r)
-          else
-            count(ckey, READY, r.queue, -1)
-            local first = not r.delivered
-            r.state, r.tries, r.delivered = RESERVED, r.tries - 1, true
-            redis.call('HSET', jkey, id, encode(r))
-            count(ckey, RESERVED, r.queue, 1)
-            total(ckey, 'C', r.queue, 1)
-            local due = deadline
-            if r.expire > 0 and r.expire < due then due = r.expire end
-            arm(tkey, id, due, ARGV[6], ARGV[6 + b])
-            local v = view(r, id, now)
-            for _, f in ipairs(v) do out[#out + 1] = f end
-            out[#out + 1] = b
-            if first then out[#out + 1] = 1 else out[#out + 1] = 0 end
-            got = got + 1
-          end
-        end
+while got < want do
+  local id = redis.call('RPOP', rkey)
+  if not id then break end
+  local raw = redis.call('HGET', jkey, id)
+  if raw then
+    local r = decode(raw)
+    if r.state == READY then
+      if expired(r, now) then
+        t.flush(ckey)
+        drop(jkey, tkey, ckey, id, r)
+      else
+        local first = not r.delivered
+        r.state, r.tries = RESERVED, r.tries - 1
+        redis.call('HSET', jkey, id, patch(raw, RESERVED, r.tries, true))
+        local due = deadline
+        if r.expire > 0 and r.expire < due then due = r.expire end
+        armed[#armed + 1] = due
+        armed[#armed + 1] = id
+        if earliest == nil or due < earliest then earliest = due end
+        local v = view(r, id, now)
+        for _, f in ipairs(v) do out[#out + 1] = f end
+        if first then out[#out + 1] = 1 else out[#out + 1] = 0 end
+        got = got + 1
       end
     end
   end
+end
+
+if got > 0 then
+  local before = zmin(tkey)
+  redis.call('ZADD', tkey, unpack(armed))
+  if before == nil or earliest < before then
+    redis.call('PUBLISH', ARGV[4], ARGV[5])
+  end
+  t.state(READY, queue, -got)
+  t.state(RESERVED, queue, got)
+  t.add('C' .. queue, got)
+  t.flush(ckey)
 end
 
 out[#out + 1] = deadline

@@ -1,15 +1,7 @@
--- Reads the head of a queue's dead letter over the buckets this shard holds.
--- KEYS[2b-1], KEYS[2b] for b = 1..nb: jobs hash, dead list of the queue
--- ARGV[1]: nb   ARGV[2]: how many stale entries to skip per bucket at most
--- Returns: the id of the oldest live dead job at a list head, or nil.
-local nb, max_scan = tonumber(ARGV[1]), tonumber(ARGV[2])
-local now = now_ms()
-local best_id, best
-for b = 1, nb do
-  local k = bucket_keys(b, 2)
-  local id, r = first_live(k[1], k[2], DEAD, now, max_scan)
-  if id and (best == nil or r.pub < best.pub or (r.pub == best.pub and id < best_id)) then
-    best_id, best = id, r
-  end
-end
-return best_id
+-- Reads the head of a queue's dead letter in one slot.
+-- KEYS[1]: jobs hash   KEYS[2]: the queue's dead list
+-- ARGV[1]: how many stale entries to skip at most
+-- Returns: {id, publish time (ms)} of the oldest live dead job, or nil.
+local id, r = first_live(KEYS[1], KEYS[2], DEAD, now_ms(), tonumber(ARGV[1]))
+if not id then return nil end
+return { id, r.pub }

@@ -1,7 +1,7 @@
 -- Deletes (acknowledges) one job in whatever state it is.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash
 -- KEYS[4]: the queue's ready list   KEYS[5]: the queue's dead list
--- ARGV[1]: queue   ARGV[2]: job id
+-- ARGV[1]: qualified queue   ARGV[2]: job id
 -- Returns: the state the job was in (1..4), or 0 when no such job exists in that queue.
 local raw = redis.call('HGET', KEYS[1], ARGV[2])
 if not raw then return 0 end

@@ -1,23 +1,20 @@
--- Deletes a batch of a queue's ready jobs over the buckets this shard holds
--- (lmstfy's destroy: delayed, reserved and dead jobs are kept).
--- KEYS[4b-3..4b] for b = 1..nb: jobs hash, timer zset, counters hash, ready list
--- ARGV[1]: nb   ARGV[2]: batch limit (list entries popped, stale ones included)
+-- Deletes a batch of a queue's ready jobs in one slot (lmstfy's destroy:
+-- delayed, reserved and dead jobs are kept).
+-- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: the queue's ready list
+-- ARGV[1]: batch limit (list entries popped, stale ones included)
 -- Returns: {entries popped, jobs deleted}; call again while entries popped > 0.
-local nb, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local limit = tonumber(ARGV[1])
 local popped, deleted = 0, 0
-for b = 1, nb do
-  local k = bucket_keys(b, 4)
-  while popped < limit do
-    local id = redis.call('RPOP', k[4])
-    if not id then break end
-    popped = popped + 1
-    local raw = redis.call('HGET', k[1], id)
-    if raw then
-      local r = decode(raw)
-      if r.state == READY then
-        drop(k[1], k[2], k[3], id, r)
-        deleted = deleted + 1
-      end
+while popped < limit do
+  local id = redis.call('RPOP', KEYS[4])
+  if not id then break end
+  popped = popped + 1
+  local raw = redis.call('HGET', KEYS[1], id)
+  if raw then
+    local r = decode(raw)
+    if r.state == READY then
+      drop(KEYS[1], KEYS[2], KEYS[3], id, r)
+      deleted = deleted + 1
     end
   end
 end

@@ -1,17 +1,20 @@
 -- Shared helpers, prepended to every script at build time (see src/scripts.rs).
+-- Every script works on the keys of one slot (hash tag `{<slot>}`).
 --
--- Job record (one field of the bucket's jobs hash, value packed with `struct`):
+-- Job record (one field of the slot's jobs hash, value packed with `struct`):
 --   state   B   1 delayed, 2 ready, 3 reserved, 4 dead; plus 16 once the
 --               job has been delivered (so the first delivery is known)
 --   tries   H   deliveries left
 --   pub     I6  publish time, ms, shard clock
 --   expire  I6  expiry time, ms, shard clock; 0 = never
 --   due     I6  when a delayed job is due, ms; 0 in other states
---   queue   Hc0 queue name
+--   queue   Hc0 qualified queue name, `<ns>/<queue>`
 --   attrs   Hc0 attributes as JSON text, "" when none
 --   body    the rest of the value
+-- State and tries lead the record, so a state change rewrites those three
+-- bytes in front of the stored value (`patch`) without unpacking the rest.
 local DELAYED, READY, RESERVED, DEAD = 1, 2, 3, 4
--- Counter field prefix per state, in the bucket's counters hash.
+-- Counter field prefix per state, in the slot's counters hash.
 local COUNTER = { 'l', 'r', 'f', 'd' }
 local HEADER = '>BHI6I6I6Hc0Hc0'
 -- The timer wheel: a delayed job due at least NEAR_MS from now waits in the
@@ -22,6 +25,12 @@ local SLOT_MS, NEAR_MS = 1000, 2000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The record `raw` with a new state and tries, the rest unchanged.
+local function patch(raw, state, tries, delivered)
+  if delivered then state = state + 16 end
+  return struct.pack('>BH', state, tries) .. string.sub(raw, 4)
 end
 
 local function encode(r)
@@ -51,6 +60,26 @@ local function total(ckey, kind, queue, n)
   redis.call('HINCRBY', ckey, kind .. queue, n)
 end
 
+-- Counter changes gathered over a script and written once per field
+-- (`flush`): a script that moves many jobs writes each counter once, not
+-- once per job. Flush before anything reads the counters (`unlist`).
+local function tally()
+  local t = { d = {} }
+  function t.add(field, n)
+    t.d[field] = (t.d[field] or 0) + n
+  end
+  function t.state(state, queue, n)
+    t.add(COUNTER[state] .. queue, n)
+  end
+  function t.flush(ckey)
+    for f, n in pairs(t.d) do
+      if n ~= 0 then redis.call('HINCRBY', ckey, f, n) end
+    end
+    t.d = {}
+  end
+  return t
+end
+
 -- Lowest score of a zset, or nil when it is empty.
 local function zmin(zkey)
   local head = redis.call('ZRANGE', zkey, 0, 0, 'WITHSCORES')
@@ -58,13 +87,13 @@ local function zmin(zkey)
   return tonumber(head[2])
 end
 
--- Schedules `id` on the bucket's timer at `at`, and tells the pumps when this
--- makes the bucket due sooner than before, so a sleeping pump wakes early.
-local function arm(tkey, id, at, timer_channel, bucket_tag)
+-- Schedules `id` on the slot's timer at `at`, and tells the pumps when this
+-- makes the slot due sooner than before, so a sleeping pump wakes early.
+local function arm(tkey, id, at, timer_channel, slot)
   local before = zmin(tkey)
   redis.call('ZADD', tkey, at, id)
   if before == nil or at < before then
-    redis.call('PUBLISH', timer_channel, bucket_tag)
+    redis.call('PUBLISH', timer_channel, slot)
   end
 end
 
@@ -90,7 +119,7 @@ end
 -- After `drop` of a READY or DEAD job, removes its id from that state's list
 -- (`lkey`: the queue's ready or dead list), so that no list keeps ids of
 -- jobs that are gone:
--- - when the bucket holds no other job of the queue in that state, every id
+-- - when the slot holds no other job of the queue in that state, every id
 --   left in the list is stale: the list goes;
 -- - else the id is looked for within UNLIST_SCAN entries of either end (ids
 --   are pushed at the head and popped at the tail: a job that expires is
@@ -134,7 +163,7 @@ local function view(r, id, now)
   return { r.queue, id, math.max(0, now - r.pub), ttl_left(r, now), r.tries, r.attrs, r.body, r.state }
 end
 
--- When the bucket's pump must next wake: its earliest timer entry, or
+-- When the slot's pump must next wake: its earliest timer entry, or
 -- SLOT_MS before its earliest wheel slot starts; nil when it has neither.
 local function next_wake(tkey, skey)
   local t = zmin(tkey)
@@ -145,10 +174,10 @@ local function next_wake(tkey, skey)
 end
 
 -- Places a delayed job due at `due`: on the timer when it is near, else in
--- its wheel slot. `k` holds the bucket's keys {t, s, prefix}; `wake` is the
--- bucket's next wake-up before this call (updated and returned), and the
--- pumps are told when this job makes it sooner.
-local function delay(k, id, due, now, wake, timer_channel, bucket_tag)
+-- the wheel list of its second. `k` holds the slot's keys {t, s, prefix};
+-- `wake` is the slot's next wake-up before this call (updated and
+-- returned), and the pumps are told when this job makes it sooner.
+local function delay(k, id, due, now, wake, timer_channel, slot_tag)
   local at
   if due < now + NEAR_MS then
     redis.call('ZADD', k.t, due, id)
@@ -160,17 +189,17 @@ local function delay(k, id, due, now, wake, timer_channel, bucket_tag)
     at = slot * SLOT_MS - SLOT_MS
   end
   if wake == nil or at < wake then
-    redis.call('PUBLISH', timer_channel, bucket_tag)
+    redis.call('PUBLISH', timer_channel, slot_tag)
     return at
   end
   return wake
 end
 
 -- Stores a new job: delayed (see `delay`), or ready at the tail of its queue.
-local function put(k, rkey, id, r, now, wake, timer_channel, bucket_tag)
+local function put(k, rkey, id, r, now, wake, timer_channel, slot_tag)
   redis.call('HSET', k.j, id, encode(r))
   if r.state == DELAYED then
-    return delay(k, id, r.due, now, wake, timer_channel, bucket_tag)
+    return delay(k, id, r.due, now, wake, timer_channel, slot_tag)
   end
   redis.call('LPUSH', rkey, id)
   if r.expire > 0 then redis.call('ZADD', k.t, r.expire, id) end
@@ -183,14 +212,6 @@ local function fresh(queue, delay_ms, ttl, tries, now)
   if ttl > 0 then r.expire = now + ttl end
   if delay_ms > 0 then r.state, r.due = DELAYED, now + delay_ms end
   return r
-end
-
--- Multi-bucket scripts pass `stride` keys per bucket, bucket after bucket.
-local function bucket_keys(b, stride)
-  local base = (b - 1) * stride
-  local ks = {}
-  for i = 1, stride do ks[i] = KEYS[base + i] end
-  return ks
 end
 
 -- Walks a list from its consuming end (the right), skipping entries whose

@@ -1,6 +1,6 @@
 -- Reads one job by id without changing it.
 -- KEYS[1]: jobs hash
--- ARGV[1]: queue   ARGV[2]: job id
+-- ARGV[1]: qualified queue   ARGV[2]: job id
 -- Returns: {queue, id, elapsed_ms, ttl_ms, tries left, attrs, body, state}, or nil
 -- when the job does not exist in that queue or has expired.
 local raw = redis.call('HGET', KEYS[1], ARGV[2])

@@ -1,9 +1,9 @@
--- Publishes one or more jobs into one bucket, all or nothing.
+-- Publishes one or more jobs of one queue into one slot, all or nothing.
 -- KEYS[1]: jobs hash     KEYS[2]: timer zset     KEYS[3]: counters hash
 -- KEYS[4]: ready list of the queue               KEYS[5]: wheel slot index zset
--- ARGV[1]: queue   ARGV[2]: delay ms   ARGV[3]: ttl ms (0 = never)   ARGV[4]: tries
--- ARGV[5]: ready channel of the queue   ARGV[6]: timer channel   ARGV[7]: bucket tag
--- ARGV[8]: bucket key prefix (wheel slot lists are prefix .. 'w:' .. slot)
+-- ARGV[1]: qualified queue (`<ns>/<queue>`)   ARGV[2]: delay ms   ARGV[3]: ttl ms (0 = never)   ARGV[4]: tries
+-- ARGV[5]: ready channel of the queue   ARGV[6]: timer channel   ARGV[7]: slot number
+-- ARGV[8]: slot key prefix (wheel lists are prefix .. 'w:' .. second)
 -- ARGV[9..]: triples of job id, attributes JSON ("" for none), body
 -- Returns: the number of jobs published, or an error reply `EXISTS <id>` and no change.
 local queue, delay_ms, ttl, tries = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])

@@ -1,13 +1,13 @@
--- Moves what is due in one bucket: delayed jobs to ready; reservations whose
+-- Moves what is due in one slot: delayed jobs to ready; reservations whose
 -- TTR ran out back to ready while tries remain, else to the dead letter; jobs
 -- past their TTL dropped (with their ready or dead list entry); stale timer
 -- entries removed.
--- First, wheel slots that start within SLOT_MS are opened: their delayed jobs
--- move to the timer zset at their exact due time.
--- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel slot index zset
--- KEYS[5]: the bucket's lease
--- ARGV[1]: bucket key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue,
---          wheel slot list = prefix .. 'w:' .. slot)
+-- First, wheel seconds that start within SLOT_MS are opened: their delayed
+-- jobs move to the timer zset at their exact due time.
+-- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
+-- KEYS[5]: the slot's lease
+-- ARGV[1]: slot key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue,
+--          wheel list = prefix .. 'w:' .. second)
 -- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
 -- ARGV[4]: the lease owner this pump acts for ("" = no lease, a single pump)
 -- Returns: {processed, to_ready, retried, dead, expired, next_due_ms (-1 = none), oldest_due_ms (-1 = none), now_ms,
@@ -17,8 +17,11 @@
 -- where oldest_due_ms is the score of the first entry handled (for lag).
 --
 -- The ready, dead and wheel lists are named here rather than passed in KEYS
--- because which queues and slots are due is only known from the data. They
--- carry the same hash tag as KEYS[1], so the script still touches one slot.
+-- because which queues and seconds are due is only known from the data.
+-- They carry the same hash tag as KEYS[1], so the script still touches one
+-- Redis Cluster hash slot (a cluster allows this for keys of the slot that
+-- the script's KEYS name).
+-- Counters are gathered per queue and written once per call (`tally`).
 local prefix, limit, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if ARGV[4] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[4] then
   return { -1 }
@@ -26,7 +29,7 @@ end
 local now = now_ms()
 local jkey, tkey, ckey, skey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
--- Open the wheel slots that start within SLOT_MS.
+-- Open the wheel seconds that start within SLOT_MS.
 local opened = 0
 while opened < limit do
   local head = redis.call('ZRANGE', skey, 0, 0, 'WITHSCORES')
@@ -46,13 +49,14 @@ while opened < limit do
   if redis.call('EXISTS', wkey) == 0 then redis.call('ZREM', skey, head[1]) end
 end
 if opened >= limit then
-  -- A huge slot: come back at once for the rest before pumping.
+  -- A huge second: come back at once for the rest before pumping.
   return { limit, 0, 0, 0, 0, now, -1, now }
 end
 
 local due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 local to_ready, retried, dead, gone = 0, 0, 0, 0
 local woken = {}
+local counts = tally()
 local per = {}
 local function tally(queue, i)
   local t = per[queue]
@@ -70,6 +74,7 @@ for i = 1, #due, 2 do
   else
     local r = decode(raw)
     if expired(r, now) then
+      counts.flush(ckey)
       drop(jkey, tkey, ckey, id, r)
       if r.state == READY then
         unlist(prefix .. 'r:' .. r.queue, jkey, ckey, READY, r.queue, id)
@@ -86,18 +91,18 @@ for i = 1, #due, 2 do
         to_ready = to_ready + 1
         tally(r.queue, 1)
       end
-      count(ckey, r.state, r.queue, -1)
+      counts.state(r.state, r.queue, -1)
       r.state = READY
-      redis.call('HSET', jkey, id, encode(r))
-      count(ckey, READY, r.queue, 1)
+      redis.call('HSET', jkey, id, patch(raw, READY, r.tries, r.delivered))
+      counts.state(READY, r.queue, 1)
       redis.call('LPUSH', prefix .. 'r:' .. r.queue, id)
       arm_expiry(tkey, id, r)
       woken[r.queue] = (woken[r.queue] or 0) + 1
     elseif r.state == RESERVED then
-      count(ckey, RESERVED, r.queue, -1)
+      counts.state(RESERVED, r.queue, -1)
       r.state = DEAD
-      redis.call('HSET', jkey, id, encode(r))
-      count(ckey, DEAD, r.queue, 1)
+      redis.call('HSET', jkey, id, patch(raw, DEAD, r.tries, r.delivered))
+      counts.state(DEAD, r.queue, 1)
       redis.call('LPUSH', prefix .. 'd:' .. r.queue, id)
       arm_expiry(tkey, id, r)
       dead = dead + 1
@@ -109,6 +114,7 @@ for i = 1, #due, 2 do
   end
 end
 
+counts.flush(ckey)
 for q, n in pairs(woken) do
   redis.call('PUBLISH', chan .. q, n)
 end

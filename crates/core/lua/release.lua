@@ -16,7 +16,7 @@ local score = redis.call('ZSCORE', KEYS[2], id)
 if not score or tonumber(score) ~= due then return 0 end
 count(KEYS[3], RESERVED, r.queue, -1)
 r.state, r.tries = READY, r.tries + 1
-redis.call('HSET', KEYS[1], id, encode(r))
+redis.call('HSET', KEYS[1], id, patch(raw, READY, r.tries, r.delivered))
 count(KEYS[3], READY, r.queue, 1)
 redis.call('RPUSH', KEYS[4], id)
 arm_expiry(KEYS[2], id, r)

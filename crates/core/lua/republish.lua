@@ -1,9 +1,9 @@
--- Replaces a job by a new one in the same bucket, atomically: the old job
+-- Replaces a job by a new one in the same slot, atomically: the old job
 -- (if it still exists in that queue) is deleted and the new one published.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: ready list
 -- KEYS[5]: wheel slot index zset   KEYS[6]: dead list
--- ARGV[1]: queue   ARGV[2]: delay ms   ARGV[3]: ttl ms   ARGV[4]: tries
--- ARGV[5]: ready channel   ARGV[6]: timer channel   ARGV[7]: bucket tag   ARGV[8]: bucket key prefix
+-- ARGV[1]: qualified queue   ARGV[2]: delay ms   ARGV[3]: ttl ms   ARGV[4]: tries
+-- ARGV[5]: ready channel   ARGV[6]: timer channel   ARGV[7]: slot number   ARGV[8]: slot key prefix
 -- ARGV[9]: old job id   ARGV[10]: new job id   ARGV[11]: attrs   ARGV[12]: body
 -- Returns: 1 when the old job existed, else 0; or an error reply `EXISTS <id>` and no change.
 local queue, delay_ms, ttl, tries = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])

@@ -104,13 +104,13 @@ impl JobId {
         }
     }
 
-    /// Mints a fresh id whose bucket, among `buckets`, is `bucket`. Bulk
-    /// publish and republish use this so that all the jobs they touch share
-    /// one bucket, and so one script call.
-    pub fn mint_in_bucket(versioned: bool, bucket: u32, buckets: u32) -> Self {
+    /// Mints a fresh id whose lane, among `lanes`, is `lane`. Bulk publish
+    /// and republish use this so that all the jobs they touch share one lane,
+    /// so one slot, so one script call.
+    pub fn mint_in_lane(versioned: bool, lane: u32, lanes: u32) -> Self {
         loop {
             let id = Self::mint(versioned);
-            if id.bucket(buckets) == bucket {
+            if id.lane(lanes) == lane {
                 return id;
             }
         }
@@ -139,12 +139,13 @@ impl JobId {
         if self.0.len() == 27 { 1 } else { 0 }
     }
 
-    /// The bucket of this id among `buckets`: FNV-1a (64-bit) of the id's
-    /// text, modulo the bucket count. Stable across versions and processes;
-    /// pinned by tests.
-    pub fn bucket(&self, buckets: u32) -> u32 {
-        debug_assert!(buckets > 0);
-        (fnv1a64(self.0.as_bytes()) % u64::from(buckets.max(1))) as u32
+    /// The lane of this id among `lanes`: FNV-1a (64-bit) of the id's text,
+    /// modulo the lane count. Stable across versions and processes; pinned by
+    /// tests. With the queue's name it gives the job's slot
+    /// ([`crate::keys::slot_of`]).
+    pub fn lane(&self, lanes: u32) -> u32 {
+        debug_assert!(lanes > 0);
+        (fnv1a64(self.0.as_bytes()) % u64::from(lanes.max(1))) as u32
     }
 
     /// The publish time embedded in the id by the gateway that minted it (ms).
@@ -218,36 +219,36 @@ mod tests {
         }
     }
 
-    /// Golden vectors: the bucket of an id must never change between
+    /// Golden vectors: the lane of an id must never change between
     /// versions, or jobs already stored could not be found by id.
     #[test]
-    fn bucket_of_id_is_pinned() {
+    fn lane_of_id_is_pinned() {
         let cases = [
             ("01ARZ3NDEKTSV4RRFFQ69G5FAV", 16, 0),
             ("01ARZ3NDEKTSV4RRFFQ69G5FAV", 64, 0),
             ("101ARZ3NDEKTSV4RRFFQ69G5FAV", 16, 13),
             ("01HZY7Q6W3J9T0M2C4V8B5N1XK", 16, 3),
         ];
-        for (id, buckets, want) in cases {
-            let got = JobId::parse(id).expect("valid").bucket(buckets);
-            assert_eq!(got, want, "{id} over {buckets}");
+        for (id, lanes, want) in cases {
+            let got = JobId::parse(id).expect("valid").lane(lanes);
+            assert_eq!(got, want, "{id} over {lanes}");
         }
         assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 
     #[test]
-    fn minted_ids_land_in_the_asked_bucket() {
-        for b in 0..16 {
-            assert_eq!(JobId::mint_in_bucket(true, b, 16).bucket(16), b);
+    fn minted_ids_land_in_the_asked_lane() {
+        for l in 0..16 {
+            assert_eq!(JobId::mint_in_lane(true, l, 16).lane(16), l);
         }
     }
 
     proptest! {
         #[test]
-        fn buckets_are_in_range(buckets in 1u32..1024) {
+        fn lanes_are_in_range(lanes in 1u32..1024) {
             let id = JobId::mint(false);
-            prop_assert!(id.bucket(buckets) < buckets);
+            prop_assert!(id.lane(lanes) < lanes);
         }
 
         #[test]

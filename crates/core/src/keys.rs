@@ -1,31 +1,36 @@
 //! Every Redis key and channel that Sundial uses, and what it holds.
 //!
-//! All keys start with `sd:`. A namespace's jobs are spread over `B` buckets
-//! (B is per pool); a job's bucket is [`crate::JobId::bucket`]. Every key of
-//! one bucket carries the hash tag `{<ns>/<b>}`, so a bucket never splits
-//! across shards and could live on a Redis Cluster slot of its own. Names
-//! match `[-_A-Za-z0-9]+`, so `/` and `:` never occur inside them.
+//! All keys start with `sd:`. A pool's data is partitioned into `S` **slots**
+//! (fixed per pool, default 128). A queue's jobs are spread over `L` lanes
+//! (fixed per pool, default 1); a job's lane comes from its id
+//! ([`crate::JobId::lane`]), and the slot of a lane is XXH3 of
+//! `"<ns>/<queue>/<lane>"` modulo `S` ([`slot_of`]). Every key of one slot
+//! carries the hash tag `{<slot>}`, so a slot never splits across shards and
+//! maps to one Redis Cluster hash slot. Names match `[-_A-Za-z0-9]+`, so
+//! `/` and `:` never occur inside them; a queue is written qualified,
+//! `<ns>/<queue>` ([`qualified`]).
 //!
-//! Per bucket (`T` = `{ns/b}`):
+//! Per slot (`T` = `{<slot>}`):
 //!
 //! | key | type | holds | invariant |
 //! | --- | --- | --- | --- |
-//! | `sd:T:j` | hash | job id → packed record (state, tries left, publish and expiry time, queue, attributes, body) | a job exists iff its field exists |
+//! | `sd:T:j` | hash | job id → packed record (state, tries left, publish and expiry time, qualified queue, attributes, body) | a job exists iff its field exists |
 //! | `sd:T:t` | zset | job id → next deadline (ms, shard clock) | delayed and due within about 2 s: due time; reserved: TTR deadline (or expiry if sooner); ready or dead: expiry if any, else absent |
-//! | `sd:T:s` | zset | wheel slot number → its start (ms) | one member per non-empty wheel list |
-//! | `sd:T:w:<slot>` | list | ids of delayed jobs due within that second (`slot = due_ms / 1000`) | every delayed job not in `sd:T:t` is in the list of its slot; stale ids (deleted jobs) are skipped when the slot opens |
-//! | `sd:T:c` | hash | `<s><queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead) | equals the count of records in that state; changed by the same script that changes a record |
-//! | `sd:T:r:<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; a job that expires or is deleted while ready leaves it in the same script when its id stands within 256 entries of either end, else its id stays (stale) until popped and skipped; the list is deleted when the bucket holds no ready job of the queue, so it never outlives the queue's jobs |
-//! | `sd:T:d:<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
-//! | `sd:T:lease` | string | the id of the process that pumps this bucket | set with `NX PX`, renewed and deleted only by its owner; the pump script checks it |
+//! | `sd:T:s` | zset | wheel second → its start (ms) | one member per non-empty wheel list |
+//! | `sd:T:w:<second>` | list | ids of delayed jobs due within that second (`second = due_ms / 1000`) | every delayed job not in `sd:T:t` is in the list of its second; stale ids (deleted jobs) are skipped when the second opens |
+//! | `sd:T:c` | hash | `<s><ns>/<queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead); `P<ns>/<queue>` and `C<ns>/<queue>` → jobs published and deliveries made (running totals) | the per-state counts equal the records in that state; changed by the script that changes the records |
+//! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib.lua`); the list goes when the slot holds no ready job of the queue |
+//! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
+//! | `sd:T:lease` | string | the id of the pump process that pumps this slot | changed only by the lease scripts; the pump script checks it |
+//!
+//! So a namespace has no key of its own: an idle tenant costs its jobs'
+//! records and, per queue that holds jobs, its ready and dead lists.
 //!
 //! Per shard:
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `sd:meta` | hash | `buckets` → the pool's bucket count, fixed once written; `ring` → the pool's shards (`name:weight,...`); `draining` → earlier layouts whose moved buckets still drain |
-//! | `sd:namespaces` | set | namespaces that have (had) jobs on this shard |
-//! | `sd:queues:<ns>` | set | queues of the namespace that have (had) jobs on this shard |
+//! | `sd:meta` | hash | `format` → the data layout version ([`FORMAT`]); `slots`, `lanes` → the pool's slot and lane counts, fixed once written; `ring` → the pool's shards (`name:weight,...`); `draining` → earlier layouts whose moved slots still drain |
 //! | `sd:pumps` | zset | live pump processes → when their heartbeat expires (ms) |
 //! | `sd:views` | set | gateway instances that announced the layouts they write to |
 //! | `sd:view:<instance>` | string | those layouts, JSON; expires (15 s) unless the gateway renews it |
@@ -37,23 +42,33 @@
 //! with their window.
 //!
 //! Channels: `sd:ready:<ns>/<queue>` (a count of jobs that became ready, for
-//! long polls), `sd:timer` (a bucket tag `<ns>/<b>` whose earliest deadline
-//! moved sooner, for pumps).
+//! long polls), `sd:timer` (a slot number whose earliest deadline moved
+//! sooner, for pumps).
+
+use xxhash_rust::xxh3::xxh3_64;
 
 /// The prefix of every key.
 pub const PREFIX: &str = "sd:";
 /// Per-shard metadata hash.
 pub const META: &str = "sd:meta";
-/// Field of [`META`] that holds the pool's bucket count.
-pub const META_BUCKETS: &str = "buckets";
+/// Field of [`META`] that holds the data layout version.
+pub const META_FORMAT: &str = "format";
+/// The data layout this build reads and writes: pool-wide slots. Format 1
+/// (per-namespace buckets, Sundial before 0.2) wrote `buckets` in [`META`]
+/// instead; see `docs/OPERATIONS.md` for the upgrade.
+pub const FORMAT: u32 = 2;
+/// Field of [`META`] written by format 1 only.
+pub const META_BUCKETS_V1: &str = "buckets";
+/// Field of [`META`] that holds the pool's slot count.
+pub const META_SLOTS: &str = "slots";
+/// Field of [`META`] that holds the pool's lane count.
+pub const META_LANES: &str = "lanes";
 /// Field of [`META`] that holds the pool's ring membership (`name:weight,...`).
 pub const META_RING: &str = "ring";
-/// Field of [`META`] that holds the earlier memberships whose moved buckets
+/// Field of [`META`] that holds the earlier memberships whose moved slots
 /// still drain (a JSON array of signatures).
 pub const META_DRAINING: &str = "draining";
-/// Per-shard set of namespaces.
-pub const NAMESPACES: &str = "sd:namespaces";
-/// Channel on which scripts announce that a bucket became due sooner.
+/// Channel on which scripts announce that a slot became due sooner.
 pub const TIMER_CHANNEL: &str = "sd:timer";
 /// Prefix of the channels on which scripts announce ready jobs.
 pub const READY_CHANNEL_PREFIX: &str = "sd:ready:";
@@ -82,9 +97,22 @@ pub fn view(instance: &str) -> String {
     format!("sd:view:{instance}")
 }
 
-/// The set of a namespace's queues on one shard.
-pub fn queues(ns: &str) -> String {
-    format!("sd:queues:{ns}")
+/// A queue as the slot's keys and records name it: `<ns>/<queue>`.
+pub fn qualified(ns: &str, queue: &str) -> String {
+    format!("{ns}/{queue}")
+}
+
+/// Splits a qualified queue back into namespace and queue.
+pub fn parse_qualified(q: &str) -> Option<(&str, &str)> {
+    q.split_once('/')
+}
+
+/// The slot, among `slots`, of lane `lane` of queue `queue` of `ns`: XXH3-64
+/// of `"<ns>/<queue>/<lane>"` modulo the slot count. Pinned by tests: if it
+/// changed, stored jobs would be looked for in the wrong slot.
+pub fn slot_of(ns: &str, queue: &str, lane: u32, slots: u32) -> u32 {
+    let h = xxh3_64(format!("{ns}/{queue}/{lane}").as_bytes());
+    (h % u64::from(slots.max(1))) as u32
 }
 
 /// The channel on which a queue's newly ready jobs are announced.
@@ -92,44 +120,27 @@ pub fn ready_channel(ns: &str, queue: &str) -> String {
     format!("{READY_CHANNEL_PREFIX}{ns}/{queue}")
 }
 
-/// The prefix of a namespace's ready channels (`ready_channel(ns, q)` is this
-/// followed by `q`).
-pub fn ready_channel_prefix(ns: &str) -> String {
-    format!("{READY_CHANNEL_PREFIX}{ns}/")
-}
-
 /// Splits a ready channel name back into namespace and queue.
 pub fn parse_ready_channel(channel: &str) -> Option<(&str, &str)> {
-    channel.strip_prefix(READY_CHANNEL_PREFIX)?.split_once('/')
+    parse_qualified(channel.strip_prefix(READY_CHANNEL_PREFIX)?)
 }
 
-/// The tag that names a bucket in messages: `<ns>/<b>`.
-pub fn bucket_tag(ns: &str, bucket: u32) -> String {
-    format!("{ns}/{bucket}")
-}
-
-/// Splits a bucket tag back into namespace and bucket.
-pub fn parse_bucket_tag(tag: &str) -> Option<(&str, u32)> {
-    let (ns, b) = tag.rsplit_once('/')?;
-    Some((ns, b.parse().ok()?))
-}
-
-/// The keys of one bucket.
+/// The keys of one slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BucketKeys {
-    /// `sd:{<ns>/<b>}:`
+pub struct SlotKeys {
+    /// `sd:{<slot>}:`
     prefix: String,
 }
 
-impl BucketKeys {
-    pub fn new(ns: &str, bucket: u32) -> Self {
+impl SlotKeys {
+    pub fn new(slot: u32) -> Self {
         Self {
-            prefix: format!("sd:{{{ns}/{bucket}}}:"),
+            prefix: format!("sd:{{{slot}}}:"),
         }
     }
 
-    /// The common prefix of the bucket's keys (the pump builds list names
-    /// from it inside its script).
+    /// The common prefix of the slot's keys (scripts build list names from
+    /// it).
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
@@ -146,27 +157,29 @@ impl BucketKeys {
         format!("{}c", self.prefix)
     }
 
-    /// The index of the bucket's timer-wheel slots.
-    pub fn slots(&self) -> String {
+    /// The index of the slot's timer-wheel seconds.
+    pub fn wheel_index(&self) -> String {
         format!("{}s", self.prefix)
     }
 
-    /// The timer-wheel list of one slot (one second of due times).
-    pub fn wheel(&self, slot: u64) -> String {
-        format!("{}w:{slot}", self.prefix)
+    /// The timer-wheel list of one second of due times.
+    pub fn wheel(&self, second: u64) -> String {
+        format!("{}w:{second}", self.prefix)
     }
 
-    /// The bucket's pump lease: the owning process's id, expiring.
+    /// The slot's pump lease: the owning process's id.
     pub fn lease(&self) -> String {
         format!("{}lease", self.prefix)
     }
 
-    pub fn ready(&self, queue: &str) -> String {
-        format!("{}r:{queue}", self.prefix)
+    /// The ready list of a qualified queue (`<ns>/<queue>`).
+    pub fn ready(&self, qualified: &str) -> String {
+        format!("{}r:{qualified}", self.prefix)
     }
 
-    pub fn dead(&self, queue: &str) -> String {
-        format!("{}d:{queue}", self.prefix)
+    /// The dead list of a qualified queue.
+    pub fn dead(&self, qualified: &str) -> String {
+        format!("{}d:{qualified}", self.prefix)
     }
 }
 
@@ -175,30 +188,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bucket_keys_share_one_hash_tag() {
-        let k = BucketKeys::new("ns", 7);
+    fn slot_keys_share_one_hash_tag() {
+        let k = SlotKeys::new(7);
         for key in [
             k.jobs(),
             k.timer(),
             k.counters(),
-            k.slots(),
+            k.wheel_index(),
             k.wheel(9),
-            k.ready("q"),
-            k.dead("q"),
+            k.lease(),
+            k.ready("ns/q"),
+            k.dead("ns/q"),
         ] {
-            assert!(key.starts_with("sd:{ns/7}:"), "{key}");
+            assert!(key.starts_with("sd:{7}:"), "{key}");
         }
-        assert_eq!(k.ready("q"), "sd:{ns/7}:r:q");
+        assert_eq!(k.ready(&qualified("ns", "q")), "sd:{7}:r:ns/q");
     }
 
     #[test]
-    fn channels_and_tags_round_trip() {
+    fn channels_and_names_round_trip() {
         assert_eq!(
             parse_ready_channel(&ready_channel("n-s", "q_1")),
             Some(("n-s", "q_1"))
         );
-        assert_eq!(parse_bucket_tag(&bucket_tag("ns", 12)), Some(("ns", 12)));
-        assert_eq!(parse_bucket_tag("ns"), None);
-        assert_eq!(ready_channel_prefix("ns") + "q", ready_channel("ns", "q"));
+        assert_eq!(parse_qualified(&qualified("ns", "q")), Some(("ns", "q")));
+        assert_eq!(parse_qualified("ns"), None);
     }
+
+    /// Golden vectors (checked against Python's `xxhash` package): the slot
+    /// of a lane must never change between versions, or stored jobs would be
+    /// looked for in the wrong slot.
+    #[test]
+    fn slot_of_a_lane_is_pinned() {
+        let got: Vec<u32> = [
+            ("ns", "q", 0, 128),
+            ("ns", "q", 1, 128),
+            ("tenant-7", "emails", 0, 128),
+            ("tenant-7", "emails", 0, 16384),
+        ]
+        .iter()
+        .map(|(ns, q, l, s)| slot_of(ns, q, *l, *s))
+        .collect();
+        assert_eq!(got, GOLDEN_SLOTS);
+        for lane in 0..64 {
+            assert!(slot_of("ns", "q", lane, 128) < 128);
+        }
+        assert_eq!(slot_of("ns", "q", 0, 1), 0);
+    }
+
+    const GOLDEN_SLOTS: [u32; 4] = [82, 68, 1, 257];
 }

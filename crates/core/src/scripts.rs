@@ -69,14 +69,13 @@ scripts! {
     delete,
     peek_job,
     peek_queue,
-    counts,
     destroy,
     dead_peek,
     dead_move,
     pump,
     rate,
-    lease,
-    lease_drop,
+    heartbeat,
+    claim,
     table_change,
 }
 

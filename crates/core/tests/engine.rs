@@ -11,11 +11,114 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use redis::Commands;
-use sundial_core::{EngineError, JobId, NewJob, Schedule, Shard, ShardOptions, keys::BucketKeys};
+use sundial_core::{
+    Counts, Delivery, EngineError, JobId, JobView, NewJob, Schedule, Shard, ShardOptions,
+    keys::{self, SlotKeys},
+};
 use sundial_tests::{RedisServer, wait_until_async};
 
-const B: u32 = 8;
-const ALL: [u32; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+/// Slots and lanes of the pool these tests play: every slot on this one
+/// shard, and queues over several lanes, as the gateway drives them.
+const S: u32 = 8;
+const L: u32 = 4;
+
+/// The slot of a job of `queue` in namespace `ns`.
+fn slot(queue: &str, id: &JobId) -> u32 {
+    keys::slot_of("ns", queue, id.lane(L), S)
+}
+
+/// `ns/<queue>`.
+fn qn(queue: &str) -> String {
+    keys::qualified("ns", queue)
+}
+
+/// The distinct slots of a queue's lanes.
+fn slots_of(queue: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for lane in 0..L {
+        let s = keys::slot_of("ns", queue, lane, S);
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+async fn counts(s: &Shard, queue: &str) -> Result<Counts, EngineError> {
+    let mut total = Counts::default();
+    for slot in slots_of(queue) {
+        total.add(&s.counts(slot, &qn(queue)).await?);
+    }
+    Ok(total)
+}
+
+/// Queues in priority order, each over its lanes, as the gateway takes.
+async fn consume(
+    s: &Shard,
+    queues: &[&str],
+    count: u32,
+    ttr_ms: u64,
+) -> Result<Vec<Delivery>, EngineError> {
+    let mut out = Vec::new();
+    for q in queues {
+        for slot in slots_of(q) {
+            let want = count - out.len() as u32;
+            if want == 0 {
+                return Ok(out);
+            }
+            out.extend(s.consume(slot, &qn(q), want, ttr_ms).await?);
+        }
+    }
+    Ok(out)
+}
+
+async fn dead_head(s: &Shard, queue: &str) -> Result<Option<String>, EngineError> {
+    let mut best: Option<(String, u64)> = None;
+    for slot in slots_of(queue) {
+        if let Some(h) = s.dead_head(slot, &qn(queue)).await?
+            && best.as_ref().is_none_or(|b| h.1 < b.1)
+        {
+            best = Some(h);
+        }
+    }
+    Ok(best.map(|b| b.0))
+}
+
+async fn respawn(s: &Shard, queue: &str, limit: u64, ttl_ms: u64) -> Result<u64, EngineError> {
+    let mut n = 0;
+    for slot in slots_of(queue) {
+        n += s.respawn(slot, &qn(queue), limit - n, ttl_ms).await?;
+    }
+    Ok(n)
+}
+
+async fn dead_delete(s: &Shard, queue: &str, limit: u64) -> Result<u64, EngineError> {
+    let mut n = 0;
+    for slot in slots_of(queue) {
+        n += s.dead_delete(slot, &qn(queue), limit - n).await?;
+    }
+    Ok(n)
+}
+
+async fn destroy(s: &Shard, queue: &str) -> Result<u64, EngineError> {
+    let mut n = 0;
+    for slot in slots_of(queue) {
+        n += s.destroy(slot, &qn(queue)).await?;
+    }
+    Ok(n)
+}
+
+async fn peek_queue(s: &Shard, queue: &str) -> Result<Option<JobView>, EngineError> {
+    let mut best: Option<JobView> = None;
+    for slot in slots_of(queue) {
+        if let Some(j) = s.peek_queue(slot, &qn(queue)).await?
+            && best.as_ref().is_none_or(|b| j.elapsed_ms > b.elapsed_ms)
+        {
+            best = Some(j);
+        }
+    }
+    Ok(best)
+}
 
 async fn shard(redis: &RedisServer) -> Shard {
     let s = Shard::connect("test", &ShardOptions::new(redis.url())).expect("connect");
@@ -52,9 +155,8 @@ fn now_sched(tries: u16) -> Schedule {
 async fn publish(s: &Shard, queue: &str, sched: Schedule, body: &str) -> JobId {
     let j = job(body);
     s.publish(
-        "ns",
-        j.id.bucket(B),
-        queue,
+        slot(queue, &j.id),
+        &qn(queue),
         &sched,
         std::slice::from_ref(&j),
     )
@@ -69,33 +171,35 @@ async fn publish_consume_ack_leaves_nothing_behind() {
     let s = shard(&redis).await;
     let id = publish(&s, "q", now_sched(3), "hello").await;
 
-    let c = s.counts("ns", &ALL, "q").await.expect("counts");
+    let c = counts(&s, "q").await.expect("counts");
     assert_eq!((c.ready, c.delayed, c.reserved, c.dead), (1, 0, 0, 0));
 
-    let got = s
-        .consume("ns", &ALL, &["q"], 1, 30_000)
-        .await
-        .expect("consume");
+    let got = consume(&s, &["q"], 1, 30_000).await.expect("consume");
     assert_eq!(got.len(), 1);
     let d = &got[0];
     assert_eq!(d.job.id, id.as_str());
     assert_eq!(d.job.body, Bytes::from_static(b"hello"));
     assert_eq!(d.job.tries_left, 2);
-    assert_eq!(d.job.queue, "q");
-    assert_eq!(d.bucket, id.bucket(B));
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").reserved, 1);
+    assert_eq!(d.job.queue, "ns/q");
+    assert_eq!(d.job.queue_name(), "q");
+    assert_eq!(d.slot, slot("q", &id));
+    assert_eq!(counts(&s, "q").await.expect("counts").reserved, 1);
     // Nothing else to take.
     assert!(
-        s.consume("ns", &ALL, &["q"], 1, 30_000)
+        consume(&s, &["q"], 1, 30_000)
             .await
             .expect("consume")
             .is_empty()
     );
 
-    assert!(s.delete("ns", d.bucket, "q", &id).await.expect("ack"));
-    assert!(!s.delete("ns", d.bucket, "q", &id).await.expect("ack twice"));
+    assert!(s.delete(slot("q", &id), &qn("q"), &id).await.expect("ack"));
+    assert!(
+        !s.delete(slot("q", &id), &qn("q"), &id)
+            .await
+            .expect("ack twice")
+    );
 
-    let k = BucketKeys::new("ns", id.bucket(B));
+    let k = SlotKeys::new(slot("q", &id));
     let mut r = redis.client();
     let jobs: u64 = r.hlen(k.jobs()).expect("hlen");
     let timer: u64 = r.zcard(k.timer()).expect("zcard");
@@ -104,7 +208,7 @@ async fn publish_consume_ack_leaves_nothing_behind() {
         (0, 0),
         "an acked job leaves no record and no timer entry"
     );
-    let c = s.counts("ns", &ALL, "q").await.expect("counts");
+    let c = counts(&s, "q").await.expect("counts");
     assert_eq!(c.live(), 0);
     assert_eq!((c.published, c.delivered), (1, 1), "running totals stay");
 }
@@ -115,18 +219,18 @@ async fn delete_needs_the_right_queue() {
     let s = shard(&redis).await;
     let id = publish(&s, "q", now_sched(1), "x").await;
     assert!(
-        !s.delete("ns", id.bucket(B), "other", &id)
+        !s.delete(slot("other", &id), &qn("other"), &id)
             .await
             .expect("delete")
     );
     assert!(
-        s.peek_job("ns", id.bucket(B), "q", &id)
+        s.peek_job(slot("q", &id), &qn("q"), &id)
             .await
             .expect("peek")
             .is_some()
     );
     assert!(
-        s.peek_job("ns", id.bucket(B), "other", &id)
+        s.peek_job(slot("other", &id), &qn("other"), &id)
             .await
             .expect("peek")
             .is_none()
@@ -139,27 +243,24 @@ async fn delayed_jobs_wait_for_the_pump() {
     let s = shard(&redis).await;
     let sched = sched(150, 0, 1);
     let id = publish(&s, "q", sched, "later").await;
-    let b = id.bucket(B);
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").delayed, 1);
+    let b = slot("q", &id);
+    assert_eq!(counts(&s, "q").await.expect("counts").delayed, 1);
     assert!(
-        s.consume("ns", &ALL, &["q"], 1, 1000)
+        consume(&s, &["q"], 1, 1000)
             .await
             .expect("consume")
             .is_empty()
     );
 
-    let early = s.pump("ns", b, 100, None).await.expect("pump");
+    let early = s.pump(b, 100, None).await.expect("pump");
     assert_eq!(early.processed, 0, "nothing is due before its time");
-    let due = early.next_due_ms.expect("the bucket has a deadline");
+    let due = early.next_due_ms.expect("the slot has a deadline");
 
     wait_until_async(Duration::from_secs(5), "the job to become due", || async {
-        s.pump("ns", b, 100, None).await.expect("pump").to_ready == 1
+        s.pump(b, 100, None).await.expect("pump").to_ready == 1
     })
     .await;
-    let got = s
-        .consume("ns", &ALL, &["q"], 1, 1000)
-        .await
-        .expect("consume");
+    let got = consume(&s, &["q"], 1, 1000).await.expect("consume");
     assert_eq!(got.len(), 1);
     assert!(
         got[0].job.elapsed_ms >= 150,
@@ -174,42 +275,34 @@ async fn ttr_retries_then_dead_letters_then_respawns() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
     let id = publish(&s, "q", now_sched(2), "work").await;
-    let b = id.bucket(B);
+    let b = slot("q", &id);
 
     // First delivery; the worker "dies".
-    let d1 = s.consume("ns", &ALL, &["q"], 1, 50).await.expect("consume");
+    let d1 = consume(&s, &["q"], 1, 50).await.expect("consume");
     assert_eq!(d1[0].job.tries_left, 1);
     assert!(d1[0].first, "the first delivery is marked");
     wait_until_async(Duration::from_secs(5), "the TTR to run out", || async {
-        s.pump("ns", b, 100, None).await.expect("pump").retried == 1
+        s.pump(b, 100, None).await.expect("pump").retried == 1
     })
     .await;
     // Second and last delivery; the worker dies again.
-    let d2 = s.consume("ns", &ALL, &["q"], 1, 50).await.expect("consume");
+    let d2 = consume(&s, &["q"], 1, 50).await.expect("consume");
     assert_eq!(d2.len(), 1);
     assert_eq!(d2[0].job.tries_left, 0);
     assert!(!d2[0].first, "a redelivery is not");
     wait_until_async(Duration::from_secs(5), "the job to go dead", || async {
-        s.pump("ns", b, 100, None).await.expect("pump").dead == 1
+        s.pump(b, 100, None).await.expect("pump").dead == 1
     })
     .await;
-    let c = s.counts("ns", &ALL, "q").await.expect("counts");
+    let c = counts(&s, "q").await.expect("counts");
     assert_eq!((c.ready, c.reserved, c.dead), (0, 0, 1));
     assert_eq!(
-        s.dead_head("ns", &ALL, "q").await.expect("head"),
+        dead_head(&s, "q").await.expect("head"),
         Some(id.to_string())
     );
 
-    assert_eq!(
-        s.respawn("ns", &ALL, "q", 10, 60_000)
-            .await
-            .expect("respawn"),
-        1
-    );
-    let d3 = s
-        .consume("ns", &ALL, &["q"], 1, 1000)
-        .await
-        .expect("consume");
+    assert_eq!(respawn(&s, "q", 10, 60_000).await.expect("respawn"), 1);
+    let d3 = consume(&s, &["q"], 1, 1000).await.expect("consume");
     assert_eq!(d3[0].job.id, id.as_str());
     assert_eq!(d3[0].job.tries_left, 0, "a respawned job has one try");
     assert!(d3[0].job.ttl_ms > 0 && d3[0].job.ttl_ms <= 60_000);
@@ -222,25 +315,22 @@ async fn dead_letter_delete_respects_limit() {
     for i in 0..5 {
         publish(&s, "q", now_sched(1), &format!("j{i}")).await;
     }
-    let got = s.consume("ns", &ALL, &["q"], 5, 1).await.expect("consume");
+    let got = consume(&s, &["q"], 5, 1).await.expect("consume");
     assert_eq!(got.len(), 5);
     wait_until_async(Duration::from_secs(5), "all five to go dead", || async {
-        for b in ALL {
-            s.pump("ns", b, 100, None).await.expect("pump");
+        for b in 0..S {
+            s.pump(b, 100, None).await.expect("pump");
         }
-        s.counts("ns", &ALL, "q").await.expect("counts").dead == 5
+        counts(&s, "q").await.expect("counts").dead == 5
     })
     .await;
-    assert_eq!(s.dead_delete("ns", &ALL, "q", 2).await.expect("delete"), 2);
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").dead, 3);
-    assert_eq!(
-        s.dead_delete("ns", &ALL, "q", 100).await.expect("delete"),
-        3
-    );
-    assert_eq!(s.dead_head("ns", &ALL, "q").await.expect("head"), None);
+    assert_eq!(dead_delete(&s, "q", 2).await.expect("delete"), 2);
+    assert_eq!(counts(&s, "q").await.expect("counts").dead, 3);
+    assert_eq!(dead_delete(&s, "q", 100).await.expect("delete"), 3);
+    assert_eq!(dead_head(&s, "q").await.expect("head"), None);
     let mut r = redis.client();
-    for b in ALL {
-        let n: u64 = r.hlen(BucketKeys::new("ns", b).jobs()).expect("hlen");
+    for b in 0..S {
+        let n: u64 = r.hlen(SlotKeys::new(b).jobs()).expect("hlen");
         assert_eq!(n, 0);
     }
 }
@@ -258,18 +348,15 @@ async fn expired_jobs_are_skipped_within_the_same_consume() {
     // Deleted before anyone consumed it: a stale list entry.
     let recalled = publish(&s, "q", now_sched(1), "recalled").await;
     assert!(
-        s.delete("ns", recalled.bucket(B), "q", &recalled)
+        s.delete(slot("q", &recalled), &qn("q"), &recalled)
             .await
             .expect("delete")
     );
     tokio::time::sleep(Duration::from_millis(60)).await; // let the TTL pass (the thing under test is time)
-    let got = s
-        .consume("ns", &ALL, &["q"], 10, 1000)
-        .await
-        .expect("consume");
+    let got = consume(&s, &["q"], 10, 1000).await.expect("consume");
     assert_eq!(got.len(), 1, "only the live job is delivered: {got:?}");
     assert_eq!(got[0].job.id, keeper.as_str());
-    let c = s.counts("ns", &ALL, "q").await.expect("counts");
+    let c = counts(&s, "q").await.expect("counts");
     assert_eq!(
         (c.ready, c.reserved),
         (0, 1),
@@ -286,7 +373,7 @@ async fn the_pump_drops_expired_jobs_and_fixes_counts() {
         Duration::from_secs(5),
         "the pump to drop the job",
         || async {
-            s.pump("ns", id.bucket(B), 100, None)
+            s.pump(slot("q", &id), 100, None)
                 .await
                 .expect("pump")
                 .expired
@@ -294,16 +381,14 @@ async fn the_pump_drops_expired_jobs_and_fixes_counts() {
         },
     )
     .await;
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").live(), 0);
+    assert_eq!(counts(&s, "q").await.expect("counts").live(), 0);
     let mut r = redis.client();
-    let n: u64 = r
-        .hlen(BucketKeys::new("ns", id.bucket(B)).jobs())
-        .expect("hlen");
+    let n: u64 = r.hlen(SlotKeys::new(slot("q", &id)).jobs()).expect("hlen");
     assert_eq!(n, 0);
 }
 
 #[tokio::test]
-async fn queues_are_served_in_priority_order_and_batches_span_buckets() {
+async fn queues_are_served_in_priority_order_and_batches_span_lanes() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
     for i in 0..20 {
@@ -312,16 +397,12 @@ async fn queues_are_served_in_priority_order_and_batches_span_buckets() {
     for i in 0..3 {
         publish(&s, "high", now_sched(1), &format!("high{i}")).await;
     }
-    let got = s
-        .consume("ns", &ALL, &["high", "low"], 5, 1000)
+    let got = consume(&s, &["high", "low"], 5, 1000)
         .await
         .expect("consume");
-    let queues: Vec<&str> = got.iter().map(|d| d.job.queue.as_str()).collect();
+    let queues: Vec<&str> = got.iter().map(|d| d.job.queue_name()).collect();
     assert_eq!(queues, ["high", "high", "high", "low", "low"]);
-    let rest = s
-        .consume("ns", &ALL, &["low"], 100, 1000)
-        .await
-        .expect("consume");
+    let rest = consume(&s, &["low"], 100, 1000).await.expect("consume");
     assert_eq!(rest.len(), 18);
 }
 
@@ -330,10 +411,11 @@ async fn bulk_publish_is_all_or_nothing() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
     let taken = publish(&s, "q", now_sched(1), "first").await;
-    let b = taken.bucket(B);
+    let b = slot("q", &taken);
+    let lane = taken.lane(L);
     let mut jobs: Vec<NewJob> = (0..3)
         .map(|_| NewJob {
-            id: JobId::mint_in_bucket(false, b, B),
+            id: JobId::mint_in_lane(false, lane, L),
             attrs: String::new(),
             body: Bytes::from_static(b"bulk"),
         })
@@ -344,20 +426,20 @@ async fn bulk_publish_is_all_or_nothing() {
         body: Bytes::from_static(b"clash"),
     });
     let err = s
-        .publish("ns", b, "q", &now_sched(1), &jobs)
+        .publish(b, &qn("q"), &now_sched(1), &jobs)
         .await
         .expect_err("an id clash fails the whole batch");
     assert!(matches!(err, EngineError::Redis { .. }), "{err:?}");
     let mut r = redis.client();
-    let n: u64 = r.hlen(BucketKeys::new("ns", b).jobs()).expect("hlen");
+    let n: u64 = r.hlen(SlotKeys::new(b).jobs()).expect("hlen");
     assert_eq!(n, 1, "nothing of the failed batch was stored");
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 1);
+    assert_eq!(counts(&s, "q").await.expect("counts").ready, 1);
 
     jobs.pop();
-    s.publish("ns", b, "q", &now_sched(1), &jobs)
+    s.publish(b, &qn("q"), &now_sched(1), &jobs)
         .await
         .expect("bulk");
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 4);
+    assert_eq!(counts(&s, "q").await.expect("counts").ready, 4);
 }
 
 #[tokio::test]
@@ -365,28 +447,25 @@ async fn republish_replaces_atomically() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
     let old = publish(&s, "q", now_sched(1), "v1").await;
-    let b = old.bucket(B);
+    let b = slot("q", &old);
     let new = NewJob {
-        id: JobId::mint_in_bucket(false, b, B),
+        id: JobId::mint_in_lane(false, old.lane(L), L),
         attrs: String::new(),
         body: Bytes::from_static(b"v2"),
     };
     let sched = sched(0, 0, 2);
     assert!(
-        s.republish("ns", b, "q", &old, &sched, &new)
+        s.republish(b, &qn("q"), &old, &sched, &new)
             .await
             .expect("republish")
     );
     assert!(
-        s.peek_job("ns", b, "q", &old)
+        s.peek_job(slot("q", &old), &qn("q"), &old)
             .await
             .expect("peek")
             .is_none()
     );
-    let got = s
-        .consume("ns", &ALL, &["q"], 10, 1000)
-        .await
-        .expect("consume");
+    let got = consume(&s, &["q"], 10, 1000).await.expect("consume");
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].job.body, Bytes::from_static(b"v2"));
     assert_eq!(got[0].job.tries_left, 1);
@@ -396,19 +475,15 @@ async fn republish_replaces_atomically() {
 async fn peek_shows_the_head_without_taking_it() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    assert!(s.peek_queue("ns", &ALL, "q").await.expect("peek").is_none());
+    assert!(peek_queue(&s, "q").await.expect("peek").is_none());
     let first = publish(&s, "q", now_sched(1), "a").await;
     tokio::time::sleep(Duration::from_millis(3)).await; // distinct publish times
     publish(&s, "q", now_sched(1), "b").await;
-    let head = s
-        .peek_queue("ns", &ALL, "q")
-        .await
-        .expect("peek")
-        .expect("a head");
+    let head = peek_queue(&s, "q").await.expect("peek").expect("a head");
     assert_eq!(head.id, first.as_str());
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 2);
+    assert_eq!(counts(&s, "q").await.expect("counts").ready, 2);
     let by_id = s
-        .peek_job("ns", first.bucket(B), "q", &first)
+        .peek_job(slot("q", &first), &qn("q"), &first)
         .await
         .expect("peek")
         .expect("the job");
@@ -423,8 +498,8 @@ async fn destroy_drops_ready_jobs_only() {
         publish(&s, "q", now_sched(1), "r").await;
     }
     publish(&s, "q", sched(60_000, 0, 1), "d").await;
-    assert_eq!(s.destroy("ns", &ALL, "q").await.expect("destroy"), 30);
-    let c = s.counts("ns", &ALL, "q").await.expect("counts");
+    assert_eq!(destroy(&s, "q").await.expect("destroy"), 30);
+    let c = counts(&s, "q").await.expect("counts");
     assert_eq!((c.ready, c.delayed), (0, 1));
 }
 
@@ -433,44 +508,68 @@ async fn release_gives_the_job_and_its_try_back() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
     let id = publish(&s, "q", now_sched(1), "x").await;
-    let d = s
-        .consume("ns", &ALL, &["q"], 1, 60_000)
-        .await
-        .expect("consume");
-    assert!(s.release("ns", &d[0]).await.expect("release"));
-    assert!(
-        !s.release("ns", &d[0]).await.expect("release twice"),
-        "fenced"
-    );
-    let again = s
-        .consume("ns", &ALL, &["q"], 1, 60_000)
-        .await
-        .expect("consume");
+    let d = consume(&s, &["q"], 1, 60_000).await.expect("consume");
+    assert!(s.release(&d[0]).await.expect("release"));
+    assert!(!s.release(&d[0]).await.expect("release twice"), "fenced");
+    let again = consume(&s, &["q"], 1, 60_000).await.expect("consume");
     assert_eq!(again[0].job.id, id.as_str());
     assert_eq!(again[0].job.tries_left, 0);
 }
 
 #[tokio::test]
-async fn startup_check_refuses_evicting_redis_and_bucket_changes() {
+async fn startup_check_refuses_evicting_redis_and_layout_changes() {
     let evicting = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
     let s = shard(&evicting).await;
-    let err = s.check(B).await.expect_err("allkeys-lru loses jobs");
+    let err = s.check(S, L).await.expect_err("allkeys-lru loses jobs");
     assert!(err.to_string().contains("noeviction"), "{err}");
     let volatile = RedisServer::start_with(&["--maxmemory-policy", "volatile-lru"]);
     let s = shard(&volatile).await;
     let err = s
-        .check(B)
+        .check(S, L)
         .await
         .expect_err("volatile-lru loses leases and views");
     assert!(err.to_string().contains("volatile-lru"), "{err}");
 
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let ok = s.check(B).await.expect("a safe shard");
+    let ok = s.check(S, L).await.expect("a safe shard");
     assert_eq!(ok.maxmemory_policy, "noeviction");
     assert!(!ok.aof_enabled);
-    let err = s.check(B * 2).await.expect_err("bucket count is pinned");
+    let err = s
+        .check(S * 2, L)
+        .await
+        .expect_err("the slot count is pinned");
     assert!(err.to_string().contains("cannot change"), "{err}");
+    let err = s
+        .check(S, L + 1)
+        .await
+        .expect_err("the lane count is pinned");
+    assert!(err.to_string().contains("lanes"), "{err}");
+    let format: u32 = redis
+        .client()
+        .hget(keys::META, keys::META_FORMAT)
+        .expect("hget");
+    assert_eq!(format, keys::FORMAT, "the data format is recorded");
+
+    // A shard written by format 1 (per-namespace buckets) is refused with
+    // what to do, and nothing is written to it.
+    let old = RedisServer::start();
+    let _: () = old
+        .client()
+        .hset(keys::META, keys::META_BUCKETS_V1, 16)
+        .expect("hset");
+    let s = shard(&old).await;
+    let err = s.check(S, L).await.expect_err("format 1");
+    assert!(err.to_string().contains("format 1"), "{err}");
+    assert!(err.to_string().contains("OPERATIONS"), "{err}");
+    let fields: Vec<String> = old.client().hkeys(keys::META).expect("hkeys");
+    assert_eq!(fields, [keys::META_BUCKETS_V1]);
+    let _: () = old
+        .client()
+        .hset(keys::META, keys::META_FORMAT, 3)
+        .expect("hset");
+    let err = s.check(S, L).await.expect_err("a later format");
+    assert!(err.to_string().contains("format 3"), "{err}");
 }
 
 #[tokio::test]
@@ -483,7 +582,7 @@ async fn scripts_reload_after_script_flush() {
         .query(&mut redis.client())
         .expect("flush");
     publish(&s, "q", now_sched(1), "x").await;
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 1);
+    assert_eq!(counts(&s, "q").await.expect("counts").ready, 1);
 }
 
 #[tokio::test]
@@ -491,28 +590,29 @@ async fn a_dead_shard_is_unavailable_not_a_panic() {
     let mut redis = RedisServer::start();
     let s = shard(&redis).await;
     redis.kill();
-    let err = s.counts("ns", &ALL, "q").await.expect_err("redis is gone");
+    let err = counts(&s, "q").await.expect_err("redis is gone");
     assert!(err.is_unavailable(), "{err:?}");
     redis.restart();
     s.wait_connected(Duration::from_secs(10))
         .await
         .expect("reconnects by itself");
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 0);
+    assert_eq!(counts(&s, "q").await.expect("counts").ready, 0);
 }
 
-/// Slot lists and slot index entries of a bucket, read with the independent client.
+/// The wheel seconds of a slot and the ids they hold, read with the
+/// independent client.
 fn wheel(redis: &RedisServer, b: u32) -> (Vec<String>, u64) {
-    let k = BucketKeys::new("ns", b);
+    let k = SlotKeys::new(b);
     let mut r = redis.client();
-    let slots: Vec<String> = r.zrange(k.slots(), 0, -1).expect("zrange");
-    let queued: u64 = slots
+    let seconds: Vec<String> = r.zrange(k.wheel_index(), 0, -1).expect("zrange");
+    let queued: u64 = seconds
         .iter()
         .map(|s| {
-            r.llen::<_, u64>(k.wheel(s.parse().expect("slot")))
+            r.llen::<_, u64>(k.wheel(s.parse().expect("second")))
                 .expect("llen")
         })
         .sum();
-    (slots, queued)
+    (seconds, queued)
 }
 
 #[tokio::test]
@@ -522,7 +622,7 @@ async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
     let sched = sched(2_300, 0, 1);
     let published = std::time::Instant::now();
     let id = publish(&s, "q", sched, "far").await;
-    let b = id.bucket(B);
+    let b = slot("q", &id);
     let (slots, queued) = wheel(&redis, b);
     assert_eq!(
         (slots.len(), queued),
@@ -531,21 +631,21 @@ async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
     );
     let mut r = redis.client();
     let in_timer: Option<f64> = r
-        .zscore(BucketKeys::new("ns", b).timer(), id.as_str())
+        .zscore(SlotKeys::new(b).timer(), id.as_str())
         .expect("zscore");
     assert_eq!(in_timer, None, "and not in the timer zset");
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").delayed, 1);
+    assert_eq!(counts(&s, "q").await.expect("counts").delayed, 1);
 
     // The pump wakes a slot (1 s) ahead of the second the job is due in, so
     // at least 1 s before the job is due.
-    let o = s.pump("ns", b, 100, None).await.expect("pump");
+    let o = s.pump(b, 100, None).await.expect("pump");
     let wake = o.next_due_ms.expect("a wake-up");
     assert!(wake <= o.now_ms + 1_300, "wake {wake} now {}", o.now_ms);
 
     wait_until_async(
         Duration::from_secs(10),
         "the job to be moved on time",
-        || async { s.pump("ns", b, 100, None).await.expect("pump").to_ready == 1 },
+        || async { s.pump(b, 100, None).await.expect("pump").to_ready == 1 },
     )
     .await;
     assert!(
@@ -557,10 +657,7 @@ async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
         (vec![], 0),
         "the slot is gone once opened"
     );
-    let got = s
-        .consume("ns", &ALL, &["q"], 1, 1000)
-        .await
-        .expect("consume");
+    let got = consume(&s, &["q"], 1, 1000).await.expect("consume");
     assert_eq!(got[0].job.id, id.as_str());
 }
 
@@ -570,24 +667,28 @@ async fn a_cancelled_wheel_job_is_skipped_when_its_slot_opens() {
     let s = shard(&redis).await;
     let sched = sched(2_100, 0, 1);
     let id = publish(&s, "q", sched, "cancel me").await;
-    let b = id.bucket(B);
-    assert!(s.delete("ns", b, "q", &id).await.expect("delete"));
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").live(), 0);
+    let b = slot("q", &id);
+    assert!(
+        s.delete(slot("q", &id), &qn("q"), &id)
+            .await
+            .expect("delete")
+    );
+    assert_eq!(counts(&s, "q").await.expect("counts").live(), 0);
     assert_eq!(
         wheel(&redis, b).1,
         1,
         "a stale entry stays until its slot opens"
     );
     wait_until_async(Duration::from_secs(10), "the slot to open", || async {
-        s.pump("ns", b, 100, None).await.expect("pump");
+        s.pump(b, 100, None).await.expect("pump");
         wheel(&redis, b) == (vec![], 0)
     })
     .await;
     let mut r = redis.client();
-    let timer: u64 = r.zcard(BucketKeys::new("ns", b).timer()).expect("zcard");
+    let timer: u64 = r.zcard(SlotKeys::new(b).timer()).expect("zcard");
     assert_eq!(timer, 0, "the stale entry did not reach the timer");
     assert!(
-        s.consume("ns", &ALL, &["q"], 1, 1000)
+        consume(&s, &["q"], 1, 1000)
             .await
             .expect("consume")
             .is_empty()
@@ -598,16 +699,16 @@ async fn a_cancelled_wheel_job_is_skipped_when_its_slot_opens() {
 async fn a_slot_larger_than_a_batch_opens_over_several_calls() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let b = 3;
+    let b = keys::slot_of("ns", "q", 3, S);
     let jobs: Vec<NewJob> = (0..64)
         .map(|_| NewJob {
-            id: JobId::mint_in_bucket(false, b, B),
+            id: JobId::mint_in_lane(false, 3, L),
             attrs: String::new(),
             body: Bytes::from_static(b"x"),
         })
         .collect();
     let sched = sched(2_200, 0, 1);
-    s.publish("ns", b, "q", &sched, &jobs).await.expect("bulk");
+    s.publish(b, &qn("q"), &sched, &jobs).await.expect("bulk");
     assert_eq!(wheel(&redis, b).1, 64);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut moved = 0;
@@ -616,118 +717,112 @@ async fn a_slot_larger_than_a_batch_opens_over_several_calls() {
             std::time::Instant::now() < deadline,
             "only {moved} of 64 became ready"
         );
-        let o = s.pump("ns", b, 10, None).await.expect("pump");
+        let o = s.pump(b, 10, None).await.expect("pump");
         assert!(o.processed <= 10, "a batch never exceeds its limit");
         moved += o.to_ready;
         if o.processed == 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").ready, 64);
+    assert_eq!(counts(&s, "q").await.expect("counts").ready, 64);
 }
 
 #[tokio::test]
 async fn holds_jobs_sees_live_jobs_only() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    assert!(!s.holds_jobs(B).await.expect("empty shard"));
-    s.register("ns", "q").await.expect("register");
+    assert!(!s.holds_jobs(S).await.expect("empty shard"));
     let id = publish(&s, "q", now_sched(1), "x").await;
-    assert!(s.holds_jobs(B).await.expect("one job"));
+    assert!(s.holds_jobs(S).await.expect("one job"));
     assert!(
-        s.delete("ns", id.bucket(B), "q", &id)
+        s.delete(slot("q", &id), &qn("q"), &id)
             .await
             .expect("delete")
     );
     assert!(
-        !s.holds_jobs(B).await.expect("acked"),
-        "a namespace that had jobs but has none"
+        !s.holds_jobs(S).await.expect("acked"),
+        "a queue that had jobs but has none"
     );
 }
 
 #[tokio::test]
-async fn a_lease_has_one_owner_and_only_it_renews_or_releases_it() {
-    use sundial_core::LeaseOp::{Acquire, Release};
+async fn a_lease_has_one_owner_until_it_is_handed_over_or_its_owner_dies() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let (held, live) = s
-        .leases("p1", 5_000, &[("ns", 0, Acquire), ("ns", 1, Acquire)])
-        .await
-        .expect("p1");
-    assert_eq!(held, [true, true]);
+    let (live, rejoined) = s.heartbeat("p1", 5_000).await.expect("p1");
     assert_eq!(live, ["p1"]);
-    let (held, live) = s
-        .leases(
-            "p2",
-            5_000,
-            &[("ns", 0, Acquire), ("ns", 1, Acquire), ("ns", 2, Acquire)],
-        )
-        .await
-        .expect("p2");
-    assert_eq!(
-        held,
-        [false, false, true],
-        "p1's leases stay p1's; a free one is taken"
+    assert!(rejoined, "a first heartbeat joins");
+    assert!(
+        !s.heartbeat("p1", 5_000).await.expect("p1").1,
+        "then renews"
     );
-    assert_eq!(live.len(), 2);
-    // A release by someone else is a no-op (compare-and-delete).
-    s.leases("p2", 5_000, &[("ns", 0, Release)])
-        .await
-        .expect("p2");
-    let mut r = redis.client();
-    let holder: Option<String> = r.get(BucketKeys::new("ns", 0).lease()).expect("get");
-    assert_eq!(holder.as_deref(), Some("p1"));
-    let (held, _) = s
-        .leases("p1", 5_000, &[("ns", 0, Release), ("ns", 1, Acquire)])
-        .await
-        .expect("p1");
-    assert_eq!(held, [false, true]);
-    let (held, _) = s
-        .leases("p2", 5_000, &[("ns", 0, Acquire)])
-        .await
-        .expect("p2");
-    assert_eq!(held, [true], "a released lease is free at once");
-    // Shutdown gives everything back and leaves the membership.
-    assert_eq!(
-        s.drop_leases("p1", &[("ns", 0), ("ns", 1), ("ns", 2)])
+    assert!(
+        s.claim(0, "p1", &live)
             .await
-            .expect("drop"),
-        1
+            .expect("p1 takes a free lease")
     );
-    let (_, live) = s.leases("p2", 5_000, &[]).await.expect("p2");
-    assert_eq!(live, ["p2"]);
+    assert!(s.claim(0, "p1", &live).await.expect("and holds it still"));
+    let (live, _) = s.heartbeat("p2", 5_000).await.expect("p2");
+    assert_eq!(live.len(), 2);
+    assert!(
+        !s.claim(0, "p2", &live).await.expect("p2"),
+        "a live holder keeps its lease"
+    );
+    // Handing over is the holder's alone.
+    s.give(0, "p2", Some("p2")).await.expect("give");
+    let mut r = redis.client();
+    let holder: Option<String> = r.get(SlotKeys::new(0).lease()).expect("get");
+    assert_eq!(holder.as_deref(), Some("p1"));
+    s.give(0, "p1", Some("p2")).await.expect("give");
+    let holder: Option<String> = r.get(SlotKeys::new(0).lease()).expect("get");
+    assert_eq!(holder.as_deref(), Some("p2"), "handed over");
+    assert!(s.claim(0, "p2", &live).await.expect("p2 holds it"));
+    // Released to nobody, it is free at once.
+    s.give(0, "p2", None).await.expect("give");
+    assert!(s.claim(0, "p1", &live).await.expect("free"));
+    // A holder that is no longer live loses it to the next claim.
+    assert!(
+        s.claim(1, "p2", &["p2".to_owned()]).await.expect("p2"),
+        "p1 is not in the live set the caller read"
+    );
+    // Leaving the live set.
+    s.leave("p1").await.expect("leave");
+    assert_eq!(s.heartbeat("p2", 5_000).await.expect("p2").0, ["p2"]);
+    let keys: Vec<String> = r.keys("sd:*").expect("keys");
+    let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["sd:pumps", "sd:{0}:lease", "sd:{1}:lease"],
+        "one key per slot and one per shard, and no expiring key to renew"
+    );
 }
 
 #[tokio::test]
-async fn an_expired_lease_passes_to_another_and_its_old_owner_is_fenced() {
-    use sundial_core::LeaseOp::Acquire;
+async fn a_lease_whose_holder_died_passes_and_its_old_owner_is_fenced() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
     let id = publish(&s, "q", sched(50, 0, 1), "x").await;
-    let b = id.bucket(B);
-    let (held, _) = s
-        .leases("old", 100, &[("ns", b, Acquire)])
-        .await
-        .expect("old");
-    assert_eq!(held, [true]);
-    // The old owner pauses past its lease; a new one takes over.
+    let b = slot("q", &id);
+    let (live, _) = s.heartbeat("old", 100).await.expect("old");
+    assert!(s.claim(b, "old", &live).await.expect("old"));
+    // The old owner pauses past its heartbeat; a new one takes over.
     wait_until_async(
         Duration::from_secs(5),
-        "the lease to expire and pass on",
+        "the old heartbeat to lapse and the lease to pass",
         || async {
-            s.leases("new", 5_000, &[("ns", b, Acquire)])
-                .await
-                .expect("new")
-                .0
-                == [true]
+            let (live, _) = s.heartbeat("new", 5_000).await.expect("new");
+            s.claim(b, "new", &live).await.expect("new")
         },
     )
     .await;
     tokio::time::sleep(Duration::from_millis(60)).await; // let the job fall due
-    let o = s.pump("ns", b, 100, Some("old")).await.expect("pump");
+    let (_, rejoined) = s.heartbeat("old", 100).await.expect("old");
+    assert!(rejoined, "the old owner learns that it had lapsed");
+    let o = s.pump(b, 100, Some("old")).await.expect("pump");
     assert!(o.fenced, "the old owner moves nothing");
-    assert_eq!(s.counts("ns", &ALL, "q").await.expect("counts").delayed, 1);
-    let o = s.pump("ns", b, 100, Some("new")).await.expect("pump");
+    assert_eq!(counts(&s, "q").await.expect("counts").delayed, 1);
+    let o = s.pump(b, 100, Some("new")).await.expect("pump");
     assert!(!o.fenced);
     assert_eq!(o.to_ready, 1);
 }
@@ -767,27 +862,22 @@ async fn jobs_that_expire_or_are_deleted_leave_no_entry_behind() {
     // Half of the queue goes to the dead letter: taken, never acked, no try left.
     let mut taken = 0;
     while taken < 2_500 {
-        taken += s
-            .consume("ns", &ALL, &["q"], 100.min(2_500 - taken), 1)
+        taken += consume(&s, &["q"], 100.min(2_500 - taken), 1)
             .await
             .expect("consume")
             .len() as u32;
     }
     wait_until_async(Duration::from_secs(60), "2,500 dead jobs", || async {
-        for b in ALL {
-            s.pump("ns", b, 1_000, None).await.expect("pump");
+        for b in 0..S {
+            s.pump(b, 1_000, None).await.expect("pump");
         }
-        s.counts("ns", &ALL, "q").await.expect("counts").dead == 2_500
+        counts(&s, "q").await.expect("counts").dead == 2_500
     })
     .await;
     // A few are deleted before they expire: one ready, one dead.
-    let c = s.counts("ns", &ALL, "q").await.expect("counts");
+    let c = counts(&s, "q").await.expect("counts");
     assert_eq!((c.ready, c.dead), (5_000, 2_500));
-    let dead_id = s
-        .dead_head("ns", &ALL, "q")
-        .await
-        .expect("head")
-        .expect("one");
+    let dead_id = dead_head(&s, "q").await.expect("head").expect("one");
     let dead_id = JobId::parse(&dead_id).expect("id");
     let still_ready = ready
         .iter()
@@ -795,7 +885,7 @@ async fn jobs_that_expire_or_are_deleted_leave_no_entry_behind() {
         .find(|id| {
             let mut r = redis.client();
             let n: i64 = redis::cmd("LPOS")
-                .arg(BucketKeys::new("ns", id.bucket(B)).ready("q"))
+                .arg(SlotKeys::new(slot("q", id)).ready(&qn("q")))
                 .arg(id.as_str())
                 .query::<Option<i64>>(&mut r)
                 .expect("LPOS")
@@ -807,17 +897,17 @@ async fn jobs_that_expire_or_are_deleted_leave_no_entry_behind() {
     // id stays until the list goes with the queue's last ready job.
     let middle = &ready[2_500];
     for id in [still_ready, &dead_id, middle] {
-        assert!(s.delete("ns", id.bucket(B), "q", id).await.expect("delete"));
+        assert!(s.delete(slot("q", id), &qn("q"), id).await.expect("delete"));
     }
     let (calls_before, usec_before) = command_stats(&redis, "lrem");
     let (lpos_calls_before, lpos_usec_before) = command_stats(&redis, "lpos");
     let (lindex_calls_before, lindex_usec_before) = command_stats(&redis, "lindex");
     let start = std::time::Instant::now();
     wait_until_async(Duration::from_secs(15), "every job to expire", || async {
-        for b in ALL {
-            s.pump("ns", b, 1_000, None).await.expect("pump");
+        for b in 0..S {
+            s.pump(b, 1_000, None).await.expect("pump");
         }
-        s.counts("ns", &ALL, "q").await.expect("counts").live() == 0
+        counts(&s, "q").await.expect("counts").live() == 0
     })
     .await;
     let (calls, usec) = command_stats(&redis, "lrem");
@@ -836,29 +926,29 @@ async fn jobs_that_expire_or_are_deleted_leave_no_entry_behind() {
     );
     // No per-job entry of the queue is left anywhere.
     let mut r = redis.client();
-    for b in ALL {
-        let k = BucketKeys::new("ns", b);
+    for b in 0..S {
+        let k = SlotKeys::new(b);
         let jobs: u64 = r.hlen(k.jobs()).expect("hlen");
         let timer: u64 = r.zcard(k.timer()).expect("zcard");
-        let ready: u64 = r.llen(k.ready("q")).expect("llen");
-        let dead: u64 = r.llen(k.dead("q")).expect("llen");
-        assert_eq!((jobs, timer, ready, dead), (0, 0, 0, 0), "bucket {b}");
+        let ready: u64 = r.llen(k.ready(&qn("q"))).expect("llen");
+        let dead: u64 = r.llen(k.dead(&qn("q"))).expect("llen");
+        assert_eq!((jobs, timer, ready, dead), (0, 0, 0, 0), "slot {b}");
     }
 }
 
-/// Publishes `n` jobs into bucket 0 of `ns` in batches; returns their ids.
-async fn publish_in_bucket_0(s: &Shard, queue: &str, sched: Schedule, n: usize) -> Vec<JobId> {
+/// Publishes `n` jobs into lane 0 of `queue` in batches; returns their ids.
+async fn publish_in_lane_0(s: &Shard, queue: &str, sched: Schedule, n: usize) -> Vec<JobId> {
     let mut ids = Vec::new();
     let mut left = n;
     while left > 0 {
         let batch: Vec<NewJob> = (0..left.min(50))
             .map(|_| NewJob {
-                id: JobId::mint_in_bucket(false, 0, B),
+                id: JobId::mint_in_lane(false, 0, L),
                 attrs: String::new(),
                 body: Bytes::from_static(b"x"),
             })
             .collect();
-        s.publish("ns", 0, queue, &sched, &batch)
+        s.publish(keys::slot_of("ns", queue, 0, S), &qn(queue), &sched, &batch)
             .await
             .expect("publish");
         left -= batch.len();
@@ -874,17 +964,18 @@ async fn ids_that_expire_deep_in_a_list_leave_once_older_jobs_have_left() {
     // Oldest at the tail: 300 jobs that live 2 s; then 1,000 that live 1 s,
     // too deep in the list (from either end) to be looked for; then 300
     // that live 4 s.
-    publish_in_bucket_0(&s, "q", sched(0, 2_000, 1), 300).await;
-    publish_in_bucket_0(&s, "q", sched(0, 1_000, 1), 1_000).await;
-    publish_in_bucket_0(&s, "q", sched(0, 4_000, 1), 300).await;
-    let list = BucketKeys::new("ns", 0).ready("q");
+    publish_in_lane_0(&s, "q", sched(0, 2_000, 1), 300).await;
+    publish_in_lane_0(&s, "q", sched(0, 1_000, 1), 1_000).await;
+    publish_in_lane_0(&s, "q", sched(0, 4_000, 1), 300).await;
+    let slot0 = keys::slot_of("ns", "q", 0, S);
+    let list = SlotKeys::new(slot0).ready(&qn("q"));
     let llen = |redis: &RedisServer| -> u64 { redis.client().llen(&list).expect("llen") };
-    let ready = || async { s.counts("ns", &[0], "q").await.expect("counts").ready };
+    let ready = || async { s.counts(slot0, &qn("q")).await.expect("counts").ready };
     wait_until_async(
         Duration::from_secs(10),
         "the 1 s jobs to expire",
         || async {
-            s.pump("ns", 0, 1_000, None).await.expect("pump");
+            s.pump(slot0, 1_000, None).await.expect("pump");
             ready().await == 600
         },
     )
@@ -894,7 +985,7 @@ async fn ids_that_expire_deep_in_a_list_leave_once_older_jobs_have_left() {
         Duration::from_secs(10),
         "the 2 s jobs to expire",
         || async {
-            s.pump("ns", 0, 1_000, None).await.expect("pump");
+            s.pump(slot0, 1_000, None).await.expect("pump");
             ready().await == 300
         },
     )
@@ -908,7 +999,7 @@ async fn ids_that_expire_deep_in_a_list_leave_once_older_jobs_have_left() {
         Duration::from_secs(10),
         "the last jobs to expire",
         || async {
-            s.pump("ns", 0, 1_000, None).await.expect("pump");
+            s.pump(slot0, 1_000, None).await.expect("pump");
             ready().await == 0
         },
     )

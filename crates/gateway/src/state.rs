@@ -1,17 +1,14 @@
 //! What every handler shares.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, HashMap},
     sync::{
-        Arc, Mutex, RwLock,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
 };
 
-/// Shard → namespace → queues.
-type Registered = HashMap<String, HashMap<String, HashSet<String>>>;
-
-use sundial_core::{EngineError, Limits, Shard};
+use sundial_core::Limits;
 use sundial_router::{LiveTopology, health::Health, tokens::TokenStore};
 use tokio_util::sync::CancellationToken;
 
@@ -95,9 +92,6 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Samples for the rates of `GET …/stats`.
     pub rates: Rates,
-    /// Queues this process has registered: shard → namespace → queues.
-    /// Read on every publish (no allocation), written once per queue.
-    registered: RwLock<Registered>,
     ready: AtomicBool,
 }
 
@@ -120,7 +114,6 @@ impl AppState {
             accounts: settings.accounts,
             shutdown,
             rates: Rates::default(),
-            registered: RwLock::default(),
             ready: AtomicBool::new(false),
         })
     }
@@ -129,39 +122,6 @@ impl AppState {
     /// slow body, so that it lands in the layout that is current now).
     pub fn current_pool(&self, name: &str) -> Option<Arc<sundial_router::Pool>> {
         self.live.topology().pool(name).cloned()
-    }
-
-    /// Records the queue in the shard's registry once per process.
-    pub async fn register(&self, shard: &Shard, ns: &str, queue: &str) -> Result<(), EngineError> {
-        let known = self
-            .registered
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(shard.name())
-            .and_then(|n| n.get(ns))
-            .is_some_and(|q| q.contains(queue));
-        if known {
-            return Ok(());
-        }
-        shard.register(ns, queue).await?;
-        self.registered
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(shard.name().to_owned())
-            .or_default()
-            .entry(ns.to_owned())
-            .or_default()
-            .insert(queue.to_owned());
-        Ok(())
-    }
-
-    /// Forgets what this process registered on a shard (it lost its data),
-    /// so that the next publish to each queue registers it again.
-    pub fn forget_registered(&self, shard: &str) {
-        self.registered
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(shard);
     }
 
     pub fn set_ready(&self, ready: bool) {

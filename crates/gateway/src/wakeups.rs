@@ -3,9 +3,10 @@
 //! Scripts that make jobs ready publish a count on the queue's ready channel
 //! ([`keys::ready_channel`]), whichever gateway or pump ran them. A gateway
 //! listens on a shard's ready channel, through the shard's shared subscriber
-//! ([`sundial_core::PubSub`]), only while some consumer of this gateway
-//! waits on that queue, so idle waiters cost Redis nothing and publishes to
-//! queues nobody waits on cost one hash lookup.
+//! ([`sundial_core::PubSub`]), while some consumer of this gateway waits on
+//! that queue and for [`LINGER`] after the last one left: workers that poll
+//! again and again keep one subscription rather than subscribing and
+//! unsubscribing per request, and queues nobody waits on cost nothing.
 //!
 //! All waiters of one queue on one shard connection share one listener and
 //! one `Notify`, and a message wakes as many of them as jobs became ready.
@@ -15,24 +16,26 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, Weak},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
 };
 
 use sundial_core::{EngineError, Heard, Listening, Shard, keys};
 use tokio::sync::Notify;
 
+/// How long a channel stays subscribed after its last waiter left.
+pub const LINGER: Duration = Duration::from_secs(30);
+
+/// (shard, channel) → the waiters' shared listener.
+type Channels = Arc<Mutex<HashMap<(String, String), Arc<Shared>>>>;
+
 /// The wake-ups of this gateway, per shard connection and ready channel.
 #[derive(Debug, Default)]
 pub struct Wakeups {
-    /// (shard, channel) → the waiters' shared listener, while any holds it.
-    channels: Mutex<Channels>,
-}
-
-#[derive(Debug, Default)]
-struct Channels {
-    map: HashMap<(String, String), Weak<Shared>>,
-    /// Entries whose waiters all left are swept when the map reaches this.
-    sweep_at: usize,
+    channels: Channels,
 }
 
 /// What the waiters of one channel share.
@@ -41,13 +44,17 @@ struct Shared {
     /// The connection listened on (a reload may give a shard a new one).
     shard: Shard,
     notify: Arc<Notify>,
+    /// Whether a sweep of this channel is already scheduled.
+    sweeping: AtomicBool,
     _listening: Listening,
 }
 
-/// A waiter's registration; dropping the last of a channel stops listening.
+/// A waiter's registration.
 #[derive(Debug)]
 pub struct Watch {
     shared: Arc<Shared>,
+    key: (String, String),
+    channels: Channels,
 }
 
 impl Watch {
@@ -56,18 +63,65 @@ impl Watch {
     }
 }
 
+impl Drop for Watch {
+    /// The last waiter of a channel left: unsubscribe after [`LINGER`]
+    /// unless another waiter came meanwhile.
+    fn drop(&mut self) {
+        // The map's reference and this one.
+        if Arc::strong_count(&self.shared) > 2 || self.shared.sweeping.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (key, channels, shared) = (
+            std::mem::take(&mut self.key),
+            self.channels.clone(),
+            Arc::downgrade(&self.shared),
+        );
+        rt.spawn(async move {
+            loop {
+                tokio::time::sleep(LINGER).await;
+                let mut map = lock(&channels);
+                let Some(current) = shared.upgrade() else {
+                    return;
+                };
+                // Only the map (and `current`) hold it: nobody waits.
+                if Arc::strong_count(&current) <= 2 {
+                    if map.get(&key).is_some_and(|s| Arc::ptr_eq(s, &current)) {
+                        map.remove(&key);
+                    }
+                    return;
+                }
+                drop(map);
+                // Waiters are back; the last of them schedules no sweep
+                // while this one runs, so look again later.
+                drop(current);
+            }
+        });
+    }
+}
+
+fn lock(
+    m: &Mutex<HashMap<(String, String), Arc<Shared>>>,
+) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<Shared>>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Wakeups {
     /// Watches the ready channel of `ns`/`queue` on `shard`; returns once
     /// subscribed.
     pub async fn watch(&self, shard: &Shard, ns: &str, queue: &str) -> Result<Watch, EngineError> {
         let key = (shard.name().to_owned(), keys::ready_channel(ns, queue));
-        if let Some(shared) = self.lock().map.get(&key).and_then(Weak::upgrade)
+        if let Some(shared) = lock(&self.channels).get(&key).cloned()
             && shared.shard.same(shard)
         {
-            return Ok(Watch { shared });
+            return Ok(self.registered(key, shared));
         }
         // Two first waiters of a channel may both get here: each then has a
-        // listener of its own, which is correct, only not shared.
+        // listener of its own (the map keeps the later one), which is
+        // correct, only not shared.
         let notify = Arc::new(Notify::new());
         let woken = notify.clone();
         let handler = Arc::new(move |heard: Heard<'_>| match heard {
@@ -86,18 +140,23 @@ impl Wakeups {
         let shared = Arc::new(Shared {
             shard: shard.clone(),
             notify,
+            sweeping: AtomicBool::new(false),
             _listening: listening,
         });
-        let mut channels = self.lock();
-        if channels.map.len() >= channels.sweep_at {
-            channels.map.retain(|_, w| w.strong_count() > 0);
-            channels.sweep_at = (channels.map.len() * 2).max(1024);
-        }
-        channels.map.insert(key, Arc::downgrade(&shared));
-        Ok(Watch { shared })
+        lock(&self.channels).insert(key.clone(), shared.clone());
+        Ok(self.registered(key, shared))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Channels> {
-        self.channels.lock().unwrap_or_else(|p| p.into_inner())
+    fn registered(&self, key: (String, String), shared: Arc<Shared>) -> Watch {
+        Watch {
+            shared,
+            key,
+            channels: self.channels.clone(),
+        }
+    }
+
+    /// Channels listened on now (waited on, or lingering).
+    pub fn listened(&self) -> usize {
+        lock(&self.channels).len()
     }
 }

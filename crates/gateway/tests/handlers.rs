@@ -47,7 +47,8 @@ async fn gateway(redis: &RedisServer, accounts: &[(&str, &str)]) -> Gateway {
     let pools = BTreeMap::from([(
         "default".to_owned(),
         PoolConfig {
-            buckets: 4,
+            slots: 8,
+            lanes: 1,
             shards: vec![shard],
         },
     )]);

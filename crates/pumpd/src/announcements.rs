@@ -30,8 +30,8 @@ const QUEUED: usize = 1024;
 /// What a shard's timer channel said.
 #[derive(Debug)]
 pub(crate) enum Heard {
-    /// A script announced that this bucket tag became due sooner.
-    Due(String),
+    /// A script announced that this slot became due sooner.
+    Due(u32),
     /// The subscription was made: announcements before it were missed.
     Subscribed,
     /// Announcements may have been lost (a reconnect, or a slow reader).
@@ -70,8 +70,8 @@ async fn hear(shard: &Shard, tx: &mpsc::Sender<Heard>) {
     let (dropped, overflowed) = (lost.clone(), overflow.clone());
     let handler = Arc::new(move |heard: sundial_core::Heard<'_>| {
         let heard = match heard {
-            sundial_core::Heard::Message(v) => match v.as_string() {
-                Some(tag) => Heard::Due(tag),
+            sundial_core::Heard::Message(v) => match v.as_u64() {
+                Some(slot) => Heard::Due(u32::try_from(slot).unwrap_or(u32::MAX)),
                 None => return,
             },
             sundial_core::Heard::MaybeLost => Heard::MaybeLost,
@@ -99,7 +99,7 @@ async fn hear(shard: &Shard, tx: &mpsc::Sender<Heard>) {
         return;
     }
     // Announcements dropped on a full queue: say so as soon as there is
-    // room, so that every held bucket looks at its timer again.
+    // room, so that every held slot looks at its timer again.
     loop {
         tokio::select! {
             () = overflow.notified() => {}

@@ -1,14 +1,14 @@
 //! What the pumps of one shard report: the backlog gauges
-//! (`sundial_queue_jobs`) of the buckets this process holds (each bucket
-//! has one holder, so summing a gauge over all processes and shards gives
-//! the pool's true number), and the lease metrics.
+//! (`sundial_queue_jobs`) of the slots this process holds (each slot has
+//! one holder, so summing a gauge over all processes and shards gives the
+//! pool's true number), and the lease metrics.
 
 use std::collections::HashMap;
 
 use metrics::{Counter, Gauge};
 use sundial_core::Shard;
 
-use crate::bucket::{Bucket, Lags};
+use crate::slot::Lags;
 
 /// The lease metrics of one shard, made once.
 #[derive(Debug)]
@@ -29,7 +29,7 @@ impl Leases {
     }
 
     /// `sundial_pump_leases_held`, and `sundial_pump_lag_seconds`: the
-    /// worst lag among the held buckets.
+    /// worst lag among the held slots.
     pub(crate) fn set(&self, held: usize, lags: &Lags) {
         self.held.set(held as f64);
         let worst = lags
@@ -51,31 +51,23 @@ pub(crate) struct Backlog {
 }
 
 impl Backlog {
-    /// Sets the gauges from the counters of `held` on `shard`. Series of
-    /// queues no longer held here drop to 0. On a Redis error nothing
-    /// changes (the next round tries again).
-    pub(crate) async fn report<'a>(
-        &mut self,
-        pool: &str,
-        shard: &Shard,
-        held: impl Iterator<Item = &'a Bucket>,
-    ) {
-        let mut per_ns: HashMap<&str, Vec<u32>> = HashMap::new();
-        for (ns, b) in held {
-            per_ns.entry(ns.as_str()).or_default().push(*b);
-        }
+    /// Sets the gauges from the counters of the `held` slots on `shard`
+    /// (one pipelined read). Series of queues no longer held here, or now
+    /// empty, drop to 0. On a Redis error nothing changes (the next round
+    /// tries again).
+    pub(crate) async fn report(&mut self, pool: &str, shard: &Shard, held: &[u32]) {
         let mut now: HashMap<(String, String), [u64; 4]> = HashMap::new();
-        for (ns, buckets) in per_ns {
-            match shard.queue_counts(ns, &buckets).await {
-                Ok(counts) => {
-                    for (queue, c) in counts {
-                        now.insert((ns.to_owned(), queue), c);
+        match shard.slot_counts(held).await {
+            Ok(counts) => {
+                for (qualified, c) in counts {
+                    if let Some((ns, queue)) = sundial_core::keys::parse_qualified(&qualified) {
+                        *now.entry((ns.to_owned(), queue.to_owned())).or_default() = c;
                     }
                 }
-                Err(e) => {
-                    tracing::warn!(shard = shard.name(), ns, error = %e, "cannot read backlog counts");
-                    return;
-                }
+            }
+            Err(e) => {
+                tracing::warn!(shard = shard.name(), error = %e, "cannot read backlog counts");
+                return;
             }
         }
         for key in self.reported.keys() {

@@ -1,26 +1,23 @@
-//! Pumps: the timer loops that move due jobs of every bucket.
+//! Pumps: the timer loops that move due jobs of every slot.
 //!
-//! For each shard of each pool, [`run`] keeps one task per (namespace,
-//! bucket) held by that shard. A bucket's task calls the pump script, then
-//! sleeps until the bucket's next deadline (as the script reports it, on the
-//! shard's clock). It wakes early when a script announces on
-//! [`sundial_core::keys::TIMER_CHANNEL`] that the bucket became due sooner,
-//! so a job is moved within milliseconds of its due time and an idle bucket
+//! For each shard of each pool, [`run`] keeps one task per slot that this
+//! process holds the lease of, among the slots the shard holds (a fixed set
+//! per topology, whatever the number of tenants). A slot's task calls the
+//! pump script, then sleeps until the slot's next deadline (as the script
+//! reports it, on the shard's clock). It wakes early when a script announces
+//! on [`sundial_core::keys::TIMER_CHANNEL`] that the slot became due sooner,
+//! so a job is moved within milliseconds of its due time and an idle slot
 //! costs one call per [`PumpOptions::idle_check`].
 //!
-//! Which buckets exist comes from the shard's registry of namespaces (kept
-//! by publish), read every [`PumpOptions::registry_refresh`], and from timer
-//! announcements for buckets not yet known.
-//!
-//! Any number of processes may run pumps: each bucket is pumped by one at a
-//! time, the holder of its lease (see `supervisor.rs` for the scheme). The pump
-//! script itself checks the lease, so a process that lost one moves nothing.
-//! On shutdown a process releases its leases at once.
+//! Any number of processes may run pumps: each slot is pumped by one at a
+//! time, the holder of its lease (see `supervisor.rs` for the scheme). The
+//! pump script itself checks the lease, so a process that lost one moves
+//! nothing. On shutdown a process releases its leases at once.
 
 mod announcements;
-mod bucket;
 mod gauges;
 mod options;
+mod slot;
 mod status;
 mod supervisor;
 
@@ -32,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 pub use options::PumpOptions;
 pub use status::{PumpStatus, ShardStatus};
 
-/// Pumps every bucket of every pool of the live topology until
+/// Pumps every slot of every pool of the live topology until
 /// `shutdown` is cancelled. When the topology is swapped (a reload), the
 /// pumps of the old one stop and those of the new one start: each pump call
 /// is atomic, so the handover needs no coordination. A shard's loop that
@@ -56,6 +53,7 @@ pub async fn run(
             owner: owner.clone(),
             status: status.clone(),
             stop: shutdown.child_token(),
+            process: shutdown.clone(),
         };
         let more = generation.run(&live, &mut changes, &shutdown).await;
         if !more {
@@ -72,6 +70,8 @@ struct Generation {
     status: PumpStatus,
     /// Stops this generation's supervisors.
     stop: CancellationToken,
+    /// The process's own shutdown (this generation may stop without it).
+    process: CancellationToken,
 }
 
 type Supervisors = tokio::task::JoinSet<()>;
@@ -134,6 +134,7 @@ impl Generation {
             self.owner.clone(),
             self.status.clone(),
             self.stop.clone(),
+            self.process.clone(),
         );
         tasks.spawn(pumps.run()).id()
     }

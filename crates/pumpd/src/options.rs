@@ -7,17 +7,15 @@ use std::time::Duration;
 pub struct PumpOptions {
     /// Timer entries one pump call handles at most.
     pub batch: u32,
-    /// How long an idle bucket sleeps before it checks again anyway.
+    /// How long an idle slot sleeps before it checks again anyway.
     pub idle_check: Duration,
-    /// How often the namespace registry is read for new buckets.
-    pub registry_refresh: Duration,
     /// How long to wait after a failed pump call.
     pub retry_after: Duration,
-    /// How long a bucket lease lasts unless renewed (renewed every quarter
-    /// of it); a dead process's buckets are taken over about this long after
-    /// its last renewal.
+    /// How long a pump process's heartbeat lasts unless renewed (renewed
+    /// every quarter of it); a dead process's slots are taken over about
+    /// this long after its last heartbeat.
     pub lease_ttl: Duration,
-    /// How often the backlog gauges of the held buckets are refreshed.
+    /// How often the backlog gauges of the held slots are refreshed.
     pub metrics_interval: Duration,
 }
 
@@ -26,7 +24,6 @@ impl Default for PumpOptions {
         Self {
             batch: 500,
             idle_check: Duration::from_secs(30),
-            registry_refresh: Duration::from_secs(5),
             retry_after: Duration::from_millis(500),
             lease_ttl: Duration::from_secs(3),
             metrics_interval: Duration::from_secs(5),

@@ -1,23 +1,25 @@
-//! The pumps of one shard: which buckets this process holds leases for,
-//! their wake-ups, and their tasks.
+//! The pumps of one shard: which of its slots this process holds leases
+//! for, their wake-ups, and their tasks.
 //!
-//! Leases: every `lease_ttl / 4` one lease call per shard renews the leases
-//! this process wants, takes free ones it wants, releases those another
-//! live process should have, and records this process as alive. The buckets
-//! a process wants are those it ranks first by rendezvous hashing (XXH3 of
-//! `owner/ns/bucket`) among the live pump processes, so with P processes each
-//! wants about N/P of the N buckets, a process that joins is handed its share
-//! within a round or two, and no coordinator decides. A bucket task runs
-//! only while its lease is held; the pump script checks the lease itself, so
-//! a process that lost a lease (paused, partitioned) moves nothing even if
-//! its task runs once more.
+//! Every `lease_ttl / 4` the process sends one heartbeat to the shard and
+//! reads the live pump processes back. The slots a process wants are those
+//! it ranks first by rendezvous hashing (XXH3 of `owner/slot`) among them,
+//! so with P processes each wants about S/P of the shard's S slots, a
+//! process that joins is handed its share within a round, and no
+//! coordinator decides. It takes a wanted slot whose lease is free or held
+//! by a process no longer live, and hands a slot it holds but no longer
+//! wants to the process that ranks first for it. A slot task runs only
+//! while its lease is held; the pump script checks the lease itself, so a
+//! process that lost a lease (paused, cut off) moves nothing even if its
+//! task runs once more.
+//!
+//! The set of slots is fixed by the topology: the work here does not grow
+//! with tenants. A steady process costs one heartbeat per shard per round;
+//! lease calls happen only when a slot changes hands.
 
-use std::{
-    collections::{BTreeSet, HashMap},
-    sync::Arc,
-};
+use std::{collections::HashMap, sync::Arc};
 
-use sundial_core::{LeaseOp, Shard, job::check_namespace, keys};
+use sundial_core::Shard;
 use sundial_router::Pool;
 use tokio::{
     sync::Notify,
@@ -29,13 +31,13 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::{
     PumpStatus,
     announcements::{self, Heard},
-    bucket::{self, Bucket, Ended, Lags},
     gauges::{self, Backlog},
     options::PumpOptions,
+    slot::{self, Ended, Lags},
 };
 
-/// A held bucket: its wake-up, its task's cancellation, and which task
-/// pumps it.
+/// A held slot: its wake-up, its task's cancellation, and which task pumps
+/// it.
 struct Held {
     wake: Arc<Notify>,
     stop: CancellationToken,
@@ -47,26 +49,26 @@ pub(crate) struct ShardPumps {
     shard: Shard,
     opts: PumpOptions,
     owner: String,
-    /// Buckets known to exist on this shard (registry and announcements).
-    known: BTreeSet<Bucket>,
-    held: HashMap<Bucket, Held>,
-    /// Live pump processes, as of the last lease call.
+    /// The slots this shard may hold (current layout and those that drain).
+    slots: Arc<[u32]>,
+    held: HashMap<u32, Held>,
+    /// Live pump processes, as of the last heartbeat.
     live: Vec<String>,
     lags: Lags,
-    /// The backlog gauges of the held buckets.
+    /// The backlog gauges of the held slots.
     backlog: Backlog,
     leases: gauges::Leases,
-    /// The bucket tasks, each returning why it ended.
+    /// The slot tasks, each returning why it ended.
     tasks: JoinSet<Ended>,
-    /// Which bucket each task pumps.
-    running: HashMap<TaskId, Bucket>,
+    /// Which slot each task pumps.
+    running: HashMap<TaskId, u32>,
     /// Stops everything this value started.
     shutdown: CancellationToken,
+    /// The process's shutdown: only then does it leave the live set.
+    process: CancellationToken,
     status: PumpStatus,
     /// Whether timer announcements are heard (for `status`).
     subscribed: bool,
-    /// The last registry read failed.
-    rediscover: bool,
 }
 
 impl ShardPumps {
@@ -77,33 +79,34 @@ impl ShardPumps {
         owner: String,
         status: PumpStatus,
         shutdown: CancellationToken,
+        process: CancellationToken,
     ) -> Self {
         Self {
             leases: gauges::Leases::new(pool.name(), shard.name()),
+            slots: pool.slots_on(&shard),
             pool,
             shard,
             opts,
             live: vec![owner.clone()],
             owner,
-            known: BTreeSet::new(),
             held: HashMap::new(),
             lags: Lags::default(),
             backlog: Backlog::default(),
             tasks: JoinSet::new(),
             running: HashMap::new(),
             shutdown,
+            process,
             status,
             subscribed: false,
-            rediscover: false,
         }
     }
 
-    /// The shard's lease loop and the supervisor of its bucket tasks, until
-    /// `shutdown`. A bucket task that ends is handled here: fenced (its
-    /// lease was lost, e.g. it expired during a Redis outage) makes this
-    /// process drop the bucket and take the lease again at once if it still
-    /// ranks first; a panic restarts the task. So every bucket whose lease
-    /// this process holds has a running pump, whatever happened before.
+    /// The shard's lease loop and the supervisor of its slot tasks, until
+    /// `shutdown`. A slot task that ends is handled here: fenced (its lease
+    /// passed, or Redis lost it) makes this process drop the slot and claim
+    /// it again at once if it still ranks first; a panic restarts the task.
+    /// So every slot whose lease this process holds has a running pump,
+    /// whatever happened before.
     pub(crate) async fn run(mut self) {
         let shutdown = self.shutdown.clone();
         let mut announcements = announcements::start(
@@ -111,26 +114,14 @@ impl ShardPumps {
             shutdown.clone(),
             std::time::Duration::ZERO,
         );
-        let mut refresh = tokio::time::interval(self.opts.registry_refresh);
         let mut backlog = tokio::time::interval(self.opts.metrics_interval);
         backlog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut lease = tokio::time::interval(self.opts.lease_ttl / 4);
         lease.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = refresh.tick() => {
-                    self.discover().await;
-                    self.lease_round().await;
-                }
-                _ = lease.tick() => {
-                    if self.rediscover {
-                        self.discover().await;
-                    }
-                    self.lease_round().await;
-                }
-                _ = backlog.tick() => self.backlog
-                    .report(self.pool.name(), &self.shard, self.held.keys())
-                    .await,
+                _ = lease.tick() => self.lease_round().await,
+                _ = backlog.tick() => self.report_backlog().await,
                 heard = announcements.recv() => match heard {
                     Some(heard) => self.on_heard(heard).await,
                     None if shutdown.is_cancelled() => break,
@@ -158,25 +149,46 @@ impl ShardPumps {
         self.stop_all().await;
     }
 
-    async fn on_heard(&mut self, heard: Heard) {
-        match heard {
-            Heard::Due(tag) => {
-                if self.announce(&tag) {
-                    // A bucket we did not know: claim it now, not at the
-                    // next round.
-                    self.lease_round().await;
-                }
-            }
-            Heard::Subscribed => {
-                self.subscribed = true;
-                self.resync().await;
-            }
-            Heard::MaybeLost => self.resync().await,
+    /// Refreshes the backlog gauges of the held slots. Bounded by a lease
+    /// round's period, so that a shard that hangs never holds up the
+    /// heartbeat (the gauges then keep their values until the next try).
+    async fn report_backlog(&mut self) {
+        let mut held: Vec<u32> = self.held.keys().copied().collect();
+        held.sort_unstable();
+        let report = self.backlog.report(self.pool.name(), &self.shard, &held);
+        if tokio::time::timeout(self.opts.lease_ttl / 4, report)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                shard = self.shard.name(),
+                "backlog counts took too long; skipped"
+            );
         }
     }
 
-    /// Stops every bucket task, gives the leases back, and zeroes the
-    /// backlog gauges this process reported (it no longer holds them).
+    async fn on_heard(&mut self, heard: Heard) {
+        match heard {
+            Heard::Due(slot) => {
+                if let Some(h) = self.held.get(&slot) {
+                    h.wake.notify_one();
+                }
+            }
+            Heard::Subscribed | Heard::MaybeLost => {
+                if matches!(heard, Heard::Subscribed) {
+                    self.subscribed = true;
+                }
+                // Announcements may have been missed (before the
+                // subscription, or while it reconnected): every held slot
+                // looks at its timer again.
+                self.lease_round().await;
+                self.wake_all();
+            }
+        }
+    }
+
+    /// Stops every slot task, gives the leases back, and zeroes the backlog
+    /// gauges this process reported (it no longer holds them).
     async fn stop_all(&mut self) {
         for held in self.held.values() {
             held.stop.cancel();
@@ -184,49 +196,39 @@ impl ShardPumps {
         while self.tasks.join_next().await.is_some() {}
         self.release_all().await;
         self.backlog
-            .report(self.pool.name(), &self.shard, self.held.keys())
+            .report(self.pool.name(), &self.shard, &[])
             .await;
     }
 
-    /// Announcements may have been missed (before the subscription, or
-    /// while it reconnected): look for buckets that appeared meanwhile, and
-    /// have every held bucket look at its timer again.
-    async fn resync(&mut self) {
-        self.discover().await;
-        self.lease_round().await;
-        self.wake_all();
-    }
-
-    /// A bucket task ended. Returns whether a lease round should run now.
+    /// A slot task ended. Returns whether a lease round should run now.
     fn on_task_end(&mut self, done: Result<(TaskId, Ended), tokio::task::JoinError>) -> bool {
         let (id, ended) = match done {
             Ok((id, ended)) => (id, Ok(ended)),
             Err(e) => (e.id(), Err(e)),
         };
-        let Some(bucket) = self.running.remove(&id) else {
+        let Some(slot) = self.running.remove(&id) else {
             return false;
         };
-        // A task that was stopped on purpose is no longer the bucket's.
-        if self.held.get(&bucket).is_none_or(|h| h.task != id) {
+        // A task that was stopped on purpose is no longer the slot's.
+        if self.held.get(&slot).is_none_or(|h| h.task != id) {
             return false;
         }
         match ended {
             Ok(Ended::Stopped) => false,
             Ok(Ended::Fenced) => {
-                self.held.remove(&bucket);
-                self.lease_lost(&bucket, "the pump script found the lease gone");
+                self.held.remove(&slot);
+                self.lease_lost(slot, "the pump script found the lease gone");
                 true
             }
             Err(e) => {
                 tracing::error!(
                     shard = self.shard.name(),
-                    ns = bucket.0,
-                    bucket = bucket.1,
+                    slot,
                     error = %e,
-                    "bucket pump panicked; restarting it"
+                    "slot pump panicked; restarting it"
                 );
-                self.held.remove(&bucket);
-                self.start(bucket);
+                self.held.remove(&slot);
+                self.start(slot);
                 false
             }
         }
@@ -234,159 +236,133 @@ impl ShardPumps {
 
     /// Counts and logs a lease this process held and lost without giving
     /// it up.
-    fn lease_lost(&self, (ns, b): &Bucket, why: &str) {
+    fn lease_lost(&self, slot: u32, why: &str) {
         tracing::info!(
             shard = self.shard.name(),
-            ns,
-            bucket = b,
+            slot,
             why,
-            "pump lease lost; the bucket is pumped again as soon as its lease is held"
+            "pump lease lost; the slot is pumped again as soon as its lease is held"
         );
         metrics::counter!("sundial_pump_leases_lost_total", "pool" => self.pool.name().to_owned())
             .increment(1);
     }
 
-    /// Reads the registry for buckets this shard holds.
-    /// A failed read is tried again at the next lease round, not only at
-    /// the next refresh: buckets announced while this process could not
-    /// hear are found that way.
-    async fn discover(&mut self) {
-        match self.shard.namespaces().await {
-            Ok(namespaces) => {
-                self.rediscover = false;
-                for ns in namespaces {
-                    for b in self.my_buckets(&ns) {
-                        self.known.insert((ns.clone(), b));
-                    }
-                }
-            }
-            Err(e) => {
-                self.rediscover = true;
-                tracing::warn!(shard = self.shard.name(), error = %e, "cannot read the namespace registry")
-            }
-        }
-    }
-
-    fn my_buckets(&self, ns: &str) -> Vec<u32> {
-        self.pool
-            .groups(ns)
-            .iter()
-            .filter(|(s, _)| s.name() == self.shard.name())
-            .flat_map(|(_, b)| b.iter().copied())
-            .collect()
-    }
-
-    /// A script said bucket `tag` is due sooner: wake its task. Returns
-    /// whether the bucket was unknown.
-    fn announce(&mut self, tag: &str) -> bool {
-        let Some((ns, b)) = keys::parse_bucket_tag(tag) else {
-            return false;
-        };
-        if check_namespace(ns).is_err() || b >= self.pool.buckets() {
-            return false;
-        }
-        let key = (ns.to_owned(), b);
-        if let Some(h) = self.held.get(&key) {
-            h.wake.notify_one();
-            return false;
-        }
-        self.known.insert(key)
-    }
-
-    /// Whether this process ranks first for `bucket` among the live pumps.
-    fn wants(&self, (ns, b): &Bucket) -> bool {
-        let score = |owner: &str| xxh3_64(format!("{owner}/{ns}/{b}").as_bytes());
+    /// The live process that ranks first for `slot`.
+    fn first_for(&self, slot: u32) -> &str {
+        let score = |owner: &str| xxh3_64(format!("{owner}/{slot}").as_bytes());
         self.live
             .iter()
             .map(String::as_str)
             .chain(std::iter::once(self.owner.as_str()))
             .max_by_key(|o| (score(o), *o))
-            == Some(self.owner.as_str())
+            .unwrap_or(self.owner.as_str())
     }
 
-    /// One lease call: renew or take what this process wants, release what
-    /// another live process should have; start and stop bucket tasks to match.
+    /// One heartbeat; then claim the wanted slots not held, and hand over
+    /// the held ones another live process ranks first for; start and stop
+    /// slot tasks to match.
     async fn lease_round(&mut self) {
-        let mut ops: Vec<(Bucket, LeaseOp)> = Vec::new();
-        for b in &self.known {
-            if self.wants(b) {
-                ops.push((b.clone(), LeaseOp::Acquire));
-            } else if self.held.contains_key(b) {
-                ops.push((b.clone(), LeaseOp::Release));
-            }
-        }
-        let args: Vec<(&str, u32, LeaseOp)> = ops
-            .iter()
-            .map(|((ns, b), op)| (ns.as_str(), *b, *op))
-            .collect();
         let ttl = self.opts.lease_ttl.as_millis() as u64;
-        let (flags, live) = match self.shard.leases(&self.owner, ttl, &args).await {
-            Ok(r) => r,
+        // A process drops out of the live set after 0.7 of the lease TTL
+        // without a heartbeat (it beats every quarter, so it may miss two):
+        // short enough that a dead process's slots pass within about that
+        // long, long enough not to flap on a busy machine.
+        let member_ttl = (ttl * 7 / 10).max(1);
+        // A heartbeat that answers after its own TTL proves nothing: bound it
+        // by that, so a hung shard shows as an error, not as a stuck loop.
+        let beat = tokio::time::timeout(
+            std::time::Duration::from_millis(member_ttl),
+            self.shard.heartbeat(&self.owner, member_ttl),
+        )
+        .await
+        .map_err(|_| "the heartbeat timed out".to_owned())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+        match beat {
+            Ok((live, rejoined)) => {
+                self.live = live;
+                if rejoined && !self.held.is_empty() {
+                    // This process was gone from the live set (paused, cut
+                    // off): others may have taken its slots. Each held slot
+                    // pumps now, and one that passed finds itself fenced.
+                    self.wake_all();
+                }
+            }
             Err(e) => {
-                tracing::warn!(shard = self.shard.name(), error = %e, "lease call failed; keeping what is held until it expires");
+                tracing::warn!(shard = self.shard.name(), error = %e, "heartbeat failed; keeping what is held");
                 self.status
-                    .round(self.shard.name(), Err(e.to_string()), self.subscribed);
+                    .round(self.shard.name(), Err(e), self.subscribed);
                 return;
             }
-        };
-        self.live = live;
-        for ((bucket, _), held) in ops.into_iter().zip(flags) {
-            match (held, self.held.contains_key(&bucket)) {
-                (true, false) => {
-                    self.leases.acquired.increment(1);
-                    self.start(bucket);
-                }
-                (false, true) => {
-                    if let Some(h) = self.held.remove(&bucket) {
-                        h.stop.cancel();
+        }
+        let slots = self.slots.clone();
+        let mut failed = None;
+        for &slot in slots.iter() {
+            let first = self.first_for(slot).to_owned();
+            let mine = first == self.owner;
+            let held = self.held.contains_key(&slot);
+            if mine && !held {
+                match self.shard.claim(slot, &self.owner, &self.live).await {
+                    Ok(true) => {
+                        self.leases.acquired.increment(1);
+                        self.start(slot);
                     }
-                    if self.wants(&bucket) {
-                        // Wanted but not held: it passed to another process
-                        // (this one was paused or cut off).
-                        self.lease_lost(&bucket, "another process holds it");
-                    }
+                    Ok(false) => {}
+                    Err(e) => failed = Some(e),
                 }
-                _ => {}
+            } else if !mine && held {
+                if let Some(h) = self.held.remove(&slot) {
+                    h.stop.cancel();
+                }
+                if let Err(e) = self.shard.give(slot, &self.owner, Some(&first)).await {
+                    failed = Some(e);
+                }
             }
+        }
+        if let Some(e) = &failed {
+            tracing::warn!(shard = self.shard.name(), error = %e, "lease call failed; trying again next round");
         }
         self.status
             .round(self.shard.name(), Ok(self.held.len()), self.subscribed);
         self.leases.set(self.held.len(), &self.lags);
     }
 
-    fn start(&mut self, bucket: Bucket) {
+    fn start(&mut self, slot: u32) {
         let wake = Arc::new(Notify::new());
         let stop = self.shutdown.child_token();
-        let job = bucket::BucketPump {
+        let job = slot::SlotPump {
             pool: self.pool.name().to_owned(),
             shard: self.shard.clone(),
-            ns: bucket.0.clone(),
-            bucket: bucket.1,
+            slot,
             owner: self.owner.clone(),
             wake: wake.clone(),
             opts: self.opts.clone(),
             lag: self.lags.clone(),
         };
-        let task = self.tasks.spawn(bucket::run(job, stop.clone())).id();
-        self.running.insert(task, bucket.clone());
-        self.held.insert(bucket, Held { wake, stop, task });
+        let task = self.tasks.spawn(slot::run(job, stop.clone())).id();
+        self.running.insert(task, slot);
+        self.held.insert(slot, Held { wake, stop, task });
     }
 
-    /// Gives back every lease at once (shutdown), so others take over
-    /// without waiting for expiry.
+    /// Gives back every lease (the topology changed, or the process stops).
+    /// When the process stops it also leaves the live set, so others take
+    /// over at once rather than when its heartbeat lapses; on a topology
+    /// change it stays, so nobody else claims its slots meanwhile.
     async fn release_all(&mut self) {
-        let buckets: Vec<(&str, u32)> =
-            self.known.iter().map(|(ns, b)| (ns.as_str(), *b)).collect();
-        match self.shard.drop_leases(&self.owner, &buckets).await {
-            Ok(n) => tracing::info!(
-                shard = self.shard.name(),
-                released = n,
-                "pump leases released"
-            ),
-            Err(e) => {
-                tracing::warn!(shard = self.shard.name(), error = %e, "cannot release pump leases; they expire by themselves")
+        let held: Vec<u32> = self.held.keys().copied().collect();
+        let mut released = 0;
+        for slot in held {
+            match self.shard.give(slot, &self.owner, None).await {
+                Ok(()) => released += 1,
+                Err(e) => {
+                    tracing::warn!(shard = self.shard.name(), error = %e, "cannot release pump leases; others take them once this process's heartbeat lapses");
+                    break;
+                }
             }
         }
+        if self.process.is_cancelled() {
+            let _ = self.shard.leave(&self.owner).await;
+        }
+        tracing::info!(shard = self.shard.name(), released, "pump leases released");
         self.held.clear();
     }
 

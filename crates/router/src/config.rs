@@ -6,9 +6,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::Layout;
 
-/// The default number of buckets per namespace; see `docs/ARCHITECTURE.md`
-/// for the measurement behind it.
-pub const DEFAULT_BUCKETS: u32 = 16;
+/// The default number of slots per pool; see `docs/ARCHITECTURE.md` for
+/// why.
+pub const DEFAULT_SLOTS: u32 = 128;
+/// The most slots a pool may have (Redis Cluster's hash slot count).
+pub const MAX_SLOTS: u32 = 16_384;
+/// The default number of lanes per queue.
+pub const DEFAULT_LANES: u32 = 1;
+/// The most lanes a queue may have.
+pub const MAX_LANES: u32 = 64;
 /// The name of the shard of a one-shard pool that does not name it.
 pub const DEFAULT_SHARD_NAME: &str = "main";
 
@@ -16,9 +22,16 @@ pub const DEFAULT_SHARD_NAME: &str = "main";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoolConfig {
-    /// Buckets per namespace; fixed once the pool holds data.
-    #[serde(default = "default_buckets")]
-    pub buckets: u32,
+    /// Slots of the pool: the unit that the ring places on shards, that a
+    /// pump lease covers, and that moves when shards change. Fixed once the
+    /// pool holds data.
+    #[serde(default = "default_slots")]
+    pub slots: u32,
+    /// Lanes per queue: a queue's jobs spread over this many slots (so over
+    /// up to this many shards), and a consume visits each. Fixed once the
+    /// pool holds data.
+    #[serde(default = "default_lanes")]
+    pub lanes: u32,
     /// The pool's shards.
     pub shards: Vec<ShardConfig>,
 }
@@ -39,7 +52,7 @@ pub struct ShardConfig {
     /// A Sentinel-managed master, instead of `url`.
     #[serde(default)]
     pub sentinel: Option<SentinelConfig>,
-    /// Relative share of the pool's buckets.
+    /// Relative share of the pool's slots.
     #[serde(default = "default_weight")]
     pub weight: u32,
     /// Pooled connections to this shard.
@@ -70,8 +83,12 @@ pub struct SentinelConfig {
     pub db: u8,
 }
 
-fn default_buckets() -> u32 {
-    DEFAULT_BUCKETS
+fn default_slots() -> u32 {
+    DEFAULT_SLOTS
+}
+
+fn default_lanes() -> u32 {
+    DEFAULT_LANES
 }
 
 fn default_weight() -> u32 {
@@ -157,10 +174,16 @@ fn encode(s: &str) -> String {
 impl PoolConfig {
     /// Checks what can be checked without connecting.
     pub fn validate(&self, name: &str) -> Result<(), String> {
-        if !(1..=1024).contains(&self.buckets) {
+        if !(1..=MAX_SLOTS).contains(&self.slots) {
             return Err(format!(
-                "pool {name}: buckets must be within 1..=1024, not {}",
-                self.buckets
+                "pool {name}: slots must be within 1..={MAX_SLOTS}, not {}",
+                self.slots
+            ));
+        }
+        if !(1..=MAX_LANES).contains(&self.lanes) {
+            return Err(format!(
+                "pool {name}: lanes must be within 1..={MAX_LANES}, not {}",
+                self.lanes
             ));
         }
         if self.shards.is_empty() {
@@ -256,7 +279,8 @@ mod tests {
     #[test]
     fn validation() {
         let pool = |shards| PoolConfig {
-            buckets: 16,
+            slots: 16,
+            lanes: 1,
             shards,
         };
         assert!(pool(vec![shard(None, 1)]).validate("p").is_ok());
@@ -283,11 +307,13 @@ mod tests {
     #[test]
     fn layout_ignores_order_and_addresses() {
         let a = PoolConfig {
-            buckets: 16,
+            slots: 16,
+            lanes: 1,
             shards: vec![shard(Some("x"), 1), shard(Some("y"), 2)],
         };
         let mut b = PoolConfig {
-            buckets: 16,
+            slots: 16,
+            lanes: 1,
             shards: vec![shard(Some("y"), 2), shard(Some("x"), 1)],
         };
         b.shards[0].url = Some("redis://10.0.0.9:6380".to_owned());

@@ -1,23 +1,23 @@
-//! Draining of moved buckets: progress, and retiring a layout once drained.
+//! Draining of moved slots: progress, and retiring a layout once drained.
 //!
-//! When a pool's shards change, buckets whose shard changed keep their jobs
+//! When a pool's shards change, slots whose shard changed keep their jobs
 //! at the old shard until those are consumed, acknowledged, expire or are
 //! deleted; meanwhile reads and pumps cover both shards (see the router's
 //! `Pool::locations`). This module
 //!
-//! - reports, per draining layout, how many moved buckets still hold jobs and
+//! - reports, per draining layout, how many moved slots still hold jobs and
 //!   how many jobs (`GET /drains`, gauges `sundial_drain_*`);
 //! - announces in every shard which layouts this gateway may write to: its
 //!   current one, and for [`WRITE_GRACE`] after a reload the previous one (a
 //!   publish re-reads the topology after its body, so its write lands within
 //!   a command timeout of choosing its layout);
 //! - retires a draining layout (removes it from the shards' pins, then
-//!   reloads) once no live gateway may write to it and its moved buckets are
+//!   reloads) once no live gateway may write to it and its moved slots are
 //!   empty, checked in that order so a late write cannot slip in between.
 //!   Other processes notice the pins changed and reload too.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, HashMap},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -37,9 +37,9 @@ const VIEW_TTL: Duration = Duration::from_secs(15);
 #[derive(Debug, Clone, Serialize)]
 pub struct LayoutReport {
     pub layout: Layout,
-    /// Moved buckets (over all namespaces) whose old shard still holds jobs.
-    pub buckets_pending: u64,
-    /// Jobs still at the old shards of moved buckets.
+    /// Moved slots whose old shard still holds jobs.
+    pub slots_pending: u64,
+    /// Jobs still at the old shards of moved slots.
     pub jobs_left: u64,
     /// Live gateways that may still write to this layout.
     pub writers: u64,
@@ -65,32 +65,27 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
                 .filter_map(|v| v.parse::<Layout>().ok()),
         );
     }
-    let mut namespaces = BTreeSet::new();
-    for shard in pool.shards() {
-        namespaces.extend(shard.namespaces().await?);
-    }
+    let moved = pool.moved();
     let mut draining = Vec::new();
     for layout in pool.draining() {
         let (mut pending, mut left) = (0, 0);
-        for ns in &namespaces {
-            let mut per_shard: BTreeMap<&str, (&Shard, Vec<u32>)> = BTreeMap::new();
-            for (shard, bucket, _) in pool.moved(ns).into_iter().filter(|(_, _, l)| *l == layout) {
-                per_shard
-                    .entry(shard.name())
-                    .or_insert((shard, Vec::new()))
-                    .1
-                    .push(bucket);
-            }
-            for (shard, buckets) in per_shard.into_values() {
-                for n in shard.bucket_jobs(ns, &buckets).await? {
-                    pending += u64::from(n > 0);
-                    left += n;
-                }
+        let mut per_shard: BTreeMap<&str, (&Shard, Vec<u32>)> = BTreeMap::new();
+        for (shard, slot, _) in moved.iter().filter(|(_, _, l)| *l == layout) {
+            per_shard
+                .entry(shard.name())
+                .or_insert((shard, Vec::new()))
+                .1
+                .push(*slot);
+        }
+        for (shard, slots) in per_shard.into_values() {
+            for n in shard.slot_jobs(&slots).await? {
+                pending += u64::from(n > 0);
+                left += n;
             }
         }
         draining.push(LayoutReport {
             layout: layout.clone(),
-            buckets_pending: pending,
+            slots_pending: pending,
             jobs_left: left,
             writers: writers.iter().filter(|w| *w == layout).count() as u64,
         });
@@ -192,7 +187,7 @@ impl Views {
 }
 
 /// Measures `pool`'s drains (gauges) and retires every layout that no live
-/// gateway writes to and whose moved buckets are empty. Returns whether it
+/// gateway writes to and whose moved slots are empty. Returns whether it
 /// retired one.
 async fn retire_drained(pool: &Pool) -> bool {
     if pool.draining().next().is_none() {
@@ -208,7 +203,7 @@ async fn retire_drained(pool: &Pool) -> bool {
     };
     gauges(
         pool.name(),
-        r.draining.iter().map(|l| l.buckets_pending).sum(),
+        r.draining.iter().map(|l| l.slots_pending).sum(),
         r.draining.iter().map(|l| l.jobs_left).sum(),
     );
     let mut retired = false;
@@ -230,7 +225,7 @@ async fn retire_drained(pool: &Pool) -> bool {
     retired
 }
 
-fn gauges(pool: &str, buckets: u64, jobs: u64) {
-    metrics::gauge!("sundial_drain_buckets_pending", "pool" => pool.to_owned()).set(buckets as f64);
+fn gauges(pool: &str, slots: u64, jobs: u64) {
+    metrics::gauge!("sundial_drain_slots_pending", "pool" => pool.to_owned()).set(slots as f64);
     metrics::gauge!("sundial_drain_jobs_left", "pool" => pool.to_owned()).set(jobs as f64);
 }

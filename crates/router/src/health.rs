@@ -114,14 +114,8 @@ impl Health {
 }
 
 /// Checks every shard of the current topology every [`EVERY`] until
-/// `shutdown`. `lost` is called with the name of a shard found to have lost
-/// its data.
-pub async fn run(
-    live: Arc<LiveTopology>,
-    health: Health,
-    lost: impl Fn(&str) + Send + Sync + 'static,
-    shutdown: CancellationToken,
-) {
+/// `shutdown`.
+pub async fn run(live: Arc<LiveTopology>, health: Health, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -141,7 +135,6 @@ pub async fn run(
                 Ok((took, has_metadata)) => {
                     if !has_metadata {
                         found_empty(pool, shard).await;
-                        lost(shard.name());
                     }
                     Ok(took)
                 }
@@ -155,9 +148,9 @@ pub async fn run(
     }
 }
 
-/// A shard in use always holds `sd:meta` (its pinned bucket count and
+/// A shard in use always holds `sd:meta` (its pinned slot and lane counts and
 /// layouts). One that answers without it lost its data: says so, and pins
-/// the pool's bucket count and layouts again so that it goes on serving.
+/// the pool's slot and lane counts and layouts again so that it goes on serving.
 async fn found_empty(pool: &Pool, shard: &sundial_core::Shard) {
     tracing::error!(
         pool = pool.name(),
@@ -170,7 +163,7 @@ async fn found_empty(pool: &Pool, shard: &sundial_core::Shard) {
         .increment(1);
     let draining: Vec<_> = pool.draining().cloned().collect();
     let pinned = async {
-        shard.check(pool.buckets()).await?;
+        shard.check(pool.slots(), pool.lanes()).await?;
         Pins::write(shard, pool.layout(), &draining).await
     };
     if let Err(e) = pinned.await {

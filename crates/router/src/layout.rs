@@ -1,7 +1,7 @@
 //! A pool's shard layout (its ring membership), and how shards pin it.
 //!
 //! Every shard of a pool pins the pool's current layout and the earlier
-//! ones whose moved buckets still drain (`sd:meta`), so that a process that
+//! ones whose moved slots still drain (`sd:meta`), so that a process that
 //! starts, or reloads, finds out which layouts to read from. The text form,
 //! `name:weight,...`, is what the shards hold: it must never change for a
 //! given membership.
@@ -37,7 +37,7 @@ impl Layout {
         self.members.iter().map(|(n, w)| (n.as_str(), *w))
     }
 
-    /// The shards that hold buckets in this layout (a weight above 0).
+    /// The shards that hold slots in this layout (a weight above 0).
     pub fn holders(&self) -> impl Iterator<Item = &str> {
         self.members().filter(|(_, w)| *w > 0).map(|(n, _)| n)
     }

@@ -5,13 +5,13 @@
 //! - [`tokens`]: the token and limit tables, replicated into every gateway.
 //! - [`config`]: what the operator writes about pools and shards.
 //! - [`layout`]: a pool's ring membership, and how shards pin it.
-//! - [`ring`]: consistent hashing of a namespace's buckets over shards.
-//! - [`topology`]: the connected pools, and which shard holds which bucket.
+//! - [`ring`]: consistent hashing of a pool's slots over its shards.
+//! - [`topology`]: the connected pools, and which shard holds which slot.
 //! - [`prepare`]: checking shards and building a topology, at start and on
 //!   reload.
 //! - [`live`]: the topology in force ([`LiveTopology`]) and its change signal.
 //! - [`reload`]: hot reload on a file change, SIGHUP or the admin API.
-//! - [`drain`]: progress of moved buckets, and retiring drained layouts.
+//! - [`drain`]: progress of moved slots, and retiring drained layouts.
 //! - [`health`]: every shard probed each second, for `/ready` and metrics.
 //!
 //! A topology is immutable once built: a reload prepares a new one and
@@ -37,4 +37,4 @@ pub use config::{PoolConfig, SentinelConfig, ShardConfig};
 pub use layout::{Layout, Pins};
 pub use live::LiveTopology;
 pub use token::Token;
-pub use topology::{Groups, Pool, RouterError, Topology};
+pub use topology::{Pool, RouterError, Topology};

@@ -19,7 +19,8 @@ pub const RELOAD_WAIT: Duration = Duration::from_secs(10);
 
 /// Builds the topology of `pools` (reusing `previous`'s unchanged
 /// connections) and checks every shard: it answers within `wait`, its
-/// eviction policy is safe, the bucket count and the ring membership match
+/// eviction policy is safe, its data format, slot and lane counts and ring
+/// membership match
 /// what it holds; then loads the scripts and pins the layouts.
 pub async fn prepare(
     pools: &BTreeMap<String, PoolConfig>,
@@ -32,7 +33,7 @@ pub async fn prepare(
         let connected = shards.get(name).map_or(&[][..], Vec::as_slice);
         for shard in connected {
             let reused = previous.is_some_and(|t| t.shards().any(|s| s.same(shard)));
-            check_shard(name, shard, pool.buckets, reused, wait).await?;
+            check_shard(name, shard, pool, reused, wait).await?;
         }
         draining.insert(name.clone(), settle_layouts(name, pool, connected).await?);
     }
@@ -51,7 +52,7 @@ pub async fn prepare(
 async fn check_shard(
     pool: &str,
     shard: &Shard,
-    buckets: u32,
+    pool_config: &PoolConfig,
     reused: bool,
     wait: Duration,
 ) -> anyhow::Result<()> {
@@ -59,7 +60,7 @@ async fn check_shard(
         .wait_connected(wait)
         .await
         .with_context(|| format!("shard {} did not answer within {wait:?}", shard.name()))?;
-    let check = shard.check(buckets).await?;
+    let check = shard.check(pool_config.slots, pool_config.lanes).await?;
     if reused {
         return Ok(());
     }
@@ -75,7 +76,8 @@ async fn check_shard(
         pool,
         shard = shard.name(),
         redis = check.redis_version,
-        buckets,
+        slots = pool_config.slots,
+        lanes = pool_config.lanes,
         "shard ready"
     );
     Ok(())
@@ -85,7 +87,7 @@ async fn check_shard(
 /// them with the current one once the whole topology is valid).
 ///
 /// Every layout any shard has pinned and that differs from the config's is
-/// one whose moved buckets may still hold jobs at their old shard, so it
+/// one whose moved slots may still hold jobs at their old shard, so it
 /// drains: reads and pumps also cover it. A pool that holds no jobs drops
 /// them all. (A layout leaves the list when `GET /drains` finds it empty.)
 async fn settle_layouts(
@@ -97,16 +99,16 @@ async fn settle_layouts(
     let seen = pinned_except(shards, &current).await?;
     let mut holds_jobs = false;
     for shard in shards {
-        holds_jobs |= shard.holds_jobs(pool.buckets).await?;
+        holds_jobs |= shard.holds_jobs(pool.slots).await?;
     }
-    // A layout that gave buckets to a shard the config no longer lists
+    // A layout that gave slots to a shard the config no longer lists
     // cannot be shown empty (that shard is out of reach): the shard must
-    // stay, with weight 0, until its buckets have drained.
+    // stay, with weight 0, until its slots have drained.
     let names: Vec<&str> = pool.shards.iter().map(|s| s.ring_name()).collect();
     for layout in &seen {
         if let Some(gone) = layout.holders().find(|h| !names.contains(h)) {
             anyhow::bail!(
-                "pool {name}: shard {gone:?} holds buckets of the layout [{layout}] but is not in the config; \
+                "pool {name}: shard {gone:?} holds slots of the layout [{layout}] but is not in the config; \
                  keep it in the config (with weight 0) until GET /drains shows that layout empty, then remove it"
             );
         }

@@ -3,8 +3,8 @@
 //!
 //! A reload builds the whole new topology off to the side (reusing the
 //! connections of unchanged shards), checks it as a start would (every shard
-//! answers, is safe, and agrees on its bucket count and ring membership), and
-//! refuses to drop a pool that still holds jobs. Only then does it swap it in
+//! answers, is safe, and agrees on its data format, slot and lane counts and
+//! ring membership), and refuses to drop a pool that still holds jobs. Only then does it swap it in
 //! with one store; requests in flight finish on the topology they started
 //! with, and pumps follow the new one (long-poll wake-ups need not: each
 //! shard connection owns its subscriber). A failed reload
@@ -105,7 +105,7 @@ impl Reloader {
                 continue;
             }
             for shard in pool.shards() {
-                let holds = shard.holds_jobs(pool.buckets()).await.with_context(|| {
+                let holds = shard.holds_jobs(pool.slots()).await.with_context(|| {
                     format!("cannot tell whether pool {} still holds jobs", pool.name())
                 })?;
                 anyhow::ensure!(

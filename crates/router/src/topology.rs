@@ -1,16 +1,13 @@
-//! The connected pools, and which shard holds which bucket of a namespace.
+//! The connected pools, and which shard holds which slot.
 //!
 //! A topology is built in two steps: [`connect`] opens (or reuses) the
 //! shards' connections, so that their pins can be read; [`Topology::new`]
 //! then builds it whole from the config, those connections and the layouts
 //! that still drain. It never changes afterwards.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    sync::{Arc, RwLock},
-};
+use std::{collections::BTreeMap, sync::Arc};
 
-use sundial_core::{EngineError, Shard, ShardOptions};
+use sundial_core::{EngineError, Shard, ShardOptions, keys};
 
 use crate::{
     Layout,
@@ -27,18 +24,18 @@ pub enum RouterError {
     Engine(#[from] EngineError),
 }
 
-/// A ring over some of the pool's shards, by name.
+/// A layout placed on the pool's shards: which shard holds each slot.
 #[derive(Debug)]
 struct PlacedRing {
     layout: Layout,
-    ring: Ring,
-    /// Ring index → index in the pool's `shards`.
-    to_shard: Vec<usize>,
+    /// Slot → index in the pool's `shards`; `None` when the layout gives no
+    /// shard weight.
+    placement: Vec<Option<usize>>,
 }
 
 impl PlacedRing {
-    /// Builds the ring of a layout over the pool's shards, found by name.
-    fn new(layout: &Layout, specs: &[ShardConfig]) -> Result<Self, String> {
+    /// Places a layout's `slots` over the pool's shards, found by name.
+    fn new(layout: &Layout, specs: &[ShardConfig], slots: u32) -> Result<Self, String> {
         let mut members = Vec::new();
         let mut to_shard = Vec::new();
         for (name, weight) in layout.members() {
@@ -48,25 +45,28 @@ impl PlacedRing {
                     members.push((name, weight));
                     to_shard.push(i);
                 }
-                // A shard with no weight in that ring held none of its buckets.
+                // A shard with no weight in that ring held none of its slots.
                 None if weight == 0 => {}
                 None => {
                     return Err(format!(
-                        "shard {name:?} still holds buckets of an earlier layout ({layout}) that are draining; \
+                        "shard {name:?} still holds slots of an earlier layout ({layout}) that are draining; \
                          keep it in the config (with weight 0) until GET /drains shows that layout empty"
                     ));
                 }
             }
         }
+        let ring = Ring::new(members);
+        let placement = (0..slots)
+            .map(|s| ring.shard_of(s).map(|i| to_shard[i]))
+            .collect();
         Ok(Self {
             layout: layout.clone(),
-            ring: Ring::new(members),
-            to_shard,
+            placement,
         })
     }
 
-    fn shard_of(&self, ns: &str, bucket: u32) -> Option<usize> {
-        self.ring.shard_of(ns, bucket).map(|i| self.to_shard[i])
+    fn shard_of(&self, slot: u32) -> Option<usize> {
+        self.placement.get(slot as usize).copied().flatten()
     }
 }
 
@@ -74,50 +74,77 @@ impl PlacedRing {
 #[derive(Debug)]
 pub struct Pool {
     name: String,
-    buckets: u32,
+    slots: u32,
+    lanes: u32,
     shards: Vec<Shard>,
     /// The config each shard was built from (same order as `shards`), to
     /// reuse connections across reloads.
     specs: Vec<ShardConfig>,
-    /// The current ring first, then earlier rings whose moved buckets still
+    /// The current ring first, then earlier rings whose moved slots still
     /// drain: writes go to the current ring's shard; reads, queue-wide
     /// operations and pumps also cover the earlier rings' shards.
     rings: Vec<PlacedRing>,
-    /// [`Pool::groups`] per namespace, computed once per topology (a
-    /// consume pass asks for them every time).
-    groups: RwLock<HashMap<String, Groups>>,
+    /// Per shard (same order as `shards`): the slots it may hold, in the
+    /// current layout or one that drains; sorted.
+    held: Vec<Arc<[u32]>>,
 }
-
-/// The shards that may hold a namespace's jobs, each with those of its
-/// buckets that they may hold.
-pub type Groups = Arc<[(Shard, Arc<[u32]>)]>;
-
-/// Namespaces whose groups a pool keeps before it starts over.
-const MAX_CACHED_GROUPS: usize = 10_000;
 
 impl Pool {
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// Buckets per namespace.
-    pub fn buckets(&self) -> u32 {
-        self.buckets
+    /// Slots of the pool.
+    pub fn slots(&self) -> u32 {
+        self.slots
     }
 
-    /// The shard where `bucket` of namespace `ns` is written now.
-    pub fn shard_for(&self, ns: &str, bucket: u32) -> &Shard {
+    /// Lanes per queue.
+    pub fn lanes(&self) -> u32 {
+        self.lanes
+    }
+
+    /// The slot of lane `lane` of `queue` of `ns`.
+    pub fn slot_of(&self, ns: &str, queue: &str, lane: u32) -> u32 {
+        keys::slot_of(ns, queue, lane, self.slots)
+    }
+
+    /// The distinct slots that hold a queue's jobs, in lane order (two lanes
+    /// may share a slot).
+    pub fn queue_slots(&self, ns: &str, queue: &str) -> Vec<u32> {
+        let mut out: Vec<u32> = Vec::with_capacity(self.lanes as usize);
+        for lane in 0..self.lanes {
+            let s = self.slot_of(ns, queue, lane);
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// Every (shard, slot) that may hold a queue's jobs: each slot of its
+    /// lanes where it is written now, then where earlier layouts put it.
+    /// What a queue-wide operation (size, peek, destroy, dead letter) visits.
+    pub fn queue_places(&self, ns: &str, queue: &str) -> Vec<(&Shard, u32)> {
+        let mut out = Vec::new();
+        for slot in self.queue_slots(ns, queue) {
+            out.extend(self.locations(slot).into_iter().map(|s| (s, slot)));
+        }
+        out
+    }
+
+    /// The shard where `slot` is written now.
+    pub fn shard_for(&self, slot: u32) -> &Shard {
         // Validation guarantees a shard with weight, so the ring answers.
-        &self.shards[self.rings[0].shard_of(ns, bucket).unwrap_or(0)]
+        &self.shards[self.rings[0].shard_of(slot).unwrap_or(0)]
     }
 
-    /// Every shard that may hold jobs of `bucket` of `ns`: where it is
-    /// written now first, then where earlier layouts put it (while they
-    /// drain).
-    pub fn locations(&self, ns: &str, bucket: u32) -> Vec<&Shard> {
+    /// Every shard that may hold jobs of `slot`: where it is written now
+    /// first, then where earlier layouts put it (while they drain).
+    pub fn locations(&self, slot: u32) -> Vec<&Shard> {
         let mut idx: Vec<usize> = Vec::with_capacity(self.rings.len());
         for r in &self.rings {
-            if let Some(i) = r.shard_of(ns, bucket)
+            if let Some(i) = r.shard_of(slot)
                 && !idx.contains(&i)
             {
                 idx.push(i);
@@ -126,54 +153,35 @@ impl Pool {
         idx.into_iter().map(|i| &self.shards[i]).collect()
     }
 
-    /// The shards that may hold jobs of `ns`, each with the buckets it may
-    /// hold (in the current layout or one that drains): what a queue-wide
-    /// operation or a pump visits, one call per shard.
-    pub fn groups(&self, ns: &str) -> Groups {
-        let cached = self.groups.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(g) = cached.get(ns) {
-            return g.clone();
-        }
-        drop(cached);
-        let groups = self.compute_groups(ns);
-        let mut cache = self.groups.write().unwrap_or_else(|p| p.into_inner());
-        if cache.len() >= MAX_CACHED_GROUPS {
-            cache.clear();
-        }
-        cache.insert(ns.to_owned(), groups.clone());
-        groups
-    }
-
-    fn compute_groups(&self, ns: &str) -> Groups {
-        let mut per: Vec<Vec<u32>> = vec![Vec::new(); self.shards.len()];
-        for b in 0..self.buckets {
-            for r in &self.rings {
-                if let Some(i) = r.shard_of(ns, b)
-                    && per[i].last() != Some(&b)
-                {
-                    per[i].push(b);
-                }
-            }
-        }
+    /// Each shard with the slots it may hold (in the current layout or one
+    /// that drains): what a pump or a listing visits. Shards that hold no
+    /// slot are left out.
+    pub fn groups(&self) -> impl Iterator<Item = (&Shard, &Arc<[u32]>)> {
         self.shards
             .iter()
-            .zip(per)
-            .filter(|(_, b)| !b.is_empty())
-            .map(|(s, b)| (s.clone(), Arc::from(b)))
-            .collect()
+            .zip(&self.held)
+            .filter(|(_, slots)| !slots.is_empty())
     }
 
-    /// The buckets of `ns` that earlier layouts placed elsewhere than the
-    /// current one: (shard where they drain, bucket, that layout).
-    pub fn moved(&self, ns: &str) -> Vec<(&Shard, u32, &Layout)> {
+    /// The slots `shard` may hold (empty if it is not this pool's).
+    pub fn slots_on(&self, shard: &Shard) -> Arc<[u32]> {
+        self.shards
+            .iter()
+            .position(|s| s.same(shard))
+            .map_or_else(|| Arc::from(Vec::new()), |i| self.held[i].clone())
+    }
+
+    /// The slots that earlier layouts placed elsewhere than the current one:
+    /// (shard where they drain, slot, that layout).
+    pub fn moved(&self) -> Vec<(&Shard, u32, &Layout)> {
         let mut out = Vec::new();
-        for b in 0..self.buckets {
-            let now = self.rings[0].shard_of(ns, b);
+        for slot in 0..self.slots {
+            let now = self.rings[0].shard_of(slot);
             for r in &self.rings[1..] {
-                if let Some(i) = r.shard_of(ns, b)
+                if let Some(i) = r.shard_of(slot)
                     && Some(i) != now
                 {
-                    out.push((&self.shards[i], b, &r.layout));
+                    out.push((&self.shards[i], slot, &r.layout));
                 }
             }
         }
@@ -264,22 +272,33 @@ impl Topology {
                 .ok_or_else(|| RouterError::Config(format!("pool {name}: shards not connected")))?;
             let current = pc.layout();
             let mut rings =
-                vec![PlacedRing::new(&current, &pc.shards).map_err(RouterError::Config)?];
+                vec![PlacedRing::new(&current, &pc.shards, pc.slots).map_err(RouterError::Config)?];
             for layout in draining.get(name).into_iter().flatten() {
                 if *layout != current {
                     rings.push(
-                        PlacedRing::new(layout, &pc.shards)
+                        PlacedRing::new(layout, &pc.shards, pc.slots)
                             .map_err(|e| RouterError::Config(format!("pool {name}: {e}")))?,
                     );
                 }
             }
+            let mut held: Vec<Vec<u32>> = vec![Vec::new(); shards.len()];
+            for slot in 0..pc.slots {
+                for r in &rings {
+                    if let Some(i) = r.shard_of(slot)
+                        && held[i].last() != Some(&slot)
+                    {
+                        held[i].push(slot);
+                    }
+                }
+            }
             let pool = Pool {
                 name: name.clone(),
-                buckets: pc.buckets,
+                slots: pc.slots,
+                lanes: pc.lanes,
                 shards,
                 specs: pc.shards.clone(),
                 rings,
-                groups: RwLock::default(),
+                held: held.into_iter().map(Arc::from).collect(),
             };
             pools.insert(name.clone(), Arc::new(pool));
         }
@@ -322,7 +341,8 @@ mod tests {
         let pools = BTreeMap::from([(
             "default".to_owned(),
             PoolConfig {
-                buckets: 64,
+                slots: 64,
+                lanes: 1,
                 shards,
             },
         )]);
@@ -338,13 +358,13 @@ mod tests {
     #[tokio::test]
     async fn a_draining_layout_adds_old_locations_without_changing_writes() {
         let grown = vec![spec("a", 1, 1), spec("b", 2, 1), spec("c", 3, 1)];
+        let plain = topology(grown.clone(), "").expect("topology");
         let before: Vec<String> = (0..64)
-            .map(|b| {
-                topology(grown.clone(), "")
-                    .expect("topology")
+            .map(|s| {
+                plain
                     .pool("default")
                     .expect("pool")
-                    .shard_for("ns", b)
+                    .shard_for(s)
                     .name()
                     .to_owned()
             })
@@ -355,38 +375,76 @@ mod tests {
         assert_eq!(p.draining().collect::<Vec<_>>(), [&old_layout]);
         let old = Ring::new([("a", 1), ("b", 1)]);
         let mut moved = 0;
-        for b in 0..64 {
+        for s in 0..64 {
             assert_eq!(
-                p.shard_for("ns", b).name(),
-                before[b as usize],
+                p.shard_for(s).name(),
+                before[s as usize],
                 "writes follow the current ring"
             );
-            let locs: Vec<&str> = p.locations("ns", b).iter().map(|s| s.name()).collect();
-            let was = ["default/a", "default/b"][old.shard_of("ns", b).expect("old")];
-            assert_eq!(locs[0], before[b as usize]);
+            let locs: Vec<&str> = p.locations(s).iter().map(|s| s.name()).collect();
+            let was = ["default/a", "default/b"][old.shard_of(s).expect("old")];
+            assert_eq!(locs[0], before[s as usize]);
             if locs[0] == was {
                 assert_eq!(locs.len(), 1);
             } else {
-                assert_eq!(locs, [before[b as usize].as_str(), was]);
+                assert_eq!(locs, [before[s as usize].as_str(), was]);
                 moved += 1;
             }
         }
         assert!(moved > 0);
         assert_eq!(
-            p.moved("ns").len(),
+            p.moved().len(),
             moved,
-            "every moved bucket drains from its old shard"
+            "every moved slot drains from its old shard"
         );
-        for (shard, b, sig) in p.moved("ns") {
-            assert_ne!(shard.name(), p.shard_for("ns", b).name());
+        for (shard, s, sig) in p.moved() {
+            assert_ne!(shard.name(), p.shard_for(s).name());
             assert_eq!(sig, &old_layout);
         }
-        let covered: usize = p.groups("ns").iter().map(|(_, b)| b.len()).sum();
+        let covered: usize = p.groups().map(|(_, s)| s.len()).sum();
         assert_eq!(
             covered,
             64 + moved,
-            "queue-wide operations cover both locations of a moved bucket"
+            "pumps and listings cover both locations of a moved slot"
         );
+    }
+
+    #[test]
+    fn a_queue_spans_the_distinct_slots_of_its_lanes() {
+        let pools = |lanes| {
+            BTreeMap::from([(
+                "default".to_owned(),
+                PoolConfig {
+                    slots: 4,
+                    lanes,
+                    shards: vec![spec("a", 1, 1)],
+                },
+            )])
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let _guard = rt.enter();
+        for lanes in [1, 2, 8] {
+            let cfg = pools(lanes);
+            let t = Topology::new(
+                &cfg,
+                connect(&cfg, None).expect("connect"),
+                &BTreeMap::new(),
+            )
+            .expect("topology");
+            let p = t.pool("default").expect("pool");
+            let slots = p.queue_slots("ns", "q");
+            let mut distinct = slots.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), slots.len(), "no slot twice");
+            assert!(slots.len() <= lanes as usize && slots.len() <= 4);
+            for lane in 0..lanes {
+                assert!(slots.contains(&p.slot_of("ns", "q", lane)));
+            }
+        }
     }
 
     #[tokio::test]
@@ -394,7 +452,7 @@ mod tests {
         let shards = || vec![spec("a", 1, 1), spec("b", 2, 1)];
         let err = topology(shards(), "a:1,b:1,c:1").expect_err("c is gone");
         assert!(err.to_string().contains("keep it in the config"), "{err}");
-        // A shard that had no weight in that layout held none of its buckets.
+        // A shard that had no weight in that layout held none of its slots.
         topology(shards(), "a:1,b:1,c:0").expect("c held nothing");
     }
 }

@@ -15,7 +15,14 @@ fn summary(config: &Config) -> String {
     let pools: Vec<String> = config
         .pools
         .iter()
-        .map(|(n, p)| format!("{n} ({} shard(s), {} buckets)", p.shards.len(), p.buckets))
+        .map(|(n, p)| {
+            format!(
+                "{n} ({} shard(s), {} slots, {} lane(s))",
+                p.shards.len(),
+                p.slots,
+                p.lanes
+            )
+        })
         .collect();
     format!(
         "config ok: api {}, admin {}, pools: {}",

@@ -11,7 +11,11 @@ use figment::{
 };
 use serde::{Deserialize, Serialize};
 use sundial_core::Limits;
-use sundial_router::{PoolConfig, ShardConfig, config::DEFAULT_BUCKETS, reload::Desired};
+use sundial_router::{
+    PoolConfig, ShardConfig,
+    config::{DEFAULT_LANES, DEFAULT_SLOTS},
+    reload::Desired,
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,7 +117,8 @@ pub struct LogConfig {
 impl Default for Config {
     fn default() -> Self {
         let default_pool = PoolConfig {
-            buckets: DEFAULT_BUCKETS,
+            slots: DEFAULT_SLOTS,
+            lanes: DEFAULT_LANES,
             shards: vec![ShardConfig::at("redis://127.0.0.1:6379")],
         };
         Self {

@@ -151,17 +151,8 @@ fn background(
         tokens.clone().run(follow.clone(), stop)
     });
     let (probed, health) = (live.clone(), state.health.clone());
-    let registry = state.clone();
     loops.add("health probes", move |stop| {
-        let registry = registry.clone();
-        // A shard that lost its data lost its queue registry too: register
-        // queues again.
-        health::run(
-            probed.clone(),
-            health.clone(),
-            move |shard| registry.forget_registered(shard),
-            stop,
-        )
+        health::run(probed.clone(), health.clone(), stop)
     });
     if config.pump.enabled {
         let (pumped, opts, status) = (

@@ -77,14 +77,21 @@ fn an_open_admin_listener_needs_accounts() {
 }
 
 #[test]
-fn a_pool_with_no_buckets_is_refused() {
+fn a_pool_with_no_slots_or_lanes_is_refused() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("c.toml");
-    std::fs::write(
-        &path,
-        "[pools.default]\nbuckets = 0\nshards = [{ url = \"redis://127.0.0.1:1\" }]\n",
-    )
-    .expect("write");
-    let err = Config::load(Some(&path)).expect_err("0 buckets");
-    assert!(err.to_string().contains("buckets"), "{err:#}");
+    for (field, text) in [
+        ("slots", "slots = 0"),
+        ("lanes", "lanes = 0"),
+        ("lanes", "lanes = 65"),
+        ("buckets", "buckets = 16"),
+    ] {
+        std::fs::write(
+            &path,
+            format!("[pools.default]\n{text}\nshards = [{{ url = \"redis://127.0.0.1:1\" }}]\n"),
+        )
+        .expect("write");
+        let err = Config::load(Some(&path)).expect_err(text);
+        assert!(format!("{err:#}").contains(field), "{text}: {err:#}");
+    }
 }

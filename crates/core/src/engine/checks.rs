@@ -14,10 +14,11 @@ pub struct ShardCheck {
 }
 
 impl Shard {
-    /// Startup check: refuses a shard that would evict keys, and pins the
-    /// pool's bucket count in the shard so that a later change is refused
-    /// instead of silently orphaning jobs.
-    pub async fn check(&self, buckets: u32) -> Result<ShardCheck, EngineError> {
+    /// Startup check: refuses a shard that would evict keys or that holds
+    /// data of a layout this build does not read, and pins the data layout
+    /// version and the pool's slot and lane counts in the shard, so that a
+    /// later change is refused instead of silently orphaning jobs.
+    pub async fn check(&self, slots: u32, lanes: u32) -> Result<ShardCheck, EngineError> {
         let client = self.client()?;
         let info: String = client.info(None).await.map_err(|e| self.err(e))?;
         let field = |name: &str| {
@@ -32,27 +33,62 @@ impl Shard {
             redis_version: field("redis_version"),
         };
         self.refuse_unsafe(&check)?;
-        let stored: Option<u32> = {
+        let (old_buckets, format): (Option<String>, Option<u32>) = client
+            .hmget(keys::META, vec![keys::META_BUCKETS_V1, keys::META_FORMAT])
+            .await
+            .map_err(|e| self.err(e))?;
+        if old_buckets.is_some() && format.is_none() {
+            return Err(self.unsafe_because(
+                "this shard holds data in Sundial's format 1 (per-namespace buckets), which this \
+                 build does not read; drain it with the build that wrote it, or point this pool at \
+                 an empty Redis (see \"Upgrading from format 1\" in docs/OPERATIONS.md)"
+                    .to_owned(),
+            ));
+        }
+        match format {
+            Some(keys::FORMAT) => {}
+            Some(other) => {
+                return Err(self.unsafe_because(format!(
+                    "this shard holds data in Sundial's format {other}, but this build reads \
+                     format {}; run a build that reads it",
+                    keys::FORMAT
+                )));
+            }
+            None => {
+                let _: bool = client
+                    .hsetnx(keys::META, keys::META_FORMAT, keys::FORMAT)
+                    .await
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        for (field, want, what) in [
+            (keys::META_SLOTS, slots, "slots"),
+            (keys::META_LANES, lanes, "lanes"),
+        ] {
             let _: bool = client
-                .hsetnx(keys::META, keys::META_BUCKETS, buckets)
+                .hsetnx(keys::META, field, want)
                 .await
                 .map_err(|e| self.err(e))?;
-            client
-                .hget(keys::META, keys::META_BUCKETS)
+            let stored: Option<u32> = client
+                .hget(keys::META, field)
                 .await
-                .map_err(|e| self.err(e))?
-        };
-        if stored != Some(buckets) {
-            return Err(EngineError::Unsafe {
-                shard: self.name().to_owned(),
-                what: format!(
-                    "this shard holds data written with {} buckets per namespace, but the config says {buckets}; \
-                     the bucket count cannot change once jobs exist (set it back to {0})",
+                .map_err(|e| self.err(e))?;
+            if stored != Some(want) {
+                return Err(self.unsafe_because(format!(
+                    "this shard holds data written with {} {what} per pool, but the config says \
+                     {want}; the {what} count cannot change once jobs exist (set it back to {0})",
                     stored.map_or_else(|| "an unknown number of".to_owned(), |b| b.to_string())
-                ),
-            });
+                )));
+            }
         }
         Ok(check)
+    }
+
+    fn unsafe_because(&self, what: String) -> EngineError {
+        EngineError::Unsafe {
+            shard: self.name().to_owned(),
+            what,
+        }
     }
 
     /// Refuses a Redis too old for the scripts, or one that evicts keys.

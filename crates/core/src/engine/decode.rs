@@ -8,6 +8,7 @@ use crate::{EngineError, Shard};
 /// A job as a read (peek) sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobView {
+    /// The qualified queue, `<ns>/<queue>`.
     pub queue: String,
     pub id: String,
     /// Time since publish, ms (shard clock).
@@ -23,12 +24,19 @@ pub struct JobView {
     pub state: u8,
 }
 
+impl JobView {
+    /// The queue's own name (without its namespace).
+    pub fn queue_name(&self) -> &str {
+        crate::keys::parse_qualified(&self.queue).map_or(&self.queue, |(_, q)| q)
+    }
+}
+
 /// A job handed to a consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     pub job: JobView,
-    /// The bucket the job lives in.
-    pub bucket: u32,
+    /// The slot the job lives in.
+    pub slot: u32,
     /// When its TTR runs out (ms, shard clock); fences [`Shard::release`].
     pub deadline_ms: u64,
     /// Whether this is the job's first delivery.

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use fred::types::Value;
 
 use super::decode::{Delivery, Fields, JobView};
-use crate::{EngineError, JobId, Shard, keys, keys::BucketKeys, scripts::SCRIPTS};
+use crate::{EngineError, JobId, Shard, keys, keys::SlotKeys, scripts::SCRIPTS};
 
 /// When and how often a job is delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,37 +25,43 @@ pub struct NewJob {
     pub body: Bytes,
 }
 
-fn schedule_args(queue: &str, s: &Schedule, ns: &str, bucket: u32, k: &BucketKeys) -> Vec<Value> {
+fn schedule_args(qualified: &str, s: &Schedule, slot: u32, k: &SlotKeys) -> Vec<Value> {
     vec![
-        queue.into(),
+        qualified.into(),
         (s.delay_ms as i64).into(),
         (s.ttl_ms as i64).into(),
         i64::from(s.tries).into(),
-        keys::ready_channel(ns, queue).into(),
+        format!("{}{qualified}", keys::READY_CHANNEL_PREFIX).into(),
         keys::TIMER_CHANNEL.into(),
-        keys::bucket_tag(ns, bucket).into(),
+        i64::from(slot).into(),
         k.prefix().into(),
     ]
 }
 
 impl Shard {
-    /// Publishes jobs that all belong to `bucket`, all or nothing.
+    /// Publishes jobs of one queue that all belong to `slot`, all or
+    /// nothing. `qualified` is `<ns>/<queue>` ([`keys::qualified`]).
     pub async fn publish(
         &self,
-        ns: &str,
-        bucket: u32,
-        queue: &str,
+        slot: u32,
+        qualified: &str,
         schedule: &Schedule,
         jobs: &[NewJob],
     ) -> Result<(), EngineError> {
-        let k = BucketKeys::new(ns, bucket);
-        let mut args = schedule_args(queue, schedule, ns, bucket, &k);
+        let k = SlotKeys::new(slot);
+        let mut args = schedule_args(qualified, schedule, slot, &k);
         for job in jobs {
             args.push(job.id.as_str().into());
             args.push(job.attrs.as_str().into());
             args.push(job.body.clone().into());
         }
-        let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(queue), k.slots()];
+        let keys = vec![
+            k.jobs(),
+            k.timer(),
+            k.counters(),
+            k.ready(qualified),
+            k.wheel_index(),
+        ];
         let n = self.eval(&SCRIPTS.publish, keys, args).await?;
         match n.as_i64() {
             Some(n) if n as usize == jobs.len() => Ok(()),
@@ -63,20 +69,18 @@ impl Shard {
         }
     }
 
-    /// Deletes `old` (if it still exists in `queue`) and publishes `new`,
-    /// atomically; `new.id` must be in the same bucket as `old`. Returns
-    /// whether the old job existed.
+    /// Deletes `old` (if it still exists in the queue) and publishes `new`,
+    /// atomically; both are in `slot`. Returns whether the old job existed.
     pub async fn republish(
         &self,
-        ns: &str,
-        bucket: u32,
-        queue: &str,
+        slot: u32,
+        qualified: &str,
         old: &JobId,
         schedule: &Schedule,
         new: &NewJob,
     ) -> Result<bool, EngineError> {
-        let k = BucketKeys::new(ns, bucket);
-        let mut args = schedule_args(queue, schedule, ns, bucket, &k);
+        let k = SlotKeys::new(slot);
+        let mut args = schedule_args(qualified, schedule, slot, &k);
         args.push(old.as_str().into());
         args.push(new.id.as_str().into());
         args.push(new.attrs.as_str().into());
@@ -85,86 +89,66 @@ impl Shard {
             k.jobs(),
             k.timer(),
             k.counters(),
-            k.ready(queue),
-            k.slots(),
-            k.dead(queue),
+            k.ready(qualified),
+            k.wheel_index(),
+            k.dead(qualified),
         ];
         let v = self.eval(&SCRIPTS.republish, keys, args).await?;
         Ok(v.as_i64() == Some(1))
     }
 
-    /// Takes up to `count` ready jobs from `queues` (in priority order) over
-    /// this shard's `buckets` of the namespace, each reserved for `ttr_ms`
-    /// with one try spent, in one script call.
+    /// Takes up to `count` ready jobs of one queue in `slot`, each reserved
+    /// for `ttr_ms` with one try spent, in one script call.
     pub async fn consume(
         &self,
-        ns: &str,
-        buckets: &[u32],
-        queues: &[&str],
+        slot: u32,
+        qualified: &str,
         count: u32,
         ttr_ms: u64,
     ) -> Result<Vec<Delivery>, EngineError> {
-        if buckets.is_empty() || queues.is_empty() || count == 0 {
+        if count == 0 {
             return Ok(Vec::new());
         }
-        let bks: Vec<BucketKeys> = buckets.iter().map(|b| BucketKeys::new(ns, *b)).collect();
-        let mut keys = Vec::with_capacity(bks.len() * (3 + queues.len()));
-        for k in &bks {
-            keys.extend([k.jobs(), k.timer(), k.counters()]);
-        }
-        for q in queues {
-            keys.extend(bks.iter().map(|k| k.ready(q)));
-        }
-        let start = rand::random_range(0..buckets.len());
-        let mut args: Vec<Value> = vec![
-            (buckets.len() as i64).into(),
-            (queues.len() as i64).into(),
+        let k = SlotKeys::new(slot);
+        let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(qualified)];
+        let args: Vec<Value> = vec![
+            qualified.into(),
             i64::from(count).into(),
             (ttr_ms as i64).into(),
-            (start as i64).into(),
             keys::TIMER_CHANNEL.into(),
+            i64::from(slot).into(),
         ];
-        args.extend(
-            buckets
-                .iter()
-                .map(|b| Value::from(keys::bucket_tag(ns, *b))),
-        );
         let reply = self.eval(&SCRIPTS.consume, keys, args).await?;
         let mut f = Fields::new(self, reply)?;
-        let n = f.len().saturating_sub(1) / 10;
-        let mut out = Vec::with_capacity(n);
+        let n = f.len().saturating_sub(1) / 9;
         let mut pending = Vec::with_capacity(n);
         for _ in 0..n {
             let job = f.view()?;
-            let idx = f.uint()? as usize;
-            let bucket = *buckets
-                .get(idx.wrapping_sub(1))
-                .ok_or_else(|| self.bad_reply("consume named an unknown bucket"))?;
             let first = f.uint()? == 1;
-            pending.push((job, bucket, first));
+            pending.push((job, first));
         }
         let deadline_ms = f.uint()?;
-        for (job, bucket, first) in pending {
-            out.push(Delivery {
+        Ok(pending
+            .into_iter()
+            .map(|(job, first)| Delivery {
                 job,
-                bucket,
+                slot,
                 deadline_ms,
                 first,
-            });
-        }
-        Ok(out)
+            })
+            .collect())
     }
 
     /// Gives a reserved job back (its consumer went away before it could be
     /// answered): back to the head of its queue, its try restored. Fenced on
     /// the reservation, so a job that moved on since is left alone.
-    pub async fn release(&self, ns: &str, d: &Delivery) -> Result<bool, EngineError> {
-        let k = BucketKeys::new(ns, d.bucket);
+    pub async fn release(&self, d: &Delivery) -> Result<bool, EngineError> {
+        let k = SlotKeys::new(d.slot);
         let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(&d.job.queue)];
         let args: Vec<Value> = vec![
             d.job.id.as_str().into(),
             (d.deadline_ms as i64).into(),
-            keys::ready_channel(ns, &d.job.queue).into(),
+            format!("{}{}", keys::READY_CHANNEL_PREFIX, d.job.queue).into(),
         ];
         let v = self.eval(&SCRIPTS.release, keys, args).await?;
         Ok(v.as_i64() == Some(1))
@@ -173,44 +157,42 @@ impl Shard {
     /// Deletes (acknowledges) a job in any state. Returns whether it existed.
     pub async fn delete(
         &self,
-        ns: &str,
-        bucket: u32,
-        queue: &str,
+        slot: u32,
+        qualified: &str,
         id: &JobId,
     ) -> Result<bool, EngineError> {
-        let k = BucketKeys::new(ns, bucket);
+        let k = SlotKeys::new(slot);
         let keys = vec![
             k.jobs(),
             k.timer(),
             k.counters(),
-            k.ready(queue),
-            k.dead(queue),
+            k.ready(qualified),
+            k.dead(qualified),
         ];
         let v = self
             .eval(
                 &SCRIPTS.delete,
                 keys,
-                vec![queue.into(), id.as_str().into()],
+                vec![qualified.into(), id.as_str().into()],
             )
             .await?;
         Ok(v.as_i64().unwrap_or(0) > 0)
     }
 
-    /// Reads a job by id, in any state; `None` when it does not exist in
-    /// `queue` or has expired.
+    /// Reads a job by id, in any state; `None` when it does not exist in the
+    /// queue or has expired.
     pub async fn peek_job(
         &self,
-        ns: &str,
-        bucket: u32,
-        queue: &str,
+        slot: u32,
+        qualified: &str,
         id: &JobId,
     ) -> Result<Option<JobView>, EngineError> {
-        let k = BucketKeys::new(ns, bucket);
+        let k = SlotKeys::new(slot);
         let v = self
             .eval(
                 &SCRIPTS.peek_job,
                 vec![k.jobs()],
-                vec![queue.into(), id.as_str().into()],
+                vec![qualified.into(), id.as_str().into()],
             )
             .await?;
         if v.is_null() {

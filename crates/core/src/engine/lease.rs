@@ -1,77 +1,75 @@
-//! Bucket leases: which pump process may move a bucket's timers. A lease
-//! has one owner at a time; the pump script checks it (fencing), so a
-//! process whose lease expired moves nothing.
+//! Pump leases: which process may move a slot's timers. A slot's lease names
+//! one owner at a time and the pump script checks it (fencing), so a process
+//! whose lease passed moves nothing. Leases do not expire: a process proves
+//! it is alive with a heartbeat per shard ([`Shard::heartbeat`]), and a
+//! lease passes when its holder is gone from the live set
+//! ([`Shard::claim`]) or when the holder hands it over ([`Shard::give`]).
+//! So a steady process costs one heartbeat per shard per round, however
+//! many slots it pumps.
 
 use fred::types::Value;
 
-use crate::{EngineError, Shard, keys, keys::BucketKeys, scripts::SCRIPTS};
-
-/// What a lease call asks for one bucket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseOp {
-    /// Take it if free, renew it if ours.
-    Acquire,
-    /// Give it up if ours.
-    Release,
-}
+use crate::{EngineError, Shard, keys, keys::SlotKeys, scripts::SCRIPTS};
 
 impl Shard {
-    /// Keeps a pump process's leases on this shard in one call: one op per
-    /// (namespace, bucket), and a heartbeat. Returns which buckets it holds
-    /// afterwards (same order) and the live pump processes.
-    pub async fn leases(
+    /// Records that `owner` is alive for `ttl_ms`, and returns the live pump
+    /// processes (it included) and whether `owner` was not live before this
+    /// heartbeat (its first, or one after a lapse: leases it believes it
+    /// holds may have passed to others meanwhile).
+    pub async fn heartbeat(
         &self,
         owner: &str,
         ttl_ms: u64,
-        ops: &[(&str, u32, LeaseOp)],
-    ) -> Result<(Vec<bool>, Vec<String>), EngineError> {
-        let mut keys = vec![keys::PUMPS.to_owned()];
-        keys.extend(ops.iter().map(|(ns, b, _)| BucketKeys::new(ns, *b).lease()));
-        // A process drops out of the live set after 0.7 of the lease TTL
-        // without a heartbeat (it renews every quarter, so it may miss two):
-        // short enough that, by the round after a dead process's leases
-        // expire, the others already rank first for its buckets and take
-        // them; long enough not to flap on a busy machine.
-        let member_ttl = (ttl_ms * 7 / 10).max(1);
-        let mut args: Vec<Value> = vec![
-            owner.into(),
-            (ttl_ms as i64).into(),
-            (member_ttl as i64).into(),
-        ];
-        args.extend(ops.iter().map(|(_, _, op)| {
-            Value::from(match op {
-                LeaseOp::Acquire => "a",
-                LeaseOp::Release => "r",
-            })
-        }));
-        let v = self.eval(&SCRIPTS.lease, keys, args).await?;
+    ) -> Result<(Vec<String>, bool), EngineError> {
+        let args: Vec<Value> = vec![owner.into(), (ttl_ms.max(1) as i64).into()];
+        let v = self
+            .eval(&SCRIPTS.heartbeat, vec![keys::PUMPS.to_owned()], args)
+            .await?;
         let mut parts = match v {
             Value::Array(parts) if parts.len() == 2 => parts.into_iter(),
-            other => return Err(self.bad_reply(format!("lease answered {other:?}"))),
+            other => return Err(self.bad_reply(format!("heartbeat answered {other:?}"))),
         };
-        let flags = parts.next().map(Value::into_array).unwrap_or_default();
-        let owners = parts.next().map(Value::into_array).unwrap_or_default();
-        let held = flags.iter().map(|f| f.as_i64() == Some(1)).collect();
-        let live = owners.into_iter().filter_map(|o| o.into_string()).collect();
-        Ok((held, live))
+        let rejoined = parts.next().and_then(|v| v.as_i64()) == Some(1);
+        let live = parts
+            .next()
+            .map(Value::into_array)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(Value::into_string)
+            .collect();
+        Ok((live, rejoined))
     }
 
-    /// Releases a pump process's leases among `buckets` and removes it from
-    /// the live pumps (its shutdown). Returns how many leases it released.
-    pub async fn drop_leases(
+    /// Removes `owner` from the live pump processes (its shutdown).
+    pub async fn leave(&self, owner: &str) -> Result<(), EngineError> {
+        let args: Vec<Value> = vec![owner.into(), 0.into()];
+        self.eval(&SCRIPTS.heartbeat, vec![keys::PUMPS.to_owned()], args)
+            .await
+            .map(drop)
+    }
+
+    /// Takes `slot`'s lease for `owner` unless a process in `live` holds it.
+    /// Returns whether `owner` holds it afterwards.
+    pub async fn claim(
         &self,
+        slot: u32,
         owner: &str,
-        buckets: &[(&str, u32)],
-    ) -> Result<u64, EngineError> {
-        let mut keys = vec![keys::PUMPS.to_owned()];
-        keys.extend(
-            buckets
-                .iter()
-                .map(|(ns, b)| BucketKeys::new(ns, *b).lease()),
-        );
+        live: &[String],
+    ) -> Result<bool, EngineError> {
+        let mut args: Vec<Value> = vec![owner.into(), "take".into()];
+        args.extend(live.iter().map(|o| Value::from(o.as_str())));
         let v = self
-            .eval(&SCRIPTS.lease_drop, keys, vec![owner.into()])
+            .eval(&SCRIPTS.claim, vec![SlotKeys::new(slot).lease()], args)
             .await?;
-        Ok(v.as_i64().unwrap_or(0).max(0) as u64)
+        Ok(v.as_i64() == Some(1))
+    }
+
+    /// Hands `slot`'s lease from `owner`, if it holds it, to `to` (or to
+    /// nobody).
+    pub async fn give(&self, slot: u32, owner: &str, to: Option<&str>) -> Result<(), EngineError> {
+        let args: Vec<Value> = vec![owner.into(), "give".into(), to.unwrap_or_default().into()];
+        self.eval(&SCRIPTS.claim, vec![SlotKeys::new(slot).lease()], args)
+            .await
+            .map(drop)
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! Each operation is one script call (queue-wide operations that may touch
 //! many jobs, like destroy or respawn, are one call per batch; each batch is
-//! atomic). Operations take the namespace and the buckets of that namespace
-//! that live on this shard; which buckets those are is the router's business.
+//! atomic), and every script works on the keys of one slot. Operations take
+//! the slot; which shard holds which slot is the router's business.
 
 mod admin;
 mod checks;
@@ -14,14 +14,13 @@ mod pins;
 mod pubsub;
 mod pump;
 mod queue;
-mod registry;
 mod shard;
+mod slots;
 
 pub use admin::AdminTables;
 pub use checks::ShardCheck;
 pub use decode::{Delivery, JobView};
 pub use jobs::{NewJob, Schedule};
-pub use lease::LeaseOp;
 pub use pubsub::{Handler, Heard, Listening, PubSub};
 pub use pump::PumpOutcome;
 pub use queue::Counts;

@@ -1,9 +1,9 @@
-//! One pump step over one bucket. The leases that fence it: [`super::lease`].
+//! One pump step over one slot. The leases that fence it: [`super::lease`].
 
 use fred::types::Value;
 
 use super::decode::Fields;
-use crate::{EngineError, Shard, keys, keys::BucketKeys, scripts::SCRIPTS};
+use crate::{EngineError, Shard, keys, keys::SlotKeys, scripts::SCRIPTS};
 
 /// What one pump call did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,7 +18,7 @@ pub struct PumpOutcome {
     pub dead: u64,
     /// Jobs dropped because their TTL ran out.
     pub expired: u64,
-    /// The bucket's next deadline after this call (ms, shard clock).
+    /// The slot's next deadline after this call (ms, shard clock).
     pub next_due_ms: Option<u64>,
     /// The deadline of the first entry handled: how late the pump was.
     pub oldest_due_ms: Option<u64>,
@@ -26,26 +26,32 @@ pub struct PumpOutcome {
     pub now_ms: u64,
     /// The pump's lease was not held: nothing was moved.
     pub fenced: bool,
-    /// Per queue touched: [made ready, retried, dead-lettered, expired].
+    /// Per qualified queue touched: [made ready, retried, dead-lettered,
+    /// expired].
     pub per_queue: Vec<(String, [u64; 4])>,
 }
 
 impl Shard {
-    /// Moves up to `limit` due timer entries of one bucket. With an `owner`,
-    /// only while that owner holds the bucket's lease (else `fenced`).
+    /// Moves up to `limit` due timer entries of one slot. With an `owner`,
+    /// only while that owner holds the slot's lease (else `fenced`).
     pub async fn pump(
         &self,
-        ns: &str,
-        bucket: u32,
+        slot: u32,
         limit: u32,
         owner: Option<&str>,
     ) -> Result<PumpOutcome, EngineError> {
-        let k = BucketKeys::new(ns, bucket);
-        let keys = vec![k.jobs(), k.timer(), k.counters(), k.slots(), k.lease()];
+        let k = SlotKeys::new(slot);
+        let keys = vec![
+            k.jobs(),
+            k.timer(),
+            k.counters(),
+            k.wheel_index(),
+            k.lease(),
+        ];
         let args: Vec<Value> = vec![
             k.prefix().into(),
             i64::from(limit).into(),
-            keys::ready_channel_prefix(ns).into(),
+            keys::READY_CHANNEL_PREFIX.into(),
             owner.unwrap_or_default().into(),
         ];
         let v = self.eval(&SCRIPTS.pump, keys, args).await?;

@@ -1,12 +1,13 @@
-//! Operations over a whole queue: they cover every bucket of the namespace
-//! that this shard holds, in one script call per batch.
+//! Operations over a whole queue in one slot (a queue spans one slot per
+//! lane; the gateway visits each). Batches of at most [`BATCH`] jobs, each
+//! one atomic script call.
 
-use fred::types::Value;
+use fred::{prelude::*, types::Value};
 
 use super::decode::{Fields, JobView};
-use crate::{EngineError, Shard, keys, keys::BucketKeys, scripts::SCRIPTS};
+use crate::{EngineError, Shard, keys, keys::SlotKeys, scripts::SCRIPTS};
 
-/// How many stale list entries a peek skips per bucket before giving up.
+/// How many stale list entries a peek skips before giving up.
 const PEEK_SCAN: i64 = 64;
 /// How many list entries one destroy or dead-letter batch handles at most.
 const BATCH: u64 = 500;
@@ -41,72 +42,56 @@ impl Counts {
     }
 }
 
-fn per_bucket(ns: &str, buckets: &[u32], f: impl Fn(&BucketKeys) -> Vec<String>) -> Vec<String> {
-    buckets
-        .iter()
-        .flat_map(|b| f(&BucketKeys::new(ns, *b)))
-        .collect()
-}
-
 impl Shard {
-    /// Counts a queue's live jobs per state.
-    pub async fn counts(
-        &self,
-        ns: &str,
-        buckets: &[u32],
-        queue: &str,
-    ) -> Result<Counts, EngineError> {
-        if buckets.is_empty() {
-            return Ok(Counts::default());
-        }
-        let keys = per_bucket(ns, buckets, |k| vec![k.counters()]);
-        let v = self.eval(&SCRIPTS.counts, keys, vec![queue.into()]).await?;
-        let mut f = Fields::new(self, v)?;
+    /// Counts a queue's live jobs per state in `slot` (one `HMGET`).
+    pub async fn counts(&self, slot: u32, qualified: &str) -> Result<Counts, EngineError> {
+        let fields: Vec<String> = ['l', 'r', 'f', 'd', 'P', 'C']
+            .iter()
+            .map(|c| format!("{c}{qualified}"))
+            .collect();
+        let v: Vec<Option<i64>> = self
+            .client()?
+            .hmget(SlotKeys::new(slot).counters(), fields)
+            .await
+            .map_err(|e| self.err(e))?;
+        let n = |i: usize| v.get(i).copied().flatten().unwrap_or(0).max(0) as u64;
         Ok(Counts {
-            delayed: f.uint()?,
-            ready: f.uint()?,
-            reserved: f.uint()?,
-            dead: f.uint()?,
-            published: f.uint()?,
-            delivered: f.uint()?,
+            delayed: n(0),
+            ready: n(1),
+            reserved: n(2),
+            dead: n(3),
+            published: n(4),
+            delivered: n(5),
         })
     }
 
-    /// The next ready job of a queue, without taking it.
+    /// The next ready job of a queue in `slot`, without taking it.
     pub async fn peek_queue(
         &self,
-        ns: &str,
-        buckets: &[u32],
-        queue: &str,
+        slot: u32,
+        qualified: &str,
     ) -> Result<Option<JobView>, EngineError> {
-        if buckets.is_empty() {
-            return Ok(None);
-        }
-        let keys = per_bucket(ns, buckets, |k| vec![k.jobs(), k.ready(queue)]);
-        let args: Vec<Value> = vec![(buckets.len() as i64).into(), PEEK_SCAN.into()];
-        let v = self.eval(&SCRIPTS.peek_queue, keys, args).await?;
+        let k = SlotKeys::new(slot);
+        let v = self
+            .eval(
+                &SCRIPTS.peek_queue,
+                vec![k.jobs(), k.ready(qualified)],
+                vec![PEEK_SCAN.into()],
+            )
+            .await?;
         if v.is_null() {
             return Ok(None);
         }
         Fields::new(self, v)?.view().map(Some)
     }
 
-    /// Deletes every ready job of a queue; returns how many jobs went.
-    pub async fn destroy(
-        &self,
-        ns: &str,
-        buckets: &[u32],
-        queue: &str,
-    ) -> Result<u64, EngineError> {
-        if buckets.is_empty() {
-            return Ok(0);
-        }
-        let keys = per_bucket(ns, buckets, |k| {
-            vec![k.jobs(), k.timer(), k.counters(), k.ready(queue)]
-        });
+    /// Deletes every ready job of a queue in `slot`; returns how many went.
+    pub async fn destroy(&self, slot: u32, qualified: &str) -> Result<u64, EngineError> {
+        let k = SlotKeys::new(slot);
+        let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(qualified)];
         let mut deleted = 0;
         loop {
-            let args: Vec<Value> = vec![(buckets.len() as i64).into(), (BATCH as i64).into()];
+            let args: Vec<Value> = vec![(BATCH as i64).into()];
             let v = self.eval(&SCRIPTS.destroy, keys.clone(), args).await?;
             let mut f = Fields::new(self, v)?;
             let popped = f.uint()?;
@@ -117,80 +102,75 @@ impl Shard {
         }
     }
 
-    /// The id of the job at the head of a queue's dead letter.
+    /// The id and publish time (ms) of the job at the head of a queue's dead
+    /// letter in `slot`.
     pub async fn dead_head(
         &self,
-        ns: &str,
-        buckets: &[u32],
-        queue: &str,
-    ) -> Result<Option<String>, EngineError> {
-        if buckets.is_empty() {
-            return Ok(None);
-        }
-        let keys = per_bucket(ns, buckets, |k| vec![k.jobs(), k.dead(queue)]);
-        let args: Vec<Value> = vec![(buckets.len() as i64).into(), PEEK_SCAN.into()];
-        let v = self.eval(&SCRIPTS.dead_peek, keys, args).await?;
+        slot: u32,
+        qualified: &str,
+    ) -> Result<Option<(String, u64)>, EngineError> {
+        let k = SlotKeys::new(slot);
+        let v = self
+            .eval(
+                &SCRIPTS.dead_peek,
+                vec![k.jobs(), k.dead(qualified)],
+                vec![PEEK_SCAN.into()],
+            )
+            .await?;
         if v.is_null() {
             return Ok(None);
         }
-        Fields::new(self, Value::Array(vec![v]))?.string().map(Some)
+        let mut f = Fields::new(self, v)?;
+        Ok(Some((f.string()?, f.uint()?)))
     }
 
     /// Moves up to `limit` dead jobs back to ready with one try and a TTL of
     /// `ttl_ms` (0 = never expire). Returns how many moved.
     pub async fn respawn(
         &self,
-        ns: &str,
-        buckets: &[u32],
-        queue: &str,
+        slot: u32,
+        qualified: &str,
         limit: u64,
         ttl_ms: u64,
     ) -> Result<u64, EngineError> {
-        self.dead_move(ns, buckets, queue, limit, "respawn", ttl_ms)
+        self.dead_move(slot, qualified, limit, "respawn", ttl_ms)
             .await
     }
 
     /// Deletes up to `limit` dead jobs. Returns how many went.
     pub async fn dead_delete(
         &self,
-        ns: &str,
-        buckets: &[u32],
-        queue: &str,
+        slot: u32,
+        qualified: &str,
         limit: u64,
     ) -> Result<u64, EngineError> {
-        self.dead_move(ns, buckets, queue, limit, "delete", 0).await
+        self.dead_move(slot, qualified, limit, "delete", 0).await
     }
 
     async fn dead_move(
         &self,
-        ns: &str,
-        buckets: &[u32],
-        queue: &str,
+        slot: u32,
+        qualified: &str,
         limit: u64,
         mode: &str,
         ttl_ms: u64,
     ) -> Result<u64, EngineError> {
-        if buckets.is_empty() {
-            return Ok(0);
-        }
-        let keys = per_bucket(ns, buckets, |k| {
-            vec![
-                k.jobs(),
-                k.timer(),
-                k.counters(),
-                k.dead(queue),
-                k.ready(queue),
-            ]
-        });
+        let k = SlotKeys::new(slot);
+        let keys = vec![
+            k.jobs(),
+            k.timer(),
+            k.counters(),
+            k.dead(qualified),
+            k.ready(qualified),
+        ];
         let mut moved = 0;
         while moved < limit {
             let batch = (limit - moved).min(BATCH);
             let args: Vec<Value> = vec![
-                (buckets.len() as i64).into(),
                 (batch as i64).into(),
                 mode.into(),
                 (ttl_ms as i64).into(),
-                keys::ready_channel(ns, queue).into(),
+                format!("{}{qualified}", keys::READY_CHANNEL_PREFIX).into(),
             ];
             let v = self.eval(&SCRIPTS.dead_move, keys.clone(), args).await?;
             let mut f = Fields::new(self, v)?;

@@ -1,6 +1,6 @@
 //! The connection to one shard and the script runner. What runs on it is
-//! split by concern: [`super::checks`] (startup checks), [`super::registry`]
-//! (which namespaces and queues a shard holds), [`super::pins`] (pinned
+//! split by concern: [`super::checks`] (startup checks), [`super::slots`]
+//! (what a shard's slots hold, in bulk), [`super::pins`] (pinned
 //! layouts and gateway views), [`super::admin`] (tokens, limits, rate
 //! counters), [`super::pubsub`], and the job operations.
 

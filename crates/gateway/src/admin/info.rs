@@ -38,10 +38,11 @@ pub(super) async fn info(
         return Err(ApiError::NotFound("pool not found"));
     };
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for shard in pool.shards() {
-        for ns in shard.namespaces().await? {
-            let queues = shard.queues(&ns).await?;
-            out.entry(ns).or_default().extend(queues);
+    for (shard, slots) in pool.groups() {
+        for qualified in shard.slot_queues(slots).await? {
+            if let Some((ns, queue)) = sundial_core::keys::parse_qualified(&qualified) {
+                out.entry(ns.to_owned()).or_default().push(queue.to_owned());
+            }
         }
     }
     for queues in out.values_mut() {
@@ -52,7 +53,7 @@ pub(super) async fn info(
 }
 
 /// `GET /drains`: per pool, its current shard layout and, for each earlier
-/// layout whose moved buckets still drain, how many buckets and jobs are left
+/// layout whose moved slots still drain, how many slots and jobs are left
 /// and how many live gateways may still write to it.
 pub(super) async fn drains(
     State(state): State<Arc<AppState>>,

@@ -14,7 +14,7 @@ use axum::{
 };
 use futures::future::{BoxFuture, select_all};
 use serde_json::Value;
-use sundial_core::{Delivery, EngineError, Shard, job::check_queue};
+use sundial_core::{Delivery, EngineError, Shard, job::check_queue, keys};
 
 use super::{
     error::ApiError,
@@ -49,6 +49,7 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
     } else {
         Vec::new()
     };
+    let _waiting = (!watches.is_empty()).then(Waiting::new);
     loop {
         let mut woken: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> = watches
             .iter()
@@ -76,63 +77,84 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
     }
 }
 
+/// A long poll in progress, counted in `sundial_consumers_waiting` until it
+/// ends, however it ends.
+struct Waiting(metrics::Gauge);
+
+impl Waiting {
+    fn new() -> Self {
+        let g = metrics::gauge!("sundial_consumers_waiting");
+        g.increment(1.0);
+        Self(g)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
 async fn watch(
     state: &AppState,
     tenant: &Tenant,
     queues: &[String],
 ) -> Result<Vec<Watch>, ApiError> {
     let mut watches = Vec::new();
-    for (shard, _) in tenant.pool.groups(&tenant.ns).iter() {
-        // A disconnected shard cannot announce anything; waiting for its
-        // subscribe would only hold the request up.
-        if !shard.is_connected() {
-            continue;
-        }
-        for q in queues {
+    for q in queues {
+        let mut seen: Vec<&Shard> = Vec::new();
+        for (shard, _) in tenant.pool.queue_places(&tenant.ns, q) {
+            // A disconnected shard cannot announce anything; waiting for its
+            // subscribe would only hold the request up.
+            if !shard.is_connected() || seen.iter().any(|s| s.same(shard)) {
+                continue;
+            }
+            seen.push(shard);
             watches.push(state.wakeups.watch(shard, &tenant.ns, q).await?);
         }
     }
     Ok(watches)
 }
 
-/// One pass over the pool's shards until `count` jobs are taken. The pass
-/// starts at a random shard, so no shard's jobs wait behind another's;
-/// queue priority is strict within each shard. A shard that fails does not
-/// stop the others: its error is returned only if no shard had a job (then
-/// "no job" could be false).
+/// One pass until `count` jobs are taken: queues in priority order (strict),
+/// and within a queue its lanes' slots from a random start, so no lane's
+/// jobs wait behind another's; each slot where it is written now, then where
+/// it drains from. A slot that fails does not stop the others: its error is
+/// returned only if no slot had a job (then "no job" could be false).
 async fn take(
     tenant: &Tenant,
     queues: &Arc<[String]>,
     p: &ConsumeParams,
 ) -> Result<Vec<Delivery>, ApiError> {
-    let mut out = Reserved {
-        ns: tenant.ns.clone(),
-        jobs: Vec::new(),
-    };
+    let mut out = Reserved { jobs: Vec::new() };
     let mut failed = None;
-    let groups = tenant.pool.groups(&tenant.ns);
-    let start = match groups.len() {
-        0 | 1 => 0,
-        n => rand::random_range(0..n),
-    };
-    for (shard, buckets) in groups[start..].iter().chain(&groups[..start]) {
-        let want = p.count - out.jobs.len() as u32;
-        if want == 0 {
-            break;
-        }
-        let consume = Consume {
-            shard: shard.clone(),
-            ns: tenant.ns.clone(),
-            buckets: buckets.clone(),
-            queues: queues.clone(),
-            count: want,
-            ttr_ms: p.ttr_ms,
+    'queues: for q in queues.iter() {
+        let slots = tenant.pool.queue_slots(&tenant.ns, q);
+        let start = match slots.len() {
+            0 | 1 => 0,
+            n => rand::random_range(0..n),
         };
-        match Taking::new(consume).await {
-            Ok(got) => out.jobs.extend(got.into_iter().map(|d| (shard.clone(), d))),
-            Err(e) => {
-                tracing::warn!(shard = shard.name(), error = %e, "consume skipped a failing shard");
-                failed = Some(e);
+        let qualified: Arc<str> = keys::qualified(&tenant.ns, q).into();
+        for &slot in slots[start..].iter().chain(&slots[..start]) {
+            for shard in tenant.pool.locations(slot) {
+                let want = p.count - out.jobs.len() as u32;
+                if want == 0 {
+                    break 'queues;
+                }
+                let consume = Consume {
+                    shard: shard.clone(),
+                    slot,
+                    qualified: qualified.clone(),
+                    count: want,
+                    ttr_ms: p.ttr_ms,
+                };
+                match Taking::new(consume).await {
+                    Ok(got) => out.jobs.extend(got.into_iter().map(|d| (shard.clone(), d))),
+                    Err(e) => {
+                        tracing::warn!(shard = shard.name(), slot, error = %e, "consume skipped a failing shard");
+                        failed = Some(e);
+                    }
+                }
             }
         }
     }
@@ -143,10 +165,9 @@ async fn take(
 }
 
 /// The jobs a pass has reserved so far. If the request is dropped before
-/// they are handed over (the client hung up while a later shard was asked),
+/// they are handed over (the client hung up while a later slot was asked),
 /// they are given back rather than left reserved for nobody until their TTR.
 struct Reserved {
-    ns: String,
     jobs: Vec<(Shard, Delivery)>,
 }
 
@@ -165,11 +186,11 @@ impl Drop for Reserved {
         if self.jobs.is_empty() {
             return;
         }
-        let (ns, jobs) = (std::mem::take(&mut self.ns), std::mem::take(&mut self.jobs));
+        let jobs = std::mem::take(&mut self.jobs);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 for (shard, d) in jobs {
-                    release(&shard, &ns, &d).await;
+                    release(&shard, &d).await;
                 }
             });
         }
@@ -177,8 +198,8 @@ impl Drop for Reserved {
 }
 
 /// Gives back a job reserved for a client that went away.
-async fn release(shard: &Shard, ns: &str, d: &Delivery) {
-    match shard.release(ns, d).await {
+async fn release(shard: &Shard, d: &Delivery) {
+    match shard.release(d).await {
         Ok(_) => tracing::debug!(job_id = d.job.id, "consumer went away; job released"),
         Err(e) => {
             tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR")
@@ -190,19 +211,16 @@ async fn release(shard: &Shard, ns: &str, d: &Delivery) {
 /// outlive the request.
 struct Consume {
     shard: Shard,
-    ns: String,
-    /// Shared with the pool's cached groups: no copy per pass.
-    buckets: Arc<[u32]>,
-    queues: Arc<[String]>,
+    slot: u32,
+    qualified: Arc<str>,
     count: u32,
     ttr_ms: u64,
 }
 
 impl Consume {
     async fn run(&self) -> Result<Vec<Delivery>, EngineError> {
-        let qs: Vec<&str> = self.queues.iter().map(String::as_str).collect();
         self.shard
-            .consume(&self.ns, &self.buckets, &qs, self.count, self.ttr_ms)
+            .consume(self.slot, &self.qualified, self.count, self.ttr_ms)
             .await
     }
 
@@ -210,7 +228,7 @@ impl Consume {
     /// instead of leaving them reserved for nobody.
     async fn release(&self, jobs: Vec<Delivery>) {
         for d in &jobs {
-            release(&self.shard, &self.ns, d).await;
+            release(&self.shard, d).await;
         }
     }
 }
@@ -264,7 +282,7 @@ impl Drop for Taking {
 
 fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {
     for d in &jobs {
-        let h = super::queue_metrics::of(tenant.pool.name(), &tenant.ns, &d.job.queue);
+        let h = super::queue_metrics::of(tenant.pool.name(), &tenant.ns, d.job.queue_name());
         h.count(super::queue_metrics::Event::Consumed, 1);
         if d.first {
             // Publish to first delivery, delay included, on the shard's clock.

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde_json::json;
+use sundial_core::keys;
 
 use super::{error::ApiError, jobs::queue, params, queue::counts, tenant::Tenant};
 use crate::state::AppState;
@@ -12,13 +13,17 @@ use crate::state::AppState;
 pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let size = counts(&tenant, queue).await?.dead;
-    let mut head = None;
-    for (shard, buckets) in tenant.pool.groups(&tenant.ns).iter() {
-        if let Some(id) = shard.dead_head(&tenant.ns, buckets, queue).await? {
-            head = Some(id);
-            break;
+    let qualified = keys::qualified(&tenant.ns, queue);
+    // The oldest head among the queue's slots.
+    let mut head: Option<(String, u64)> = None;
+    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
+        if let Some(h) = shard.dead_head(slot, &qualified).await?
+            && head.as_ref().is_none_or(|b| (h.1, &h.0) < (b.1, &b.0))
+        {
+            head = Some(h);
         }
     }
+    let head = head.map(|(id, _)| id);
     Ok(Json(json!({
         "namespace": tenant.ns,
         "queue": queue,
@@ -44,13 +49,14 @@ pub(super) async fn respawn(
     let queue = queue(&tenant)?;
     let limit = params::limit(&tenant.params)?;
     let ttl_ms = params::respawn_ttl_ms(&tenant.params, &state.limits)?;
+    let qualified = keys::qualified(&tenant.ns, queue);
     let mut count = 0;
-    for (shard, buckets) in tenant.pool.groups(&tenant.ns).iter() {
+    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
         if count >= limit {
             break;
         }
         count += shard
-            .respawn(&tenant.ns, buckets, queue, limit - count, ttl_ms)
+            .respawn(slot, &qualified, limit - count, ttl_ms)
             .await?;
     }
     super::queue_metrics::count(
@@ -66,14 +72,13 @@ pub(super) async fn respawn(
 pub(super) async fn delete(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let limit = params::limit(&tenant.params)?;
+    let qualified = keys::qualified(&tenant.ns, queue);
     let mut count = 0;
-    for (shard, buckets) in tenant.pool.groups(&tenant.ns).iter() {
+    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
         if count >= limit {
             break;
         }
-        count += shard
-            .dead_delete(&tenant.ns, buckets, queue, limit - count)
-            .await?;
+        count += shard.dead_delete(slot, &qualified, limit - count).await?;
     }
     super::queue_metrics::count(super::queue_metrics::Event::Deleted, &tenant, queue, count);
     Ok(StatusCode::NO_CONTENT)

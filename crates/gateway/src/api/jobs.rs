@@ -1,7 +1,7 @@
 //! One job by id: peek and delete (acknowledge).
 
 use axum::{Json, http::StatusCode, response::IntoResponse};
-use sundial_core::{JobId, job::check_queue};
+use sundial_core::{JobId, job::check_queue, keys};
 
 use super::{error::ApiError, render, tenant::Tenant};
 
@@ -17,28 +17,36 @@ pub(super) fn queue(tenant: &Tenant) -> Result<&str, ApiError> {
     Ok(&tenant.queue)
 }
 
-/// A job addressed by path: its queue, id and bucket.
+/// A job addressed by path: its queue (plain and qualified), id and slot.
 struct Target<'a> {
     queue: &'a str,
+    qualified: String,
     id: JobId,
-    bucket: u32,
+    slot: u32,
 }
 
 impl<'a> Target<'a> {
     fn parse(tenant: &'a Tenant) -> Result<Self, ApiError> {
         let queue = queue(tenant)?;
         let id = job_id(tenant)?;
-        let bucket = id.bucket(tenant.pool.buckets());
-        Ok(Self { queue, id, bucket })
+        let slot = tenant
+            .pool
+            .slot_of(&tenant.ns, queue, id.lane(tenant.pool.lanes()));
+        Ok(Self {
+            queue,
+            qualified: keys::qualified(&tenant.ns, queue),
+            id,
+            slot,
+        })
     }
 }
 
 /// `GET /api/{ns}/{queue}/job/{job_id}`
 pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let t = Target::parse(&tenant)?;
-    // Where the bucket is written now, then where it drains from.
-    for shard in tenant.pool.locations(&tenant.ns, t.bucket) {
-        if let Some(j) = shard.peek_job(&tenant.ns, t.bucket, t.queue, &t.id).await? {
+    // Where the slot is written now, then where it drains from.
+    for shard in tenant.pool.locations(t.slot) {
+        if let Some(j) = shard.peek_job(t.slot, &t.qualified, &t.id).await? {
             return Ok(Json(render::job(&tenant.ns, &j)));
         }
     }
@@ -48,8 +56,8 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
 /// `DELETE /api/{ns}/{queue}/job/{job_id}`: 204 whether or not it existed.
 pub(super) async fn delete(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let t = Target::parse(&tenant)?;
-    for shard in tenant.pool.locations(&tenant.ns, t.bucket) {
-        if shard.delete(&tenant.ns, t.bucket, t.queue, &t.id).await? {
+    for shard in tenant.pool.locations(t.slot) {
+        if shard.delete(t.slot, &t.qualified, &t.id).await? {
             super::queue_metrics::count(super::queue_metrics::Event::Acked, &tenant, t.queue, 1);
             break;
         }

@@ -16,6 +16,7 @@ use sundial_core::{
         MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTE_VALUE_BYTES, MAX_ATTRIBUTES, MAX_BODY_BYTES,
         MAX_BULK_JOBS,
     },
+    keys,
 };
 
 use super::{
@@ -98,19 +99,19 @@ impl<'a> Publication<'a> {
 
     /// A job of this publication: with an id in `bucket` when one is
     /// imposed (several jobs that must share a script call), else with any
-    /// id. Returns the job's bucket too.
-    fn job(&self, bucket: Option<u32>, buckets: u32, body: bytes::Bytes) -> (u32, NewJob) {
-        let id = match bucket {
-            Some(b) => JobId::mint_in_bucket(self.versioned, b, buckets),
+    /// id. Returns the job's lane too.
+    fn job(&self, lane: Option<u32>, lanes: u32, body: bytes::Bytes) -> (u32, NewJob) {
+        let id = match lane {
+            Some(l) => JobId::mint_in_lane(self.versioned, l, lanes),
             None => JobId::mint(self.versioned),
         };
-        let bucket = id.bucket(buckets);
+        let lane = id.lane(lanes);
         let job = NewJob {
             id,
             attrs: self.attrs.clone(),
             body,
         };
-        (bucket, job)
+        (lane, job)
     }
 }
 
@@ -124,12 +125,12 @@ fn published(tenant: &Tenant, queue: &str, n: usize, answer: serde_json::Value) 
     (StatusCode::CREATED, Json(answer)).into_response()
 }
 
-/// Publishes `jobs`, all in `bucket`, in one script call.
+/// Publishes `jobs`, all in `lane`, in one script call.
 async fn store(
     state: &AppState,
     tenant: &Tenant,
     p: &Publication<'_>,
-    bucket: u32,
+    lane: u32,
     jobs: &[NewJob],
 ) -> Result<(), ApiError> {
     // The topology as it is now, not as it was before the body was read:
@@ -137,10 +138,14 @@ async fn store(
     let pool = state
         .current_pool(tenant.pool.name())
         .ok_or(ApiError::NotFound("pool not found"))?;
-    let shard = pool.shard_for(&tenant.ns, bucket);
-    state.register(shard, &tenant.ns, p.queue).await?;
-    shard
-        .publish(&tenant.ns, bucket, p.queue, &p.schedule, jobs)
+    let slot = pool.slot_of(&tenant.ns, p.queue, lane);
+    pool.shard_for(slot)
+        .publish(
+            slot,
+            &keys::qualified(&tenant.ns, p.queue),
+            &p.schedule,
+            jobs,
+        )
         .await?;
     Ok(())
 }
@@ -162,8 +167,8 @@ async fn publish_one(
 ) -> Result<Response, ApiError> {
     let (p, body) = Publication::parse(state, tenant, req)?;
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
-    let (bucket, job) = p.job(None, tenant.pool.buckets(), body.bytes.clone());
-    store(state, tenant, &p, bucket, std::slice::from_ref(&job)).await?;
+    let (lane, job) = p.job(None, tenant.pool.lanes(), body.bytes.clone());
+    store(state, tenant, &p, lane, std::slice::from_ref(&job)).await?;
     Ok(published(
         tenant,
         p.queue,
@@ -205,17 +210,17 @@ async fn publish_bulk(
     if items.iter().any(|i| i.get().len() > MAX_BODY_BYTES) {
         return Err(ApiError::TooLarge("job too large"));
     }
-    let buckets = tenant.pool.buckets();
-    let bucket = rand::random_range(0..buckets);
+    let lanes = tenant.pool.lanes();
+    let lane = rand::random_range(0..lanes);
     let jobs: Vec<NewJob> = items
         .iter()
         .map(|i| {
             // A view into the request's buffer: no copy per job.
             let body = raw.slice_ref(i.get().as_bytes());
-            p.job(Some(bucket), buckets, body).1
+            p.job(Some(lane), lanes, body).1
         })
         .collect();
-    store(state, tenant, &p, bucket, &jobs).await?;
+    store(state, tenant, &p, lane, &jobs).await?;
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     Ok(published(
         tenant,
@@ -226,7 +231,8 @@ async fn publish_bulk(
 }
 
 /// `PUT /api/{ns}/{queue}/job/{job_id}`: deletes the job and publishes its
-/// replacement (a new id, in the same bucket) in one atomic step.
+/// replacement (a new id, in the same lane, so the same slot) in one atomic
+/// step.
 pub(super) async fn republish(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
@@ -235,22 +241,23 @@ pub(super) async fn republish(
     let (p, body) = Publication::parse(&state, &tenant, req)?;
     let old = super::jobs::job_id(&tenant)?;
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
-    let buckets = tenant.pool.buckets();
-    let (bucket, job) = p.job(Some(old.bucket(buckets)), buckets, body.bytes.clone());
+    let lanes = tenant.pool.lanes();
+    let (lane, job) = p.job(Some(old.lane(lanes)), lanes, body.bytes.clone());
     let pool = state
         .current_pool(tenant.pool.name())
         .ok_or(ApiError::NotFound("pool not found"))?;
-    let shard = pool.shard_for(&tenant.ns, bucket);
-    state.register(shard, &tenant.ns, p.queue).await?;
-    let existed = shard
-        .republish(&tenant.ns, bucket, p.queue, &old, &p.schedule, &job)
+    let slot = pool.slot_of(&tenant.ns, p.queue, lane);
+    let qualified = keys::qualified(&tenant.ns, p.queue);
+    let existed = pool
+        .shard_for(slot)
+        .republish(slot, &qualified, &old, &p.schedule, &job)
         .await?;
-    // While the bucket moves, the old job may still be where it drains
-    // from: it goes after the new one is stored (a crash in between leaves
-    // both, never neither).
+    // While the slot moves, the old job may still be where it drains from:
+    // it goes after the new one is stored (a crash in between leaves both,
+    // never neither).
     if !existed {
-        for other in pool.locations(&tenant.ns, bucket).into_iter().skip(1) {
-            if other.delete(&tenant.ns, bucket, p.queue, &old).await? {
+        for other in pool.locations(slot).into_iter().skip(1) {
+            if other.delete(slot, &qualified, &old).await? {
                 break;
             }
         }

@@ -2,15 +2,16 @@
 
 use axum::{Json, http::StatusCode, response::IntoResponse};
 use serde_json::json;
-use sundial_core::Counts;
+use sundial_core::{Counts, keys};
 
 use super::{error::ApiError, jobs::queue, render, tenant::Tenant};
 
-/// A queue's counts summed over the pool's shards.
+/// A queue's counts summed over its slots (and where they drain from).
 pub(super) async fn counts(tenant: &Tenant, queue: &str) -> Result<Counts, ApiError> {
+    let qualified = keys::qualified(&tenant.ns, queue);
     let mut total = Counts::default();
-    for (shard, buckets) in tenant.pool.groups(&tenant.ns).iter() {
-        total.add(&shard.counts(&tenant.ns, buckets, queue).await?);
+    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
+        total.add(&shard.counts(slot, &qualified).await?);
     }
     Ok(total)
 }
@@ -18,9 +19,10 @@ pub(super) async fn counts(tenant: &Tenant, queue: &str) -> Result<Counts, ApiEr
 /// `GET /api/{ns}/{queue}/peek`
 pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
+    let qualified = keys::qualified(&tenant.ns, queue);
     let mut best: Option<sundial_core::JobView> = None;
-    for (shard, buckets) in tenant.pool.groups(&tenant.ns).iter() {
-        if let Some(j) = shard.peek_queue(&tenant.ns, buckets, queue).await?
+    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
+        if let Some(j) = shard.peek_queue(slot, &qualified).await?
             && best.as_ref().is_none_or(|b| j.elapsed_ms > b.elapsed_ms)
         {
             best = Some(j);
@@ -71,9 +73,10 @@ pub(super) async fn stats(
 /// `DELETE /api/{ns}/{queue}`: deletes the queue's ready jobs.
 pub(super) async fn destroy(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
+    let qualified = keys::qualified(&tenant.ns, queue);
     let mut n = 0;
-    for (shard, buckets) in tenant.pool.groups(&tenant.ns).iter() {
-        n += shard.destroy(&tenant.ns, buckets, queue).await?;
+    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
+        n += shard.destroy(slot, &qualified).await?;
     }
     super::queue_metrics::count(super::queue_metrics::Event::Deleted, &tenant, queue, n);
     Ok(StatusCode::NO_CONTENT)

@@ -25,7 +25,7 @@ fn attributes(attrs: &str) -> Value {
 pub(super) fn job(ns: &str, j: &JobView) -> Value {
     json!({
         "namespace": ns,
-        "queue": j.queue,
+        "queue": j.queue_name(),
         "job_id": j.id,
         "data": base64::engine::general_purpose::STANDARD.encode(&j.body),
         "ttl": ttl_secs(j.ttl_ms),

@@ -16,7 +16,7 @@ fn used_memory(redis: &str) -> anyhow::Result<u64> {
 }
 
 pub(crate) async fn memory(ctx: Arc<Ctx>, redis: &str, jobs: u64) -> anyhow::Result<()> {
-    // Warm up: the namespace's per-bucket keys exist before the measurement.
+    // Warm up: the queue's keys exist before the measurement.
     fill(&ctx, "q", 64, "delay=3600").await?;
     let before = used_memory(redis)?;
     let fillers: Vec<_> = (0..8)

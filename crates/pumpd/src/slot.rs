@@ -1,6 +1,6 @@
-//! The loop of one bucket. It runs while its process holds the bucket's
-//! lease and returns why it ended ([`Ended`]) to the shard's supervisor
-//! (`supervisor.rs`), which restarts it or gives the lease up.
+//! The loop of one slot. It runs while its process holds the slot's lease
+//! and returns why it ended ([`Ended`]) to the shard's supervisor
+//! (`supervisor.rs`), which restarts it or takes the lease again.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -10,54 +10,49 @@ use tokio_util::sync::CancellationToken;
 
 use crate::options::PumpOptions;
 
-/// A bucket of a namespace: (namespace, bucket).
-pub(crate) type Bucket = (String, u32);
-
-/// How late (ms) each held bucket's last pump call found its oldest due
-/// job: written by the bucket loops, read by the supervisor for
+/// How late (ms) each held slot's last pump call found its oldest due job:
+/// written by the slot loops, read by the supervisor for
 /// `sundial_pump_lag_seconds`.
-pub(crate) type Lags = Arc<std::sync::Mutex<HashMap<Bucket, u64>>>;
+pub(crate) type Lags = Arc<std::sync::Mutex<HashMap<u32, u64>>>;
 
-/// One bucket to pump, for the process `owner` that holds its lease.
-pub(crate) struct BucketPump {
+/// One slot to pump, for the process `owner` that holds its lease.
+pub(crate) struct SlotPump {
     pub(crate) pool: String,
     pub(crate) shard: Shard,
-    pub(crate) ns: String,
-    pub(crate) bucket: u32,
+    pub(crate) slot: u32,
     pub(crate) owner: String,
     pub(crate) wake: Arc<Notify>,
     pub(crate) opts: PumpOptions,
-    /// Where this bucket reports how late its last pump call found jobs.
+    /// Where this slot reports how late its last pump call found jobs.
     pub(crate) lag: Lags,
 }
 
-/// Why a bucket's loop ended.
+/// Why a slot's loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ended {
     /// Its owner stopped it (shutdown, topology change, lease released).
     Stopped,
     /// The pump script found the lease held by someone else, or by nobody
-    /// (it expired, or Redis lost it): this process must not pump the
-    /// bucket until it holds the lease again.
+    /// (it passed to another process, or Redis lost it): this process must
+    /// not pump the slot until it holds the lease again.
     Fenced,
 }
 
-/// Pumps one bucket while its owner holds the lease, until `shutdown`: pump,
+/// Pumps one slot while its owner holds the lease, until `shutdown`: pump,
 /// then sleep until the next deadline or until `wake` is notified. Redis
 /// errors never end it (it retries after [`PumpOptions::retry_after`]);
 /// only a stop or a fenced call does, and it says which.
-pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) -> Ended {
-    let BucketPump {
+pub(crate) async fn run(job: SlotPump, shutdown: CancellationToken) -> Ended {
+    let SlotPump {
         pool,
         shard,
-        ns,
-        bucket,
+        slot,
         owner,
         wake,
         opts,
         lag,
     } = job;
-    let key = (ns.clone(), bucket);
+    let key = slot;
     loop {
         // Register for a wake-up before looking at Redis, so that an
         // announcement made while the pump call runs is not lost.
@@ -65,20 +60,20 @@ pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) -> Ended {
         tokio::pin!(notified);
         notified.as_mut().enable();
 
-        let pause = match shard.pump(&ns, bucket, opts.batch, Some(&owner)).await {
+        let pause = match shard.pump(slot, opts.batch, Some(&owner)).await {
             Ok(o) if o.fenced => {
                 lag.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
                 return Ended::Fenced;
             }
             Ok(o) => {
-                record(&pool, &ns, &o);
+                record(&pool, &o);
                 let late_ms = match (o.processed, o.oldest_due_ms) {
                     (0, _) | (_, None) => 0,
                     (_, Some(oldest)) => o.now_ms.saturating_sub(oldest),
                 };
                 lag.lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert(key.clone(), late_ms);
+                    .insert(key, late_ms);
                 if o.processed >= u64::from(opts.batch) {
                     // A backlog: go again at once, yielding to other tasks.
                     tokio::task::yield_now().await;
@@ -87,7 +82,7 @@ pub(crate) async fn run(job: BucketPump, shutdown: CancellationToken) -> Ended {
                 until_next(&o, opts.idle_check)
             }
             Err(e) => {
-                tracing::warn!(pool, shard = shard.name(), ns, bucket, error = %e, "pump failed");
+                tracing::warn!(pool, shard = shard.name(), slot, error = %e, "pump failed");
                 opts.retry_after
             }
         };
@@ -111,12 +106,15 @@ fn until_next(o: &PumpOutcome, idle: Duration) -> Duration {
     }
 }
 
-fn record(pool: &str, ns: &str, o: &PumpOutcome) {
+fn record(pool: &str, o: &PumpOutcome) {
     if o.processed == 0 {
         return;
     }
     let pool = pool.to_owned();
-    for (queue, counts) in &o.per_queue {
+    for (qualified, counts) in &o.per_queue {
+        let Some((ns, queue)) = sundial_core::keys::parse_qualified(qualified) else {
+            continue;
+        };
         for (outcome, n) in ["ready", "retried", "dead", "expired"]
             .into_iter()
             .zip(counts)
@@ -126,7 +124,7 @@ fn record(pool: &str, ns: &str, o: &PumpOutcome) {
                     "sundial_pump_jobs_total",
                     "pool" => pool.clone(),
                     "namespace" => ns.to_owned(),
-                    "queue" => queue.clone(),
+                    "queue" => queue.to_owned(),
                     "outcome" => outcome
                 )
                 .increment(*n);
