@@ -1,30 +1,22 @@
--- Takes or hands over one slot's pump lease. A lease is the owner's id,
--- with no expiry: it passes when another process finds its holder gone from
--- the live membership (the heartbeats, read by the caller), or when the
--- holder hands it over. The pump script checks it (fencing), so a process
--- that was paused or cut off moves nothing once its lease has passed.
+-- Takes or gives up one slot's pump lease. A lease is the owner's id, with
+-- no expiry. The caller takes a slot it ranks first for among the live
+-- processes it knows (rendezvous hashing over the heartbeats), whoever holds
+-- it: a holder that is dead, that ranks lower, or that does not know it
+-- holds the lease (a lost reply, a failover that restored an old value)
+-- cannot keep a slot from being pumped. Two processes whose views of the
+-- live set differ may take a slot from each other until their next
+-- heartbeats agree (within a round); the pump script checks the lease
+-- (fencing), so only the holder of the moment moves anything.
 -- KEYS[1]: the slot's lease
--- ARGV[1]: owner   ARGV[2]: 'take' or 'give'
--- ARGV[3..]: for 'take', the live owners as the caller last read them;
---            for 'give', the owner to hand the lease to ("" = nobody)
--- Returns: 1 when the caller holds the lease after the call, else 0.
+-- ARGV[1]: owner   ARGV[2]: 'take' or 'give' (give = delete it if ours)
+-- Returns: for 'take', 1 when the lease was already the caller's, 2 when
+-- the caller took it (from nobody or from another process); for 'give', 0.
 local owner, op = ARGV[1], ARGV[2]
 local holder = redis.call('GET', KEYS[1])
 if op == 'give' then
-  if holder == owner then
-    if ARGV[3] ~= '' then
-      redis.call('SET', KEYS[1], ARGV[3])
-    else
-      redis.call('DEL', KEYS[1])
-    end
-  end
+  if holder == owner then redis.call('DEL', KEYS[1]) end
   return 0
 end
 if holder == owner then return 1 end
-if holder then
-  for i = 3, #ARGV do
-    if ARGV[i] == holder then return 0 end
-  end
-end
 redis.call('SET', KEYS[1], owner)
-return 1
+return 2

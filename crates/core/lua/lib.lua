@@ -7,7 +7,7 @@
 --   tries   H   deliveries left
 --   pub     I6  publish time, ms, shard clock
 --   expire  I6  expiry time, ms, shard clock; 0 = never
---   due     I6  when a delayed job is due, ms; 0 in other states
+--   due     I6  when a delayed job is due, ms (read only while delayed)
 --   queue   Hc0 qualified queue name, `<ns>/<queue>`
 --   attrs   Hc0 attributes as JSON text, "" when none
 --   body    the rest of the value
@@ -50,8 +50,16 @@ local function expired(r, now)
   return r.expire > 0 and r.expire <= now
 end
 
+-- Adds to a counter field; a field that reaches 0 goes, so a slot's
+-- counters hold only queues with jobs (and their running totals).
+local function bump(ckey, field, delta)
+  if redis.call('HINCRBY', ckey, field, delta) == 0 then
+    redis.call('HDEL', ckey, field)
+  end
+end
+
 local function count(ckey, state, queue, delta)
-  redis.call('HINCRBY', ckey, COUNTER[state] .. queue, delta)
+  bump(ckey, COUNTER[state] .. queue, delta)
 end
 
 -- Running totals per queue in the same counters hash, for rates: 'P' jobs
@@ -73,7 +81,7 @@ local function tally()
   end
   function t.flush(ckey)
     for f, n in pairs(t.d) do
-      if n ~= 0 then redis.call('HINCRBY', ckey, f, n) end
+      if n ~= 0 then bump(ckey, f, n) end
     end
     t.d = {}
   end

@@ -524,10 +524,7 @@ async fn startup_check_refuses_evicting_redis_and_layout_changes() {
     assert!(err.to_string().contains("noeviction"), "{err}");
     let volatile = RedisServer::start_with(&["--maxmemory-policy", "volatile-lru"]);
     let s = shard(&volatile).await;
-    let err = s
-        .check(S, L)
-        .await
-        .expect_err("volatile-lru loses leases and views");
+    let err = s.check(S, L).await.expect_err("volatile-lru loses views");
     assert!(err.to_string().contains("volatile-lru"), "{err}");
 
     let redis = RedisServer::start();
@@ -746,7 +743,7 @@ async fn holds_jobs_sees_live_jobs_only() {
 }
 
 #[tokio::test]
-async fn a_lease_has_one_owner_until_it_is_handed_over_or_its_owner_dies() {
+async fn a_lease_has_one_owner_and_passes_to_the_process_that_ranks_first() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
     let (live, rejoined) = s.heartbeat("p1", 5_000).await.expect("p1");
@@ -756,35 +753,26 @@ async fn a_lease_has_one_owner_until_it_is_handed_over_or_its_owner_dies() {
         !s.heartbeat("p1", 5_000).await.expect("p1").1,
         "then renews"
     );
-    assert!(
-        s.claim(0, "p1", &live)
-            .await
-            .expect("p1 takes a free lease")
-    );
-    assert!(s.claim(0, "p1", &live).await.expect("and holds it still"));
+    assert!(s.claim(0, "p1").await.expect("p1 takes a free lease"));
+    assert!(!s.claim(0, "p1").await.expect("already p1's"));
     let (live, _) = s.heartbeat("p2", 5_000).await.expect("p2");
     assert_eq!(live.len(), 2);
-    assert!(
-        !s.claim(0, "p2", &live).await.expect("p2"),
-        "a live holder keeps its lease"
-    );
-    // Handing over is the holder's alone.
-    s.give(0, "p2", Some("p2")).await.expect("give");
+    // p2 ranks first for slot 0 in its view: it takes the lease, whoever
+    // holds it; p1 then moves nothing there (fencing).
+    assert!(s.claim(0, "p2").await.expect("p2 takes it"));
     let mut r = redis.client();
     let holder: Option<String> = r.get(SlotKeys::new(0).lease()).expect("get");
-    assert_eq!(holder.as_deref(), Some("p1"));
-    s.give(0, "p1", Some("p2")).await.expect("give");
+    assert_eq!(holder.as_deref(), Some("p2"));
+    assert!(s.pump(0, 100, Some("p1")).await.expect("pump").fenced);
+    assert!(!s.pump(0, 100, Some("p2")).await.expect("pump").fenced);
+    // Giving up is compare-and-delete: only the holder's does anything.
+    s.give(0, "p1").await.expect("give");
     let holder: Option<String> = r.get(SlotKeys::new(0).lease()).expect("get");
-    assert_eq!(holder.as_deref(), Some("p2"), "handed over");
-    assert!(s.claim(0, "p2", &live).await.expect("p2 holds it"));
-    // Released to nobody, it is free at once.
-    s.give(0, "p2", None).await.expect("give");
-    assert!(s.claim(0, "p1", &live).await.expect("free"));
-    // A holder that is no longer live loses it to the next claim.
-    assert!(
-        s.claim(1, "p2", &["p2".to_owned()]).await.expect("p2"),
-        "p1 is not in the live set the caller read"
-    );
+    assert_eq!(holder.as_deref(), Some("p2"));
+    s.give(0, "p2").await.expect("give");
+    let holder: Option<String> = r.get(SlotKeys::new(0).lease()).expect("get");
+    assert_eq!(holder, None, "given up");
+    assert!(s.claim(1, "p2").await.expect("p2"));
     // Leaving the live set.
     s.leave("p1").await.expect("leave");
     assert_eq!(s.heartbeat("p2", 5_000).await.expect("p2").0, ["p2"]);
@@ -793,29 +781,28 @@ async fn a_lease_has_one_owner_until_it_is_handed_over_or_its_owner_dies() {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["sd:pumps", "sd:{0}:lease", "sd:{1}:lease"],
-        "one key per slot and one per shard, and no expiring key to renew"
+        ["sd:pumps", "sd:{1}:lease"],
+        "one key per leased slot and one per shard, and no expiring key to renew"
     );
 }
 
 #[tokio::test]
-async fn a_lease_whose_holder_died_passes_and_its_old_owner_is_fenced() {
+async fn a_lease_whose_holder_paused_passes_and_its_old_owner_is_fenced() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
     let id = publish(&s, "q", sched(50, 0, 1), "x").await;
     let b = slot("q", &id);
-    let (live, _) = s.heartbeat("old", 100).await.expect("old");
-    assert!(s.claim(b, "old", &live).await.expect("old"));
-    // The old owner pauses past its heartbeat; a new one takes over.
+    s.heartbeat("old", 100).await.expect("old");
+    assert!(s.claim(b, "old").await.expect("old"));
+    // The old owner pauses past its heartbeat; the new one, now first among
+    // the live, takes over.
     wait_until_async(
         Duration::from_secs(5),
-        "the old heartbeat to lapse and the lease to pass",
-        || async {
-            let (live, _) = s.heartbeat("new", 5_000).await.expect("new");
-            s.claim(b, "new", &live).await.expect("new")
-        },
+        "the old heartbeat to lapse",
+        || async { s.heartbeat("new", 5_000).await.expect("new").0 == ["new"] },
     )
     .await;
+    assert!(s.claim(b, "new").await.expect("new"));
     tokio::time::sleep(Duration::from_millis(60)).await; // let the job fall due
     let (_, rejoined) = s.heartbeat("old", 100).await.expect("old");
     assert!(rejoined, "the old owner learns that it had lapsed");

@@ -18,7 +18,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -44,6 +44,8 @@ struct Shared {
     /// The connection listened on (a reload may give a shard a new one).
     shard: Shard,
     notify: Arc<Notify>,
+    /// Waiters registered now (changed under the map's lock).
+    waiters: AtomicUsize,
     /// Whether a sweep of this channel is already scheduled.
     sweeping: AtomicBool,
     _listening: Listening,
@@ -67,9 +69,11 @@ impl Drop for Watch {
     /// The last waiter of a channel left: unsubscribe after [`LINGER`]
     /// unless another waiter came meanwhile.
     fn drop(&mut self) {
-        // The map's reference and this one.
-        if Arc::strong_count(&self.shared) > 2 || self.shared.sweeping.swap(true, Ordering::AcqRel)
-        {
+        let last = {
+            let _map = lock(&self.channels);
+            self.shared.waiters.fetch_sub(1, Ordering::AcqRel) == 1
+        };
+        if !last || self.shared.sweeping.swap(true, Ordering::AcqRel) {
             return;
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
@@ -87,8 +91,7 @@ impl Drop for Watch {
                 let Some(current) = shared.upgrade() else {
                     return;
                 };
-                // Only the map (and `current`) hold it: nobody waits.
-                if Arc::strong_count(&current) <= 2 {
+                if current.waiters.load(Ordering::Acquire) == 0 {
                     if map.get(&key).is_some_and(|s| Arc::ptr_eq(s, &current)) {
                         map.remove(&key);
                     }
@@ -114,10 +117,14 @@ impl Wakeups {
     /// subscribed.
     pub async fn watch(&self, shard: &Shard, ns: &str, queue: &str) -> Result<Watch, EngineError> {
         let key = (shard.name().to_owned(), keys::ready_channel(ns, queue));
-        if let Some(shared) = lock(&self.channels).get(&key).cloned()
-            && shared.shard.same(shard)
         {
-            return Ok(self.registered(key, shared));
+            let map = lock(&self.channels);
+            if let Some(shared) = map.get(&key)
+                && shared.shard.same(shard)
+            {
+                shared.waiters.fetch_add(1, Ordering::AcqRel);
+                return Ok(self.registered(key, shared.clone()));
+            }
         }
         // Two first waiters of a channel may both get here: each then has a
         // listener of its own (the map keeps the later one), which is
@@ -140,6 +147,7 @@ impl Wakeups {
         let shared = Arc::new(Shared {
             shard: shard.clone(),
             notify,
+            waiters: AtomicUsize::new(1),
             sweeping: AtomicBool::new(false),
             _listening: listening,
         });
@@ -147,6 +155,7 @@ impl Wakeups {
         Ok(self.registered(key, shared))
     }
 
+    /// A waiter's handle on `shared` (its count already taken).
     fn registered(&self, key: (String, String), shared: Arc<Shared>) -> Watch {
         Watch {
             shared,

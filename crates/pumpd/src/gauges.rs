@@ -70,21 +70,37 @@ impl Backlog {
                 return;
             }
         }
-        for key in self.reported.keys() {
-            now.entry(key.clone()).or_insert([0; 4]);
-        }
-        for ((ns, queue), c) in &now {
-            for (state, n) in ["delayed", "ready", "reserved", "dead"].iter().zip(c) {
-                metrics::gauge!(
-                    "sundial_queue_jobs",
-                    "pool" => pool.to_owned(),
-                    "shard" => shard.name().to_owned(),
-                    "namespace" => ns.clone(),
-                    "queue" => queue.clone(),
-                    "state" => *state
-                )
-                .set(*n as f64);
+        // A series is set while its count is above 0, and once more at 0
+        // when it drops there; a queue state that never held a job here has
+        // no series (with thousands of tenants, most states are 0).
+        let zero = [0; 4];
+        let mut set: Vec<(&(String, String), usize, u64)> = Vec::new();
+        for (key, before) in &self.reported {
+            let c = now.get(key).unwrap_or(&zero);
+            for i in 0..4 {
+                if before[i] > 0 && c[i] == 0 {
+                    set.push((key, i, 0));
+                }
             }
+        }
+        for (key, c) in &now {
+            for (i, n) in c.iter().enumerate() {
+                if *n > 0 {
+                    set.push((key, i, *n));
+                }
+            }
+        }
+        const STATES: [&str; 4] = ["delayed", "ready", "reserved", "dead"];
+        for ((ns, queue), i, n) in set {
+            metrics::gauge!(
+                "sundial_queue_jobs",
+                "pool" => pool.to_owned(),
+                "shard" => shard.name().to_owned(),
+                "namespace" => ns.clone(),
+                "queue" => queue.clone(),
+                "state" => STATES[i]
+            )
+            .set(n as f64);
         }
         self.reported = now;
     }

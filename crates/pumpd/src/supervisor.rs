@@ -5,13 +5,18 @@
 //! reads the live pump processes back. The slots a process wants are those
 //! it ranks first by rendezvous hashing (XXH3 of `owner/slot`) among them,
 //! so with P processes each wants about S/P of the shard's S slots, a
-//! process that joins is handed its share within a round, and no
-//! coordinator decides. It takes a wanted slot whose lease is free or held
-//! by a process no longer live, and hands a slot it holds but no longer
-//! wants to the process that ranks first for it. A slot task runs only
-//! while its lease is held; the pump script checks the lease itself, so a
-//! process that lost a lease (paused, cut off) moves nothing even if its
-//! task runs once more.
+//! process that joins takes its share at its first round, and no
+//! coordinator decides. It takes every slot it ranks first for and does
+//! not pump yet, whoever holds the lease (a dead process, a lower-ranked
+//! one, or one that does not know it holds it: a lost reply, a failover
+//! that restored an old value), and gives up (compare-and-delete) a slot it
+//! pumps but no longer ranks first for. A slot task runs only while its
+//! lease is held; the pump script checks the lease itself, so a process
+//! that lost a lease (paused, cut off, or a slot taken by the process that
+//! ranks first) moves nothing even if its task runs once more. Every
+//! process reads the same heartbeats, so views of the live set agree
+//! within a round, and two processes stop taking a slot from each other
+//! within a round.
 //!
 //! The set of slots is fixed by the topology: the work here does not grow
 //! with tenants. A steady process costs one heartbeat per shard per round;
@@ -258,7 +263,7 @@ impl ShardPumps {
             .unwrap_or(self.owner.as_str())
     }
 
-    /// One heartbeat; then claim the wanted slots not held, and hand over
+    /// One heartbeat; then claim the wanted slots not held, and give up
     /// the held ones another live process ranks first for; start and stop
     /// slot tasks to match.
     async fn lease_round(&mut self) {
@@ -295,31 +300,36 @@ impl ShardPumps {
             }
         }
         let slots = self.slots.clone();
-        let mut failed = None;
         for &slot in slots.iter() {
-            let first = self.first_for(slot).to_owned();
-            let mine = first == self.owner;
+            let mine = self.first_for(slot) == self.owner;
             let held = self.held.contains_key(&slot);
-            if mine && !held {
-                match self.shard.claim(slot, &self.owner, &self.live).await {
-                    Ok(true) => {
-                        self.leases.acquired.increment(1);
+            let call = if mine && !held {
+                match self.shard.claim(slot, &self.owner).await {
+                    Ok(taken) => {
+                        if taken {
+                            self.leases.acquired.increment(1);
+                        }
                         self.start(slot);
+                        Ok(())
                     }
-                    Ok(false) => {}
-                    Err(e) => failed = Some(e),
+                    Err(e) => Err(e),
                 }
             } else if !mine && held {
                 if let Some(h) = self.held.remove(&slot) {
                     h.stop.cancel();
                 }
-                if let Err(e) = self.shard.give(slot, &self.owner, Some(&first)).await {
-                    failed = Some(e);
-                }
+                // Given up or not (a failed call), the process that ranks
+                // first takes it.
+                self.shard.give(slot, &self.owner).await
+            } else {
+                Ok(())
+            };
+            if let Err(e) = call {
+                // The next calls would likely wait as long: try again next
+                // round rather than hold up the heartbeat.
+                tracing::warn!(shard = self.shard.name(), error = %e, "lease call failed; trying again next round");
+                break;
             }
-        }
-        if let Some(e) = &failed {
-            tracing::warn!(shard = self.shard.name(), error = %e, "lease call failed; trying again next round");
         }
         self.status
             .round(self.shard.name(), Ok(self.held.len()), self.subscribed);
@@ -351,7 +361,7 @@ impl ShardPumps {
         let held: Vec<u32> = self.held.keys().copied().collect();
         let mut released = 0;
         for slot in held {
-            match self.shard.give(slot, &self.owner, None).await {
+            match self.shard.give(slot, &self.owner).await {
                 Ok(()) => released += 1,
                 Err(e) => {
                     tracing::warn!(shard = self.shard.name(), error = %e, "cannot release pump leases; others take them once this process's heartbeat lapses");

@@ -93,11 +93,12 @@ pub struct PumpConfig {
     pub enabled: bool,
     /// Timer entries per pump call.
     pub batch: u32,
-    /// How long an idle bucket sleeps before it checks anyway (ms).
+    /// How long an idle slot sleeps before it checks anyway (ms).
     pub idle_check_ms: u64,
-    /// How long a bucket's pump lease lasts unless renewed (ms).
+    /// How long a pump process's heartbeat counts; its slots pass to others
+    /// about 0.7 of this after its last one (ms).
     pub lease_ttl_ms: u64,
-    /// How often the backlog gauges of held buckets are refreshed (ms).
+    /// How often the backlog gauges of held slots are refreshed (ms).
     pub metrics_interval_ms: u64,
 }
 

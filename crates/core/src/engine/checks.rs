@@ -109,14 +109,14 @@ impl Shard {
             });
         }
         // allkeys-* evicts jobs and tokens; volatile-* evicts the keys that
-        // Sundial gives a TTL (pump leases, gateway views, rate counters),
+        // Sundial gives a TTL (gateway views, rate counters),
         // and a lost view can retire a shard layout still written to.
         if check.maxmemory_policy != "noeviction" {
             return Err(EngineError::Unsafe {
                 shard: self.name().to_owned(),
                 what: format!(
-                    "maxmemory-policy is {}, which evicts keys (jobs and tokens, or the leases and \
-                     views that Sundial sets with a TTL); set `maxmemory-policy noeviction` in \
+                    "maxmemory-policy is {}, which evicts keys (jobs and tokens, or the gateway \
+                     views and rate counters that Sundial sets with a TTL); set `maxmemory-policy noeviction` in \
                      redis.conf (or CONFIG SET) and restart Sundial",
                     check.maxmemory_policy
                 ),

@@ -1,9 +1,9 @@
 //! Pump leases: which process may move a slot's timers. A slot's lease names
 //! one owner at a time and the pump script checks it (fencing), so a process
 //! whose lease passed moves nothing. Leases do not expire: a process proves
-//! it is alive with a heartbeat per shard ([`Shard::heartbeat`]), and a
-//! lease passes when its holder is gone from the live set
-//! ([`Shard::claim`]) or when the holder hands it over ([`Shard::give`]).
+//! it is alive with a heartbeat per shard ([`Shard::heartbeat`]), ranks the
+//! live processes per slot, takes the slots it ranks first for
+//! ([`Shard::claim`]) and gives up the others it holds ([`Shard::give`]).
 //! So a steady process costs one heartbeat per shard per round, however
 //! many slots it pumps.
 
@@ -48,26 +48,25 @@ impl Shard {
             .map(drop)
     }
 
-    /// Takes `slot`'s lease for `owner` unless a process in `live` holds it.
-    /// Returns whether `owner` holds it afterwards.
-    pub async fn claim(
-        &self,
-        slot: u32,
-        owner: &str,
-        live: &[String],
-    ) -> Result<bool, EngineError> {
-        let mut args: Vec<Value> = vec![owner.into(), "take".into()];
-        args.extend(live.iter().map(|o| Value::from(o.as_str())));
+    /// Takes `slot`'s lease for `owner`, who ranks first for it among the
+    /// live processes it knows, whoever holds it now. Returns whether the
+    /// lease was taken from another holder or from nobody (`false`: it was
+    /// already `owner`'s).
+    pub async fn claim(&self, slot: u32, owner: &str) -> Result<bool, EngineError> {
+        let args: Vec<Value> = vec![owner.into(), "take".into()];
         let v = self
             .eval(&SCRIPTS.claim, vec![SlotKeys::new(slot).lease()], args)
             .await?;
-        Ok(v.as_i64() == Some(1))
+        match v.as_i64() {
+            Some(1) => Ok(false),
+            Some(2) => Ok(true),
+            _ => Err(self.bad_reply(format!("claim answered {v:?}"))),
+        }
     }
 
-    /// Hands `slot`'s lease from `owner`, if it holds it, to `to` (or to
-    /// nobody).
-    pub async fn give(&self, slot: u32, owner: &str, to: Option<&str>) -> Result<(), EngineError> {
-        let args: Vec<Value> = vec![owner.into(), "give".into(), to.unwrap_or_default().into()];
+    /// Gives up `slot`'s lease if `owner` holds it (compare-and-delete).
+    pub async fn give(&self, slot: u32, owner: &str) -> Result<(), EngineError> {
+        let args: Vec<Value> = vec![owner.into(), "give".into()];
         self.eval(&SCRIPTS.claim, vec![SlotKeys::new(slot).lease()], args)
             .await
             .map(drop)

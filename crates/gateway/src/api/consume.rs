@@ -286,7 +286,7 @@ fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {
         h.count(super::queue_metrics::Event::Consumed, 1);
         if d.first {
             // Publish to first delivery, delay included, on the shard's clock.
-            h.first_delivery.record(d.job.elapsed_ms as f64 / 1000.0);
+            h.first_delivery(d.job.elapsed_ms as f64 / 1000.0);
         }
     }
     let mut items: Vec<Value> = jobs

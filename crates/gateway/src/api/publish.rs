@@ -97,7 +97,7 @@ impl<'a> Publication<'a> {
         Ok((p, body))
     }
 
-    /// A job of this publication: with an id in `bucket` when one is
+    /// A job of this publication: with an id in `lane` when one is
     /// imposed (several jobs that must share a script call), else with any
     /// id. Returns the job's lane too.
     fn job(&self, lane: Option<u32>, lanes: u32, body: bytes::Bytes) -> (u32, NewJob) {

@@ -2,12 +2,17 @@
 //!
 //! Building a metric's labels on every request (three strings, a key hashed
 //! into the registry) cost about a tenth of the gateway's throughput; these
-//! handles are looked up by `&str` and cost no allocation once made.
+//! handles are looked up by `&str` and cost no allocation once made. Each
+//! series is registered on its first event, not with the queue: a gateway
+//! serving thousands of tenants exports only what happened (a queue that is
+//! only published to has one series, not six).
 
 use std::{
     collections::HashMap,
     sync::{Arc, LazyLock, RwLock},
 };
+
+use std::sync::OnceLock;
 
 use metrics::{Counter, Histogram};
 
@@ -21,37 +26,49 @@ pub(super) enum Event {
     Respawned,
 }
 
+const COUNTERS: [&str; 5] = [
+    "sundial_jobs_published_total",
+    "sundial_jobs_consumed_total",
+    "sundial_jobs_acked_total",
+    "sundial_jobs_deleted_total",
+    "sundial_jobs_respawned_total",
+];
+
 #[derive(Debug)]
 pub(super) struct Handles {
-    counters: [Counter; 5],
+    labels: [(&'static str, String); 3],
+    counters: [OnceLock<Counter>; 5],
     /// `sundial_job_first_delivery_seconds`
-    pub(super) first_delivery: Histogram,
+    first_delivery: OnceLock<Histogram>,
 }
 
 impl Handles {
     fn new(pool: &str, ns: &str, queue: &str) -> Self {
-        let labels = [
-            ("pool", pool.to_owned()),
-            ("namespace", ns.to_owned()),
-            ("queue", queue.to_owned()),
-        ];
         Self {
-            counters: [
-                "sundial_jobs_published_total",
-                "sundial_jobs_consumed_total",
-                "sundial_jobs_acked_total",
-                "sundial_jobs_deleted_total",
-                "sundial_jobs_respawned_total",
-            ]
-            .map(|name| metrics::counter!(name, &labels)),
-            first_delivery: metrics::histogram!("sundial_job_first_delivery_seconds", &labels),
+            labels: [
+                ("pool", pool.to_owned()),
+                ("namespace", ns.to_owned()),
+                ("queue", queue.to_owned()),
+            ],
+            counters: Default::default(),
+            first_delivery: OnceLock::new(),
         }
     }
 
     pub(super) fn count(&self, event: Event, n: u64) {
         if n > 0 {
-            self.counters[event as usize].increment(n);
+            let i = event as usize;
+            self.counters[i]
+                .get_or_init(|| metrics::counter!(COUNTERS[i], &self.labels))
+                .increment(n);
         }
+    }
+
+    /// Records a job's time from publish to first delivery.
+    pub(super) fn first_delivery(&self, secs: f64) {
+        self.first_delivery
+            .get_or_init(|| metrics::histogram!("sundial_job_first_delivery_seconds", &self.labels))
+            .record(secs);
     }
 }
 
