@@ -2,6 +2,7 @@
 -- it, spend a try, re-arm it for TTR, and return it, all in this one call.
 -- Stale ids (jobs deleted while ready) are popped and skipped.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: the queue's ready list
+-- KEYS[5]: queue table
 -- ARGV[1]: qualified queue   ARGV[2]: count   ARGV[3]: ttr ms   ARGV[4]: timer channel   ARGV[5]: slot number
 -- Returns: a flat array of deliveries, 9 fields each:
 --   queue, id, elapsed_ms, ttl_ms, tries left, attrs, body, state (3),
@@ -13,6 +14,7 @@ local now = now_ms()
 local deadline = now + ttr
 local out, got = {}, 0
 local t = tally()
+local qn = qn_of(KEYS[5], queue)
 -- The TTR deadlines are armed together: one ZADD, and one announcement if
 -- they make the slot due sooner.
 local armed, earliest = {}, nil
@@ -23,7 +25,8 @@ while got < want do
   local raw = redis.call('HGET', jkey, id)
   if raw then
     local r = decode(raw)
-    if r.state == READY then
+    r.queue = queue
+    if r.state == READY and r.qn == qn then
       if expired(r, now) then
         t.flush(ckey)
         drop(jkey, tkey, ckey, id, r)

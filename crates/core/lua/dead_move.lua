@@ -5,6 +5,7 @@
 -- KEYS[4]: the queue's dead list   KEYS[5]: the queue's ready list
 -- ARGV[1]: limit   ARGV[2]: 'respawn' or 'delete'
 -- ARGV[3]: new ttl ms for respawned jobs (0 = never expire)   ARGV[4]: ready channel
+-- ARGV[5]: qualified queue
 -- Returns: {entries popped, jobs moved}; call again while jobs moved == limit.
 local limit, mode, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local jkey, tkey, ckey = KEYS[1], KEYS[2], KEYS[3]
@@ -17,6 +18,7 @@ while moved < limit do
   local raw = redis.call('HGET', jkey, id)
   if raw then
     local r = decode(raw)
+    r.queue = ARGV[5]
     if r.state == DEAD then
       if expired(r, now) or mode == 'delete' then
         drop(jkey, tkey, ckey, id, r)

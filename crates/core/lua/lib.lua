@@ -8,7 +8,10 @@
 --   pub     I6  publish time, ms, shard clock
 --   expire  I6  expiry time, ms, shard clock; 0 = never
 --   due     I6  when a delayed job is due, ms (read only while delayed)
---   queue   Hc0 qualified queue name, `<ns>/<queue>`
+--   queue   I3  the queue's number in the slot's queue table (`sd:T:q`:
+--               `<ns>/<queue>` → number, `#<number>` → `<ns>/<queue>`);
+--               a number costs 3 bytes where the name cost its length
+--               (a record's size decides its Redis allocation class)
 --   attrs   Hc0 attributes as JSON text, "" when none
 --   body    the rest of the value
 -- State and tries lead the record, so a state change rewrites those three
@@ -16,7 +19,7 @@
 local DELAYED, READY, RESERVED, DEAD = 1, 2, 3, 4
 -- Counter field prefix per state, in the slot's counters hash.
 local COUNTER = { 'l', 'r', 'f', 'd' }
-local HEADER = '>BHI6I6I6Hc0Hc0'
+local HEADER = '>BHI6I6I6I3Hc0'
 -- The timer wheel: a delayed job due at least NEAR_MS from now waits in the
 -- list of its SLOT_MS-wide slot (compact), not in the timer zset; the pump
 -- moves a slot's jobs into the zset SLOT_MS before the slot starts.
@@ -28,6 +31,8 @@ local function now_ms()
 end
 
 -- The record `raw` with a new state and tries, the rest unchanged.
+-- (`r.queue`, the qualified name, is not stored: scripts set it from the
+-- queue they were given, or from the queue table, after `decode`.)
 local function patch(raw, state, tries, delivered)
   if delivered then state = state + 16 end
   return struct.pack('>BH', state, tries) .. string.sub(raw, 4)
@@ -36,14 +41,45 @@ end
 local function encode(r)
   local state = r.state
   if r.delivered then state = state + 16 end
-  return struct.pack(HEADER, state, r.tries, r.pub, r.expire, r.due or 0, #r.queue, r.queue, #r.attrs, r.attrs)
+  return struct.pack(HEADER, state, r.tries, r.pub, r.expire, r.due or 0, r.qn, #r.attrs, r.attrs)
     .. r.body
 end
 
 local function decode(s)
-  local state, tries, pub, expire, due, queue, attrs, pos = struct.unpack(HEADER, s)
+  local state, tries, pub, expire, due, qn, attrs, pos = struct.unpack(HEADER, s)
   return { state = state % 16, delivered = state >= 16, tries = tries, pub = pub, expire = expire, due = due,
-           queue = queue, attrs = attrs, body = string.sub(s, pos) }
+           qn = qn, attrs = attrs, body = string.sub(s, pos) }
+end
+
+-- The slot's queue table (`qkey`): the number of a qualified queue, or nil
+-- when the slot never held a job of it.
+local function qn_of(qkey, name)
+  local n = redis.call('HGET', qkey, name)
+  if n then return tonumber(n) end
+  return nil
+end
+
+-- The number of a qualified queue, given one if it has none yet.
+local function qn_make(qkey, name)
+  local n = qn_of(qkey, name)
+  if n then return n end
+  n = redis.call('HINCRBY', qkey, '#', 1)
+  redis.call('HSET', qkey, name, n, '#' .. n, name)
+  return n
+end
+
+-- A function from queue number to qualified name, reading the table once
+-- per number.
+local function qnames(qkey)
+  local cache = {}
+  return function(n)
+    local name = cache[n]
+    if not name then
+      name = redis.call('HGET', qkey, '#' .. n) or ''
+      cache[n] = name
+    end
+    return name
+  end
 end
 
 local function expired(r, now)
@@ -215,8 +251,8 @@ local function put(k, rkey, id, r, now, wake, timer_channel, slot_tag)
 end
 
 -- A fresh record for publish and republish.
-local function fresh(queue, delay_ms, ttl, tries, now)
-  local r = { tries = tries, pub = now, expire = 0, due = 0, queue = queue, state = READY }
+local function fresh(queue, qn, delay_ms, ttl, tries, now)
+  local r = { tries = tries, pub = now, expire = 0, due = 0, queue = queue, qn = qn, state = READY }
   if ttl > 0 then r.expire = now + ttl end
   if delay_ms > 0 then r.state, r.due = DELAYED, now + delay_ms end
   return r

@@ -1,6 +1,7 @@
 -- Publishes one or more jobs of one queue into one slot, all or nothing.
 -- KEYS[1]: jobs hash     KEYS[2]: timer zset     KEYS[3]: counters hash
 -- KEYS[4]: ready list of the queue               KEYS[5]: wheel slot index zset
+-- KEYS[6]: queue table
 -- ARGV[1]: qualified queue (`<ns>/<queue>`)   ARGV[2]: delay ms   ARGV[3]: ttl ms (0 = never)   ARGV[4]: tries
 -- ARGV[5]: ready channel of the queue   ARGV[6]: timer channel   ARGV[7]: slot number
 -- ARGV[8]: slot key prefix (wheel lists are prefix .. 'w:' .. second)
@@ -18,7 +19,7 @@ end
 local now = now_ms()
 local k = { j = KEYS[1], t = KEYS[2], s = KEYS[5], prefix = ARGV[8] }
 local n = (#ARGV - first + 1) / 3
-local r = fresh(queue, delay_ms, ttl, tries, now)
+local r = fresh(queue, qn_make(KEYS[6], queue), delay_ms, ttl, tries, now)
 local wake
 if r.state == DELAYED then wake = next_wake(k.t, k.s) end
 for i = first, #ARGV, 3 do

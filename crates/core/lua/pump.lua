@@ -5,7 +5,7 @@
 -- First, wheel seconds that start within SLOT_MS are opened: their delayed
 -- jobs move to the timer zset at their exact due time.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
--- KEYS[5]: the slot's lease
+-- KEYS[5]: the slot's lease   KEYS[6]: queue table
 -- ARGV[1]: slot key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue,
 --          wheel list = prefix .. 'w:' .. second)
 -- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
@@ -28,6 +28,7 @@ if ARGV[4] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[4] then
 end
 local now = now_ms()
 local jkey, tkey, ckey, skey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local qname = qnames(KEYS[6])
 
 -- Open the wheel seconds that start within SLOT_MS.
 local opened = 0
@@ -73,6 +74,7 @@ for i = 1, #due, 2 do
     redis.call('ZREM', tkey, id)
   else
     local r = decode(raw)
+    r.queue = qname(r.qn)
     if expired(r, now) then
       counts.flush(ckey)
       drop(jkey, tkey, ckey, id, r)

@@ -4,11 +4,13 @@
 -- reservation that consume made (same state, same TTR deadline).
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: ready list
 -- ARGV[1]: job id   ARGV[2]: the TTR deadline consume returned   ARGV[3]: ready channel
+-- ARGV[4]: qualified queue
 -- Returns: 1 when released, 0 otherwise.
 local id, deadline = ARGV[1], tonumber(ARGV[2])
 local raw = redis.call('HGET', KEYS[1], id)
 if not raw then return 0 end
 local r = decode(raw)
+r.queue = ARGV[4]
 if r.state ~= RESERVED then return 0 end
 local due = deadline
 if r.expire > 0 and r.expire < due then due = r.expire end

@@ -14,7 +14,8 @@
 //!
 //! | key | type | holds | invariant |
 //! | --- | --- | --- | --- |
-//! | `sd:T:j` | hash | job id → packed record (state, tries left, publish and expiry time, qualified queue, attributes, body) | a job exists iff its field exists |
+//! | `sd:T:j` | hash | job id → packed record (state, tries left, publish and expiry time, queue number, attributes, body) | a job exists iff its field exists |
+//! | `sd:T:q` | hash | `<ns>/<queue>` → the queue's number in this slot, `#<number>` → `<ns>/<queue>`, `#` → the last number given | a number, once given, never changes or goes |
 //! | `sd:T:t` | zset | job id → next deadline (ms, shard clock) | delayed and due within about 2 s: due time; reserved: TTR deadline (or expiry if sooner); ready or dead: expiry if any, else absent |
 //! | `sd:T:s` | zset | wheel second → its start (ms) | one member per non-empty wheel list |
 //! | `sd:T:w:<second>` | list | ids of delayed jobs due within that second (`second = due_ms / 1000`) | every delayed job not in `sd:T:t` is in the list of its second; stale ids (deleted jobs) are skipped when the second opens |
@@ -24,7 +25,8 @@
 //! | `sd:T:lease` | string | the id of the pump process that pumps this slot | changed only by the lease scripts; the pump script checks it |
 //!
 //! So a namespace has no key of its own: an idle tenant costs its jobs'
-//! records and, per queue that holds jobs, its ready and dead lists.
+//! records and, per queue that holds jobs, its ready and dead lists (and
+//! two fields of its slots' queue tables).
 //!
 //! Per shard:
 //!
@@ -167,6 +169,12 @@ impl SlotKeys {
         format!("{}w:{second}", self.prefix)
     }
 
+    /// The slot's queue table: `<ns>/<queue>` → number, `#<number>` → name,
+    /// `#` → the last number given.
+    pub fn queues(&self) -> String {
+        format!("{}q", self.prefix)
+    }
+
     /// The slot's pump lease: the owning process's id.
     pub fn lease(&self) -> String {
         format!("{}lease", self.prefix)
@@ -196,6 +204,7 @@ mod tests {
             k.counters(),
             k.wheel_index(),
             k.wheel(9),
+            k.queues(),
             k.lease(),
             k.ready("ns/q"),
             k.dead("ns/q"),

@@ -61,6 +61,7 @@ impl Shard {
             k.counters(),
             k.ready(qualified),
             k.wheel_index(),
+            k.queues(),
         ];
         let n = self.eval(&SCRIPTS.publish, keys, args).await?;
         match n.as_i64() {
@@ -92,6 +93,7 @@ impl Shard {
             k.ready(qualified),
             k.wheel_index(),
             k.dead(qualified),
+            k.queues(),
         ];
         let v = self.eval(&SCRIPTS.republish, keys, args).await?;
         Ok(v.as_i64() == Some(1))
@@ -110,7 +112,13 @@ impl Shard {
             return Ok(Vec::new());
         }
         let k = SlotKeys::new(slot);
-        let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(qualified)];
+        let keys = vec![
+            k.jobs(),
+            k.timer(),
+            k.counters(),
+            k.ready(qualified),
+            k.queues(),
+        ];
         let args: Vec<Value> = vec![
             qualified.into(),
             i64::from(count).into(),
@@ -149,6 +157,7 @@ impl Shard {
             d.job.id.as_str().into(),
             (d.deadline_ms as i64).into(),
             format!("{}{}", keys::READY_CHANNEL_PREFIX, d.job.queue).into(),
+            d.job.queue.as_str().into(),
         ];
         let v = self.eval(&SCRIPTS.release, keys, args).await?;
         Ok(v.as_i64() == Some(1))
@@ -168,6 +177,7 @@ impl Shard {
             k.counters(),
             k.ready(qualified),
             k.dead(qualified),
+            k.queues(),
         ];
         let v = self
             .eval(
@@ -191,7 +201,7 @@ impl Shard {
         let v = self
             .eval(
                 &SCRIPTS.peek_job,
-                vec![k.jobs()],
+                vec![k.jobs(), k.queues()],
                 vec![qualified.into(), id.as_str().into()],
             )
             .await?;

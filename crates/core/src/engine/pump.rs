@@ -47,6 +47,7 @@ impl Shard {
             k.counters(),
             k.wheel_index(),
             k.lease(),
+            k.queues(),
         ];
         let args: Vec<Value> = vec![
             k.prefix().into(),

@@ -76,7 +76,7 @@ impl Shard {
             .eval(
                 &SCRIPTS.peek_queue,
                 vec![k.jobs(), k.ready(qualified)],
-                vec![PEEK_SCAN.into()],
+                vec![PEEK_SCAN.into(), qualified.into()],
             )
             .await?;
         if v.is_null() {
@@ -91,7 +91,7 @@ impl Shard {
         let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(qualified)];
         let mut deleted = 0;
         loop {
-            let args: Vec<Value> = vec![(BATCH as i64).into()];
+            let args: Vec<Value> = vec![(BATCH as i64).into(), qualified.into()];
             let v = self.eval(&SCRIPTS.destroy, keys.clone(), args).await?;
             let mut f = Fields::new(self, v)?;
             let popped = f.uint()?;
@@ -171,6 +171,7 @@ impl Shard {
                 mode.into(),
                 (ttl_ms as i64).into(),
                 format!("{}{qualified}", keys::READY_CHANNEL_PREFIX).into(),
+                qualified.into(),
             ];
             let v = self.eval(&SCRIPTS.dead_move, keys.clone(), args).await?;
             let mut f = Fields::new(self, v)?;
