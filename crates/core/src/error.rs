@@ -7,7 +7,7 @@
 
 use fred::error::{Error as RedisError, ErrorKind};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EngineError {
     /// The shard could not be reached or did not answer in time.
     #[error("redis shard {shard} unavailable: {source}")]
@@ -29,6 +29,11 @@ pub enum EngineError {
     /// A shard is configured in a way that would lose jobs.
     #[error("shard {shard}: {what}")]
     Unsafe { shard: String, what: String },
+    /// A publication was refused because one of its job ids exists already
+    /// (ids carry 80 random bits: in practice, never); nothing of it was
+    /// stored.
+    #[error("shard {shard}: a job id of this publication exists already")]
+    Exists { shard: String },
 }
 
 impl EngineError {

@@ -24,8 +24,8 @@ pub mod keys;
 pub mod scripts;
 
 pub use engine::{
-    AdminTables, Counts, Delivery, Handler, Heard, JobView, Listening, NewJob, PubSub, PumpOutcome,
-    Schedule, Shard, ShardCheck, ShardOptions,
+    AdminTables, Counts, Delivery, Handler, Heard, JobView, Listening, NewJob, PubSub, Publication,
+    PumpOutcome, Schedule, Shard, ShardCheck, ShardOptions,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

@@ -429,7 +429,7 @@ async fn bulk_publish_is_all_or_nothing() {
         .publish(b, &qn("q"), &now_sched(1), &jobs)
         .await
         .expect_err("an id clash fails the whole batch");
-    assert!(matches!(err, EngineError::Redis { .. }), "{err:?}");
+    assert!(matches!(err, EngineError::Exists { .. }), "{err:?}");
     let mut r = redis.client();
     let n: u64 = r.hlen(SlotKeys::new(b).jobs()).expect("hlen");
     assert_eq!(n, 1, "nothing of the failed batch was stored");

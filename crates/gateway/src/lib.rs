@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod batch;
 pub mod http;
 pub mod server;
 pub mod state;

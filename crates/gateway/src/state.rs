@@ -12,7 +12,7 @@ use sundial_core::Limits;
 use sundial_router::{LiveTopology, health::Health, tokens::TokenStore};
 use tokio_util::sync::CancellationToken;
 
-use crate::{api::body::Bodies, wakeups::Wakeups};
+use crate::{api::body::Bodies, batch::Publishes, wakeups::Wakeups};
 
 /// Samples of queues' running totals, for the rates of `GET …/stats`.
 #[derive(Debug, Default)]
@@ -82,6 +82,8 @@ pub struct AppState {
     pub tokens: Arc<TokenStore>,
     /// Long polls' wake-ups, per shard connection and queue.
     pub wakeups: Wakeups,
+    /// Publishes waiting for a call, per queue and slot (group commit).
+    pub publishes: Publishes,
     pub limits: Limits,
     /// Bounds on request bodies (size, time, shared memory).
     pub bodies: Bodies,
@@ -108,6 +110,7 @@ impl AppState {
             live,
             tokens,
             wakeups: Wakeups::default(),
+            publishes: Publishes::default(),
             limits: settings.limits,
             bodies: settings.bodies,
             health,

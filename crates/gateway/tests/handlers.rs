@@ -330,3 +330,106 @@ async fn a_redis_that_is_gone_is_a_503_in_bounded_time() {
         start.elapsed()
     );
 }
+
+/// Calls of one command so far, from `INFO commandstats`.
+fn calls(redis: &RedisServer, cmd: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut redis.client())
+        .expect("INFO commandstats");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+        .and_then(|v| v.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes_nothing_else() {
+    use sundial_core::{JobId, NewJob, Publication, Schedule, Shard, ShardOptions};
+    let redis = RedisServer::start();
+    let shard = Shard::connect("t", &ShardOptions::new(redis.url())).expect("connect");
+    shard
+        .wait_connected(Duration::from_secs(5))
+        .await
+        .expect("connected");
+    shard.load_scripts().await.expect("scripts");
+    let batch = sundial_gateway::batch::Publishes::default();
+    let schedule = Schedule {
+        delay_ms: 0,
+        ttl_ms: 0,
+        tries: 1,
+    };
+    let job = |id: JobId| NewJob {
+        id,
+        attrs: String::new(),
+        body: bytes::Bytes::from_static(b"x"),
+    };
+    // A job that exists already, then 50 publications at once; the 26th
+    // carries a fresh id and that existing one.
+    let taken = JobId::mint(false);
+    batch
+        .publish(
+            &shard,
+            0,
+            "ns/q",
+            Publication {
+                schedule,
+                jobs: vec![job(taken.clone())],
+            },
+        )
+        .await
+        .expect("first");
+    let before = calls(&redis, "evalsha");
+    let publications: Vec<Publication> = (0..50)
+        .map(|i| Publication {
+            schedule,
+            jobs: if i == 25 {
+                vec![job(JobId::mint(false)), job(taken.clone())]
+            } else {
+                vec![job(JobId::mint(false))]
+            },
+        })
+        .collect();
+    let stored: Vec<JobId> = publications
+        .iter()
+        .filter(|p| p.jobs.len() == 1)
+        .map(|p| p.jobs[0].id.clone())
+        .collect();
+    let refused_fresh = publications[25].jobs[0].id.clone();
+    // Polled together on this one thread: all 50 wait before the first
+    // call runs, so one call carries them.
+    let answers = futures::future::join_all(
+        publications
+            .into_iter()
+            .map(|p| batch.publish(&shard, 0, "ns/q", p)),
+    )
+    .await;
+    assert_eq!(
+        calls(&redis, "evalsha") - before,
+        1,
+        "one script call for 50 publications"
+    );
+    for (i, a) in answers.iter().enumerate() {
+        if i == 25 {
+            assert!(
+                matches!(a, Err(sundial_core::EngineError::Exists { .. })),
+                "{a:?}"
+            );
+        } else {
+            assert!(a.is_ok(), "{i}: {a:?}");
+        }
+    }
+    // What Redis holds: the 49 and the first, not the refused one's fresh id.
+    let mut c = redis.client();
+    let jobs_key = sundial_core::keys::SlotKeys::new(0).jobs();
+    for id in &stored {
+        let has: bool = redis::Commands::hexists(&mut c, &jobs_key, id.as_str()).expect("hexists");
+        assert!(has, "{id}");
+    }
+    let has: bool =
+        redis::Commands::hexists(&mut c, &jobs_key, refused_fresh.as_str()).expect("hexists");
+    assert!(!has, "nothing of the refused publication was stored");
+    let counts = shard.counts(0, "ns/q").await.expect("counts");
+    assert_eq!((counts.ready, counts.published), (50, 50));
+    assert_eq!(batch.lines(), 0, "an idle queue leaves no line behind");
+}

@@ -38,6 +38,14 @@ fn schedule_args(qualified: &str, s: &Schedule, slot: u32, k: &SlotKeys) -> Vec<
     ]
 }
 
+/// One publication: the jobs of one request (one job, or a bulk), stored
+/// all or nothing, with their schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publication {
+    pub schedule: Schedule,
+    pub jobs: Vec<NewJob>,
+}
+
 impl Shard {
     /// Publishes jobs of one queue that all belong to `slot`, all or
     /// nothing. `qualified` is `<ns>/<queue>` ([`keys::qualified`]).
@@ -48,12 +56,48 @@ impl Shard {
         schedule: &Schedule,
         jobs: &[NewJob],
     ) -> Result<(), EngineError> {
+        let one = [Publication {
+            schedule: *schedule,
+            jobs: jobs.to_vec(),
+        }];
+        match self.publish_many(slot, qualified, &one).await?.first() {
+            Some(true) => Ok(()),
+            _ => Err(EngineError::Exists {
+                shard: self.name().to_owned(),
+            }),
+        }
+    }
+
+    /// Publishes several publications of one queue in `slot` in one script
+    /// call (group commit). Each is all or nothing on its own; the answer
+    /// says, per publication in order, whether it was stored (`false`: one
+    /// of its ids exists already, and nothing of it was stored).
+    pub async fn publish_many(
+        &self,
+        slot: u32,
+        qualified: &str,
+        publications: &[Publication],
+    ) -> Result<Vec<bool>, EngineError> {
         let k = SlotKeys::new(slot);
-        let mut args = schedule_args(qualified, schedule, slot, &k);
-        for job in jobs {
-            args.push(job.id.as_str().into());
-            args.push(job.attrs.as_str().into());
-            args.push(job.body.clone().into());
+        let jobs: usize = publications.iter().map(|p| p.jobs.len()).sum();
+        let mut args: Vec<Value> = Vec::with_capacity(5 + 4 * publications.len() + 3 * jobs);
+        args.extend([
+            qualified.into(),
+            format!("{}{qualified}", keys::READY_CHANNEL_PREFIX).into(),
+            keys::TIMER_CHANNEL.into(),
+            i64::from(slot).into(),
+            k.prefix().into(),
+        ]);
+        for p in publications {
+            args.push((p.schedule.delay_ms as i64).into());
+            args.push((p.schedule.ttl_ms as i64).into());
+            args.push(i64::from(p.schedule.tries).into());
+            args.push((p.jobs.len() as i64).into());
+            for job in &p.jobs {
+                args.push(job.id.as_str().into());
+                args.push(job.attrs.as_str().into());
+                args.push(job.body.clone().into());
+            }
         }
         let keys = vec![
             k.jobs(),
@@ -63,11 +107,15 @@ impl Shard {
             k.wheel_index(),
             k.queues(),
         ];
-        let n = self.eval(&SCRIPTS.publish, keys, args).await?;
-        match n.as_i64() {
-            Some(n) if n as usize == jobs.len() => Ok(()),
-            _ => Err(self.bad_reply(format!("publish answered {n:?}"))),
+        let v = self.eval(&SCRIPTS.publish, keys, args).await?;
+        let mut f = Fields::new(self, v)?;
+        if f.len() != publications.len() {
+            return Err(self.bad_reply("publish answered for another number of publications"));
         }
+        publications
+            .iter()
+            .map(|p| Ok(f.uint()? as usize == p.jobs.len()))
+            .collect()
     }
 
     /// Deletes `old` (if it still exists in the queue) and publishes `new`,

@@ -125,7 +125,9 @@ fn published(tenant: &Tenant, queue: &str, n: usize, answer: serde_json::Value) 
     (StatusCode::CREATED, Json(answer)).into_response()
 }
 
-/// Publishes `jobs`, all in `lane`, in one script call.
+/// Publishes `jobs`, all in `lane`, all or nothing: in one script call,
+/// which may carry other requests' jobs of the same queue and slot too
+/// (`crate::batch`).
 async fn store(
     state: &AppState,
     tenant: &Tenant,
@@ -139,12 +141,17 @@ async fn store(
         .current_pool(tenant.pool.name())
         .ok_or(ApiError::NotFound("pool not found"))?;
     let slot = pool.slot_of(&tenant.ns, p.queue, lane);
-    pool.shard_for(slot)
+    let stored = sundial_core::Publication {
+        schedule: p.schedule,
+        jobs: jobs.to_vec(),
+    };
+    state
+        .publishes
         .publish(
+            pool.shard_for(slot),
             slot,
             &keys::qualified(&tenant.ns, p.queue),
-            &p.schedule,
-            jobs,
+            stored,
         )
         .await?;
     Ok(())

@@ -6,26 +6,33 @@ pub(crate) struct CpuMeter {
     pub(crate) redis: Option<String>,
 }
 
-/// CPU seconds used so far: (gateway, Redis).
-pub(crate) type CpuSample = (Option<f64>, Option<f64>);
+/// CPU seconds used so far (gateway, Redis), and the script calls Redis
+/// has served (`EVALSHA`).
+pub(crate) type CpuSample = (Option<f64>, Option<f64>, Option<u64>);
 
 impl CpuMeter {
     pub(crate) fn sample(&self) -> CpuSample {
         (
             self.gateway.and_then(process_cpu),
             self.redis.as_deref().and_then(redis_cpu),
+            self.redis.as_deref().and_then(script_calls),
         )
     }
 
-    /// "gateway CPU … µs/request; Redis CPU … µs/job" since `before`.
+    /// "gateway CPU … µs/request; Redis CPU … µs/job; … script calls/job"
+    /// since `before`.
     pub(crate) fn report(&self, before: CpuSample, requests: u64, jobs: u64) -> String {
         let after = self.sample();
         let per = |b: Option<f64>, a: Option<f64>, n: u64| match (b, a) {
             (Some(b), Some(a)) if n > 0 => format!("{:.1}", (a - b) * 1e6 / n as f64),
             _ => "n/a".to_owned(),
         };
+        let calls = match (before.2, after.2) {
+            (Some(b), Some(a)) if jobs > 0 => format!("{:.2}", (a - b) as f64 / jobs as f64),
+            _ => "n/a".to_owned(),
+        };
         format!(
-            "gateway CPU {} µs/request ({requests} requests); Redis CPU {} µs/job",
+            "gateway CPU {} µs/request ({requests} requests); Redis CPU {} µs/job; {calls} script calls/job",
             per(before.0, after.0, requests),
             per(before.1, after.1, jobs),
         )
@@ -61,6 +68,18 @@ fn process_cpu(pid: u32) -> Option<f64> {
     let utime: f64 = fields.get(11)?.parse().ok()?;
     let stime: f64 = fields.get(12)?.parse().ok()?;
     Some((utime + stime) / TICKS_PER_SEC)
+}
+
+/// The `EVALSHA` calls a Redis has served (`INFO commandstats`).
+fn script_calls(url: &str) -> Option<u64> {
+    let mut c = redis::Client::open(url).ok()?.get_connection().ok()?;
+    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut c).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))?
+        .split(',')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// `used_cpu_user` plus `used_cpu_sys` of a Redis, in seconds.
