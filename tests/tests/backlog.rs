@@ -104,10 +104,11 @@ async fn spread_and_true(pumps: &[&Sundial], what: &str) -> Vec<f64> {
 async fn backlog_gauges_sum_to_the_truth_over_two_and_three_processes() {
     let redis = RedisServer::start();
     let mut cfg = SundialConfig::new(redis.url());
-    // Queues over 8 lanes: their jobs spread over enough slots that every
-    // pump process holds some.
+    // Queues over 64 lanes: their 70 jobs spread over about 40 of the 64
+    // slots, so every one of three pump processes holds some (each misses
+    // all of them with a chance of about (2/3)^40).
     cfg.pools = Some(format!(
-        "[pools.default]\nslots = 16\nlanes = 8\nshards = [{{ url = \"{}\" }}]\n",
+        "[pools.default]\nslots = 64\nlanes = 64\nshards = [{{ url = \"{}\" }}]\n",
         redis.url()
     ));
     cfg.pump = false;
