@@ -1,7 +1,7 @@
 -- Replaces a job by a new one in the same slot, atomically: the old job
 -- (if it still exists in that queue) is deleted and the new one published.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: ready list
--- KEYS[5]: wheel slot index zset   KEYS[6]: dead list   KEYS[7]: queue table
+-- KEYS[5]: wheel index zset   KEYS[6]: queue table   KEYS[7]: dead list
 -- ARGV[1]: qualified queue   ARGV[2]: delay ms   ARGV[3]: ttl ms   ARGV[4]: tries
 -- ARGV[5]: ready channel   ARGV[6]: timer channel   ARGV[7]: slot number   ARGV[8]: slot key prefix
 -- ARGV[9]: old job id   ARGV[10]: new job id   ARGV[11]: attrs   ARGV[12]: body
@@ -15,20 +15,20 @@ local existed = 0
 local raw = redis.call('HGET', KEYS[1], old)
 if raw then
   local o = decode(raw)
-  if o.qn == qn_of(KEYS[7], queue) then
+  if o.qn == qn_of(KEYS[6], queue) then
     o.queue = queue
     drop(KEYS[1], KEYS[2], KEYS[3], old, o)
     if o.state == READY then
       unlist(KEYS[4], KEYS[1], KEYS[3], READY, queue, old)
     elseif o.state == DEAD then
-      unlist(KEYS[6], KEYS[1], KEYS[3], DEAD, queue, old)
+      unlist(KEYS[7], KEYS[1], KEYS[3], DEAD, queue, old)
     end
     existed = 1
   end
 end
 local now = now_ms()
 local k = { j = KEYS[1], t = KEYS[2], s = KEYS[5], prefix = ARGV[8] }
-local r = fresh(queue, qn_make(KEYS[7], queue), delay_ms, ttl, tries, now)
+local r = fresh(queue, qn_make(KEYS[6], queue), delay_ms, ttl, tries, now)
 r.attrs, r.body = ARGV[11], ARGV[12]
 local wake
 if timed(r) then wake = next_wake(k.t, k.s) end

@@ -46,6 +46,19 @@ pub struct Publication {
     pub jobs: Vec<NewJob>,
 }
 
+/// The keys a publish writes, in the order `publish.lua` and
+/// `republish.lua` take them.
+fn publish_keys(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.counters(),
+        k.ready(qualified),
+        k.wheel_index(),
+        k.queues(),
+    ]
+}
+
 impl Shard {
     /// Publishes jobs of one queue that all belong to `slot`, all or
     /// nothing. `qualified` is `<ns>/<queue>` ([`keys::qualified`]).
@@ -99,15 +112,9 @@ impl Shard {
                 args.push(job.body.clone().into());
             }
         }
-        let keys = vec![
-            k.jobs(),
-            k.timer(),
-            k.counters(),
-            k.ready(qualified),
-            k.wheel_index(),
-            k.queues(),
-        ];
-        let v = self.eval(&SCRIPTS.publish, keys, args).await?;
+        let v = self
+            .eval(&SCRIPTS.publish, publish_keys(&k, qualified), args)
+            .await?;
         let mut f = Fields::new(self, v)?;
         if f.len() != publications.len() {
             return Err(self.bad_reply("publish answered for another number of publications"));
@@ -134,15 +141,8 @@ impl Shard {
         args.push(new.id.as_str().into());
         args.push(new.attrs.as_str().into());
         args.push(new.body.clone().into());
-        let keys = vec![
-            k.jobs(),
-            k.timer(),
-            k.counters(),
-            k.ready(qualified),
-            k.wheel_index(),
-            k.dead(qualified),
-            k.queues(),
-        ];
+        let mut keys = publish_keys(&k, qualified);
+        keys.push(k.dead(qualified));
         let v = self.eval(&SCRIPTS.republish, keys, args).await?;
         Ok(v.as_i64() == Some(1))
     }

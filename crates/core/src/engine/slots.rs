@@ -1,9 +1,12 @@
 //! What a shard's slots hold, read in bulk: for drains, backlog gauges and
 //! admin listings. O(slots), pipelined; never on a request's hot path.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use fred::prelude::*;
+use fred::{
+    prelude::*,
+    types::{ClusterHash, CustomCommand, FromValue},
+};
 
 use crate::{EngineError, Shard, keys::SlotKeys};
 
@@ -16,48 +19,18 @@ impl Shard {
 
     /// How many jobs (records in any state) each of `slots` holds here.
     pub async fn slot_jobs(&self, slots: &[u32]) -> Result<Vec<u64>, EngineError> {
-        if slots.is_empty() {
-            return Ok(Vec::new());
-        }
-        let client = self.client()?;
-        let pipe = client.pipeline();
-        for s in slots {
-            let _: () = pipe
-                .hlen(SlotKeys::new(*s).jobs())
-                .await
-                .map_err(|e| self.err(e))?;
-        }
-        pipe.all().await.map_err(|e| self.err(e))
+        self.per_slot("HLEN", slots, SlotKeys::jobs).await
     }
 
     /// The qualified queues that have been published to in `slots` here
     /// (whether or not they hold jobs now).
-    pub async fn slot_queues(
-        &self,
-        slots: &[u32],
-    ) -> Result<std::collections::BTreeSet<String>, EngineError> {
-        let mut out = std::collections::BTreeSet::new();
-        if slots.is_empty() {
-            return Ok(out);
-        }
-        let client = self.client()?;
-        let pipe = client.pipeline();
-        for s in slots {
-            let _: () = pipe
-                .hkeys(SlotKeys::new(*s).counters())
-                .await
-                .map_err(|e| self.err(e))?;
-        }
-        let all: Vec<Vec<String>> = pipe.all().await.map_err(|e| self.err(e))?;
-        for fields in all {
-            out.extend(
-                fields
-                    .into_iter()
-                    .filter(|f| f.starts_with('P'))
-                    .map(|f| f[1..].to_owned()),
-            );
-        }
-        Ok(out)
+    pub async fn slot_queues(&self, slots: &[u32]) -> Result<BTreeSet<String>, EngineError> {
+        let all: Vec<Vec<String>> = self.per_slot("HKEYS", slots, SlotKeys::counters).await?;
+        Ok(all
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.strip_prefix('P').map(str::to_owned))
+            .collect())
     }
 
     /// The per-state counters of `slots`, per qualified queue:
@@ -67,36 +40,47 @@ impl Shard {
         &self,
         slots: &[u32],
     ) -> Result<BTreeMap<String, [u64; 4]>, EngineError> {
+        let all: Vec<HashMap<String, i64>> =
+            self.per_slot("HGETALL", slots, SlotKeys::counters).await?;
         let mut out = BTreeMap::new();
+        for (field, n) in all.into_iter().flatten() {
+            let mut chars = field.chars();
+            let state = match chars.next() {
+                Some('l') => 0,
+                Some('r') => 1,
+                Some('f') => 2,
+                Some('d') => 3,
+                _ => continue,
+            };
+            if n <= 0 {
+                continue;
+            }
+            let entry: &mut [u64; 4] = out.entry(chars.as_str().to_owned()).or_default();
+            entry[state] += n as u64;
+        }
+        Ok(out)
+    }
+
+    /// One read-only command per slot on one of its keys, pipelined; the
+    /// answers in the order of `slots`.
+    async fn per_slot<R: FromValue>(
+        &self,
+        command: &'static str,
+        slots: &[u32],
+        key: fn(&SlotKeys) -> String,
+    ) -> Result<Vec<R>, EngineError> {
         if slots.is_empty() {
-            return Ok(out);
+            return Ok(Vec::new());
         }
         let client = self.client()?;
         let pipe = client.pipeline();
         for s in slots {
+            let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
             let _: () = pipe
-                .hgetall(SlotKeys::new(*s).counters())
+                .custom(cmd, vec![key(&SlotKeys::new(*s))])
                 .await
                 .map_err(|e| self.err(e))?;
         }
-        let all: Vec<HashMap<String, i64>> = pipe.all().await.map_err(|e| self.err(e))?;
-        for fields in all {
-            for (field, n) in fields {
-                let mut chars = field.chars();
-                let state = match chars.next() {
-                    Some('l') => 0,
-                    Some('r') => 1,
-                    Some('f') => 2,
-                    Some('d') => 3,
-                    _ => continue,
-                };
-                if n <= 0 {
-                    continue;
-                }
-                let entry: &mut [u64; 4] = out.entry(chars.as_str().to_owned()).or_default();
-                entry[state] += n as u64;
-            }
-        }
-        Ok(out)
+        pipe.all().await.map_err(|e| self.err(e))
     }
 }
