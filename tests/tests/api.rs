@@ -226,8 +226,8 @@ async fn bad_input_is_a_clear_4xx_and_stores_nothing() {
         "1 MiB exactly is fine"
     );
     // Only the 1 MiB job was stored: its slot's hash, counters, queue
-    // table, ready list, and the wheel list and index that hold its expiry.
-    assert_eq!(job_keys(&e.redis).len(), 6, "{:?}", job_keys(&e.redis));
+    // table, ready list, and timer (for its expiry).
+    assert_eq!(job_keys(&e.redis).len(), 5, "{:?}", job_keys(&e.redis));
 
     for (path, msg) in [
         ("/api/ns/q?count=0", "invalid count"),

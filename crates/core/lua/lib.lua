@@ -229,11 +229,7 @@ local function delay(k, id, due, now, wake, timer_channel, slot_tag)
   else
     local slot = math.floor(due / SLOT_MS)
     redis.call('RPUSH', k.prefix .. 'w:' .. slot, id)
-    -- Indexed once per second per call (`k.indexed`, when the caller keeps it).
-    if not (k.indexed and k.indexed[slot]) then
-      redis.call('ZADD', k.s, slot * SLOT_MS, slot)
-      if k.indexed then k.indexed[slot] = true end
-    end
+    redis.call('ZADD', k.s, slot * SLOT_MS, slot)
     at = slot * SLOT_MS - SLOT_MS
   end
   if wake == nil or at < wake then
@@ -243,25 +239,15 @@ local function delay(k, id, due, now, wake, timer_channel, slot_tag)
   return wake
 end
 
--- Stores a new job: delayed (see `delay`), or ready at the tail of its
--- queue. A ready job's expiry is a deadline like a due time: far ones wait
--- in the wheel (an `RPUSH`) rather than in the timer zset (a skiplist
--- insert and about 70 bytes), and the pump moves them into the zset when
--- their second opens.
+-- Stores a new job: delayed (see `delay`), or ready at the tail of its queue.
 local function put(k, rkey, id, r, now, wake, timer_channel, slot_tag)
   redis.call('HSET', k.j, id, encode(r))
   if r.state == DELAYED then
     return delay(k, id, r.due, now, wake, timer_channel, slot_tag)
   end
   redis.call('LPUSH', rkey, id)
-  if r.expire > 0 then return delay(k, id, r.expire, now, wake, timer_channel, slot_tag) end
+  if r.expire > 0 then redis.call('ZADD', k.t, r.expire, id) end
   return wake
-end
-
--- Whether a job stored as `r` will need the slot's next wake-up (so the
--- caller reads it once, before its first such job).
-local function timed(r)
-  return r.state == DELAYED or r.expire > 0
 end
 
 -- A fresh record for publish and republish.

@@ -14,7 +14,7 @@
 -- of its ids exists already (then none of its jobs was stored).
 local queue = ARGV[1]
 local now = now_ms()
-local k = { j = KEYS[1], t = KEYS[2], s = KEYS[5], prefix = ARGV[5], indexed = {} }
+local k = { j = KEYS[1], t = KEYS[2], s = KEYS[5], prefix = ARGV[5] }
 local qn = qn_make(KEYS[6], queue)
 local out = {}
 local counts = tally()
@@ -33,7 +33,7 @@ while i <= #ARGV do
     out[#out + 1] = 0
   else
     local r = fresh(queue, qn, delay_ms, ttl, tries, now)
-    if timed(r) and not woke then
+    if r.state == DELAYED and not woke then
       wake, woke = next_wake(k.t, k.s), true
     end
     for j = first, last, 3 do

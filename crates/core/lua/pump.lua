@@ -3,8 +3,7 @@
 -- past their TTL dropped (with their ready or dead list entry); stale timer
 -- entries removed.
 -- First, wheel seconds that start within SLOT_MS are opened: their delayed
--- jobs move to the timer zset at their exact due time, and their ready or
--- dead jobs at their expiry.
+-- jobs move to the timer zset at their exact due time.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
 -- KEYS[5]: the slot's lease   KEYS[6]: queue table
 -- ARGV[1]: slot key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue,
@@ -43,14 +42,7 @@ while opened < limit do
       local raw = redis.call('HGET', jkey, id)
       if raw then
         local r = decode(raw)
-        -- A due time, or the expiry of a ready or dead job (`put`); a
-        -- reservation has its deadline in the zset already, and a job
-        -- whose deadline changed since is skipped.
-        if r.state == DELAYED then
-          redis.call('ZADD', tkey, r.due, id)
-        elseif (r.state == READY or r.state == DEAD) and r.expire > 0 then
-          redis.call('ZADD', tkey, r.expire, id)
-        end
+        if r.state == DELAYED then redis.call('ZADD', tkey, r.due, id) end
       end
     end
     opened = opened + #ids

@@ -31,7 +31,7 @@ local k = { j = KEYS[1], t = KEYS[2], s = KEYS[5], prefix = ARGV[8] }
 local r = fresh(queue, qn_make(KEYS[6], queue), delay_ms, ttl, tries, now)
 r.attrs, r.body = ARGV[11], ARGV[12]
 local wake
-if timed(r) then wake = next_wake(k.t, k.s) end
+if r.state == DELAYED then wake = next_wake(k.t, k.s) end
 put(k, KEYS[4], id, r, now, wake, ARGV[6], ARGV[7])
 count(KEYS[3], r.state, queue, 1)
 total(KEYS[3], 'P', queue, 1)

@@ -16,9 +16,9 @@
 //! | --- | --- | --- | --- |
 //! | `sd:T:j` | hash | job id → packed record (state, tries left, publish and expiry time, queue number, attributes, body) | a job exists iff its field exists |
 //! | `sd:T:q` | hash | `<ns>/<queue>` → the queue's number in this slot, `#<number>` → `<ns>/<queue>`, `#` → the last number given | a number, once given, never changes or goes |
-//! | `sd:T:t` | zset | job id → next deadline (ms, shard clock) | delayed and due within about 2 s: due time; reserved: TTR deadline (or expiry if sooner); ready or dead: its expiry if any (a job published ready with a far expiry waits in the wheel until its second opens), else absent |
+//! | `sd:T:t` | zset | job id → next deadline (ms, shard clock) | delayed and due within about 2 s: due time; reserved: TTR deadline (or expiry if sooner); ready or dead: expiry if any, else absent |
 //! | `sd:T:s` | zset | wheel second → its start (ms) | one member per non-empty wheel list |
-//! | `sd:T:w:<second>` | list | ids of jobs whose deadline falls within that second (`second = ms / 1000`): a delayed job's due time, a ready job's expiry | every delayed job not in `sd:T:t` is in the list of its second, and so is every ready job published with a far expiry; stale ids (deleted, consumed) are skipped when the second opens |
+//! | `sd:T:w:<second>` | list | ids of delayed jobs due within that second (`second = due_ms / 1000`) | every delayed job not in `sd:T:t` is in the list of its second; stale ids (deleted jobs) are skipped when the second opens |
 //! | `sd:T:c` | hash | `<s><ns>/<queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead); `P<ns>/<queue>` and `C<ns>/<queue>` → jobs published and deliveries made (running totals) | the per-state counts equal the records in that state; changed by the script that changes the records |
 //! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib.lua`); the list goes when the slot holds no ready job of the queue |
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |

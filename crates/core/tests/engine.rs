@@ -989,29 +989,3 @@ async fn ids_that_expire_deep_in_a_list_leave_once_older_jobs_have_left() {
     .await;
     assert_eq!(llen(&redis), 0);
 }
-
-#[tokio::test]
-async fn a_far_expiry_of_a_ready_job_waits_in_the_wheel_and_fires_on_time() {
-    let redis = RedisServer::start();
-    let s = shard(&redis).await;
-    let published = std::time::Instant::now();
-    let id = publish(&s, "q", sched(0, 2_500, 1), "expires").await;
-    let b = slot("q", &id);
-    let mut r = redis.client();
-    let in_timer: Option<f64> = r
-        .zscore(SlotKeys::new(b).timer(), id.as_str())
-        .expect("zscore");
-    assert_eq!(in_timer, None, "a far expiry is not in the timer zset");
-    assert_eq!(wheel(&redis, b).1, 1, "but in the wheel");
-    wait_until_async(Duration::from_secs(10), "the job to expire", || async {
-        s.pump(b, 100, None).await.expect("pump");
-        counts(&s, "q").await.expect("counts").live() == 0
-    })
-    .await;
-    assert!(
-        published.elapsed() >= Duration::from_millis(2_500),
-        "not before its TTL"
-    );
-    assert!(peek_queue(&s, "q").await.expect("peek").is_none());
-    assert_eq!(wheel(&redis, b), (vec![], 0));
-}
