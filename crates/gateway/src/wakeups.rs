@@ -163,9 +163,4 @@ impl Wakeups {
             channels: self.channels.clone(),
         }
     }
-
-    /// Channels listened on now (waited on, or lingering).
-    pub fn listened(&self) -> usize {
-        lock(&self.channels).len()
-    }
 }
