@@ -8,13 +8,20 @@
 -- heartbeats agree (within a round); the pump script checks the lease
 -- (fencing), so only the holder of the moment moves anything.
 -- KEYS[1]: the slot's lease
--- ARGV[1]: owner   ARGV[2]: 'take' or 'give' (give = delete it if ours)
+-- ARGV[1]: owner   ARGV[2]: 'take' or 'give'
+-- ARGV[3]: for 'give', the process to hand the lease to if ours ("" = delete it)
 -- Returns: for 'take', 1 when the lease was already the caller's, 2 when
 -- the caller took it (from nobody or from another process); for 'give', 0.
 local owner, op = ARGV[1], ARGV[2]
 local holder = redis.call('GET', KEYS[1])
 if op == 'give' then
-  if holder == owner then redis.call('DEL', KEYS[1]) end
+  if holder == owner then
+    if ARGV[3] and ARGV[3] ~= '' then
+      redis.call('SET', KEYS[1], ARGV[3])
+    else
+      redis.call('DEL', KEYS[1])
+    end
+  end
   return 0
 end
 if holder == owner then return 1 end

@@ -766,10 +766,10 @@ async fn a_lease_has_one_owner_and_passes_to_the_process_that_ranks_first() {
     assert!(s.pump(0, 100, Some("p1")).await.expect("pump").fenced);
     assert!(!s.pump(0, 100, Some("p2")).await.expect("pump").fenced);
     // Giving up is compare-and-delete: only the holder's does anything.
-    s.give(0, "p1").await.expect("give");
+    s.give(0, "p1", None).await.expect("give");
     let holder: Option<String> = r.get(SlotKeys::new(0).lease()).expect("get");
     assert_eq!(holder.as_deref(), Some("p2"));
-    s.give(0, "p2").await.expect("give");
+    s.give(0, "p2", None).await.expect("give");
     let holder: Option<String> = r.get(SlotKeys::new(0).lease()).expect("get");
     assert_eq!(holder, None, "given up");
     assert!(s.claim(1, "p2").await.expect("p2"));

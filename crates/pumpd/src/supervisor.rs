@@ -9,8 +9,8 @@
 //! coordinator decides. It takes every slot it ranks first for and does
 //! not pump yet, whoever holds the lease (a dead process, a lower-ranked
 //! one, or one that does not know it holds it: a lost reply, a failover
-//! that restored an old value), and gives up (compare-and-delete) a slot it
-//! pumps but no longer ranks first for. A slot task runs only while its
+//! that restored an old value), and hands a slot it
+//! pumps but no longer ranks first for to the process that does. A slot task runs only while its
 //! lease is held; the pump script checks the lease itself, so a process
 //! that lost a lease (paused, cut off, or a slot taken by the process that
 //! ranks first) moves nothing even if its task runs once more. Every
@@ -301,7 +301,8 @@ impl ShardPumps {
         }
         let slots = self.slots.clone();
         for &slot in slots.iter() {
-            let mine = self.first_for(slot) == self.owner;
+            let first = self.first_for(slot).to_owned();
+            let mine = first == self.owner;
             let held = self.held.contains_key(&slot);
             let call = if mine && !held {
                 match self.shard.claim(slot, &self.owner).await {
@@ -320,7 +321,10 @@ impl ShardPumps {
                 }
                 // Given up or not (a failed call), the process that ranks
                 // first takes it.
-                self.shard.give(slot, &self.owner).await
+                // To the process that ranks first, which believes it should
+                // hold it: a lease deleted instead could sit unpumped under
+                // a process that thinks it holds it already.
+                self.shard.give(slot, &self.owner, Some(&first)).await
             } else {
                 Ok(())
             };
@@ -361,7 +365,7 @@ impl ShardPumps {
         let held: Vec<u32> = self.held.keys().copied().collect();
         let mut released = 0;
         for slot in held {
-            match self.shard.give(slot, &self.owner).await {
+            match self.shard.give(slot, &self.owner, None).await {
                 Ok(()) => released += 1,
                 Err(e) => {
                     tracing::warn!(shard = self.shard.name(), error = %e, "cannot release pump leases; others take them once this process's heartbeat lapses");

@@ -3,7 +3,7 @@
 //! whose lease passed moves nothing. Leases do not expire: a process proves
 //! it is alive with a heartbeat per shard ([`Shard::heartbeat`]), ranks the
 //! live processes per slot, takes the slots it ranks first for
-//! ([`Shard::claim`]) and gives up the others it holds ([`Shard::give`]).
+//! ([`Shard::claim`]) and hands the others it holds to the process that ranks first ([`Shard::give`]).
 //! So a steady process costs one heartbeat per shard per round, however
 //! many slots it pumps.
 
@@ -64,9 +64,11 @@ impl Shard {
         }
     }
 
-    /// Gives up `slot`'s lease if `owner` holds it (compare-and-delete).
-    pub async fn give(&self, slot: u32, owner: &str) -> Result<(), EngineError> {
-        let args: Vec<Value> = vec![owner.into(), "give".into()];
+    /// Gives up `slot`'s lease if `owner` holds it: to `to` (the process
+    /// that ranks first for it, so that its lease and its own view agree),
+    /// or to nobody.
+    pub async fn give(&self, slot: u32, owner: &str, to: Option<&str>) -> Result<(), EngineError> {
+        let args: Vec<Value> = vec![owner.into(), "give".into(), to.unwrap_or_default().into()];
         self.eval(&SCRIPTS.claim, vec![SlotKeys::new(slot).lease()], args)
             .await
             .map(drop)
