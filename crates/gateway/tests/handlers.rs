@@ -1,7 +1,7 @@
 //! The job and admin APIs in process, through `Router::oneshot`, against a
 //! real Redis: the error cases a client meets, and that each one leaves
 //! Redis as it was. (The same APIs over a real listener and the real binary
-//! are in `tests/tests/api.rs`.)
+//! are in `tests/tests/e2e/api.rs`.)
 //!
 //! Length: each test is one client's story, top to bottom; some run past 60
 //! lines.

@@ -37,7 +37,7 @@ async fn redis_down_is_a_quick_503_and_the_gateway_recovers() {
     );
     assert_eq!(api.get("/api/ns/q").await.status, 503);
     // Its only shard is down: this gateway can serve nothing, and says why.
-    // (With another shard up it stays ready: tests/tests/pools.rs.)
+    // (With another shard up it stays ready: tests/tests/e2e/pools.rs.)
     let admin = Api::new(gw.admin(), None);
     wait_until_async(
         Duration::from_secs(10),

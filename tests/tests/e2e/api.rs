@@ -3,8 +3,6 @@
 //! Length: each test is one scenario, written top to bottom as an operator
 //! would run it (start, act, break something, check what Redis and clients
 //! see), so some run past 60 lines; splitting them would scatter one story.
-//! The file is one test binary on purpose: every integration test file is
-//! linked on its own, and CI's time goes mostly to linking.
 
 use std::time::{Duration, Instant};
 
