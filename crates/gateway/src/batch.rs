@@ -123,6 +123,10 @@ impl Publishes {
 
 /// Runs calls for `line` until nothing waits, then leaves the map.
 async fn run(line: Arc<Line>, lines: Arc<Mutex<HashMap<Key, Arc<Line>>>>) {
+    let _leave = Leave {
+        line: line.clone(),
+        lines,
+    };
     loop {
         let batch = {
             let mut st = lock(&line.state);
@@ -150,16 +154,36 @@ async fn run(line: Arc<Line>, lines: Arc<Mutex<HashMap<Key, Arc<Line>>>>) {
             }
         }
     }
-    let key = (
-        line.shard.name().to_owned(),
-        line.slot,
-        line.qualified.clone(),
-    );
-    let mut map = lock(&lines);
-    // Only if nothing came since (a publication that found this line
-    // before it left sets `running` again and runs it itself).
-    if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &line)) && !lock(&line.state).running {
-        map.remove(&key);
+}
+
+/// Takes a line's task out of the map when it ends. If it ends by a panic,
+/// the line is stopped first: what waits is answered with an error (its
+/// senders dropped) instead of waiting for a call that will never run, and
+/// the next publication of the queue starts a new line.
+struct Leave {
+    line: Arc<Line>,
+    lines: Arc<Mutex<HashMap<Key, Arc<Line>>>>,
+}
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        let line = &self.line;
+        if std::thread::panicking() {
+            let mut st = lock(&line.state);
+            st.running = false;
+            st.waiting.clear();
+        }
+        let key = (
+            line.shard.name().to_owned(),
+            line.slot,
+            line.qualified.clone(),
+        );
+        let mut map = lock(&self.lines);
+        // Only if nothing came since (a publication that found this line
+        // before it left sets `running` again and runs it itself).
+        if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, line)) && !lock(&line.state).running {
+            map.remove(&key);
+        }
     }
 }
 
@@ -176,4 +200,49 @@ fn take(waiting: &mut Vec<Waiting>) -> Vec<Waiting> {
         n += 1;
     }
     waiting.drain(..n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use sundial_core::ShardOptions;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_line_whose_task_panics_answers_its_waiters_and_leaves() {
+        // Nothing listens on port 1: the shard is never used, only named.
+        let shard = Shard::connect("s", &ShardOptions::new("redis://127.0.0.1:1/")).expect("shard");
+        let publishes = Publishes::default();
+        let line = publishes.line(&shard, 7, "ns/q");
+        let (answer, answered) = oneshot::channel();
+        {
+            let mut st = lock(&line.state);
+            st.running = true;
+            st.waiting.push(Waiting {
+                publication: Publication {
+                    schedule: sundial_core::Schedule {
+                        delay_ms: 0,
+                        ttl_ms: 0,
+                        tries: 1,
+                    },
+                    jobs: Vec::new(),
+                },
+                answer,
+            });
+        }
+        let lines = publishes.lines.clone();
+        let task = tokio::spawn(async move {
+            let _leave = Leave { line, lines };
+            panic!("a call panicked");
+        });
+        assert!(task.await.is_err(), "the task panicked");
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(5), answered)
+            .await
+            .expect("the waiter is answered, not left waiting");
+        assert!(answer.is_err(), "answered by the dropped sender");
+        assert_eq!(publishes.lines(), 0, "the line left the map");
+        // The queue works again: a new line, not running.
+        let line = publishes.line(&shard, 7, "ns/q");
+        assert!(!lock(&line.state).running);
+    }
 }
