@@ -124,6 +124,17 @@ local function tally()
   return t
 end
 
+-- Runs `cmd key <args>` for a long argument list in pieces of at most
+-- 1,000 entries of `width` values each (Lua's `unpack` takes a few
+-- thousand values at most), so that many writes to one key cost one
+-- command, not one per job. Nothing is run for an empty list.
+local function call_many(cmd, key, args, width)
+  local step = 1000 * width
+  for i = 1, #args, step do
+    redis.call(cmd, key, unpack(args, i, math.min(i + step - 1, #args)))
+  end
+end
+
 -- Lowest score of a zset, or nil when it is empty.
 local function zmin(zkey)
   local head = redis.call('ZRANGE', zkey, 0, 0, 'WITHSCORES')

@@ -12,42 +12,78 @@
 --   n triples of job id, attributes JSON ("" for none), body
 -- Returns: per publication, the number of jobs it published, or 0 when one
 -- of its ids exists already (then none of its jobs was stored).
+-- Writes are gathered and made once per key at the end (one HSET of every
+-- record, one LPUSH of every ready id, one ZADD of their expiries), and
+-- the ids of every publication are looked up with one HMGET: a call costs
+-- a few commands whatever number of jobs it carries. Delayed jobs are
+-- placed one by one (`delay`), which keeps the pumps' wake-ups exact.
 local queue = ARGV[1]
 local now = now_ms()
 local k = { j = KEYS[1], t = KEYS[2], s = KEYS[5], prefix = ARGV[5] }
 local qn = qn_make(KEYS[6], queue)
-local out = {}
-local counts = tally()
-local ready = 0
-local wake, woke = nil, false
+
+-- Where each publication's triples start and end, and every id once.
+local pubs, ids = {}, {}
 local i = 6
 while i <= #ARGV do
-  local delay_ms, ttl, tries, n = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
-    tonumber(ARGV[i + 3])
+  local n = tonumber(ARGV[i + 3])
   local first, last = i + 4, i + 3 + 3 * n
+  pubs[#pubs + 1] = { i, first, last, n }
+  for j = first, last, 3 do ids[#ids + 1] = ARGV[j] end
+  i = last + 1
+end
+local taken = {}
+for c = 1, #ids, 1000 do
+  local found = redis.call('HMGET', KEYS[1], unpack(ids, c, math.min(c + 999, #ids)))
+  for x = 1, #found do
+    if found[x] then taken[ids[c + x - 1]] = true end
+  end
+end
+
+local out = {}
+local counts = tally()
+local records, ready_ids, expiries = {}, {}, {}
+local wake, woke = nil, false
+for _, p in ipairs(pubs) do
+  local at, first, last, n = p[1], p[2], p[3], p[4]
   local clash = false
   for j = first, last, 3 do
-    if redis.call('HEXISTS', KEYS[1], ARGV[j]) == 1 then clash = true; break end
+    if taken[ARGV[j]] then clash = true; break end
   end
   if clash then
     out[#out + 1] = 0
   else
-    local r = fresh(queue, qn, delay_ms, ttl, tries, now)
+    local r = fresh(queue, qn, tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), now)
     if r.state == DELAYED and not woke then
       wake, woke = next_wake(k.t, k.s), true
     end
     for j = first, last, 3 do
+      local id = ARGV[j]
       r.attrs, r.body = ARGV[j + 1], ARGV[j + 2]
-      wake = put(k, KEYS[4], ARGV[j], r, now, wake, ARGV[3], ARGV[4])
+      records[#records + 1] = id
+      records[#records + 1] = encode(r)
+      if r.state == DELAYED then
+        wake = delay(k, id, r.due, now, wake, ARGV[3], ARGV[4])
+      else
+        ready_ids[#ready_ids + 1] = id
+        if r.expire > 0 then
+          expiries[#expiries + 1] = r.expire
+          expiries[#expiries + 1] = id
+        end
+      end
     end
+    -- A later publication of this call with one of these ids clashes, as
+    -- it would with a job stored before the call.
+    for j = first, last, 3 do taken[ARGV[j]] = true end
     counts.state(r.state, queue, n)
     counts.add('P' .. queue, n)
-    if r.state == READY then ready = ready + n end
     out[#out + 1] = n
   end
-  i = last + 1
 end
 
+call_many('HSET', KEYS[1], records, 2)
+call_many('LPUSH', KEYS[4], ready_ids, 1)
+call_many('ZADD', KEYS[2], expiries, 2)
 counts.flush(KEYS[3])
-if ready > 0 then redis.call('PUBLISH', ARGV[2], ready) end
+if #ready_ids > 0 then redis.call('PUBLISH', ARGV[2], #ready_ids) end
 return out

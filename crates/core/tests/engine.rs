@@ -443,6 +443,41 @@ async fn bulk_publish_is_all_or_nothing() {
 }
 
 #[tokio::test]
+async fn a_bulk_larger_than_one_write_is_stored_whole_and_in_order() {
+    // 2,500 jobs: more than one HMGET, HSET, LPUSH and ZADD of `publish.lua`
+    // carries (1,000 entries each), so the writes go in pieces.
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let lane = 0;
+    let jobs: Vec<NewJob> = (0..2_500)
+        .map(|i| NewJob {
+            id: JobId::mint_in_lane(false, lane, L),
+            attrs: String::new(),
+            body: Bytes::from(format!("b{i}")),
+        })
+        .collect();
+    let b = slot("q", &jobs[0].id);
+    s.publish(b, &qn("q"), &sched(0, 60_000, 1), &jobs)
+        .await
+        .expect("bulk");
+    let mut r = redis.client();
+    let k = SlotKeys::new(b);
+    let n: u64 = r.hlen(k.jobs()).expect("hlen");
+    assert_eq!(n, 2_500);
+    let expiries: u64 = r.zcard(k.timer()).expect("zcard");
+    assert_eq!(expiries, 2_500, "every job's expiry is on the timer");
+    // The list is consumed from the right: its reverse is publish order.
+    let mut listed: Vec<String> = r.lrange(k.ready(&qn("q")), 0, -1).expect("lrange");
+    listed.reverse();
+    let ids: Vec<String> = jobs.iter().map(|j| j.id.as_str().to_owned()).collect();
+    assert_eq!(listed, ids);
+    assert_eq!(counts(&s, "q").await.expect("counts").ready, 2_500);
+    let got = consume(&s, &["q"], 3, 1000).await.expect("consume");
+    let bodies: Vec<&[u8]> = got.iter().map(|d| d.job.body.as_ref()).collect();
+    assert_eq!(bodies, [b"b0".as_ref(), b"b1", b"b2"]);
+}
+
+#[tokio::test]
 async fn republish_replaces_atomically() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;

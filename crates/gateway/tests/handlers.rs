@@ -380,20 +380,21 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
         .await
         .expect("first");
     let before = calls(&redis, "evalsha");
+    // The 41st reuses the 11th's id: it clashes with a job of its own call.
+    let fresh: Vec<JobId> = (0..50).map(|_| JobId::mint(false)).collect();
     let publications: Vec<Publication> = (0..50)
         .map(|i| Publication {
             schedule,
-            jobs: if i == 25 {
-                vec![job(JobId::mint(false)), job(taken.clone())]
-            } else {
-                vec![job(JobId::mint(false))]
+            jobs: match i {
+                25 => vec![job(fresh[i].clone()), job(taken.clone())],
+                40 => vec![job(fresh[10].clone())],
+                _ => vec![job(fresh[i].clone())],
             },
         })
         .collect();
-    let stored: Vec<JobId> = publications
-        .iter()
-        .filter(|p| p.jobs.len() == 1)
-        .map(|p| p.jobs[0].id.clone())
+    let stored: Vec<JobId> = (0..50)
+        .filter(|&i| i != 25 && i != 40)
+        .map(|i| fresh[i].clone())
         .collect();
     let refused_fresh = publications[25].jobs[0].id.clone();
     // Polled together on this one thread: all 50 wait before the first
@@ -410,7 +411,7 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
         "one script call for 50 publications"
     );
     for (i, a) in answers.iter().enumerate() {
-        if i == 25 {
+        if i == 25 || i == 40 {
             assert!(
                 matches!(a, Err(sundial_core::EngineError::Exists { .. })),
                 "{a:?}"
@@ -419,7 +420,7 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
             assert!(a.is_ok(), "{i}: {a:?}");
         }
     }
-    // What Redis holds: the 49 and the first, not the refused one's fresh id.
+    // What Redis holds: the 48 and the first, not the refused one's fresh id.
     let mut c = redis.client();
     let jobs_key = sundial_core::keys::SlotKeys::new(0).jobs();
     for id in &stored {
@@ -429,7 +430,19 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
     let has: bool =
         redis::Commands::hexists(&mut c, &jobs_key, refused_fresh.as_str()).expect("hexists");
     assert!(!has, "nothing of the refused publication was stored");
+    // In arrival order, once each (the list is consumed from the right).
+    let mut listed: Vec<String> = redis::Commands::lrange(
+        &mut c,
+        sundial_core::keys::SlotKeys::new(0).ready("ns/q"),
+        0,
+        -1,
+    )
+    .expect("lrange");
+    listed.reverse();
+    let mut expected = vec![taken.as_str().to_owned()];
+    expected.extend(stored.iter().map(|id| id.as_str().to_owned()));
+    assert_eq!(listed, expected);
     let counts = shard.counts(0, "ns/q").await.expect("counts");
-    assert_eq!((counts.ready, counts.published), (50, 50));
+    assert_eq!((counts.ready, counts.published), (49, 49));
     assert_eq!(batch.lines(), 0, "an idle queue leaves no line behind");
 }
