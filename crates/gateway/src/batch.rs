@@ -1,57 +1,134 @@
-//! Group commit of publishes: publications of one queue in one slot that
-//! arrive while a call for that queue runs are stored together by the next
-//! call, so under load a script call (and its `EVALSHA`, its `TIME`, its
-//! counter writes and its `PUBLISH`) serves many requests.
+//! Group commit: operations on one queue in one slot that arrive while a
+//! call for that queue runs are made together by the next call, so under
+//! load one script call (and its `EVALSHA`, its `TIME`, its counter writes
+//! and its `PUBLISH`) serves many requests. Publishes and acks go this way.
 //!
-//! No timer is involved: the first publication of an idle queue is sent at
+//! No timer is involved: the first operation on an idle queue is sent at
 //! once, and what queues up behind a running call goes in the next one, so
 //! a batch is as large as the load makes it and a lone request waits for
-//! nothing. Each publication stays all or nothing on its own: one that
-//! fails (an id that exists) changes nothing for the others in its batch.
-//! The calls run in a task of their own, so a request that goes away does
-//! not take its batch's other requests with it.
+//! nothing. Each operation stays all or nothing on its own: a publication
+//! that fails (an id that exists) changes nothing for the others in its
+//! batch, and an ack finds its job or not on its own. The calls run in a
+//! task of their own, so a request that goes away does not take its
+//! batch's other requests with it.
 
 use std::{
     collections::HashMap,
+    future::Future,
     sync::{Arc, Mutex},
 };
 
-use sundial_core::{EngineError, Publication, Shard};
+use sundial_core::{EngineError, JobId, Publication, Shard};
 use tokio::sync::oneshot;
 
-/// Publications one call carries at most.
-const MAX_PUBLICATIONS: usize = 128;
+/// Operations one call carries at most.
+const MAX_OPERATIONS: usize = 128;
 /// Body bytes one call carries at most (a publication larger than this goes
 /// alone).
 const MAX_BYTES: usize = 1024 * 1024;
 
+/// An operation that goes to Redis in groups: one call for many.
+pub trait Op: Send + Sync + 'static {
+    type Item: Clone + Send + Sync + std::fmt::Debug + 'static;
+    /// Bytes an item carries (bodies), for the bound of a call.
+    fn size(item: &Self::Item) -> usize;
+    /// One call for `items`; per item, whether it succeeded.
+    fn call(
+        shard: &Shard,
+        slot: u32,
+        qualified: &str,
+        items: &[Self::Item],
+    ) -> impl Future<Output = Result<Vec<bool>, EngineError>> + Send;
+}
+
+/// Publications, each all or nothing: `false` when one of its ids exists.
+#[derive(Debug)]
+pub struct PublishOp;
+
+impl Op for PublishOp {
+    type Item = Publication;
+    fn size(p: &Publication) -> usize {
+        p.jobs.iter().map(|j| j.body.len()).sum()
+    }
+    fn call(
+        shard: &Shard,
+        slot: u32,
+        qualified: &str,
+        items: &[Publication],
+    ) -> impl Future<Output = Result<Vec<bool>, EngineError>> + Send {
+        shard.publish_many(slot, qualified, items)
+    }
+}
+
+/// Acks (deletes by id): `false` when the job does not exist there.
+#[derive(Debug)]
+pub struct AckOp;
+
+impl Op for AckOp {
+    type Item = JobId;
+    fn size(_: &JobId) -> usize {
+        0
+    }
+    fn call(
+        shard: &Shard,
+        slot: u32,
+        qualified: &str,
+        items: &[JobId],
+    ) -> impl Future<Output = Result<Vec<bool>, EngineError>> + Send {
+        shard.delete_many(slot, qualified, items)
+    }
+}
+
+/// The group commit of publishes.
+pub type Publishes = Lines<PublishOp>;
+/// The group commit of acks.
+pub type Acks = Lines<AckOp>;
+
 /// (shard, slot, qualified queue).
 type Key = (String, u32, String);
+type Map<O> = Arc<Mutex<HashMap<Key, Arc<Line<O>>>>>;
 
-/// The queues of publications waiting for a call, per queue in a slot.
-#[derive(Debug, Default)]
-pub struct Publishes {
-    lines: Arc<Mutex<HashMap<Key, Arc<Line>>>>,
+/// The operations waiting for a call, per queue in a slot.
+#[derive(Debug)]
+pub struct Lines<O: Op> {
+    lines: Map<O>,
+}
+
+impl<O: Op> Default for Lines<O> {
+    fn default() -> Self {
+        Self {
+            lines: Arc::default(),
+        }
+    }
 }
 
 /// One queue's line: what waits, and whether a call is running.
 #[derive(Debug)]
-struct Line {
+struct Line<O: Op> {
     shard: Shard,
     slot: u32,
     qualified: String,
-    state: Mutex<LineState>,
-}
-
-#[derive(Debug, Default)]
-struct LineState {
-    waiting: Vec<Waiting>,
-    running: bool,
+    state: Mutex<LineState<O>>,
 }
 
 #[derive(Debug)]
-struct Waiting {
-    publication: Publication,
+struct LineState<O: Op> {
+    waiting: Vec<Waiting<O>>,
+    running: bool,
+}
+
+impl<O: Op> Default for LineState<O> {
+    fn default() -> Self {
+        Self {
+            waiting: Vec::new(),
+            running: false,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Waiting<O: Op> {
+    item: O::Item,
     answer: oneshot::Sender<Result<bool, EngineError>>,
 }
 
@@ -69,34 +146,61 @@ impl Publishes {
         qualified: &str,
         publication: Publication,
     ) -> Result<(), EngineError> {
+        if self.submit(shard, slot, qualified, publication).await? {
+            Ok(())
+        } else {
+            Err(EngineError::Exists {
+                shard: shard.name().to_owned(),
+            })
+        }
+    }
+}
+
+impl Acks {
+    /// Deletes job `id` of `qualified` in `slot` on `shard`, in a call of
+    /// its own or with other acks of the same queue; whether it existed.
+    pub async fn ack(
+        &self,
+        shard: &Shard,
+        slot: u32,
+        qualified: &str,
+        id: JobId,
+    ) -> Result<bool, EngineError> {
+        self.submit(shard, slot, qualified, id).await
+    }
+}
+
+impl<O: Op> Lines<O> {
+    /// Makes the operation `item` on `qualified` in `slot` on `shard`, in a
+    /// call of its own or with others that wait for the same queue.
+    async fn submit(
+        &self,
+        shard: &Shard,
+        slot: u32,
+        qualified: &str,
+        item: O::Item,
+    ) -> Result<bool, EngineError> {
         let line = self.line(shard, slot, qualified);
         let (answer, answered) = oneshot::channel();
         let lead = {
             let mut st = lock(&line.state);
-            st.waiting.push(Waiting {
-                publication,
-                answer,
-            });
+            st.waiting.push(Waiting { item, answer });
             !std::mem::replace(&mut st.running, true)
         };
         if lead {
             tokio::spawn(run(line, self.lines.clone()));
         }
         match answered.await {
-            Ok(Ok(true)) => Ok(()),
-            Ok(Ok(false)) => Err(EngineError::Exists {
-                shard: shard.name().to_owned(),
-            }),
-            Ok(Err(e)) => Err(e),
+            Ok(r) => r,
             // The call's task ended without answering: it panicked.
             Err(_) => Err(EngineError::Reply {
                 shard: shard.name().to_owned(),
-                what: "the publish call ended without an answer".to_owned(),
+                what: "the call ended without an answer".to_owned(),
             }),
         }
     }
 
-    fn line(&self, shard: &Shard, slot: u32, qualified: &str) -> Arc<Line> {
+    fn line(&self, shard: &Shard, slot: u32, qualified: &str) -> Arc<Line<O>> {
         let key = (shard.name().to_owned(), slot, qualified.to_owned());
         let mut lines = lock(&self.lines);
         if let Some(l) = lines.get(&key)
@@ -122,7 +226,7 @@ impl Publishes {
 }
 
 /// Runs calls for `line` until nothing waits, then leaves the map.
-async fn run(line: Arc<Line>, lines: Arc<Mutex<HashMap<Key, Arc<Line>>>>) {
+async fn run<O: Op>(line: Arc<Line<O>>, lines: Map<O>) {
     let _leave = Leave {
         line: line.clone(),
         lines,
@@ -136,11 +240,8 @@ async fn run(line: Arc<Line>, lines: Arc<Mutex<HashMap<Key, Arc<Line>>>>) {
             }
             take(&mut st.waiting)
         };
-        let publications: Vec<Publication> = batch.iter().map(|w| w.publication.clone()).collect();
-        let result = line
-            .shard
-            .publish_many(line.slot, &line.qualified, &publications)
-            .await;
+        let items: Vec<O::Item> = batch.iter().map(|w| w.item.clone()).collect();
+        let result = O::call(&line.shard, line.slot, &line.qualified, &items).await;
         match result {
             Ok(stored) => {
                 for (w, ok) in batch.into_iter().zip(stored) {
@@ -160,12 +261,12 @@ async fn run(line: Arc<Line>, lines: Arc<Mutex<HashMap<Key, Arc<Line>>>>) {
 /// the line is stopped first: what waits is answered with an error (its
 /// senders dropped) instead of waiting for a call that will never run, and
 /// the next publication of the queue starts a new line.
-struct Leave {
-    line: Arc<Line>,
-    lines: Arc<Mutex<HashMap<Key, Arc<Line>>>>,
+struct Leave<O: Op> {
+    line: Arc<Line<O>>,
+    lines: Map<O>,
 }
 
-impl Drop for Leave {
+impl<O: Op> Drop for Leave<O> {
     fn drop(&mut self) {
         let line = &self.line;
         if std::thread::panicking() {
@@ -187,13 +288,13 @@ impl Drop for Leave {
     }
 }
 
-/// The next batch: publications in arrival order, within the bounds.
-fn take(waiting: &mut Vec<Waiting>) -> Vec<Waiting> {
+/// The next batch: operations in arrival order, within the bounds.
+fn take<O: Op>(waiting: &mut Vec<Waiting<O>>) -> Vec<Waiting<O>> {
     let mut bytes = 0;
     let mut n = 0;
     for w in waiting.iter() {
-        let size: usize = w.publication.jobs.iter().map(|j| j.body.len()).sum();
-        if n > 0 && (n >= MAX_PUBLICATIONS || bytes + size > MAX_BYTES) {
+        let size = O::size(&w.item);
+        if n > 0 && (n >= MAX_OPERATIONS || bytes + size > MAX_BYTES) {
             break;
         }
         bytes += size;
@@ -219,7 +320,7 @@ mod tests {
             let mut st = lock(&line.state);
             st.running = true;
             st.waiting.push(Waiting {
-                publication: Publication {
+                item: Publication {
                     schedule: sundial_core::Schedule {
                         delay_ms: 0,
                         ttl_ms: 0,

@@ -12,7 +12,11 @@ use sundial_core::Limits;
 use sundial_router::{LiveTopology, health::Health, tokens::TokenStore};
 use tokio_util::sync::CancellationToken;
 
-use crate::{api::body::Bodies, batch::Publishes, wakeups::Wakeups};
+use crate::{
+    api::body::Bodies,
+    batch::{Acks, Publishes},
+    wakeups::Wakeups,
+};
 
 /// Samples of queues' running totals, for the rates of `GET …/stats`.
 #[derive(Debug, Default)]
@@ -84,6 +88,8 @@ pub struct AppState {
     pub wakeups: Wakeups,
     /// Publishes waiting for a call, per queue and slot (group commit).
     pub publishes: Publishes,
+    /// Acks waiting for a call, per queue and slot (group commit).
+    pub acks: Acks,
     pub limits: Limits,
     /// Bounds on request bodies (size, time, shared memory).
     pub bodies: Bodies,
@@ -111,6 +117,7 @@ impl AppState {
             tokens,
             wakeups: Wakeups::default(),
             publishes: Publishes::default(),
+            acks: Acks::default(),
             limits: settings.limits,
             bodies: settings.bodies,
             health,

@@ -446,3 +446,67 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
     assert_eq!((counts.ready, counts.published), (49, 49));
     assert_eq!(batch.lines(), 0, "an idle queue leaves no line behind");
 }
+
+#[tokio::test]
+async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
+    use sundial_core::{JobId, NewJob, Schedule, Shard, ShardOptions};
+    let redis = RedisServer::start();
+    let shard = Shard::connect("t", &ShardOptions::new(redis.url())).expect("connect");
+    shard
+        .wait_connected(Duration::from_secs(5))
+        .await
+        .expect("connected");
+    shard.load_scripts().await.expect("scripts");
+    let schedule = Schedule {
+        delay_ms: 0,
+        ttl_ms: 60_000,
+        tries: 1,
+    };
+    let ids: Vec<JobId> = (0..30).map(|_| JobId::mint(false)).collect();
+    shard
+        .publish(
+            0,
+            "ns/q",
+            &schedule,
+            &ids.iter()
+                .map(|id| NewJob {
+                    id: id.clone(),
+                    attrs: String::new(),
+                    body: bytes::Bytes::from_static(b"x"),
+                })
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .expect("publish");
+    let acks = sundial_gateway::batch::Acks::default();
+    // 20 of the 30 jobs, one id that never existed, and one of the 20 twice.
+    let mut asked: Vec<JobId> = ids[..20].to_vec();
+    asked.push(JobId::mint(false));
+    asked.push(ids[3].clone());
+    let before = calls(&redis, "evalsha");
+    let answers = futures::future::join_all(
+        asked
+            .iter()
+            .map(|id| acks.ack(&shard, 0, "ns/q", id.clone())),
+    )
+    .await;
+    assert_eq!(
+        calls(&redis, "evalsha") - before,
+        1,
+        "one script call for 22 acks"
+    );
+    let found: Vec<bool> = answers.into_iter().map(|a| a.expect("ack")).collect();
+    let mut expected = vec![true; 20];
+    expected.extend([false, false]);
+    assert_eq!(found, expected, "each ack finds its own job, once");
+    // What Redis holds: the 10 others, on the list and the timer.
+    let mut c = redis.client();
+    let k = sundial_core::keys::SlotKeys::new(0);
+    let held: u64 = redis::Commands::hlen(&mut c, k.jobs()).expect("hlen");
+    let listed: u64 = redis::Commands::llen(&mut c, k.ready("ns/q")).expect("llen");
+    let timed: u64 = redis::Commands::zcard(&mut c, k.timer()).expect("zcard");
+    assert_eq!((held, listed, timed), (10, 10, 10));
+    let counts = shard.counts(0, "ns/q").await.expect("counts");
+    assert_eq!(counts.ready, 10);
+    assert_eq!(acks.lines(), 0, "an idle queue leaves no line behind");
+}

@@ -218,6 +218,20 @@ impl Shard {
         qualified: &str,
         id: &JobId,
     ) -> Result<bool, EngineError> {
+        let found = self
+            .delete_many(slot, qualified, std::slice::from_ref(id))
+            .await?;
+        Ok(found.first().copied().unwrap_or(false))
+    }
+
+    /// Deletes jobs of `qualified` in `slot` in one call; per id, whether
+    /// it existed (in that queue). Each id is deleted or not on its own.
+    pub async fn delete_many(
+        &self,
+        slot: u32,
+        qualified: &str,
+        ids: &[JobId],
+    ) -> Result<Vec<bool>, EngineError> {
         let k = SlotKeys::new(slot);
         let keys = vec![
             k.jobs(),
@@ -227,14 +241,25 @@ impl Shard {
             k.dead(qualified),
             k.queues(),
         ];
-        let v = self
-            .eval(
-                &SCRIPTS.delete,
-                keys,
-                vec![qualified.into(), id.as_str().into()],
-            )
-            .await?;
-        Ok(v.as_i64().unwrap_or(0) > 0)
+        let mut args: Vec<Value> = Vec::with_capacity(ids.len() + 1);
+        args.push(qualified.into());
+        args.extend(ids.iter().map(|id| Value::from(id.as_str())));
+        let v = self.eval(&SCRIPTS.delete, keys, args).await?;
+        let found: Vec<bool> = match v {
+            Value::Array(a) => a.iter().map(|x| x.as_i64().unwrap_or(0) > 0).collect(),
+            _ => Vec::new(),
+        };
+        if found.len() != ids.len() {
+            return Err(EngineError::Reply {
+                shard: self.name().to_owned(),
+                what: format!(
+                    "delete answered {} results for {} ids",
+                    found.len(),
+                    ids.len()
+                ),
+            });
+        }
+        Ok(found)
     }
 
     /// Reads a job by id, in any state; `None` when it does not exist in the

@@ -1,9 +1,12 @@
 //! One job by id: peek and delete (acknowledge).
 
-use axum::{Json, http::StatusCode, response::IntoResponse};
+use std::sync::Arc;
+
+use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use sundial_core::{JobId, job::check_queue, keys};
 
 use super::{error::ApiError, render, tenant::Tenant};
+use crate::state::AppState;
 
 /// The request's `{job_id}`, parsed.
 pub(super) fn job_id(tenant: &Tenant) -> Result<JobId, ApiError> {
@@ -54,10 +57,18 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
 }
 
 /// `DELETE /api/{ns}/{queue}/job/{job_id}`: 204 whether or not it existed.
-pub(super) async fn delete(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
+/// Acks of one queue that arrive together share a call (`crate::batch`).
+pub(super) async fn delete(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+) -> Result<impl IntoResponse, ApiError> {
     let t = Target::parse(&tenant)?;
     for shard in tenant.pool.locations(t.slot) {
-        if shard.delete(t.slot, &t.qualified, &t.id).await? {
+        if state
+            .acks
+            .ack(shard, t.slot, &t.qualified, t.id.clone())
+            .await?
+        {
             super::queue_metrics::count(super::queue_metrics::Event::Acked, &tenant, t.queue, 1);
             break;
         }
