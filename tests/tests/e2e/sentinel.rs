@@ -109,12 +109,15 @@ async fn a_master_failover_is_followed_without_a_restart() {
         fails.len()
     );
 
+    // A pooled connection that the load did not use may meet the dead
+    // master once more, answer 503 and reconnect; the job must be there.
     for id in &before {
-        let r = api.get(&format!("/api/ns/kept/job/{id}")).await;
-        assert_eq!(
-            r.status, 200,
-            "a replicated job survives the failover: {r:?}"
-        );
+        wait_until_async(
+            Duration::from_secs(5),
+            "a replicated job to survive the failover",
+            || async { api.get(&format!("/api/ns/kept/job/{id}")).await.status == 200 },
+        )
+        .await;
     }
     assert_eq!(api.get("/api/ns/kept/size").await.json["size"], 50);
     // Health is checked every second: it follows the new master too.
