@@ -16,13 +16,7 @@ for i = 2, #ARGV do
   if raw then
     local r = decode(raw)
     if r.qn == qn then
-      r.queue = queue
-      drop(KEYS[1], KEYS[2], KEYS[3], id, r)
-      if r.state == READY then
-        unlist(KEYS[4], KEYS[1], KEYS[3], READY, queue, id)
-      elseif r.state == DEAD then
-        unlist(KEYS[5], KEYS[1], KEYS[3], DEAD, queue, id)
-      end
+      remove(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], queue, id, r)
       state = r.state
     end
   end

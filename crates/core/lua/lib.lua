@@ -207,6 +207,19 @@ local function unlist(lkey, jkey, ckey, state, queue, id)
   end
 end
 
+-- Removes job `id` (record `r`, of `queue`) in whatever state it is: its
+-- record, its timer entry, its count, and its entry in the queue's ready
+-- list (`rkey`) or dead list (`dkey`). For delete and republish.
+local function remove(jkey, tkey, ckey, rkey, dkey, queue, id, r)
+  r.queue = queue
+  drop(jkey, tkey, ckey, id, r)
+  if r.state == READY then
+    unlist(rkey, jkey, ckey, READY, queue, id)
+  elseif r.state == DEAD then
+    unlist(dkey, jkey, ckey, DEAD, queue, id)
+  end
+end
+
 local function ttl_left(r, now)
   if r.expire == 0 then return 0 end
   return r.expire - now

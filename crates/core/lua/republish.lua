@@ -16,13 +16,7 @@ local raw = redis.call('HGET', KEYS[1], old)
 if raw then
   local o = decode(raw)
   if o.qn == qn_of(KEYS[6], queue) then
-    o.queue = queue
-    drop(KEYS[1], KEYS[2], KEYS[3], old, o)
-    if o.state == READY then
-      unlist(KEYS[4], KEYS[1], KEYS[3], READY, queue, old)
-    elseif o.state == DEAD then
-      unlist(KEYS[7], KEYS[1], KEYS[3], DEAD, queue, old)
-    end
+    remove(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7], queue, old, o)
     existed = 1
   end
 end
