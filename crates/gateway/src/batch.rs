@@ -29,7 +29,7 @@ const MAX_BYTES: usize = 1024 * 1024;
 
 /// An operation that goes to Redis in groups: one call for many.
 pub trait Op: Send + Sync + 'static {
-    type Item: Clone + Send + Sync + std::fmt::Debug + 'static;
+    type Item: Send + Sync + std::fmt::Debug + 'static;
     /// Bytes an item carries (bodies), for the bound of a call.
     fn size(item: &Self::Item) -> usize;
     /// One call for `items`; per item, whether it succeeded.
@@ -240,17 +240,18 @@ async fn run<O: Op>(line: Arc<Line<O>>, lines: Map<O>) {
             }
             take(&mut st.waiting)
         };
-        let items: Vec<O::Item> = batch.iter().map(|w| w.item.clone()).collect();
+        let (items, answers): (Vec<O::Item>, Vec<_>) =
+            batch.into_iter().map(|w| (w.item, w.answer)).unzip();
         let result = O::call(&line.shard, line.slot, &line.qualified, &items).await;
         match result {
             Ok(stored) => {
-                for (w, ok) in batch.into_iter().zip(stored) {
-                    let _ = w.answer.send(Ok(ok));
+                for (answer, ok) in answers.into_iter().zip(stored) {
+                    let _ = answer.send(Ok(ok));
                 }
             }
             Err(e) => {
-                for w in batch {
-                    let _ = w.answer.send(Err(e.clone()));
+                for answer in answers {
+                    let _ = answer.send(Err(e.clone()));
                 }
             }
         }

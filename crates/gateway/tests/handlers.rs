@@ -343,16 +343,23 @@ fn calls(redis: &RedisServer, cmd: &str) -> u64 {
         .unwrap_or(0)
 }
 
-#[tokio::test]
-async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes_nothing_else() {
-    use sundial_core::{JobId, NewJob, Publication, Schedule, Shard, ShardOptions};
-    let redis = RedisServer::start();
+/// A shard of the engine on `redis`, connected, its scripts loaded.
+async fn engine_shard(redis: &RedisServer) -> sundial_core::Shard {
+    use sundial_core::{Shard, ShardOptions};
     let shard = Shard::connect("t", &ShardOptions::new(redis.url())).expect("connect");
     shard
         .wait_connected(Duration::from_secs(5))
         .await
         .expect("connected");
     shard.load_scripts().await.expect("scripts");
+    shard
+}
+
+#[tokio::test]
+async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes_nothing_else() {
+    use sundial_core::{JobId, NewJob, Publication, Schedule};
+    let redis = RedisServer::start();
+    let shard = engine_shard(&redis).await;
     let batch = sundial_gateway::batch::Publishes::default();
     let schedule = Schedule {
         delay_ms: 0,
@@ -449,14 +456,9 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
 
 #[tokio::test]
 async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
-    use sundial_core::{JobId, NewJob, Schedule, Shard, ShardOptions};
+    use sundial_core::{JobId, NewJob, Schedule};
     let redis = RedisServer::start();
-    let shard = Shard::connect("t", &ShardOptions::new(redis.url())).expect("connect");
-    shard
-        .wait_connected(Duration::from_secs(5))
-        .await
-        .expect("connected");
-    shard.load_scripts().await.expect("scripts");
+    let shard = engine_shard(&redis).await;
     let schedule = Schedule {
         delay_ms: 0,
         ttl_ms: 60_000,
