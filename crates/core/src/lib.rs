@@ -25,7 +25,7 @@ pub mod scripts;
 
 pub use engine::{
     AdminTables, Counts, Delivery, Handler, Heard, JobView, Listening, NewJob, PubSub, Publication,
-    PumpOutcome, Schedule, Shard, ShardCheck, ShardOptions,
+    PumpOutcome, Schedule, Shard, ShardCheck, ShardOptions, Want,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

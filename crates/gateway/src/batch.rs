@@ -1,7 +1,8 @@
 //! Group commit: operations on one queue in one slot that arrive while a
 //! call for that queue runs are made together by the next call, so under
 //! load one script call (and its `EVALSHA`, its `TIME`, its counter writes
-//! and its `PUBLISH`) serves many requests. Publishes and acks go this way.
+//! and its `PUBLISH`) serves many requests. Publishes, consumes and acks go
+//! this way.
 //!
 //! No timer is involved: the first operation on an idle queue is sent at
 //! once, and what queues up behind a running call goes in the next one, so
@@ -10,7 +11,9 @@
 //! that fails (an id that exists) changes nothing for the others in its
 //! batch, and an ack finds its job or not on its own. The calls run in a
 //! task of their own, so a request that goes away does not take its
-//! batch's other requests with it.
+//! batch's other requests with it; what a call made for a request that went
+//! away is the operation's to undo (jobs reserved for a consumer that left
+//! are released when their answer is dropped, see `Reserved`).
 
 use std::{
     collections::HashMap,
@@ -18,27 +21,29 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use sundial_core::{EngineError, JobId, Publication, Shard};
+use sundial_core::{Delivery, EngineError, JobId, Publication, Shard, Want};
 use tokio::sync::oneshot;
 
 /// Operations one call carries at most.
 const MAX_OPERATIONS: usize = 128;
-/// Body bytes one call carries at most (a publication larger than this goes
-/// alone).
-const MAX_BYTES: usize = 1024 * 1024;
 
 /// An operation that goes to Redis in groups: one call for many.
 pub trait Op: Send + Sync + 'static {
     type Item: Send + Sync + std::fmt::Debug + 'static;
-    /// Bytes an item carries (bodies), for the bound of a call.
+    /// What one item's request is answered.
+    type Out: Send + std::fmt::Debug + 'static;
+    /// How much of a call's `LIMIT` an item takes (body bytes, jobs).
     fn size(item: &Self::Item) -> usize;
-    /// One call for `items`; per item, whether it succeeded.
+    /// What one call carries at most, in `size` units (an item larger than
+    /// this goes alone).
+    const LIMIT: usize;
+    /// One call for `items`; per item in order, its answer.
     fn call(
         shard: &Shard,
         slot: u32,
         qualified: &str,
         items: &[Self::Item],
-    ) -> impl Future<Output = Result<Vec<bool>, EngineError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Self::Out>, EngineError>> + Send;
 }
 
 /// Publications, each all or nothing: `false` when one of its ids exists.
@@ -47,9 +52,12 @@ pub struct PublishOp;
 
 impl Op for PublishOp {
     type Item = Publication;
+    type Out = bool;
     fn size(p: &Publication) -> usize {
         p.jobs.iter().map(|j| j.body.len()).sum()
     }
+    /// Body bytes.
+    const LIMIT: usize = 1024 * 1024;
     fn call(
         shard: &Shard,
         slot: u32,
@@ -66,9 +74,11 @@ pub struct AckOp;
 
 impl Op for AckOp {
     type Item = JobId;
+    type Out = bool;
     fn size(_: &JobId) -> usize {
         0
     }
+    const LIMIT: usize = 0;
     fn call(
         shard: &Shard,
         slot: u32,
@@ -76,6 +86,97 @@ impl Op for AckOp {
         items: &[JobId],
     ) -> impl Future<Output = Result<Vec<bool>, EngineError>> + Send {
         shard.delete_many(slot, qualified, items)
+    }
+}
+
+/// Jobs reserved for one consumer: what a consume call answers it, and
+/// what a pass has gathered so far. If they are dropped before they are
+/// handed over (the client hung up while its call ran, or while a later slot
+/// was asked), they are given back rather than left reserved for nobody
+/// until their TTR.
+#[derive(Debug, Default)]
+pub struct Reserved {
+    jobs: Vec<(Shard, Delivery)>,
+}
+
+impl Reserved {
+    /// Adds jobs reserved for the same consumer.
+    pub fn append(&mut self, mut other: Reserved) {
+        self.jobs.append(&mut other.jobs);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// The jobs, now the client's.
+    pub fn answered(mut self) -> Vec<Delivery> {
+        std::mem::take(&mut self.jobs)
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect()
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        if self.jobs.is_empty() {
+            return;
+        }
+        let jobs = std::mem::take(&mut self.jobs);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                for (shard, d) in jobs {
+                    release(&shard, &d).await;
+                }
+            });
+        }
+    }
+}
+
+/// Gives back a job reserved for a client that went away.
+async fn release(shard: &Shard, d: &Delivery) {
+    match shard.release(d).await {
+        Ok(_) => tracing::debug!(job_id = d.job.id, "consumer went away; job released"),
+        Err(e) => {
+            tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR")
+        }
+    }
+}
+
+/// Consumes, in groups: the consumers of a queue that ask a slot while a
+/// call for it runs share the next call, which serves them in arrival order.
+#[derive(Debug)]
+pub struct ConsumeOp;
+
+/// The group commit of consumes.
+pub type Consumes = Lines<ConsumeOp>;
+
+impl Op for ConsumeOp {
+    type Item = Want;
+    type Out = Reserved;
+    fn size(w: &Want) -> usize {
+        w.count as usize
+    }
+    /// Jobs (a request asks for 100 at most).
+    const LIMIT: usize = 1000;
+    async fn call(
+        shard: &Shard,
+        slot: u32,
+        qualified: &str,
+        wants: &[Want],
+    ) -> Result<Vec<Reserved>, EngineError> {
+        let got = shard.consume_many(slot, qualified, wants).await?;
+        Ok(got
+            .into_iter()
+            .map(|jobs| Reserved {
+                jobs: jobs.into_iter().map(|d| (shard.clone(), d)).collect(),
+            })
+            .collect())
     }
 }
 
@@ -129,7 +230,7 @@ impl<O: Op> Default for LineState<O> {
 #[derive(Debug)]
 struct Waiting<O: Op> {
     item: O::Item,
-    answer: oneshot::Sender<Result<bool, EngineError>>,
+    answer: oneshot::Sender<Result<O::Out, EngineError>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -170,6 +271,20 @@ impl Acks {
     }
 }
 
+impl Consumes {
+    /// Reserves jobs of `qualified` in `slot` on `shard` for one consumer,
+    /// in a call of its own or with other consumers of the same queue.
+    pub async fn consume(
+        &self,
+        shard: &Shard,
+        slot: u32,
+        qualified: &str,
+        want: Want,
+    ) -> Result<Reserved, EngineError> {
+        self.submit(shard, slot, qualified, want).await
+    }
+}
+
 impl<O: Op> Lines<O> {
     /// Makes the operation `item` on `qualified` in `slot` on `shard`, in a
     /// call of its own or with others that wait for the same queue.
@@ -179,7 +294,7 @@ impl<O: Op> Lines<O> {
         slot: u32,
         qualified: &str,
         item: O::Item,
-    ) -> Result<bool, EngineError> {
+    ) -> Result<O::Out, EngineError> {
         let line = self.line(shard, slot, qualified);
         let (answer, answered) = oneshot::channel();
         let lead = {
@@ -244,9 +359,10 @@ async fn run<O: Op>(line: Arc<Line<O>>, lines: Map<O>) {
             batch.into_iter().map(|w| (w.item, w.answer)).unzip();
         let result = O::call(&line.shard, line.slot, &line.qualified, &items).await;
         match result {
-            Ok(stored) => {
-                for (answer, ok) in answers.into_iter().zip(stored) {
-                    let _ = answer.send(Ok(ok));
+            Ok(outs) => {
+                // A request that went away drops its answer here.
+                for (answer, out) in answers.into_iter().zip(outs) {
+                    let _ = answer.send(Ok(out));
                 }
             }
             Err(e) => {
@@ -291,14 +407,14 @@ impl<O: Op> Drop for Leave<O> {
 
 /// The next batch: operations in arrival order, within the bounds.
 fn take<O: Op>(waiting: &mut Vec<Waiting<O>>) -> Vec<Waiting<O>> {
-    let mut bytes = 0;
+    let mut used = 0;
     let mut n = 0;
     for w in waiting.iter() {
         let size = O::size(&w.item);
-        if n > 0 && (n >= MAX_OPERATIONS || bytes + size > MAX_BYTES) {
+        if n > 0 && (n >= MAX_OPERATIONS || used + size > O::LIMIT) {
             break;
         }
-        bytes += size;
+        used += size;
         n += 1;
     }
     waiting.drain(..n).collect()

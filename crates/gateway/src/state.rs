@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     api::body::Bodies,
-    batch::{Acks, Publishes},
+    batch::{Acks, Consumes, Publishes},
     wakeups::Wakeups,
 };
 
@@ -90,6 +90,8 @@ pub struct AppState {
     pub publishes: Publishes,
     /// Acks waiting for a call, per queue and slot (group commit).
     pub acks: Acks,
+    /// Consumes waiting for a call, per queue and slot (group commit).
+    pub consumes: Consumes,
     pub limits: Limits,
     /// Bounds on request bodies (size, time, shared memory).
     pub bodies: Bodies,
@@ -118,6 +120,7 @@ impl AppState {
             wakeups: Wakeups::default(),
             publishes: Publishes::default(),
             acks: Acks::default(),
+            consumes: Consumes::default(),
             limits: settings.limits,
             bodies: settings.bodies,
             health,

@@ -512,3 +512,123 @@ async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
     assert_eq!(counts.ready, 10);
     assert_eq!(acks.lines(), 0, "an idle queue leaves no line behind");
 }
+
+#[tokio::test]
+async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are_released() {
+    use futures::FutureExt;
+    use sundial_core::{JobId, NewJob, Schedule, Want};
+    let redis = RedisServer::start();
+    let shard = engine_shard(&redis).await;
+    let schedule = Schedule {
+        delay_ms: 0,
+        ttl_ms: 0,
+        tries: 3,
+    };
+    let ids: Vec<JobId> = (0..15).map(|_| JobId::mint(false)).collect();
+    for id in &ids {
+        let job = NewJob {
+            id: id.clone(),
+            attrs: String::new(),
+            body: bytes::Bytes::from_static(b"x"),
+        };
+        shard
+            .publish(0, "ns/q", &schedule, &[job])
+            .await
+            .expect("publish");
+    }
+    let consumes = sundial_gateway::batch::Consumes::default();
+    let want = |count, ttr_ms| Want { count, ttr_ms };
+    let before = calls(&redis, "evalsha");
+    // 20 consumers at once, asking 1 job each but the third asking 4: the
+    // first 12 are served in arrival order (15 jobs), the last 8 get none.
+    let answers = futures::future::join_all((0..20).map(|i| {
+        let w = if i == 2 {
+            want(4, 60_000)
+        } else {
+            want(1, 30_000)
+        };
+        consumes.consume(&shard, 0, "ns/q", w)
+    }))
+    .await;
+    assert_eq!(
+        calls(&redis, "evalsha") - before,
+        1,
+        "one script call for 20 consumers"
+    );
+    let got: Vec<Vec<String>> = answers
+        .into_iter()
+        .map(|a| {
+            a.expect("consume")
+                .answered()
+                .into_iter()
+                .map(|d| d.job.id)
+                .collect()
+        })
+        .collect();
+    let mut expected: Vec<Vec<String>> = Vec::new();
+    let mut next = ids.iter().map(|id| id.as_str().to_owned());
+    for i in 0..20 {
+        let n = if i == 2 { 4 } else { 1 };
+        expected.push(next.by_ref().take(n).collect());
+    }
+    assert_eq!(got, expected, "oldest jobs first, in arrival order");
+    let counts = shard.counts(0, "ns/q").await.expect("counts");
+    assert_eq!((counts.ready, counts.reserved), (0, 15));
+
+    // Each consumer's jobs carry its own TTR: the third's run 60 s, the
+    // others' 30 s (timer scores, shard clock).
+    let mut c = redis.client();
+    let k = sundial_core::keys::SlotKeys::new(0);
+    let score = |c: &mut redis::Connection, id: &JobId| -> f64 {
+        redis::Commands::zscore(c, k.timer(), id.as_str()).expect("zscore")
+    };
+    let gap = score(&mut c, &ids[2]) - score(&mut c, &ids[0]);
+    assert!((29_000.0..31_000.0).contains(&gap), "{gap}");
+
+    // A consumer that leaves after joining a call: its job goes back to the
+    // head of the queue with its try, the others keep theirs.
+    let more: Vec<JobId> = (0..2).map(|_| JobId::mint(false)).collect();
+    for id in &more {
+        let job = NewJob {
+            id: id.clone(),
+            attrs: String::new(),
+            body: bytes::Bytes::from_static(b"y"),
+        };
+        shard
+            .publish(0, "ns/q", &schedule, &[job])
+            .await
+            .expect("publish");
+    }
+    let mut stays = Box::pin(consumes.consume(&shard, 0, "ns/q", want(1, 30_000)));
+    assert!(futures::poll!(stays.as_mut()).is_pending(), "in the line");
+    assert!(
+        consumes
+            .consume(&shard, 0, "ns/q", want(1, 30_000))
+            .now_or_never()
+            .is_none(),
+        "joined the line, then left"
+    );
+    let kept = stays.await.expect("consume").answered();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].job.id, more[0].as_str());
+    let released = async {
+        loop {
+            let listed: Vec<String> =
+                redis::Commands::lrange(&mut c, k.ready("ns/q"), 0, -1).expect("lrange");
+            if listed == [more[1].as_str()] {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), released)
+        .await
+        .expect("the departed consumer's job is back on the queue");
+    let counts = shard.counts(0, "ns/q").await.expect("counts");
+    assert_eq!((counts.ready, counts.reserved), (1, 16));
+    let again = shard.consume(0, "ns/q", 1, 30_000).await.expect("consume");
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].job.id, more[1].as_str());
+    assert_eq!(again[0].job.tries_left, 2, "the try it did not use is back");
+    assert_eq!(consumes.lines(), 0, "an idle queue leaves no line behind");
+}

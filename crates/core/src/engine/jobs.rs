@@ -38,6 +38,15 @@ fn schedule_args(qualified: &str, s: &Schedule, slot: u32, k: &SlotKeys) -> Vec<
     ]
 }
 
+/// What one consumer asks of a queue in a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Want {
+    /// Jobs at most.
+    pub count: u32,
+    /// How long each job stays reserved for it.
+    pub ttr_ms: u64,
+}
+
 /// One publication: the jobs of one request (one job, or a bulk), stored
 /// all or nothing, with their schedule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,8 +165,24 @@ impl Shard {
         count: u32,
         ttr_ms: u64,
     ) -> Result<Vec<Delivery>, EngineError> {
-        if count == 0 {
-            return Ok(Vec::new());
+        let mut got = self
+            .consume_many(slot, qualified, &[Want { count, ttr_ms }])
+            .await?;
+        Ok(got.pop().unwrap_or_default())
+    }
+
+    /// Takes ready jobs of one queue in `slot` for several consumers in one
+    /// script call (group commit): per want in order, up to its `count`
+    /// jobs, each reserved for its `ttr_ms` with one try spent. The first
+    /// wants are served first; once the queue is empty the rest get none.
+    pub async fn consume_many(
+        &self,
+        slot: u32,
+        qualified: &str,
+        wants: &[Want],
+    ) -> Result<Vec<Vec<Delivery>>, EngineError> {
+        if wants.iter().all(|w| w.count == 0) {
+            return Ok(wants.iter().map(|_| Vec::new()).collect());
         }
         let k = SlotKeys::new(slot);
         let keys = vec![
@@ -167,32 +192,42 @@ impl Shard {
             k.ready(qualified),
             k.queues(),
         ];
-        let args: Vec<Value> = vec![
+        let mut args: Vec<Value> = Vec::with_capacity(3 + 2 * wants.len());
+        args.extend([
             qualified.into(),
-            i64::from(count).into(),
-            (ttr_ms as i64).into(),
             keys::TIMER_CHANNEL.into(),
             i64::from(slot).into(),
-        ];
+        ]);
+        for w in wants {
+            args.push(i64::from(w.count).into());
+            args.push((w.ttr_ms as i64).into());
+        }
         let reply = self.eval(&SCRIPTS.consume, keys, args).await?;
         let mut f = Fields::new(self, reply)?;
-        let n = f.len().saturating_sub(1) / 9;
-        let mut pending = Vec::with_capacity(n);
-        for _ in 0..n {
-            let job = f.view()?;
-            let first = f.uint()? == 1;
-            pending.push((job, first));
+        let mut out = Vec::with_capacity(wants.len());
+        for w in wants {
+            let deadline_ms = f.uint()?;
+            let n = f.uint()?;
+            if n > u64::from(w.count) {
+                return Err(self.bad_reply("consume answered more jobs than asked"));
+            }
+            let mut jobs = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let job = f.view()?;
+                let first = f.uint()? == 1;
+                jobs.push(Delivery {
+                    job,
+                    slot,
+                    deadline_ms,
+                    first,
+                });
+            }
+            out.push(jobs);
         }
-        let deadline_ms = f.uint()?;
-        Ok(pending
-            .into_iter()
-            .map(|(job, first)| Delivery {
-                job,
-                slot,
-                deadline_ms,
-                first,
-            })
-            .collect())
+        if f.len() != 0 {
+            return Err(self.bad_reply("consume answered for more consumers than asked"));
+        }
+        Ok(out)
     }
 
     /// Gives a reserved job back (its consumer went away before it could be

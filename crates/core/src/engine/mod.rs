@@ -20,7 +20,7 @@ mod slots;
 pub use admin::AdminTables;
 pub use checks::ShardCheck;
 pub use decode::{Delivery, JobView};
-pub use jobs::{NewJob, Publication, Schedule};
+pub use jobs::{NewJob, Publication, Schedule, Want};
 pub use pubsub::{Handler, Heard, Listening, PubSub};
 pub use pump::PumpOutcome;
 pub use queue::Counts;

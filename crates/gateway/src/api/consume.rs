@@ -1,20 +1,15 @@
 //! Consume: one or several queues in priority order, a batch, a long poll.
 
-use std::{
-    pin::Pin,
-    sync::Arc,
-    task::{Context, Poll},
-    time::Duration,
-};
+use std::{pin::Pin, sync::Arc, time::Duration};
 
 use axum::{
     Json,
     extract::State,
     response::{IntoResponse, Response},
 };
-use futures::future::{BoxFuture, select_all};
+use futures::future::select_all;
 use serde_json::Value;
-use sundial_core::{Delivery, EngineError, Shard, job::check_queue, keys};
+use sundial_core::{Delivery, Shard, Want, job::check_queue, keys};
 
 use super::{
     error::ApiError,
@@ -23,7 +18,7 @@ use super::{
     tenant::Tenant,
     throttle::{self, Action},
 };
-use crate::{state::AppState, wakeups::Watch};
+use crate::{batch::Reserved, state::AppState, wakeups::Watch};
 
 /// `GET /api/{ns}/{q1[,q2…]}`
 pub(super) async fn consume(
@@ -58,7 +53,7 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
         for n in &mut woken {
             n.as_mut().enable();
         }
-        let jobs = take(tenant, &queues, &p).await?;
+        let jobs = take(state, tenant, &queues, &p).await?;
         if !jobs.is_empty() {
             return Ok(answer(tenant, jobs, p.count));
         }
@@ -121,12 +116,15 @@ async fn watch(
 /// jobs wait behind another's; each slot where it is written now, then where
 /// it drains from. A slot that fails does not stop the others: its error is
 /// returned only if no slot had a job (then "no job" could be false).
+/// Consumers of a queue that ask a slot together share one call
+/// (`crate::batch`).
 async fn take(
+    state: &AppState,
     tenant: &Tenant,
     queues: &Arc<[String]>,
     p: &ConsumeParams,
 ) -> Result<Vec<Delivery>, ApiError> {
-    let mut out = Reserved { jobs: Vec::new() };
+    let mut out = Reserved::default();
     let mut failed = None;
     'queues: for q in queues.iter() {
         let slots = tenant.pool.queue_slots(&tenant.ns, q);
@@ -134,22 +132,19 @@ async fn take(
             0 | 1 => 0,
             n => rand::random_range(0..n),
         };
-        let qualified: Arc<str> = keys::qualified(&tenant.ns, q).into();
+        let qualified = keys::qualified(&tenant.ns, q);
         for &slot in slots[start..].iter().chain(&slots[..start]) {
             for shard in tenant.pool.locations(slot) {
-                let want = p.count - out.jobs.len() as u32;
+                let want = p.count - out.len() as u32;
                 if want == 0 {
                     break 'queues;
                 }
-                let consume = Consume {
-                    shard: shard.clone(),
-                    slot,
-                    qualified: qualified.clone(),
+                let want = Want {
                     count: want,
                     ttr_ms: p.ttr_ms,
                 };
-                match Taking::new(consume).await {
-                    Ok(got) => out.jobs.extend(got.into_iter().map(|d| (shard.clone(), d))),
+                match state.consumes.consume(shard, slot, &qualified, want).await {
+                    Ok(got) => out.append(got),
                     Err(e) => {
                         tracing::warn!(shard = shard.name(), slot, error = %e, "consume skipped a failing shard");
                         failed = Some(e);
@@ -159,124 +154,8 @@ async fn take(
         }
     }
     match failed {
-        Some(e) if out.jobs.is_empty() => Err(e.into()),
+        Some(e) if out.is_empty() => Err(e.into()),
         _ => Ok(out.answered()),
-    }
-}
-
-/// The jobs a pass has reserved so far. If the request is dropped before
-/// they are handed over (the client hung up while a later slot was asked),
-/// they are given back rather than left reserved for nobody until their TTR.
-struct Reserved {
-    jobs: Vec<(Shard, Delivery)>,
-}
-
-impl Reserved {
-    /// The jobs, now the client's.
-    fn answered(mut self) -> Vec<Delivery> {
-        std::mem::take(&mut self.jobs)
-            .into_iter()
-            .map(|(_, d)| d)
-            .collect()
-    }
-}
-
-impl Drop for Reserved {
-    fn drop(&mut self) {
-        if self.jobs.is_empty() {
-            return;
-        }
-        let jobs = std::mem::take(&mut self.jobs);
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                for (shard, d) in jobs {
-                    release(&shard, &d).await;
-                }
-            });
-        }
-    }
-}
-
-/// Gives back a job reserved for a client that went away.
-async fn release(shard: &Shard, d: &Delivery) {
-    match shard.release(d).await {
-        Ok(_) => tracing::debug!(job_id = d.job.id, "consumer went away; job released"),
-        Err(e) => {
-            tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR")
-        }
-    }
-}
-
-/// One consume script call, with what it needs owned, so that it can
-/// outlive the request.
-struct Consume {
-    shard: Shard,
-    slot: u32,
-    qualified: Arc<str>,
-    count: u32,
-    ttr_ms: u64,
-}
-
-impl Consume {
-    async fn run(&self) -> Result<Vec<Delivery>, EngineError> {
-        self.shard
-            .consume(self.slot, &self.qualified, self.count, self.ttr_ms)
-            .await
-    }
-
-    /// The client went away while the script ran: gives the jobs back
-    /// instead of leaving them reserved for nobody.
-    async fn release(&self, jobs: Vec<Delivery>) {
-        for d in &jobs {
-            release(&self.shard, d).await;
-        }
-    }
-}
-
-/// A consume call in flight. Awaited in the request's own task; if the
-/// request is dropped before the call answered, the call moves to a task of
-/// its own that releases whatever it reserved. (Only then is a task spawned.)
-struct Taking {
-    call: Option<BoxFuture<'static, Taken>>,
-}
-
-/// A consume call and its answer.
-type Taken = (Consume, Result<Vec<Delivery>, EngineError>);
-
-impl Taking {
-    fn new(consume: Consume) -> Self {
-        let call = Box::pin(async move {
-            let result = consume.run().await;
-            (consume, result)
-        });
-        Self { call: Some(call) }
-    }
-}
-
-impl Future for Taking {
-    type Output = Result<Vec<Delivery>, EngineError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(call) = self.call.as_mut() else {
-            return Poll::Pending;
-        };
-        let (_, result) = std::task::ready!(call.as_mut().poll(cx));
-        self.call = None;
-        Poll::Ready(result)
-    }
-}
-
-impl Drop for Taking {
-    fn drop(&mut self) {
-        if let Some(call) = self.call.take()
-            && let Ok(rt) = tokio::runtime::Handle::try_current()
-        {
-            rt.spawn(async move {
-                if let (consume, Ok(jobs)) = call.await {
-                    consume.release(jobs).await;
-                }
-            });
-        }
     }
 }
 
