@@ -3,24 +3,26 @@
 -- Each asks for up to `count` jobs with its own TTR; they are served in the
 -- order given. For each job: pop it, spend a try, re-arm it for TTR, and
 -- return it, all in this one call. Stale ids (jobs deleted while ready) are
--- popped and skipped.
+-- popped and skipped; expired jobs are popped and deleted.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: the queue's ready list
 -- KEYS[5]: queue table
 -- ARGV[1]: qualified queue   ARGV[2]: timer channel   ARGV[3]: slot number
 -- ARGV[4..]: per consumer, count and ttr ms
--- Returns, per consumer in order: the TTR deadline given to its jobs (ms,
--- shard clock), the number of its jobs, then 9 fields per job:
---   queue, id, elapsed_ms, ttl_ms, tries left, attrs, body, state (3),
---   1 if this is the job's first delivery else 0
+-- Returns: the time of the call (ms, shard clock), then per consumer in
+-- order: the TTR deadline given to its jobs (ms, shard clock), the number
+-- of its jobs, then per job its id and its record as it was before this
+-- call (the caller unpacks it: this call spent one try and set it
+-- reserved). Only the records' leading fields are read here, and every
+-- write is made once for the call: one HSET of the reserved records, one
+-- ZADD of their deadlines, one HDEL and ZREM of the expired.
 local queue = ARGV[1]
 local jkey, tkey, ckey, rkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = now_ms()
-local out = {}
+local out = { now }
 local t = tally()
 local qn = qn_of(KEYS[5], queue)
--- The TTR deadlines are armed together: one ZADD, and one announcement if
--- they make the slot due sooner.
-local armed, earliest = {}, nil
+local records, armed, expired_ids, seen = {}, {}, {}, {}
+local earliest = nil
 local total, empty = 0, qn == nil
 
 for w = 4, #ARGV, 2 do
@@ -35,26 +37,25 @@ for w = 4, #ARGV, 2 do
       empty = true
       break
     end
-    local raw = redis.call('HGET', jkey, id)
+    -- An id listed twice is taken once (its record is written at the end).
+    local raw = not seen[id] and redis.call('HGET', jkey, id)
     if raw then
-      local r = decode(raw)
-      r.queue = queue
-      if r.state == READY and r.qn == qn then
-        if expired(r, now) then
-          t.flush(ckey)
-          drop(jkey, tkey, ckey, id, r)
+      local st, q, tries, expire = head(raw)
+      if st == READY and q == qn then
+        seen[id] = true
+        if expire > 0 and expire <= now then
+          expired_ids[#expired_ids + 1] = id
+          t.state(READY, queue, -1)
         else
-          local first = not r.delivered
-          r.state, r.tries = RESERVED, r.tries - 1
-          redis.call('HSET', jkey, id, patch(raw, RESERVED, r.tries, true))
+          records[#records + 1] = id
+          records[#records + 1] = patch(raw, RESERVED, tries - 1, true)
           local due = deadline
-          if r.expire > 0 and r.expire < due then due = r.expire end
+          if expire > 0 and expire < due then due = expire end
           armed[#armed + 1] = due
           armed[#armed + 1] = id
           if earliest == nil or due < earliest then earliest = due end
-          local v = view(r, id, now)
-          for _, f in ipairs(v) do out[#out + 1] = f end
-          if first then out[#out + 1] = 1 else out[#out + 1] = 0 end
+          out[#out + 1] = id
+          out[#out + 1] = raw
           got = got + 1
         end
       end
@@ -64,7 +65,10 @@ for w = 4, #ARGV, 2 do
   total = total + got
 end
 
+call_many('HDEL', jkey, expired_ids, 1)
+call_many('ZREM', tkey, expired_ids, 1)
 if total > 0 then
+  call_many('HSET', jkey, records, 2)
   local before = zmin(tkey)
   call_many('ZADD', tkey, armed, 2)
   if before == nil or earliest < before then
@@ -73,7 +77,6 @@ if total > 0 then
   t.state(READY, queue, -total)
   t.state(RESERVED, queue, total)
   t.add('C' .. queue, total)
-  t.flush(ckey)
 end
-
+t.flush(ckey)
 return out

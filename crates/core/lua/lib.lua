@@ -51,6 +51,28 @@ local function decode(s)
            qn = qn, attrs = attrs, body = string.sub(s, pos) }
 end
 
+-- The leading fields of a record, without unpacking its attributes and
+-- body (no string is made): state (without the delivered flag), queue
+-- number, tries, expiry, and whether it has been delivered.
+local function head(raw)
+  local state, tries, _, expire, _, qn = struct.unpack('>BHI6I6I6I3', raw)
+  return state % 16, qn, tries, expire, state >= 16
+end
+
+-- A function that packs records of jobs that share everything but their
+-- attributes and body (the jobs of one publication): the fixed fields are
+-- packed once, and each record costs one concatenation.
+local function packer(r)
+  local state = r.state
+  if r.delivered then state = state + 16 end
+  local fixed = struct.pack('>BHI6I6I6I3', state, r.tries, r.pub, r.expire, r.due or 0, r.qn)
+  local bare = fixed .. struct.pack('>H', 0)
+  return function(attrs, body)
+    if attrs == '' then return bare .. body end
+    return fixed .. struct.pack('>H', #attrs) .. attrs .. body
+  end
+end
+
 -- The slot's queue table (`qkey`): the number of a qualified queue, or nil
 -- when the slot never held a job of it.
 local function qn_of(qkey, name)

@@ -57,11 +57,11 @@ for _, p in ipairs(pubs) do
     if r.state == DELAYED and not woke then
       wake, woke = next_wake(k.t, k.s), true
     end
+    local pack = packer(r)
     for j = first, last, 3 do
       local id = ARGV[j]
-      r.attrs, r.body = ARGV[j + 1], ARGV[j + 2]
       records[#records + 1] = id
-      records[#records + 1] = encode(r)
+      records[#records + 1] = pack(ARGV[j + 1], ARGV[j + 2])
       if r.state == DELAYED then
         wake = delay(k, id, r.due, now, wake, ARGV[3], ARGV[4])
       else

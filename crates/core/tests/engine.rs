@@ -362,6 +362,61 @@ async fn expired_jobs_are_skipped_within_the_same_consume() {
         (0, 1),
         "size counts only jobs that still exist"
     );
+    let mut r = redis.client();
+    let held: u64 = r
+        .hlen(SlotKeys::new(slot("q", &keeper)).jobs())
+        .expect("hlen");
+    assert_eq!(held, 1, "the expired records went with their consume");
+}
+
+#[tokio::test]
+async fn a_consumed_job_carries_its_record_and_an_id_listed_twice_is_taken_once() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let j = NewJob {
+        id: JobId::mint(false),
+        attrs: r#"{"k":"v"}"#.to_owned(),
+        body: Bytes::from_static(b"with attributes"),
+    };
+    let b = slot("q", &j.id);
+    s.publish(b, &qn("q"), &sched(0, 60_000, 3), std::slice::from_ref(&j))
+        .await
+        .expect("publish");
+    // The same id listed again (as a ready list may hold a stale entry).
+    let k = SlotKeys::new(b);
+    let mut r = redis.client();
+    let _: () = r.lpush(k.ready(&qn("q")), j.id.as_str()).expect("lpush");
+    tokio::time::sleep(Duration::from_millis(20)).await; // some time since publish (the thing under test)
+    let got = s.consume(b, &qn("q"), 5, 30_000).await.expect("consume");
+    assert_eq!(got.len(), 1, "taken once: {got:?}");
+    let v = &got[0].job;
+    assert_eq!(
+        (
+            v.id.as_str(),
+            v.queue.as_str(),
+            v.attrs.as_str(),
+            &v.body[..]
+        ),
+        (
+            j.id.as_str(),
+            "ns/q",
+            r#"{"k":"v"}"#,
+            &b"with attributes"[..]
+        )
+    );
+    assert_eq!((v.tries_left, v.state), (2, 3));
+    assert!(got[0].first);
+    assert!((20..5_000).contains(&v.elapsed_ms), "{}", v.elapsed_ms);
+    assert!((55_000..=60_000).contains(&v.ttl_ms), "{}", v.ttl_ms);
+    let c = counts(&s, "q").await.expect("counts");
+    assert_eq!((c.ready, c.reserved, c.delivered), (0, 1, 1));
+    // Given back (as for a consumer that left), then taken again: not its
+    // first delivery, and the try it did not use is back.
+    assert!(s.release(&got[0]).await.expect("release"));
+    let again = s.consume(b, &qn("q"), 1, 30_000).await.expect("consume");
+    assert_eq!(again.len(), 1);
+    assert!(!again[0].first, "not its first delivery");
+    assert_eq!(again[0].job.tries_left, 2, "a released try is given back");
 }
 
 #[tokio::test]

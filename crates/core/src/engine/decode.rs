@@ -43,6 +43,52 @@ pub struct Delivery {
     pub first: bool,
 }
 
+/// The fields of a job record, as `lua/lib.lua` packs it (big-endian):
+/// state `B` (plus 16 once delivered), tries `H`, publish time `I6`, expiry
+/// `I6`, due time `I6`, queue number `I3`, attributes `Hc0`, then the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Record {
+    pub(crate) state: u8,
+    pub(crate) delivered: bool,
+    pub(crate) tries: u16,
+    pub(crate) published_ms: u64,
+    /// 0 = never.
+    pub(crate) expire_ms: u64,
+    pub(crate) attrs: Bytes,
+    pub(crate) body: Bytes,
+}
+
+/// Bytes before a record's attributes.
+const RECORD_HEAD: usize = 1 + 2 + 6 + 6 + 6 + 3 + 2;
+
+fn be(b: &[u8]) -> u64 {
+    b.iter().fold(0, |n, &x| (n << 8) | u64::from(x))
+}
+
+impl Record {
+    /// Unpacks `raw`, sharing its bytes (attributes and body are not
+    /// copied); `None` when it is too short for what it says it holds.
+    pub(crate) fn unpack(raw: Bytes) -> Option<Self> {
+        if raw.len() < RECORD_HEAD {
+            return None;
+        }
+        let attrs_len = be(&raw[24..26]) as usize;
+        let body_at = RECORD_HEAD.checked_add(attrs_len)?;
+        if raw.len() < body_at {
+            return None;
+        }
+        Some(Self {
+            state: raw[0] % 16,
+            delivered: raw[0] >= 16,
+            tries: be(&raw[1..3]) as u16,
+            published_ms: be(&raw[3..9]),
+            expire_ms: be(&raw[9..15]),
+            attrs: raw.slice(RECORD_HEAD..body_at),
+            body: raw.slice(body_at..),
+        })
+    }
+}
+
 /// Reads the fields of a reply array in order.
 pub(crate) struct Fields<'a> {
     shard: &'a Shard,
@@ -98,6 +144,12 @@ impl<'a> Fields<'a> {
         String::from_utf8(b.to_vec()).map_err(|_| self.shard.bad_reply("expected utf-8 text"))
     }
 
+    /// A job record (see [`Record`]).
+    pub(crate) fn record(&mut self) -> Result<Record, EngineError> {
+        let raw = self.bytes()?;
+        Record::unpack(raw).ok_or_else(|| self.shard.bad_reply("a job record too short"))
+    }
+
     /// The 8 fields of the `view` shape in `lua/lib.lua`.
     pub(crate) fn view(&mut self) -> Result<JobView, EngineError> {
         Ok(JobView {
@@ -110,5 +162,38 @@ impl<'a> Fields<'a> {
             body: self.bytes()?,
             state: u8::try_from(self.uint()?).unwrap_or(0),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_unpacks_as_lua_packs_it() {
+        // struct.pack('>BHI6I6I6I3Hc0', 2 + 16, 5, 1000, 2000, 0, 7, 2, '{}') .. 'body'
+        let mut raw = vec![18, 0, 5];
+        raw.extend([0, 0, 0, 0, 0x03, 0xe8]);
+        raw.extend([0, 0, 0, 0, 0x07, 0xd0]);
+        raw.extend([0; 6]);
+        raw.extend([0, 0, 7, 0, 2]);
+        raw.extend(b"{}body");
+        let r = Record::unpack(Bytes::from(raw.clone())).expect("record");
+        assert_eq!(
+            r,
+            Record {
+                state: 2,
+                delivered: true,
+                tries: 5,
+                published_ms: 1000,
+                expire_ms: 2000,
+                attrs: Bytes::from_static(b"{}"),
+                body: Bytes::from_static(b"body"),
+            }
+        );
+        // Attributes that run past the end, and a record cut short.
+        raw[25] = 200;
+        assert_eq!(Record::unpack(Bytes::from(raw)), None);
+        assert_eq!(Record::unpack(Bytes::from_static(b"short")), None);
     }
 }

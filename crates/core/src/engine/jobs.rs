@@ -204,6 +204,7 @@ impl Shard {
         }
         let reply = self.eval(&SCRIPTS.consume, keys, args).await?;
         let mut f = Fields::new(self, reply)?;
+        let now = f.uint()?;
         let mut out = Vec::with_capacity(wants.len());
         for w in wants {
             let deadline_ms = f.uint()?;
@@ -213,13 +214,29 @@ impl Shard {
             }
             let mut jobs = Vec::with_capacity(n as usize);
             for _ in 0..n {
-                let job = f.view()?;
-                let first = f.uint()? == 1;
+                let id = f.string()?;
+                // The record as it was: reserved now, with one try spent.
+                let r = f.record()?;
+                let attrs = String::from_utf8(r.attrs.to_vec())
+                    .map_err(|_| self.bad_reply("attributes are not utf-8"))?;
                 jobs.push(Delivery {
-                    job,
+                    job: JobView {
+                        queue: qualified.to_owned(),
+                        id,
+                        elapsed_ms: now.saturating_sub(r.published_ms),
+                        ttl_ms: if r.expire_ms == 0 {
+                            0
+                        } else {
+                            r.expire_ms.saturating_sub(now)
+                        },
+                        tries_left: r.tries.saturating_sub(1),
+                        attrs,
+                        body: r.body,
+                        state: 3,
+                    },
                     slot,
                     deadline_ms,
-                    first,
+                    first: !r.delivered,
                 });
             }
             out.push(jobs);
