@@ -27,6 +27,8 @@ local total, empty = 0, qn == nil
 
 for w = 4, #ARGV, 2 do
   local want, deadline = tonumber(ARGV[w]), now + tonumber(ARGV[w + 1])
+  -- As text once: Redis formats a number given to redis.call on every use.
+  local deadline_s = string.format('%d', deadline)
   out[#out + 1] = deadline
   local at = #out + 1
   local got = 0
@@ -49,9 +51,9 @@ for w = 4, #ARGV, 2 do
         else
           records[#records + 1] = id
           records[#records + 1] = patch(raw, RESERVED, tries - 1, true)
-          local due = deadline
-          if expire > 0 and expire < due then due = expire end
-          armed[#armed + 1] = due
+          local due, due_s = deadline, deadline_s
+          if expire > 0 and expire < due then due, due_s = expire, string.format('%d', expire) end
+          armed[#armed + 1] = due_s
           armed[#armed + 1] = id
           if earliest == nil or due < earliest then earliest = due end
           out[#out + 1] = id

@@ -41,9 +41,14 @@ for c = 1, #ids, 1000 do
 end
 
 local out = {}
-local counts = tally()
 local records, ready_ids, expiries = {}, {}, {}
 local wake, woke = nil, false
+-- Publications with the same schedule share their record's fixed fields
+-- (the usual case: a call of many single-job publishes): one record
+-- template and packer per schedule, not per publication.
+local kinds = {}
+-- Jobs stored per state, and in all.
+local stored, total = {}, 0
 for _, p in ipairs(pubs) do
   local at, first, last, n = p[1], p[2], p[3], p[4]
   local clash = false
@@ -53,11 +58,19 @@ for _, p in ipairs(pubs) do
   if clash then
     out[#out + 1] = 0
   else
-    local r = fresh(queue, qn, tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), now)
+    local schedule = ARGV[at] .. ' ' .. ARGV[at + 1] .. ' ' .. ARGV[at + 2]
+    local kind = kinds[schedule]
+    if not kind then
+      local r = fresh(queue, qn, tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), now)
+      -- The expiry as text once: a number given to redis.call is
+      -- formatted by Redis on every use.
+      kind = { r = r, pack = packer(r), expire = string.format('%d', r.expire) }
+      kinds[schedule] = kind
+    end
+    local r, pack, expire = kind.r, kind.pack, kind.expire
     if r.state == DELAYED and not woke then
       wake, woke = next_wake(k.t, k.s), true
     end
-    local pack = packer(r)
     for j = first, last, 3 do
       local id = ARGV[j]
       records[#records + 1] = id
@@ -67,7 +80,7 @@ for _, p in ipairs(pubs) do
       else
         ready_ids[#ready_ids + 1] = id
         if r.expire > 0 then
-          expiries[#expiries + 1] = r.expire
+          expiries[#expiries + 1] = expire
           expiries[#expiries + 1] = id
         end
       end
@@ -75,8 +88,8 @@ for _, p in ipairs(pubs) do
     -- A later publication of this call with one of these ids clashes, as
     -- it would with a job stored before the call.
     for j = first, last, 3 do taken[ARGV[j]] = true end
-    counts.state(r.state, queue, n)
-    counts.add('P' .. queue, n)
+    stored[r.state] = (stored[r.state] or 0) + n
+    total = total + n
     out[#out + 1] = n
   end
 end
@@ -84,6 +97,9 @@ end
 call_many('HSET', KEYS[1], records, 2)
 call_many('LPUSH', KEYS[4], ready_ids, 1)
 call_many('ZADD', KEYS[2], expiries, 2)
+local counts = tally()
+for state, n in pairs(stored) do counts.state(state, queue, n) end
+counts.add('P' .. queue, total)
 counts.flush(KEYS[3])
 if #ready_ids > 0 then redis.call('PUBLISH', ARGV[2], #ready_ids) end
 return out

@@ -533,6 +533,61 @@ async fn a_bulk_larger_than_one_write_is_stored_whole_and_in_order() {
 }
 
 #[tokio::test]
+async fn one_call_of_publications_with_different_schedules_keeps_each_schedule() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let b = 0;
+    let plain = job("plain");
+    let expiring = job("expiring");
+    let delayed = job("delayed");
+    let also_plain = job("also plain");
+    let one = |schedule, j: &NewJob| sundial_core::Publication {
+        schedule,
+        jobs: vec![j.clone()],
+    };
+    let stored = s
+        .publish_many(
+            b,
+            &qn("q"),
+            &[
+                one(sched(0, 0, 1), &plain),
+                one(sched(0, 60_000, 2), &expiring),
+                one(sched(5_000, 0, 3), &delayed),
+                one(sched(0, 0, 1), &also_plain),
+            ],
+        )
+        .await
+        .expect("publish");
+    assert_eq!(stored, vec![true; 4]);
+    let c = s.counts(b, &qn("q")).await.expect("counts");
+    assert_eq!((c.ready, c.delayed, c.published), (3, 1, 4));
+    let q = qn("q");
+    let peek = |j: &NewJob| {
+        let id = j.id.clone();
+        let (s, q) = (&s, &q);
+        async move { s.peek_job(b, q, &id).await }
+    };
+    let v = peek(&plain).await.expect("peek").expect("plain");
+    assert_eq!((v.ttl_ms, v.tries_left, v.state), (0, 1, 2));
+    let v = peek(&expiring).await.expect("peek").expect("expiring");
+    assert!((55_000..=60_000).contains(&v.ttl_ms), "{}", v.ttl_ms);
+    assert_eq!((v.tries_left, v.state), (2, 2));
+    let v = peek(&delayed).await.expect("peek").expect("delayed");
+    assert_eq!((v.ttl_ms, v.tries_left, v.state), (0, 3, 1));
+    // On the timer: the expiring job's expiry, and nothing for the plain
+    // ones (the delayed one waits in the wheel: 5 s is not near).
+    let mut r = redis.client();
+    let timer: Vec<(String, f64)> = r
+        .zrange_withscores(SlotKeys::new(b).timer(), 0, -1)
+        .expect("zrange");
+    assert_eq!(timer.len(), 1, "{timer:?}");
+    assert_eq!(timer[0].0, expiring.id.as_str());
+    let got = s.consume(b, &qn("q"), 3, 30_000).await.expect("consume");
+    let bodies: Vec<&[u8]> = got.iter().map(|d| &d.job.body[..]).collect();
+    assert_eq!(bodies, [&b"plain"[..], b"expiring", b"also plain"]);
+}
+
+#[tokio::test]
 async fn republish_replaces_atomically() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
