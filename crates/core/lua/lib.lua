@@ -53,10 +53,10 @@ end
 
 -- The leading fields of a record, without unpacking its attributes and
 -- body (no string is made): state (without the delivered flag), queue
--- number, tries, expiry, and whether it has been delivered.
+-- number, tries, expiry, whether it has been delivered, and due time.
 local function head(raw)
-  local state, tries, _, expire, _, qn = struct.unpack('>BHI6I6I6I3', raw)
-  return state % 16, qn, tries, expire, state >= 16
+  local state, tries, _, expire, due, qn = struct.unpack('>BHI6I6I6I3', raw)
+  return state % 16, qn, tries, expire, state >= 16, due
 end
 
 -- A function that packs records of jobs that share everything but their

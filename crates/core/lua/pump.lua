@@ -2,19 +2,21 @@
 -- TTR ran out back to ready while tries remain, else to the dead letter; jobs
 -- past their TTL dropped (with their ready or dead list entry); stale timer
 -- entries removed.
--- First, wheel seconds that start within SLOT_MS are opened: their delayed
--- jobs move to the timer zset at their exact due time.
+-- First, wheel seconds that start within SLOT_MS are opened (at most `limit`
+-- entries): their delayed jobs move to the timer zset at their exact due
+-- time, or straight to ready when they are due already.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
 -- KEYS[5]: the slot's lease   KEYS[6]: queue table
 -- ARGV[1]: slot key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue,
 --          wheel list = prefix .. 'w:' .. second)
 -- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
 -- ARGV[4]: the lease owner this pump acts for ("" = no lease, a single pump)
--- Returns: {processed, to_ready, retried, dead, expired, next_due_ms (-1 = none), oldest_due_ms (-1 = none), now_ms,
+-- Returns: {processed (wheel entries opened + timer entries handled), to_ready, retried, dead, expired,
+--   next_due_ms (-1 = none; now when a wheel second holds more: come back at once), oldest_due_ms (-1 = none), now_ms,
 --   then per queue touched: queue, to_ready, retried, dead, expired},
 -- or {-1} and no change when ARGV[4] names an owner that does not hold the
 -- lease (fencing: a pump that lost its lease moves nothing, even once).
--- where oldest_due_ms is the score of the first entry handled (for lag).
+-- where oldest_due_ms is the earliest due time among the jobs handled (for lag).
 --
 -- The ready, dead and wheel lists are named here rather than passed in KEYS
 -- because which queues and seconds are due is only known from the data.
@@ -30,31 +32,6 @@ local now = now_ms()
 local jkey, tkey, ckey, skey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local qname = qnames(KEYS[6])
 
--- Open the wheel seconds that start within SLOT_MS.
-local opened = 0
-while opened < limit do
-  local head = redis.call('ZRANGE', skey, 0, 0, 'WITHSCORES')
-  if #head == 0 or tonumber(head[2]) >= now + SLOT_MS then break end
-  local wkey = prefix .. 'w:' .. head[1]
-  local ids = redis.call('LPOP', wkey, limit - opened)
-  if ids then
-    for _, id in ipairs(ids) do
-      local raw = redis.call('HGET', jkey, id)
-      if raw then
-        local r = decode(raw)
-        if r.state == DELAYED then redis.call('ZADD', tkey, r.due, id) end
-      end
-    end
-    opened = opened + #ids
-  end
-  if redis.call('EXISTS', wkey) == 0 then redis.call('ZREM', skey, head[1]) end
-end
-if opened >= limit then
-  -- A huge second: come back at once for the rest before pumping.
-  return { limit, 0, 0, 0, 0, now, -1, now }
-end
-
-local due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 local to_ready, retried, dead, gone = 0, 0, 0, 0
 local woken = {}
 local counts = tally()
@@ -65,64 +42,168 @@ local function tally(queue, i)
   t[i] = t[i] + 1
 end
 local oldest = -1
-if #due > 0 then oldest = tonumber(due[2]) end
+local function seen_due(at)
+  if oldest == -1 or at < oldest then oldest = at end
+end
 
-for i = 1, #due, 2 do
-  local id = due[i]
-  local raw = redis.call('HGET', jkey, id)
-  if not raw then
-    redis.call('ZREM', tkey, id)
+-- The writes are gathered and made once per key at the end (`write`): one
+-- HSET of the changed records, one LPUSH per ready or dead list (in due
+-- order), one ZADD of the timer entries to set and one ZREM of those that
+-- leave the timer. Jobs past their TTL are removed after that, one by one,
+-- as they touch their lists (`unlist`). Records are read with HMGET, and
+-- only their leading fields (`head`).
+local records, lists, list_order, armed, unarmed, expired_jobs = {}, {}, {}, {}, {}, {}
+local function push(lkey, id)
+  local l = lists[lkey]
+  if not l then
+    l = {}
+    lists[lkey] = l
+    list_order[#list_order + 1] = lkey
+  end
+  l[#l + 1] = id
+end
+local function set_timer(id, at)
+  armed[#armed + 1] = string.format('%d', at)
+  armed[#armed + 1] = id
+end
+-- The timer entry a job keeps in a state without a due time of its own:
+-- its expiry, or none (as `arm_expiry`, gathered). `timed`: whether it has
+-- an entry now.
+local function rearm(id, expire, timed)
+  if expire > 0 then
+    set_timer(id, expire)
+  elseif timed then
+    unarmed[#unarmed + 1] = id
+  end
+end
+local function expire_job(id, st, queue)
+  expired_jobs[#expired_jobs + 1] = { id, st, queue }
+  gone = gone + 1
+  tally(queue, 4)
+end
+-- A delayed job, or a reservation with tries left, made ready.
+local function make_ready(id, raw, st, queue, tries, expire, delivered, timed)
+  if st == RESERVED then
+    retried = retried + 1
+    tally(queue, 2)
   else
-    local r = decode(raw)
-    r.queue = qname(r.qn)
-    if expired(r, now) then
-      counts.flush(ckey)
-      drop(jkey, tkey, ckey, id, r)
-      if r.state == READY then
-        unlist(prefix .. 'r:' .. r.queue, jkey, ckey, READY, r.queue, id)
-      elseif r.state == DEAD then
-        unlist(prefix .. 'd:' .. r.queue, jkey, ckey, DEAD, r.queue, id)
-      end
-      gone = gone + 1
-      tally(r.queue, 4)
-    elseif r.state == DELAYED or (r.state == RESERVED and r.tries > 0) then
-      if r.state == RESERVED then
-        retried = retried + 1
-        tally(r.queue, 2)
-      else
-        to_ready = to_ready + 1
-        tally(r.queue, 1)
-      end
-      counts.state(r.state, r.queue, -1)
-      r.state = READY
-      redis.call('HSET', jkey, id, patch(raw, READY, r.tries, r.delivered))
-      counts.state(READY, r.queue, 1)
-      redis.call('LPUSH', prefix .. 'r:' .. r.queue, id)
-      arm_expiry(tkey, id, r)
-      woken[r.queue] = (woken[r.queue] or 0) + 1
-    elseif r.state == RESERVED then
-      counts.state(RESERVED, r.queue, -1)
-      r.state = DEAD
-      redis.call('HSET', jkey, id, patch(raw, DEAD, r.tries, r.delivered))
-      counts.state(DEAD, r.queue, 1)
-      redis.call('LPUSH', prefix .. 'd:' .. r.queue, id)
-      arm_expiry(tkey, id, r)
-      dead = dead + 1
-      tally(r.queue, 3)
-    else
-      -- ready or dead: only an expiry is ever scheduled for these states.
-      arm_expiry(tkey, id, r)
+    to_ready = to_ready + 1
+    tally(queue, 1)
+  end
+  counts.state(st, queue, -1)
+  counts.state(READY, queue, 1)
+  records[#records + 1] = id
+  records[#records + 1] = patch(raw, READY, tries, delivered)
+  push(prefix .. 'r:' .. queue, id)
+  rearm(id, expire, timed)
+  woken[queue] = (woken[queue] or 0) + 1
+end
+local function hmget(ids)
+  local raws = {}
+  for c = 1, #ids, 1000 do
+    local found = redis.call('HMGET', jkey, unpack(ids, c, math.min(c + 999, #ids)))
+    for x = 1, #found do raws[c + x - 1] = found[x] end
+  end
+  return raws
+end
+local function write()
+  call_many('HSET', jkey, records, 2)
+  for _, lkey in ipairs(list_order) do call_many('LPUSH', lkey, lists[lkey], 1) end
+  call_many('ZADD', tkey, armed, 2)
+  call_many('ZREM', tkey, unarmed, 1)
+  counts.flush(ckey)
+  for _, e in ipairs(expired_jobs) do
+    local id, st, queue = e[1], e[2], e[3]
+    drop(jkey, tkey, ckey, id, { state = st, queue = queue })
+    if st == READY then
+      unlist(prefix .. 'r:' .. queue, jkey, ckey, READY, queue, id)
+    elseif st == DEAD then
+      unlist(prefix .. 'd:' .. queue, jkey, ckey, DEAD, queue, id)
     end
+  end
+  for q, n in pairs(woken) do
+    redis.call('PUBLISH', chan .. q, n)
   end
 end
 
-counts.flush(ckey)
-for q, n in pairs(woken) do
-  redis.call('PUBLISH', chan .. q, n)
+-- Open the wheel seconds that start within SLOT_MS. A job of an opened
+-- second goes on the timer at its due time; one that is due already (the
+-- pump is behind: a backlog, or a second opened late) goes straight to
+-- ready, and one past its TTL goes, without passing through the timer.
+local opened = 0
+while opened < limit do
+  local first = redis.call('ZRANGE', skey, 0, 0, 'WITHSCORES')
+  if #first == 0 or tonumber(first[2]) >= now + SLOT_MS then break end
+  local wkey = prefix .. 'w:' .. first[1]
+  local ids = redis.call('LPOP', wkey, limit - opened)
+  if ids then
+    local raws = hmget(ids)
+    for x, id in ipairs(ids) do
+      local raw = raws[x]
+      if raw then
+        local st, qn, tries, expire, delivered, at = head(raw)
+        if st == DELAYED then
+          if expire > 0 and expire <= now then
+            expire_job(id, st, qname(qn))
+          elseif at <= now then
+            seen_due(at)
+            make_ready(id, raw, st, qname(qn), tries, expire, delivered, false)
+          else
+            set_timer(id, at)
+          end
+        end
+      end
+    end
+    opened = opened + #ids
+  end
+  if redis.call('EXISTS', wkey) == 0 then redis.call('ZREM', skey, first[1]) end
+end
+if opened >= limit then
+  -- A huge second: come back at once for the rest before pumping.
+  write()
+  local out = { limit, to_ready, retried, dead, gone, now, oldest, now }
+  for q, t in pairs(per) do
+    out[#out + 1] = q
+    for i = 1, 4 do out[#out + 1] = t[i] end
+  end
+  return out
 end
 
+local due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+if #due > 0 then seen_due(tonumber(due[2])) end
+local ids = {}
+for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+local raws = hmget(ids)
+for x, id in ipairs(ids) do
+  local raw = raws[x]
+  if not raw then
+    unarmed[#unarmed + 1] = id
+  else
+    local st, qn, tries, expire, delivered = head(raw)
+    local queue = qname(qn)
+    if expire > 0 and expire <= now then
+      expire_job(id, st, queue)
+    elseif st == DELAYED or (st == RESERVED and tries > 0) then
+      make_ready(id, raw, st, queue, tries, expire, delivered, true)
+    elseif st == RESERVED then
+      counts.state(RESERVED, queue, -1)
+      counts.state(DEAD, queue, 1)
+      records[#records + 1] = id
+      records[#records + 1] = patch(raw, DEAD, tries, delivered)
+      push(prefix .. 'd:' .. queue, id)
+      rearm(id, expire, true)
+      dead = dead + 1
+      tally(queue, 3)
+    else
+      -- ready or dead: only an expiry is ever scheduled for these states.
+      rearm(id, expire, true)
+    end
+  end
+end
+write()
+
 local next_due = next_wake(tkey, skey) or -1
-local out = { #due / 2, to_ready, retried, dead, gone, next_due, oldest, now }
+local out = { opened + #due / 2, to_ready, retried, dead, gone, next_due, oldest, now }
 for q, t in pairs(per) do
   out[#out + 1] = q
   for i = 1, 4 do out[#out + 1] = t[i] end

@@ -271,6 +271,54 @@ async fn delayed_jobs_wait_for_the_pump() {
 }
 
 #[tokio::test]
+async fn one_pump_call_moves_due_jobs_of_several_queues_each_in_due_order() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let b = 0;
+    // Two queues that share a slot, their delayed jobs due one after the
+    // other (publish order), one of them with a TTL that outlives its delay.
+    let mut a_ids = Vec::new();
+    let mut b_ids = Vec::new();
+    for i in 0..6u64 {
+        let j = job(&format!("job {i}"));
+        let (queue, ids) = if i % 2 == 0 {
+            ("ns/a", &mut a_ids)
+        } else {
+            ("ns/b", &mut b_ids)
+        };
+        let ttl = if i == 3 { 60_000 } else { 0 };
+        s.publish(b, queue, &sched(50 + i, ttl, 1), std::slice::from_ref(&j))
+            .await
+            .expect("publish");
+        ids.push(j.id.as_str().to_owned());
+    }
+    tokio::time::sleep(Duration::from_millis(120)).await; // all six due (the thing under test is time)
+    let moved = s.pump(b, 100, None).await.expect("pump");
+    assert_eq!((moved.processed, moved.to_ready), (6, 6));
+    let mut r = redis.client();
+    let k = SlotKeys::new(b);
+    for (queue, ids) in [("ns/a", &a_ids), ("ns/b", &b_ids)] {
+        // Consumed from the right: the first due is the first out.
+        let mut listed: Vec<String> = r.lrange(k.ready(queue), 0, -1).expect("lrange");
+        listed.reverse();
+        assert_eq!(&listed, ids, "{queue}");
+        let c = s.counts(b, queue).await.expect("counts");
+        assert_eq!((c.ready, c.delayed), (3, 0), "{queue}");
+    }
+    // Only the job with a TTL keeps a timer entry: its expiry.
+    let timer: Vec<(String, f64)> = r.zrange_withscores(k.timer(), 0, -1).expect("zrange");
+    assert_eq!(timer.len(), 1, "{timer:?}");
+    assert_eq!(timer[0].0, b_ids[1]);
+    let v = s
+        .peek_job(b, "ns/b", &JobId::parse(&b_ids[1]).expect("id"))
+        .await
+        .expect("peek")
+        .expect("job");
+    assert_eq!(v.state, 2);
+    assert!((55_000..=60_000).contains(&v.ttl_ms), "{}", v.ttl_ms);
+}
+
+#[tokio::test]
 async fn ttr_retries_then_dead_letters_then_respawns() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
@@ -801,6 +849,47 @@ async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
     );
     let got = consume(&s, &["q"], 1, 1000).await.expect("consume");
     assert_eq!(got[0].job.id, id.as_str());
+}
+
+#[tokio::test]
+async fn a_wheel_second_opened_late_sends_its_due_jobs_straight_to_ready() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let b = 0;
+    let q = qn("q");
+    // Three far jobs in the wheel; the second's TTL runs out 100 ms after
+    // it is due.
+    let jobs: Vec<NewJob> = (0..3).map(|i| job(&format!("far {i}"))).collect();
+    for (i, j) in jobs.iter().enumerate() {
+        let ttl = if i == 1 { 2_300 } else { 0 };
+        s.publish(b, &q, &sched(2_200, ttl, 1), std::slice::from_ref(j))
+            .await
+            .expect("publish");
+    }
+    assert_eq!(wheel(&redis, b).1, 3, "in the wheel");
+    // No pump ran while they came due (a backlog, or a pump that was down):
+    // the first call after opens their second and moves them at once.
+    tokio::time::sleep(Duration::from_millis(2_600)).await; // past due and past the TTL (the thing under test is time)
+    let o = s.pump(b, 100, None).await.expect("pump");
+    assert_eq!((o.to_ready, o.expired), (2, 1), "{o:?}");
+    let late = o.now_ms - o.oldest_due_ms.expect("the lateness is known");
+    assert!((300..5_000).contains(&late), "{late}");
+    assert_eq!(wheel(&redis, b), (vec![], 0), "the second is gone");
+    let mut r = redis.client();
+    let k = SlotKeys::new(b);
+    let timer: u64 = r.zcard(k.timer()).expect("zcard");
+    assert_eq!(timer, 0, "no timer entry is left behind");
+    let held: u64 = r.hlen(k.jobs()).expect("hlen");
+    assert_eq!(held, 2, "the expired record is gone");
+    let c = s.counts(b, &q).await.expect("counts");
+    assert_eq!((c.ready, c.delayed), (2, 0));
+    let got = s.consume(b, &q, 3, 1_000).await.expect("consume");
+    let ids: Vec<&str> = got.iter().map(|d| d.job.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [jobs[0].id.as_str(), jobs[2].id.as_str()],
+        "in due order"
+    );
 }
 
 #[tokio::test]

@@ -8,7 +8,9 @@ use crate::{EngineError, Shard, keys, keys::SlotKeys, scripts::SCRIPTS};
 /// What one pump call did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PumpOutcome {
-    /// Timer entries handled (at most the batch limit).
+    /// Entries handled: wheel entries opened, then due timer entries (each
+    /// at most the batch limit; the batch limit when a wheel second holds
+    /// more, and the slot is due again at once).
     pub processed: u64,
     /// Delayed jobs made ready.
     pub to_ready: u64,
@@ -20,7 +22,7 @@ pub struct PumpOutcome {
     pub expired: u64,
     /// The slot's next deadline after this call (ms, shard clock).
     pub next_due_ms: Option<u64>,
-    /// The deadline of the first entry handled: how late the pump was.
+    /// The earliest deadline among the jobs handled: how late the pump was.
     pub oldest_due_ms: Option<u64>,
     /// The shard's clock when the call ran (ms).
     pub now_ms: u64,
