@@ -81,6 +81,16 @@ local function expire_job(id, st, queue)
   gone = gone + 1
   tally(queue, 4)
 end
+-- Moves a job from state `st` to `to` (READY or DEAD): its record, its
+-- counts, the head of its list (`list`: 'r:' or 'd:'), its timer entry.
+local function move(id, raw, st, to, list, queue, tries, expire, delivered, timed)
+  counts.state(st, queue, -1)
+  counts.state(to, queue, 1)
+  records[#records + 1] = id
+  records[#records + 1] = patch(raw, to, tries, delivered)
+  push(prefix .. list .. queue, id)
+  rearm(id, expire, timed)
+end
 -- A delayed job, or a reservation with tries left, made ready.
 local function make_ready(id, raw, st, queue, tries, expire, delivered, timed)
   if st == RESERVED then
@@ -90,12 +100,7 @@ local function make_ready(id, raw, st, queue, tries, expire, delivered, timed)
     to_ready = to_ready + 1
     tally(queue, 1)
   end
-  counts.state(st, queue, -1)
-  counts.state(READY, queue, 1)
-  records[#records + 1] = id
-  records[#records + 1] = patch(raw, READY, tries, delivered)
-  push(prefix .. 'r:' .. queue, id)
-  rearm(id, expire, timed)
+  move(id, raw, st, READY, 'r:', queue, tries, expire, delivered, timed)
   woken[queue] = (woken[queue] or 0) + 1
 end
 local function hmget(ids)
@@ -186,12 +191,7 @@ for x, id in ipairs(ids) do
     elseif st == DELAYED or (st == RESERVED and tries > 0) then
       make_ready(id, raw, st, queue, tries, expire, delivered, true)
     elseif st == RESERVED then
-      counts.state(RESERVED, queue, -1)
-      counts.state(DEAD, queue, 1)
-      records[#records + 1] = id
-      records[#records + 1] = patch(raw, DEAD, tries, delivered)
-      push(prefix .. 'd:' .. queue, id)
-      rearm(id, expire, true)
+      move(id, raw, st, DEAD, 'd:', queue, tries, expire, delivered, true)
       dead = dead + 1
       tally(queue, 3)
     else
