@@ -25,6 +25,7 @@ mod cpu;
 mod idle;
 mod lateness;
 mod memory;
+mod wire;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -206,26 +207,31 @@ async fn publish(ctx: Arc<Ctx>, concurrency: usize, dur: Duration) -> anyhow::Re
         let (ctx, done, errors, lat) = (ctx.clone(), done.clone(), errors.clone(), lat.clone());
         tasks.push(tokio::spawn(async move {
             let mut local = Histogram::<u64>::new(3).expect("histogram");
+            let request =
+                wire::request("PUT", &format!("/api/{}/q", ctx.ns), &ctx.token, &ctx.body);
+            let mut conn = wire::Conn::connect(&ctx.api).await?;
             while start.elapsed() < dur {
                 let t = Instant::now();
-                match ctx
-                    .put(&format!("/api/{}/q", ctx.ns), ctx.body.clone())
-                    .await
-                {
-                    Ok(_) => {
+                match conn.call(&request).await {
+                    Ok((201, _)) => {
                         done.fetch_add(1, Ordering::Relaxed);
                         let _ = local.record(t.elapsed().as_micros() as u64);
                     }
+                    Ok(_) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
                     Err(_) => {
                         errors.fetch_add(1, Ordering::Relaxed);
+                        conn = wire::Conn::connect(&ctx.api).await?;
                     }
                 }
             }
             let _ = lat.lock().await.add(&local);
+            anyhow::Ok(())
         }));
     }
     for t in tasks {
-        t.await?;
+        t.await??;
     }
     let secs = start.elapsed().as_secs_f64();
     let n = done.load(Ordering::Relaxed);
@@ -295,39 +301,43 @@ async fn consume(
             last_ack.clone(),
         );
         tasks.push(tokio::spawn(async move {
+            let take = wire::request(
+                "GET",
+                &format!("/api/{}/q?count={count}&ttr=600&timeout={timeout}", ctx.ns),
+                &ctx.token,
+                b"",
+            );
+            let mut conn = wire::Conn::connect(&ctx.api).await?;
+            let mut acks = Vec::new();
             loop {
                 requests.fetch_add(1, Ordering::Relaxed);
-                let r = ctx
-                    .http
-                    .get(format!(
-                        "{}/api/{}/q?count={count}&ttr=600&timeout={timeout}",
-                        ctx.api, ctx.ns
-                    ))
-                    .header("X-Token", &ctx.token)
-                    .send()
-                    .await;
-                let Ok(r) = r else { continue };
-                if r.status() == 404 {
-                    return;
-                }
-                let v: serde_json::Value = match r.json().await {
-                    Ok(v) => v,
-                    Err(_) => continue,
+                let body = match conn.call(&take).await {
+                    Ok((200, body)) => body,
+                    Ok((404, _)) => return anyhow::Ok(()),
+                    Ok(_) => continue,
+                    Err(_) => {
+                        conn = wire::Conn::connect(&ctx.api).await?;
+                        continue;
+                    }
                 };
-                let items = match v {
-                    serde_json::Value::Array(a) => a,
-                    one => vec![one],
-                };
-                for j in items {
-                    let id = j["job_id"].as_str().unwrap_or_default();
+                acks.clear();
+                acks.extend(wire::job_ids(body).map(|id| {
+                    wire::request(
+                        "DELETE",
+                        &format!("/api/{}/q/job/{id}", ctx.ns),
+                        &ctx.token,
+                        b"",
+                    )
+                }));
+                for ack in &acks {
                     requests.fetch_add(1, Ordering::Relaxed);
-                    let ok = ctx
-                        .http
-                        .delete(format!("{}/api/{}/q/job/{id}", ctx.api, ctx.ns))
-                        .header("X-Token", &ctx.token)
-                        .send()
-                        .await
-                        .is_ok_and(|r| r.status() == 204);
+                    let ok = match conn.call(ack).await {
+                        Ok((status, _)) => status == 204,
+                        Err(_) => {
+                            conn = wire::Conn::connect(&ctx.api).await?;
+                            false
+                        }
+                    };
                     if ok {
                         done.fetch_add(1, Ordering::Relaxed);
                         last_ack.fetch_max(start.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -337,7 +347,7 @@ async fn consume(
         }));
     }
     for t in tasks {
-        t.await?;
+        t.await??;
     }
     let secs = (last_ack.load(Ordering::Relaxed) as f64 / 1e6).max(1e-3);
     let n = done.load(Ordering::Relaxed);
