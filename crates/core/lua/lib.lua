@@ -157,6 +157,17 @@ local function call_many(cmd, key, args, width)
   end
 end
 
+-- The values of the fields `ids` of hash `key`, in order (false where a
+-- field is absent), read with one HMGET per 1,000 fields.
+local function hmget_many(key, ids)
+  local values = {}
+  for c = 1, #ids, 1000 do
+    local found = redis.call('HMGET', key, unpack(ids, c, math.min(c + 999, #ids)))
+    for x = 1, #found do values[c + x - 1] = found[x] end
+  end
+  return values
+end
+
 -- Lowest score of a zset, or nil when it is empty.
 local function zmin(zkey)
   local head = redis.call('ZRANGE', zkey, 0, 0, 'WITHSCORES')

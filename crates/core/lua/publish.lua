@@ -33,11 +33,9 @@ while i <= #ARGV do
   i = last + 1
 end
 local taken = {}
-for c = 1, #ids, 1000 do
-  local found = redis.call('HMGET', KEYS[1], unpack(ids, c, math.min(c + 999, #ids)))
-  for x = 1, #found do
-    if found[x] then taken[ids[c + x - 1]] = true end
-  end
+local found = hmget_many(KEYS[1], ids)
+for x = 1, #ids do
+  if found[x] then taken[ids[x]] = true end
 end
 
 local out = {}

@@ -103,14 +103,6 @@ local function make_ready(id, raw, st, queue, tries, expire, delivered, timed)
   move(id, raw, st, READY, 'r:', queue, tries, expire, delivered, timed)
   woken[queue] = (woken[queue] or 0) + 1
 end
-local function hmget(ids)
-  local raws = {}
-  for c = 1, #ids, 1000 do
-    local found = redis.call('HMGET', jkey, unpack(ids, c, math.min(c + 999, #ids)))
-    for x = 1, #found do raws[c + x - 1] = found[x] end
-  end
-  return raws
-end
 local function write()
   call_many('HSET', jkey, records, 2)
   for _, lkey in ipairs(list_order) do call_many('LPUSH', lkey, lists[lkey], 1) end
@@ -142,7 +134,7 @@ while opened < limit do
   local wkey = prefix .. 'w:' .. first[1]
   local ids = redis.call('LPOP', wkey, limit - opened)
   if ids then
-    local raws = hmget(ids)
+    local raws = hmget_many(jkey, ids)
     for x, id in ipairs(ids) do
       local raw = raws[x]
       if raw then
@@ -178,7 +170,7 @@ local due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT'
 if #due > 0 then seen_due(tonumber(due[2])) end
 local ids = {}
 for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
-local raws = hmget(ids)
+local raws = hmget_many(jkey, ids)
 for x, id in ipairs(ids) do
   local raw = raws[x]
   if not raw then

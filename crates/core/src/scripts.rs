@@ -64,9 +64,8 @@ macro_rules! scripts {
 scripts! {
     publish,
     republish,
-    consume,
+    serve,
     release,
-    delete,
     peek_job,
     peek_queue,
     destroy,

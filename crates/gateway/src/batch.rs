@@ -1,8 +1,8 @@
 //! Group commit: operations on one queue in one slot that arrive while a
 //! call for that queue runs are made together by the next call, so under
 //! load one script call (and its `EVALSHA`, its `TIME`, its counter writes
-//! and its `PUBLISH`) serves many requests. Publishes, consumes and acks go
-//! this way.
+//! and its `PUBLISH`) serves many requests. Publishes go this way, and so
+//! do a queue's acks and consumes, together in one line (`Workers`).
 //!
 //! No timer is involved: the first operation on an idle queue is sent at
 //! once, and what queues up behind a running call goes in the next one, so
@@ -68,27 +68,6 @@ impl Op for PublishOp {
     }
 }
 
-/// Acks (deletes by id): `false` when the job does not exist there.
-#[derive(Debug)]
-pub struct AckOp;
-
-impl Op for AckOp {
-    type Item = JobId;
-    type Out = bool;
-    fn size(_: &JobId) -> usize {
-        0
-    }
-    const LIMIT: usize = 0;
-    fn call(
-        shard: &Shard,
-        slot: u32,
-        qualified: &str,
-        items: &[JobId],
-    ) -> impl Future<Output = Result<Vec<bool>, EngineError>> + Send {
-        shard.delete_many(slot, qualified, items)
-    }
-}
-
 /// Jobs reserved for one consumer: what a consume call answers it, and
 /// what a pass has gathered so far. If they are dropped before they are
 /// handed over (the client hung up while its call ran, or while a later slot
@@ -148,42 +127,88 @@ async fn release(shard: &Shard, d: &Delivery) {
     }
 }
 
-/// Consumes, in groups: the consumers of a queue that ask a slot while a
-/// call for it runs share the next call, which serves them in arrival order.
+/// What a worker asks of a queue: an ack, or jobs.
 #[derive(Debug)]
-pub struct ConsumeOp;
+pub enum Work {
+    /// Delete job `id`, in whatever state it is.
+    Ack(JobId),
+    /// Reserve jobs.
+    Take(Want),
+}
 
-/// The group commit of consumes.
-pub type Consumes = Lines<ConsumeOp>;
+/// What a [`Work`] is answered.
+#[derive(Debug)]
+pub enum Done {
+    /// Whether the job existed there.
+    Acked(bool),
+    /// The jobs reserved for the consumer.
+    Taken(Reserved),
+}
 
-impl Op for ConsumeOp {
-    type Item = Want;
-    type Out = Reserved;
-    fn size(w: &Want) -> usize {
-        w.count as usize
+/// Acks and consumes, in groups. A worker acks one job and asks for the
+/// next, so the two arrive together: the acks and consumes of a queue that
+/// ask a slot while a call for it runs share the next call, which makes
+/// the acks first and then serves the consumers in arrival order.
+#[derive(Debug)]
+pub struct WorkOp;
+
+/// The group commit of acks and consumes.
+pub type Workers = Lines<WorkOp>;
+
+impl Op for WorkOp {
+    type Item = Work;
+    type Out = Done;
+    fn size(w: &Work) -> usize {
+        match w {
+            Work::Ack(_) => 0,
+            Work::Take(want) => want.count as usize,
+        }
     }
-    /// Jobs (a request asks for 100 at most).
+    /// Jobs taken (a request asks for 100 at most).
     const LIMIT: usize = 1000;
     async fn call(
         shard: &Shard,
         slot: u32,
         qualified: &str,
-        wants: &[Want],
-    ) -> Result<Vec<Reserved>, EngineError> {
-        let got = shard.consume_many(slot, qualified, wants).await?;
-        Ok(got
-            .into_iter()
-            .map(|jobs| Reserved {
-                jobs: jobs.into_iter().map(|d| (shard.clone(), d)).collect(),
+        items: &[Work],
+    ) -> Result<Vec<Done>, EngineError> {
+        let mut acks = Vec::new();
+        let mut wants = Vec::new();
+        for w in items {
+            match w {
+                Work::Ack(id) => acks.push(id.clone()),
+                Work::Take(want) => wants.push(*want),
+            }
+        }
+        let served = shard.serve(slot, qualified, &acks, &wants).await?;
+        let mut acked = served.acked.into_iter();
+        let mut taken = served.taken.into_iter();
+        // `serve` answers each ack and want, in order, or fails.
+        items
+            .iter()
+            .map(|w| match w {
+                Work::Ack(_) => acked.next().map(Done::Acked),
+                Work::Take(_) => taken.next().map(|jobs| {
+                    Done::Taken(Reserved {
+                        jobs: jobs.into_iter().map(|d| (shard.clone(), d)).collect(),
+                    })
+                }),
             })
-            .collect())
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| mismatch(shard))
+    }
+}
+
+/// An answer of the wrong kind or count: a defect, reported as a bad reply.
+fn mismatch(shard: &Shard) -> EngineError {
+    EngineError::Reply {
+        shard: shard.name().to_owned(),
+        what: "a worker call answered out of step with what it was asked".to_owned(),
     }
 }
 
 /// The group commit of publishes.
 pub type Publishes = Lines<PublishOp>;
-/// The group commit of acks.
-pub type Acks = Lines<AckOp>;
 
 /// (shard, slot, qualified queue).
 type Key = (String, u32, String);
@@ -257,9 +282,10 @@ impl Publishes {
     }
 }
 
-impl Acks {
+impl Workers {
     /// Deletes job `id` of `qualified` in `slot` on `shard`, in a call of
-    /// its own or with other acks of the same queue; whether it existed.
+    /// its own or with other acks and consumes of the same queue; whether
+    /// it existed.
     pub async fn ack(
         &self,
         shard: &Shard,
@@ -267,13 +293,15 @@ impl Acks {
         qualified: &str,
         id: JobId,
     ) -> Result<bool, EngineError> {
-        self.submit(shard, slot, qualified, id).await
+        match self.submit(shard, slot, qualified, Work::Ack(id)).await? {
+            Done::Acked(found) => Ok(found),
+            Done::Taken(_) => Err(mismatch(shard)),
+        }
     }
-}
 
-impl Consumes {
     /// Reserves jobs of `qualified` in `slot` on `shard` for one consumer,
-    /// in a call of its own or with other consumers of the same queue.
+    /// in a call of its own or with other acks and consumes of the same
+    /// queue.
     pub async fn consume(
         &self,
         shard: &Shard,
@@ -281,7 +309,13 @@ impl Consumes {
         qualified: &str,
         want: Want,
     ) -> Result<Reserved, EngineError> {
-        self.submit(shard, slot, qualified, want).await
+        match self
+            .submit(shard, slot, qualified, Work::Take(want))
+            .await?
+        {
+            Done::Taken(jobs) => Ok(jobs),
+            Done::Acked(_) => Err(mismatch(shard)),
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     api::body::Bodies,
-    batch::{Acks, Consumes, Publishes},
+    batch::{Publishes, Workers},
     wakeups::Wakeups,
 };
 
@@ -88,10 +88,9 @@ pub struct AppState {
     pub wakeups: Wakeups,
     /// Publishes waiting for a call, per queue and slot (group commit).
     pub publishes: Publishes,
-    /// Acks waiting for a call, per queue and slot (group commit).
-    pub acks: Acks,
-    /// Consumes waiting for a call, per queue and slot (group commit).
-    pub consumes: Consumes,
+    /// Acks and consumes waiting for a call, per queue and slot (group
+    /// commit).
+    pub workers: Workers,
     pub limits: Limits,
     /// Bounds on request bodies (size, time, shared memory).
     pub bodies: Bodies,
@@ -119,8 +118,7 @@ impl AppState {
             tokens,
             wakeups: Wakeups::default(),
             publishes: Publishes::default(),
-            acks: Acks::default(),
-            consumes: Consumes::default(),
+            workers: Workers::default(),
             limits: settings.limits,
             bodies: settings.bodies,
             health,

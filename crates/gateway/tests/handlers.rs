@@ -480,7 +480,7 @@ async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
         )
         .await
         .expect("publish");
-    let acks = sundial_gateway::batch::Acks::default();
+    let acks = sundial_gateway::batch::Workers::default();
     // 20 of the 30 jobs, one id that never existed, and one of the 20 twice.
     let mut asked: Vec<JobId> = ids[..20].to_vec();
     asked.push(JobId::mint(false));
@@ -536,7 +536,7 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
             .await
             .expect("publish");
     }
-    let consumes = sundial_gateway::batch::Consumes::default();
+    let consumes = sundial_gateway::batch::Workers::default();
     let want = |count, ttr_ms| Want { count, ttr_ms };
     let before = calls(&redis, "evalsha");
     // 20 consumers at once, asking 1 job each but the third asking 4: the
@@ -631,4 +631,95 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
     assert_eq!(again[0].job.id, more[1].as_str());
     assert_eq!(again[0].job.tries_left, 2, "the try it did not use is back");
     assert_eq!(consumes.lines(), 0, "an idle queue leaves no line behind");
+}
+
+#[tokio::test]
+async fn acks_and_consumes_that_arrive_together_share_one_call_acks_first() {
+    use sundial_core::{JobId, NewJob, Schedule, Want};
+    let redis = RedisServer::start();
+    let shard = engine_shard(&redis).await;
+    let schedule = Schedule {
+        delay_ms: 0,
+        ttl_ms: 0,
+        tries: 3,
+    };
+    let ids: Vec<JobId> = (0..10).map(|_| JobId::mint(false)).collect();
+    for id in &ids {
+        let job = NewJob {
+            id: id.clone(),
+            attrs: String::new(),
+            body: bytes::Bytes::from_static(b"x"),
+        };
+        shard
+            .publish(0, "ns/q", &schedule, &[job])
+            .await
+            .expect("publish");
+    }
+    let first = shard.consume(0, "ns/q", 3, 30_000).await.expect("consume");
+    assert_eq!(first.len(), 3);
+    let workers = sundial_gateway::batch::Workers::default();
+    let before = calls(&redis, "evalsha");
+    // In one call: acks of the 3 reserved jobs and of the oldest ready one
+    // (ids[3]), and 3 consumers asking 1 job each.
+    let acks = futures::future::join_all(
+        ids[..4]
+            .iter()
+            .map(|id| workers.ack(&shard, 0, "ns/q", id.clone())),
+    );
+    let takes = futures::future::join_all((0..3).map(|_| {
+        workers.consume(
+            &shard,
+            0,
+            "ns/q",
+            Want {
+                count: 1,
+                ttr_ms: 30_000,
+            },
+        )
+    }));
+    let (acked, taken) = futures::future::join(acks, takes).await;
+    assert_eq!(
+        calls(&redis, "evalsha") - before,
+        1,
+        "one script call for 4 acks and 3 consumes"
+    );
+    let acked: Vec<bool> = acked.into_iter().map(|a| a.expect("ack")).collect();
+    assert_eq!(acked, [true; 4], "every ack finds its job");
+    let taken: Vec<Vec<String>> = taken
+        .into_iter()
+        .map(|t| {
+            t.expect("consume")
+                .answered()
+                .into_iter()
+                .map(|d| d.job.id)
+                .collect()
+        })
+        .collect();
+    let expected: Vec<Vec<String>> = ids[4..7]
+        .iter()
+        .map(|id| vec![id.as_str().to_owned()])
+        .collect();
+    assert_eq!(
+        taken, expected,
+        "the acked ready job is not delivered; the next ones are, in order"
+    );
+    // What Redis holds: ids[4..7] reserved (on the timer), ids[7..] ready.
+    let mut c = redis.client();
+    let k = sundial_core::keys::SlotKeys::new(0);
+    let held: u64 = redis::Commands::hlen(&mut c, k.jobs()).expect("hlen");
+    let listed: Vec<String> =
+        redis::Commands::lrange(&mut c, k.ready("ns/q"), 0, -1).expect("lrange");
+    let timed: Vec<String> = redis::Commands::zrange(&mut c, k.timer(), 0, -1).expect("zrange");
+    assert_eq!(held, 6);
+    let mut want_listed: Vec<String> = ids[7..].iter().map(|id| id.as_str().to_owned()).collect();
+    want_listed.reverse();
+    assert_eq!(listed, want_listed, "the acked ready id left the list");
+    let mut timed_sorted = timed.clone();
+    timed_sorted.sort();
+    let mut want_timed: Vec<String> = ids[4..7].iter().map(|id| id.as_str().to_owned()).collect();
+    want_timed.sort();
+    assert_eq!(timed_sorted, want_timed, "only the reserved jobs are timed");
+    let counts = shard.counts(0, "ns/q").await.expect("counts");
+    assert_eq!((counts.ready, counts.reserved), (3, 3));
+    assert_eq!(workers.lines(), 0, "an idle queue leaves no line behind");
 }

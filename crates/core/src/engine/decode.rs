@@ -20,8 +20,16 @@ pub struct JobView {
     /// Attributes as JSON text; empty when the job has none.
     pub attrs: String,
     pub body: Bytes,
-    /// 1 delayed, 2 ready, 3 reserved, 4 dead.
+    /// One of [`state`]'s values.
     pub state: u8,
+}
+
+/// A job's states, numbered as the scripts store them (`lua/lib.lua`).
+pub mod state {
+    pub const DELAYED: u8 = 1;
+    pub const READY: u8 = 2;
+    pub const RESERVED: u8 = 3;
+    pub const DEAD: u8 = 4;
 }
 
 impl JobView {

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use fred::types::Value;
 
-use super::decode::{Delivery, Fields, JobView};
+use super::decode::{Delivery, Fields, JobView, state::RESERVED};
 use crate::{EngineError, JobId, Shard, keys, keys::SlotKeys, scripts::SCRIPTS};
 
 /// When and how often a job is delivered.
@@ -45,6 +45,15 @@ pub struct Want {
     pub count: u32,
     /// How long each job stays reserved for it.
     pub ttr_ms: u64,
+}
+
+/// What one [`Shard::serve`] call answered.
+#[derive(Debug, Default)]
+pub struct Served {
+    /// Per ack, in order: whether its job existed (in that queue).
+    pub acked: Vec<bool>,
+    /// Per want, in order: the jobs reserved for it.
+    pub taken: Vec<Vec<Delivery>>,
 }
 
 /// One publication: the jobs of one request (one job, or a bulk), stored
@@ -165,24 +174,29 @@ impl Shard {
         count: u32,
         ttr_ms: u64,
     ) -> Result<Vec<Delivery>, EngineError> {
-        let mut got = self
-            .consume_many(slot, qualified, &[Want { count, ttr_ms }])
+        let mut served = self
+            .serve(slot, qualified, &[], &[Want { count, ttr_ms }])
             .await?;
-        Ok(got.pop().unwrap_or_default())
+        Ok(served.taken.pop().unwrap_or_default())
     }
 
-    /// Takes ready jobs of one queue in `slot` for several consumers in one
-    /// script call (group commit): per want in order, up to its `count`
-    /// jobs, each reserved for its `ttr_ms` with one try spent. The first
+    /// Serves the workers of one queue in `slot` in one script call (group
+    /// commit): first the `acks` (deletes by id of jobs in any state, each
+    /// found or not on its own), then the `wants`, in order, each up to its
+    /// `count` jobs reserved for its `ttr_ms` with one try spent. The first
     /// wants are served first; once the queue is empty the rest get none.
-    pub async fn consume_many(
+    pub async fn serve(
         &self,
         slot: u32,
         qualified: &str,
+        acks: &[JobId],
         wants: &[Want],
-    ) -> Result<Vec<Vec<Delivery>>, EngineError> {
-        if wants.iter().all(|w| w.count == 0) {
-            return Ok(wants.iter().map(|_| Vec::new()).collect());
+    ) -> Result<Served, EngineError> {
+        if acks.is_empty() && wants.iter().all(|w| w.count == 0) {
+            return Ok(Served {
+                acked: Vec::new(),
+                taken: wants.iter().map(|_| Vec::new()).collect(),
+            });
         }
         let k = SlotKeys::new(slot);
         let keys = vec![
@@ -190,27 +204,34 @@ impl Shard {
             k.timer(),
             k.counters(),
             k.ready(qualified),
+            k.dead(qualified),
             k.queues(),
         ];
-        let mut args: Vec<Value> = Vec::with_capacity(3 + 2 * wants.len());
+        let mut args: Vec<Value> = Vec::with_capacity(4 + acks.len() + 2 * wants.len());
         args.extend([
             qualified.into(),
             keys::TIMER_CHANNEL.into(),
             i64::from(slot).into(),
+            (acks.len() as i64).into(),
         ]);
+        args.extend(acks.iter().map(|id| Value::from(id.as_str())));
         for w in wants {
             args.push(i64::from(w.count).into());
             args.push((w.ttr_ms as i64).into());
         }
-        let reply = self.eval(&SCRIPTS.consume, keys, args).await?;
+        let reply = self.eval(&SCRIPTS.serve, keys, args).await?;
         let mut f = Fields::new(self, reply)?;
         let now = f.uint()?;
-        let mut out = Vec::with_capacity(wants.len());
+        let mut acked = Vec::with_capacity(acks.len());
+        for _ in acks {
+            acked.push(f.uint()? > 0);
+        }
+        let mut taken = Vec::with_capacity(wants.len());
         for w in wants {
             let deadline_ms = f.uint()?;
             let n = f.uint()?;
             if n > u64::from(w.count) {
-                return Err(self.bad_reply("consume answered more jobs than asked"));
+                return Err(self.bad_reply("serve answered more jobs than asked"));
             }
             let mut jobs = Vec::with_capacity(n as usize);
             for _ in 0..n {
@@ -232,19 +253,19 @@ impl Shard {
                         tries_left: r.tries.saturating_sub(1),
                         attrs,
                         body: r.body,
-                        state: 3,
+                        state: RESERVED,
                     },
                     slot,
                     deadline_ms,
                     first: !r.delivered,
                 });
             }
-            out.push(jobs);
+            taken.push(jobs);
         }
         if f.len() != 0 {
-            return Err(self.bad_reply("consume answered for more consumers than asked"));
+            return Err(self.bad_reply("serve answered for more consumers than asked"));
         }
-        Ok(out)
+        Ok(Served { acked, taken })
     }
 
     /// Gives a reserved job back (its consumer went away before it could be
@@ -270,48 +291,10 @@ impl Shard {
         qualified: &str,
         id: &JobId,
     ) -> Result<bool, EngineError> {
-        let found = self
-            .delete_many(slot, qualified, std::slice::from_ref(id))
+        let served = self
+            .serve(slot, qualified, std::slice::from_ref(id), &[])
             .await?;
-        Ok(found.first().copied().unwrap_or(false))
-    }
-
-    /// Deletes jobs of `qualified` in `slot` in one call; per id, whether
-    /// it existed (in that queue). Each id is deleted or not on its own.
-    pub async fn delete_many(
-        &self,
-        slot: u32,
-        qualified: &str,
-        ids: &[JobId],
-    ) -> Result<Vec<bool>, EngineError> {
-        let k = SlotKeys::new(slot);
-        let keys = vec![
-            k.jobs(),
-            k.timer(),
-            k.counters(),
-            k.ready(qualified),
-            k.dead(qualified),
-            k.queues(),
-        ];
-        let mut args: Vec<Value> = Vec::with_capacity(ids.len() + 1);
-        args.push(qualified.into());
-        args.extend(ids.iter().map(|id| Value::from(id.as_str())));
-        let v = self.eval(&SCRIPTS.delete, keys, args).await?;
-        let found: Vec<bool> = match v {
-            Value::Array(a) => a.iter().map(|x| x.as_i64().unwrap_or(0) > 0).collect(),
-            _ => Vec::new(),
-        };
-        if found.len() != ids.len() {
-            return Err(EngineError::Reply {
-                shard: self.name().to_owned(),
-                what: format!(
-                    "delete answered {} results for {} ids",
-                    found.len(),
-                    ids.len()
-                ),
-            });
-        }
-        Ok(found)
+        Ok(served.acked.first().copied().unwrap_or(false))
     }
 
     /// Reads a job by id, in any state; `None` when it does not exist in the

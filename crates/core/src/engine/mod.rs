@@ -19,8 +19,8 @@ mod slots;
 
 pub use admin::AdminTables;
 pub use checks::ShardCheck;
-pub use decode::{Delivery, JobView};
-pub use jobs::{NewJob, Publication, Schedule, Want};
+pub use decode::{Delivery, JobView, state};
+pub use jobs::{NewJob, Publication, Schedule, Served, Want};
 pub use pubsub::{Handler, Heard, Listening, PubSub};
 pub use pump::PumpOutcome;
 pub use queue::Counts;

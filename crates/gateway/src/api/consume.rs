@@ -116,7 +116,7 @@ async fn watch(
 /// jobs wait behind another's; each slot where it is written now, then where
 /// it drains from. A slot that fails does not stop the others: its error is
 /// returned only if no slot had a job (then "no job" could be false).
-/// Consumers of a queue that ask a slot together share one call
+/// Consumers of a queue that ask a slot together share one call, with its acks
 /// (`crate::batch`).
 async fn take(
     state: &AppState,
@@ -143,7 +143,7 @@ async fn take(
                     count: want,
                     ttr_ms: p.ttr_ms,
                 };
-                match state.consumes.consume(shard, slot, &qualified, want).await {
+                match state.workers.consume(shard, slot, &qualified, want).await {
                     Ok(got) => out.append(got),
                     Err(e) => {
                         tracing::warn!(shard = shard.name(), slot, error = %e, "consume skipped a failing shard");

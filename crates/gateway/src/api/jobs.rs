@@ -57,7 +57,8 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
 }
 
 /// `DELETE /api/{ns}/{queue}/job/{job_id}`: 204 whether or not it existed.
-/// Acks of one queue that arrive together share a call (`crate::batch`).
+/// Acks and consumes of one queue that arrive together share a call
+/// (`crate::batch`).
 pub(super) async fn delete(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
@@ -65,7 +66,7 @@ pub(super) async fn delete(
     let t = Target::parse(&tenant)?;
     for shard in tenant.pool.locations(t.slot) {
         if state
-            .acks
+            .workers
             .ack(shard, t.slot, &t.qualified, t.id.clone())
             .await?
         {

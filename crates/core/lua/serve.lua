@@ -1,0 +1,162 @@
+-- Serves the workers of one queue in one slot in one call (group commit):
+-- the acks (deletes by id, of jobs in any state) and the consumes that
+-- arrived together. A worker acks one job and asks for the next, so the
+-- two come together, and one call for both costs Redis one script call's
+-- fixed work (the call, its clock, its counters) where two cost twice.
+-- Acks go first, each deleted or not found on its own; then the consumers
+-- are served in the order given, each up to `count` jobs with its own
+-- TTR: a job is popped, spends a try and is re-armed for its TTR. Stale ids
+-- (jobs deleted while ready) are popped and skipped; expired jobs are
+-- popped and deleted.
+-- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash
+-- KEYS[4]: the queue's ready list   KEYS[5]: the queue's dead list   KEYS[6]: queue table
+-- ARGV[1]: qualified queue   ARGV[2]: timer channel   ARGV[3]: slot number
+-- ARGV[4]: the number of acks, a   ARGV[5..4+a]: their job ids
+-- ARGV[5+a..]: per consumer, count and ttr ms
+-- Returns: the time of the call (ms, shard clock); per ack, the state the
+-- job was in (1..4), or 0 when no such job exists in that queue (an id
+-- given twice is found the first time only); then per consumer in order:
+-- the TTR deadline given to its jobs (ms, shard clock), the number of its
+-- jobs, then per job its id and its record as it was before this call (the
+-- caller unpacks it: this call spent one try and set it reserved).
+-- Records are read with one HMGET per round and only their leading fields
+-- are unpacked; ready ids are popped with one RPOP per round; every write
+-- is made once for the call (one HDEL and ZREM of the acked and expired,
+-- one HSET of the reserved records, one ZADD of their deadlines).
+local queue = ARGV[1]
+local jkey, tkey, ckey, rkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now = now_ms()
+local out = { now }
+local qn = qn_of(KEYS[6], queue)
+local t = tally()
+
+-- The acks.
+local acks = tonumber(ARGV[4])
+local gone = {}
+if acks > 0 then
+  local ids, listed = {}, {}
+  local raws = {}
+  if qn then
+    local uniq, seen = {}, {}
+    for i = 5, 4 + acks do
+      if not seen[ARGV[i]] then
+        seen[ARGV[i]] = true
+        uniq[#uniq + 1] = ARGV[i]
+      end
+    end
+    local found = hmget_many(jkey, uniq)
+    for x = 1, #uniq do raws[uniq[x]] = found[x] end
+  end
+  for i = 5, 4 + acks do
+    local id = ARGV[i]
+    local raw = not gone[id] and raws[id]
+    local state = 0
+    if raw then
+      local st, q = head(raw)
+      if q == qn then
+        state = st
+        gone[id] = true
+        ids[#ids + 1] = id
+        t.state(st, queue, -1)
+        if st == READY or st == DEAD then listed[#listed + 1] = i end
+      end
+    end
+    out[#out + 1] = state
+  end
+  if #ids > 0 then
+    call_many('HDEL', jkey, ids, 1)
+    call_many('ZREM', tkey, ids, 1)
+    -- `unlist` reads the counters: they must be written first.
+    t.flush(ckey)
+    for _, i in ipairs(listed) do
+      local st = out[i - 3]
+      local lkey = rkey
+      if st == DEAD then lkey = KEYS[5] end
+      unlist(lkey, jkey, ckey, st, queue, ARGV[i])
+    end
+  end
+end
+
+-- The consumes: first the ready jobs they take, in list order, then who
+-- gets which.
+local first = 5 + acks
+local wanted = 0
+for w = first, #ARGV, 2 do wanted = wanted + tonumber(ARGV[w]) end
+-- Per job taken: id, record, tries and expiry.
+local taken, raws, tries_of, expire_of = {}, {}, {}, {}
+local expired_ids, popped = {}, {}
+local empty = qn == nil
+while #taken < wanted and not empty do
+  local n = math.min(wanted - #taken, 1000)
+  local ids = redis.call('RPOP', rkey, n)
+  if not ids then break end
+  if #ids < n then empty = true end
+  -- An id listed twice is taken once: its record is written at the end,
+  -- so its second entry would still read as ready.
+  local fresh = {}
+  for _, id in ipairs(ids) do
+    if not popped[id] then
+      popped[id] = true
+      fresh[#fresh + 1] = id
+    end
+  end
+  if #fresh > 0 then
+    local found = hmget_many(jkey, fresh)
+    for x = 1, #fresh do
+      local raw = found[x]
+      if raw then
+        local st, q, tries, expire = head(raw)
+        if st == READY and q == qn then
+          if expire > 0 and expire <= now then
+            expired_ids[#expired_ids + 1] = fresh[x]
+            t.state(READY, queue, -1)
+          else
+            local j = #taken + 1
+            taken[j], raws[j], tries_of[j], expire_of[j] = fresh[x], raw, tries, expire
+          end
+        end
+      end
+    end
+  end
+end
+
+local records, armed = {}, {}
+local earliest = nil
+local next_job = 1
+for w = first, #ARGV, 2 do
+  local deadline = now + tonumber(ARGV[w + 1])
+  -- As text once: Redis formats a number given to redis.call on every use.
+  local deadline_s = string.format('%d', deadline)
+  out[#out + 1] = deadline
+  local got = math.min(tonumber(ARGV[w]), #taken - next_job + 1)
+  out[#out + 1] = got
+  for j = next_job, next_job + got - 1 do
+    local id, raw, expire = taken[j], raws[j], expire_of[j]
+    records[#records + 1] = id
+    records[#records + 1] = patch(raw, RESERVED, tries_of[j] - 1, true)
+    local due, due_s = deadline, deadline_s
+    if expire > 0 and expire < due then due, due_s = expire, string.format('%d', expire) end
+    armed[#armed + 1] = due_s
+    armed[#armed + 1] = id
+    if earliest == nil or due < earliest then earliest = due end
+    out[#out + 1] = id
+    out[#out + 1] = raw
+  end
+  next_job = next_job + got
+end
+
+call_many('HDEL', jkey, expired_ids, 1)
+call_many('ZREM', tkey, expired_ids, 1)
+if #taken > 0 then
+  call_many('HSET', jkey, records, 2)
+  local before = zmin(tkey)
+  call_many('ZADD', tkey, armed, 2)
+  if before == nil or earliest < before then
+    redis.call('PUBLISH', ARGV[2], ARGV[3])
+  end
+  t.state(READY, queue, -#taken)
+  t.state(RESERVED, queue, #taken)
+  t.add('C' .. queue, #taken)
+end
+t.flush(ckey)
+return out
