@@ -513,18 +513,16 @@ async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
     assert_eq!(acks.lines(), 0, "an idle queue leaves no line behind");
 }
 
-#[tokio::test]
-async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are_released() {
-    use futures::FutureExt;
-    use sundial_core::{JobId, NewJob, Schedule, Want};
-    let redis = RedisServer::start();
-    let shard = engine_shard(&redis).await;
+/// Publishes `n` ready jobs of `ns/q` in slot 0 (3 tries, no TTL), one
+/// call each, so that they queue in this order; their ids.
+async fn publish_ready(shard: &sundial_core::Shard, n: usize) -> Vec<sundial_core::JobId> {
+    use sundial_core::{JobId, NewJob, Schedule};
     let schedule = Schedule {
         delay_ms: 0,
         ttl_ms: 0,
         tries: 3,
     };
-    let ids: Vec<JobId> = (0..15).map(|_| JobId::mint(false)).collect();
+    let ids: Vec<JobId> = (0..n).map(|_| JobId::mint(false)).collect();
     for id in &ids {
         let job = NewJob {
             id: id.clone(),
@@ -536,6 +534,16 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
             .await
             .expect("publish");
     }
+    ids
+}
+
+#[tokio::test]
+async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are_released() {
+    use futures::FutureExt;
+    use sundial_core::{JobId, Want};
+    let redis = RedisServer::start();
+    let shard = engine_shard(&redis).await;
+    let ids = publish_ready(&shard, 15).await;
     let consumes = sundial_gateway::batch::Workers::default();
     let want = |count, ttr_ms| Want { count, ttr_ms };
     let before = calls(&redis, "evalsha");
@@ -587,18 +595,7 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
 
     // A consumer that leaves after joining a call: its job goes back to the
     // head of the queue with its try, the others keep theirs.
-    let more: Vec<JobId> = (0..2).map(|_| JobId::mint(false)).collect();
-    for id in &more {
-        let job = NewJob {
-            id: id.clone(),
-            attrs: String::new(),
-            body: bytes::Bytes::from_static(b"y"),
-        };
-        shard
-            .publish(0, "ns/q", &schedule, &[job])
-            .await
-            .expect("publish");
-    }
+    let more = publish_ready(&shard, 2).await;
     let mut stays = Box::pin(consumes.consume(&shard, 0, "ns/q", want(1, 30_000)));
     assert!(futures::poll!(stays.as_mut()).is_pending(), "in the line");
     assert!(
@@ -635,26 +632,10 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
 
 #[tokio::test]
 async fn acks_and_consumes_that_arrive_together_share_one_call_acks_first() {
-    use sundial_core::{JobId, NewJob, Schedule, Want};
+    use sundial_core::Want;
     let redis = RedisServer::start();
     let shard = engine_shard(&redis).await;
-    let schedule = Schedule {
-        delay_ms: 0,
-        ttl_ms: 0,
-        tries: 3,
-    };
-    let ids: Vec<JobId> = (0..10).map(|_| JobId::mint(false)).collect();
-    for id in &ids {
-        let job = NewJob {
-            id: id.clone(),
-            attrs: String::new(),
-            body: bytes::Bytes::from_static(b"x"),
-        };
-        shard
-            .publish(0, "ns/q", &schedule, &[job])
-            .await
-            .expect("publish");
-    }
+    let ids = publish_ready(&shard, 10).await;
     let first = shard.consume(0, "ns/q", 3, 30_000).await.expect("consume");
     assert_eq!(first.len(), 3);
     let workers = sundial_gateway::batch::Workers::default();
