@@ -40,6 +40,11 @@ struct Gateway {
 }
 
 async fn gateway(redis: &RedisServer, accounts: &[(&str, &str)]) -> Gateway {
+    gateway_with_lanes(redis, accounts, 1).await
+}
+
+/// A gateway whose pool spreads each queue over `lanes` slots.
+async fn gateway_with_lanes(redis: &RedisServer, accounts: &[(&str, &str)], lanes: u32) -> Gateway {
     let shard = ShardConfig {
         timeout_ms: 1_000,
         ..ShardConfig::at(redis.url())
@@ -48,7 +53,7 @@ async fn gateway(redis: &RedisServer, accounts: &[(&str, &str)]) -> Gateway {
         "default".to_owned(),
         PoolConfig {
             slots: 8,
-            lanes: 1,
+            lanes,
             shards: vec![shard],
         },
     )]);
@@ -263,6 +268,33 @@ async fn a_head_request_consumes_nothing_and_unknown_routes_are_json() {
     );
     let (status, json) = call(&g.api, Method::GET, "/api/ns/q/job/nope", &t, "").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+}
+
+#[tokio::test]
+async fn a_consume_calls_only_the_lanes_that_hold_ready_jobs() {
+    let redis = RedisServer::start();
+    let g = gateway_with_lanes(&redis, &[], 8).await;
+    let t = [("x-token", g.token.as_str())];
+    // An empty queue over 8 lanes: 8 counter reads, and no script call.
+    let before = calls(&redis, "evalsha");
+    let (status, _) = call(&g.api, Method::GET, "/api/ns/q?timeout=0", &t, "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(calls(&redis, "evalsha") - before, 0, "no lane was called");
+    // One job, in one of the lanes: one call, to that lane.
+    let (status, json) = call(&g.api, Method::PUT, "/api/ns/q", &t, "hello").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let id = json["job_id"].as_str().expect("job id").to_owned();
+    let before = calls(&redis, "evalsha");
+    let (status, json) = call(&g.api, Method::GET, "/api/ns/q?timeout=0", &t, "").await;
+    assert_eq!(
+        (status, json["job_id"].as_str()),
+        (StatusCode::OK, Some(id.as_str()))
+    );
+    assert_eq!(
+        calls(&redis, "evalsha") - before,
+        1,
+        "only its lane was called"
+    );
 }
 
 #[tokio::test]

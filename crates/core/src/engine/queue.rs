@@ -65,6 +65,18 @@ impl Shard {
         })
     }
 
+    /// How many ready jobs of a queue `slot` holds (one `HGET` of its
+    /// counter, no script): a consume asks this of a queue's lanes first,
+    /// and skips those with none.
+    pub async fn ready_count(&self, slot: u32, qualified: &str) -> Result<u64, EngineError> {
+        let n: Option<i64> = self
+            .client()?
+            .hget(SlotKeys::new(slot).counters(), format!("r{qualified}"))
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(n.unwrap_or(0).max(0) as u64)
+    }
+
     /// The next ready job of a queue in `slot`, without taking it.
     pub async fn peek_queue(
         &self,
