@@ -17,6 +17,11 @@ pub struct PumpOptions {
     pub lease_ttl: Duration,
     /// How often the backlog gauges of the held slots are refreshed.
     pub metrics_interval: Duration,
+    /// Pump calls this process has in flight on one shard at most. Two keep
+    /// the shard busy while a backlog drains (one runs while the other
+    /// travels), and a request waits behind at most that many pump calls,
+    /// not behind one per draining slot.
+    pub in_flight: usize,
 }
 
 impl Default for PumpOptions {
@@ -27,6 +32,7 @@ impl Default for PumpOptions {
             retry_after: Duration::from_millis(500),
             lease_ttl: Duration::from_secs(3),
             metrics_interval: Duration::from_secs(5),
+            in_flight: 2,
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sundial_core::{PumpOutcome, Shard};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::options::PumpOptions;
@@ -25,6 +25,8 @@ pub(crate) struct SlotPump {
     pub(crate) opts: PumpOptions,
     /// Where this slot reports how late its last pump call found jobs.
     pub(crate) lag: Lags,
+    /// The shard's pump calls in flight ([`PumpOptions::in_flight`]).
+    pub(crate) calls: Arc<Semaphore>,
 }
 
 /// Why a slot's loop ended.
@@ -51,6 +53,7 @@ pub(crate) async fn run(job: SlotPump, shutdown: CancellationToken) -> Ended {
         wake,
         opts,
         lag,
+        calls,
     } = job;
     let key = slot;
     loop {
@@ -60,7 +63,12 @@ pub(crate) async fn run(job: SlotPump, shutdown: CancellationToken) -> Ended {
         tokio::pin!(notified);
         notified.as_mut().enable();
 
-        let pause = match shard.pump(slot, opts.batch, Some(&owner)).await {
+        let outcome = {
+            // Never closed: a permit always comes.
+            let _call = calls.acquire().await;
+            shard.pump(slot, opts.batch, Some(&owner)).await
+        };
+        let pause = match outcome {
             Ok(o) if o.fenced => {
                 lag.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
                 return Ended::Fenced;
@@ -140,6 +148,64 @@ fn record(pool: &str, o: &PumpOutcome) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_slot_pumps_only_with_a_call_permit() {
+        use sundial_core::{JobId, NewJob, Schedule, ShardOptions};
+        let redis = sundial_tests::RedisServer::start();
+        let shard = Shard::connect("t", &ShardOptions::new(redis.url())).expect("connect");
+        shard
+            .wait_connected(Duration::from_secs(5))
+            .await
+            .expect("connected");
+        shard.load_scripts().await.expect("scripts");
+        let slot = 3;
+        assert!(shard.claim(slot, "me").await.expect("claim"), "taken");
+        let schedule = Schedule {
+            delay_ms: 20,
+            ttl_ms: 0,
+            tries: 1,
+        };
+        let job = NewJob {
+            id: JobId::mint(false),
+            attrs: String::new(),
+            body: bytes::Bytes::from_static(b"x"),
+        };
+        shard
+            .publish(slot, "ns/q", &schedule, &[job])
+            .await
+            .expect("publish");
+        // Every permit is taken (other slots' calls, say).
+        let calls = Arc::new(Semaphore::new(0));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(run(
+            SlotPump {
+                pool: "p".to_owned(),
+                shard: shard.clone(),
+                slot,
+                owner: "me".to_owned(),
+                wake: Arc::new(Notify::new()),
+                opts: PumpOptions::default(),
+                lag: Lags::default(),
+                calls: calls.clone(),
+            },
+            stop.clone(),
+        ));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let ready = shard.counts(slot, "ns/q").await.expect("counts").ready;
+        assert_eq!(ready, 0, "due, but not pumped without a permit");
+        calls.add_permits(1);
+        let pumped = async {
+            while shard.counts(slot, "ns/q").await.expect("counts").ready == 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), pumped)
+            .await
+            .expect("pumped once a permit is free");
+        stop.cancel();
+        assert_eq!(task.await.expect("slot task"), Ended::Stopped);
+    }
 
     #[test]
     fn sleeps_until_the_next_deadline_but_not_past_idle() {

@@ -27,7 +27,7 @@ use std::{collections::HashMap, sync::Arc};
 use sundial_core::Shard;
 use sundial_router::Pool;
 use tokio::{
-    sync::Notify,
+    sync::{Notify, Semaphore},
     task::{Id as TaskId, JoinSet},
 };
 use tokio_util::sync::CancellationToken;
@@ -60,6 +60,8 @@ pub(crate) struct ShardPumps {
     /// Live pump processes, as of the last heartbeat.
     live: Vec<String>,
     lags: Lags,
+    /// Bounds the slot tasks' pump calls in flight on this shard.
+    calls: Arc<Semaphore>,
     /// The backlog gauges of the held slots.
     backlog: Backlog,
     leases: gauges::Leases,
@@ -87,6 +89,7 @@ impl ShardPumps {
         process: CancellationToken,
     ) -> Self {
         Self {
+            calls: Arc::new(Semaphore::new(opts.in_flight.max(1))),
             leases: gauges::Leases::new(pool.name(), shard.name()),
             slots: pool.slots_on(&shard),
             pool,
@@ -351,6 +354,7 @@ impl ShardPumps {
             wake: wake.clone(),
             opts: self.opts.clone(),
             lag: self.lags.clone(),
+            calls: self.calls.clone(),
         };
         let task = self.tasks.spawn(slot::run(job, stop.clone())).id();
         self.running.insert(task, slot);
