@@ -109,7 +109,9 @@ impl Drop for Reserved {
         let jobs = std::mem::take(&mut self.jobs);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                for (shard, d) in jobs {
+                // Each release goes back to the head of its queue: the last
+                // first, so that the oldest is served first again.
+                for (shard, d) in jobs.into_iter().rev() {
                     release(&shard, &d).await;
                 }
             });
@@ -164,8 +166,11 @@ impl Op for WorkOp {
             Work::Take(want) => want.count as usize,
         }
     }
-    /// Jobs taken (a request asks for 100 at most).
-    const LIMIT: usize = 1000;
+    /// Jobs taken: as many as one request may ask for. Bodies may be up to
+    /// 1 MiB each, and a call holds the records it takes in Redis's Lua
+    /// memory until it returns, so a call takes no more than one request
+    /// could on its own.
+    const LIMIT: usize = 100;
     async fn call(
         shard: &Shard,
         slot: u32,
@@ -439,8 +444,12 @@ impl<O: Op> Drop for Leave<O> {
     }
 }
 
-/// The next batch: operations in arrival order, within the bounds.
+/// The next batch: operations in arrival order, within the bounds. An
+/// operation whose request went away while it waited is dropped unmade: a
+/// consume for nobody would reserve jobs, spend their tries and take them
+/// from the consumers behind it only to release them again.
 fn take<O: Op>(waiting: &mut Vec<Waiting<O>>) -> Vec<Waiting<O>> {
+    waiting.retain(|w| !w.answer.is_closed());
     let mut used = 0;
     let mut n = 0;
     for w in waiting.iter() {

@@ -625,8 +625,8 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
     let gap = score(&mut c, &ids[2]) - score(&mut c, &ids[0]);
     assert!((29_000.0..31_000.0).contains(&gap), "{gap}");
 
-    // A consumer that leaves after joining a call: its job goes back to the
-    // head of the queue with its try, the others keep theirs.
+    // A consumer that leaves while it waits for a call is not served: the
+    // job it would have had stays at the head of the queue, untouched.
     let more = publish_ready(&shard, 2).await;
     let mut stays = Box::pin(consumes.consume(&shard, 0, "ns/q", want(1, 30_000)));
     assert!(futures::poll!(stays.as_mut()).is_pending(), "in the line");
@@ -652,13 +652,40 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
     };
     tokio::time::timeout(Duration::from_secs(5), released)
         .await
-        .expect("the departed consumer's job is back on the queue");
+        .expect("the departed consumer's job is on the queue");
     let counts = shard.counts(0, "ns/q").await.expect("counts");
-    assert_eq!((counts.ready, counts.reserved), (1, 16));
+    assert_eq!(
+        (counts.ready, counts.reserved, counts.delivered),
+        (1, 16, 16),
+        "no delivery counted for it"
+    );
     let again = shard.consume(0, "ns/q", 1, 30_000).await.expect("consume");
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].job.id, more[1].as_str());
-    assert_eq!(again[0].job.tries_left, 2, "the try it did not use is back");
+    assert_eq!(again[0].job.tries_left, 2, "no try was spent on it");
+    assert!(again[0].first, "never delivered before");
+
+    // Jobs reserved for a consumer that leaves once its call has run go back
+    // to the head of the queue, the oldest first again, their tries back.
+    let last = publish_ready(&shard, 2).await;
+    let taken = consumes
+        .consume(&shard, 0, "ns/q", want(2, 30_000))
+        .await
+        .expect("consume");
+    assert_eq!(taken.len(), 2);
+    drop(taken);
+    let back = async {
+        while shard.counts(0, "ns/q").await.expect("counts").ready < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), back)
+        .await
+        .expect("released");
+    let again = shard.consume(0, "ns/q", 2, 30_000).await.expect("consume");
+    let ids: Vec<&str> = again.iter().map(|d| d.job.id.as_str()).collect();
+    assert_eq!(ids, [last[0].as_str(), last[1].as_str()], "oldest first");
+    assert!(again.iter().all(|d| d.job.tries_left == 2), "tries back");
     assert_eq!(consumes.lines(), 0, "an idle queue leaves no line behind");
 }
 
