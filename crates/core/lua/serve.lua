@@ -30,8 +30,19 @@ local out = { now }
 local qn = qn_of(KEYS[6], queue)
 local t = tally()
 
--- The acks.
 local acks = tonumber(ARGV[4])
+-- Every consumer's count and TTR, read before anything is written.
+local counts, ttrs, wanted = {}, {}, 0
+for w = 5 + acks, #ARGV, 2 do
+  local count, ttr = tonumber(ARGV[w]), tonumber(ARGV[w + 1])
+  if not count or not ttr then
+    return redis.error_reply('serve: a count or TTR is not a number')
+  end
+  counts[#counts + 1], ttrs[#ttrs + 1] = count, ttr
+  wanted = wanted + count
+end
+
+-- The acks.
 local gone = {}
 if acks > 0 then
   local ids, listed = {}, {}
@@ -79,9 +90,6 @@ end
 
 -- The consumes: first the ready jobs they take, in list order, then who
 -- gets which.
-local first = 5 + acks
-local wanted = 0
-for w = first, #ARGV, 2 do wanted = wanted + tonumber(ARGV[w]) end
 -- Per job taken: id, record, tries and expiry.
 local taken, raws, tries_of, expire_of = {}, {}, {}, {}
 local expired_ids, popped = {}, {}
@@ -123,12 +131,12 @@ end
 local records, armed = {}, {}
 local earliest = nil
 local next_job = 1
-for w = first, #ARGV, 2 do
-  local deadline = now + tonumber(ARGV[w + 1])
+for c = 1, #counts do
+  local deadline = now + ttrs[c]
   -- As text once: Redis formats a number given to redis.call on every use.
   local deadline_s = string.format('%d', deadline)
   out[#out + 1] = deadline
-  local got = math.min(tonumber(ARGV[w]), #taken - next_job + 1)
+  local got = math.min(counts[c], #taken - next_job + 1)
   out[#out + 1] = got
   for j = next_job, next_job + got - 1 do
     local id, raw, expire = taken[j], raws[j], expire_of[j]
