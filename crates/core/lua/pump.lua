@@ -46,13 +46,20 @@ local function seen_due(at)
   if oldest == -1 or at < oldest then oldest = at end
 end
 
--- The writes are gathered and made once per key at the end (`write`): one
--- HSET of the changed records, one LPUSH per ready or dead list (in due
--- order), one ZADD of the timer entries to set and one ZREM of those that
--- leave the timer. Jobs past their TTL are removed after that, one by one,
--- as they touch their lists (`unlist`). Records are read with HMGET, and
--- only their leading fields (`head`).
+-- The writes are gathered and made once per key at the end (`write`), or
+-- sooner when large records pile up (FLUSH_BYTES): one HSET of the changed
+-- records, one LPUSH per ready or dead list (in due order), one ZADD of the
+-- timer entries to set and one ZREM of those that leave the timer. Jobs
+-- past their TTL are removed after that, one by one, as they touch their
+-- lists (`unlist`). Records are read with HMGET, 100 at a time, and only
+-- their leading fields (`head`).
 local records, lists, list_order, armed, unarmed, expired_jobs = {}, {}, {}, {}, {}, {}
+-- Bytes of records rewritten since the last write. Past FLUSH_BYTES the
+-- writes are made at once (`each_record`), so that a call over large
+-- bodies holds a bounded amount of Lua memory rather than a batch of
+-- records and their rewritten copies.
+local FLUSH_BYTES = 4 * 1024 * 1024
+local pending = 0
 -- `at`: when the job became due (its timer score or wheel due time), by
 -- which `write` orders each list's pushes.
 local function push(lkey, id, at)
@@ -90,6 +97,7 @@ local function move(id, raw, st, to, list, queue, tries, expire, delivered, time
   counts.state(to, queue, 1)
   records[#records + 1] = id
   records[#records + 1] = patch(raw, to, tries, delivered)
+  pending = pending + #raw
   push(prefix .. list .. queue, id, at)
   rearm(id, expire, timed)
 end
@@ -135,6 +143,22 @@ local function write()
   for q, n in pairs(woken) do
     redis.call('PUBLISH', chan .. q, n)
   end
+  records, lists, list_order, armed, unarmed, expired_jobs, woken = {}, {}, {}, {}, {}, {}, {}
+  pending = 0
+end
+-- Calls `handle(x, id, raw)` for each of `ids` (raw: its record, or false),
+-- reading the records 100 at a time, and writes whenever FLUSH_BYTES of
+-- rewritten records are pending.
+local function each_record(ids, handle)
+  for c = 1, #ids, 100 do
+    local part = {}
+    for x = c, math.min(c + 99, #ids) do part[#part + 1] = ids[x] end
+    local raws = hmget_many(jkey, part)
+    for y = 1, #part do
+      handle(c + y - 1, part[y], raws[y])
+      if pending >= FLUSH_BYTES then write() end
+    end
+  end
 end
 
 -- Open the wheel seconds that start within SLOT_MS. A job of an opened
@@ -148,23 +172,19 @@ while opened < limit do
   local wkey = prefix .. 'w:' .. first[1]
   local ids = redis.call('LPOP', wkey, limit - opened)
   if ids then
-    local raws = hmget_many(jkey, ids)
-    for x, id in ipairs(ids) do
-      local raw = raws[x]
-      if raw then
-        local st, qn, tries, expire, delivered, at = head(raw)
-        if st == DELAYED then
-          if expire > 0 and expire <= now then
-            expire_job(id, st, qname(qn))
-          elseif at <= now then
-            seen_due(at)
-            make_ready(id, raw, st, qname(qn), tries, expire, delivered, false, at)
-          else
-            set_timer(id, at)
-          end
-        end
+    each_record(ids, function(_, id, raw)
+      if not raw then return end
+      local st, qn, tries, expire, delivered, at = head(raw)
+      if st ~= DELAYED then return end
+      if expire > 0 and expire <= now then
+        expire_job(id, st, qname(qn))
+      elseif at <= now then
+        seen_due(at)
+        make_ready(id, raw, st, qname(qn), tries, expire, delivered, false, at)
+      else
+        set_timer(id, at)
       end
-    end
+    end)
     opened = opened + #ids
   end
   if redis.call('EXISTS', wkey) == 0 then redis.call('ZREM', skey, first[1]) end
@@ -187,28 +207,26 @@ for i = 1, #due, 2 do
   ids[#ids + 1] = due[i]
   scores[#scores + 1] = tonumber(due[i + 1])
 end
-local raws = hmget_many(jkey, ids)
-for x, id in ipairs(ids) do
-  local raw = raws[x]
+each_record(ids, function(x, id, raw)
   if not raw then
     unarmed[#unarmed + 1] = id
-  else
-    local st, qn, tries, expire, delivered = head(raw)
-    local queue = qname(qn)
-    if expire > 0 and expire <= now then
-      expire_job(id, st, queue)
-    elseif st == DELAYED or (st == RESERVED and tries > 0) then
-      make_ready(id, raw, st, queue, tries, expire, delivered, true, scores[x])
-    elseif st == RESERVED then
-      move(id, raw, st, DEAD, 'd:', queue, tries, expire, delivered, true, scores[x])
-      dead = dead + 1
-      tally(queue, 3)
-    else
-      -- ready or dead: only an expiry is ever scheduled for these states.
-      rearm(id, expire, true)
-    end
+    return
   end
-end
+  local st, qn, tries, expire, delivered = head(raw)
+  local queue = qname(qn)
+  if expire > 0 and expire <= now then
+    expire_job(id, st, queue)
+  elseif st == DELAYED or (st == RESERVED and tries > 0) then
+    make_ready(id, raw, st, queue, tries, expire, delivered, true, scores[x])
+  elseif st == RESERVED then
+    move(id, raw, st, DEAD, 'd:', queue, tries, expire, delivered, true, scores[x])
+    dead = dead + 1
+    tally(queue, 3)
+  else
+    -- ready or dead: only an expiry is ever scheduled for these states.
+    rearm(id, expire, true)
+  end
+end)
 write()
 
 local next_due = next_wake(tkey, skey) or -1

@@ -928,6 +928,40 @@ async fn jobs_pumped_late_become_ready_in_due_order_not_publish_order() {
 }
 
 #[tokio::test]
+async fn a_pump_call_over_large_bodies_writes_in_parts_and_loses_nothing() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let b = 0;
+    let q = qn("q");
+    // 40 jobs of 256 KiB, due in publish order: 10 MiB of records, so the
+    // call writes several times (every 4 MiB) instead of once at the end.
+    let body = "x".repeat(256 * 1024);
+    let jobs: Vec<NewJob> = (0..40).map(|_| job(&body)).collect();
+    for (i, j) in jobs.iter().enumerate() {
+        let delay = 50 + i as u64;
+        s.publish(b, &q, &sched(delay, 0, 1), std::slice::from_ref(j))
+            .await
+            .expect("publish");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await; // past every due time
+    let o = s.pump(b, 100, None).await.expect("pump");
+    assert_eq!((o.processed, o.to_ready), (40, 40), "{o:?}");
+    let c = s.counts(b, &q).await.expect("counts");
+    assert_eq!((c.delayed, c.ready), (0, 40));
+    let mut r = redis.client();
+    let k = SlotKeys::new(b);
+    let timer: u64 = r.zcard(k.timer()).expect("zcard");
+    assert_eq!(timer, 0, "every timer entry is gone");
+    let listed: u64 = r.llen(k.ready(&q)).expect("llen");
+    assert_eq!(listed, 40, "each listed once, whatever the number of writes");
+    let got = s.consume(b, &q, 40, 1_000).await.expect("consume");
+    let ids: Vec<&str> = got.iter().map(|d| d.job.id.as_str()).collect();
+    let want: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, want, "all of them, in due order");
+    assert!(got.iter().all(|d| d.job.body.len() == body.len()));
+}
+
+#[tokio::test]
 async fn a_cancelled_wheel_job_is_skipped_when_its_slot_opens() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
