@@ -48,7 +48,9 @@ end
 
 -- The writes are gathered and made once per key at the end (`write`), or
 -- sooner when large records pile up (FLUSH_BYTES): one HSET of the changed
--- records, one LPUSH per ready or dead list (in due order), one ZADD of the
+-- records, one LPUSH per ready or dead list (in the order the jobs were
+-- handled: due order for timer entries, list order for a wheel second
+-- opened late), one ZADD of the
 -- timer entries to set and one ZREM of those that leave the timer. Jobs
 -- past their TTL are removed after that, one by one, as they touch their
 -- lists (`unlist`). Records are read with HMGET, 100 at a time, and only
@@ -60,16 +62,14 @@ local records, lists, list_order, armed, unarmed, expired_jobs = {}, {}, {}, {},
 -- records and their rewritten copies.
 local FLUSH_BYTES = 4 * 1024 * 1024
 local pending = 0
--- `at`: when the job became due (its timer score or wheel due time), by
--- which `write` orders each list's pushes.
-local function push(lkey, id, at)
+local function push(lkey, id)
   local l = lists[lkey]
   if not l then
     l = {}
     lists[lkey] = l
     list_order[#list_order + 1] = lkey
   end
-  l[#l + 1] = { at, id }
+  l[#l + 1] = id
 end
 local function set_timer(id, at)
   armed[#armed + 1] = string.format('%d', at)
@@ -92,17 +92,17 @@ local function expire_job(id, st, queue)
 end
 -- Moves a job from state `st` to `to` (READY or DEAD): its record, its
 -- counts, the head of its list (`list`: 'r:' or 'd:'), its timer entry.
-local function move(id, raw, st, to, list, queue, tries, expire, delivered, timed, at)
+local function move(id, raw, st, to, list, queue, tries, expire, delivered, timed)
   counts.state(st, queue, -1)
   counts.state(to, queue, 1)
   records[#records + 1] = id
   records[#records + 1] = patch(raw, to, tries, delivered)
   pending = pending + #raw
-  push(prefix .. list .. queue, id, at)
+  push(prefix .. list .. queue, id)
   rearm(id, expire, timed)
 end
 -- A delayed job, or a reservation with tries left, made ready.
-local function make_ready(id, raw, st, queue, tries, expire, delivered, timed, at)
+local function make_ready(id, raw, st, queue, tries, expire, delivered, timed)
   if st == RESERVED then
     retried = retried + 1
     tally(queue, 2)
@@ -110,24 +110,12 @@ local function make_ready(id, raw, st, queue, tries, expire, delivered, timed, a
     to_ready = to_ready + 1
     tally(queue, 1)
   end
-  move(id, raw, st, READY, 'r:', queue, tries, expire, delivered, timed, at)
+  move(id, raw, st, READY, 'r:', queue, tries, expire, delivered, timed)
   woken[queue] = (woken[queue] or 0) + 1
 end
 local function write()
   call_many('HSET', jkey, records, 2)
-  for _, lkey in ipairs(list_order) do
-    -- In due order (ties by id, as the timer zset orders them): the jobs
-    -- of a wheel second opened late come in publish order, and before
-    -- the timer's.
-    local l = lists[lkey]
-    table.sort(l, function(a, b)
-      if a[1] ~= b[1] then return a[1] < b[1] end
-      return a[2] < b[2]
-    end)
-    local ids = {}
-    for i, e in ipairs(l) do ids[i] = e[2] end
-    call_many('LPUSH', lkey, ids, 1)
-  end
+  for _, lkey in ipairs(list_order) do call_many('LPUSH', lkey, lists[lkey], 1) end
   call_many('ZADD', tkey, armed, 2)
   call_many('ZREM', tkey, unarmed, 1)
   counts.flush(ckey)
@@ -180,7 +168,7 @@ while opened < limit do
         expire_job(id, st, qname(qn))
       elseif at <= now then
         seen_due(at)
-        make_ready(id, raw, st, qname(qn), tries, expire, delivered, false, at)
+        make_ready(id, raw, st, qname(qn), tries, expire, delivered, false)
       else
         set_timer(id, at)
       end
@@ -202,12 +190,9 @@ end
 
 local due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 if #due > 0 then seen_due(tonumber(due[2])) end
-local ids, scores = {}, {}
-for i = 1, #due, 2 do
-  ids[#ids + 1] = due[i]
-  scores[#scores + 1] = tonumber(due[i + 1])
-end
-each_record(ids, function(x, id, raw)
+local ids = {}
+for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+each_record(ids, function(_, id, raw)
   if not raw then
     unarmed[#unarmed + 1] = id
     return
@@ -217,9 +202,9 @@ each_record(ids, function(x, id, raw)
   if expire > 0 and expire <= now then
     expire_job(id, st, queue)
   elseif st == DELAYED or (st == RESERVED and tries > 0) then
-    make_ready(id, raw, st, queue, tries, expire, delivered, true, scores[x])
+    make_ready(id, raw, st, queue, tries, expire, delivered, true)
   elseif st == RESERVED then
-    move(id, raw, st, DEAD, 'd:', queue, tries, expire, delivered, true, scores[x])
+    move(id, raw, st, DEAD, 'd:', queue, tries, expire, delivered, true)
     dead = dead + 1
     tally(queue, 3)
   else

@@ -893,41 +893,6 @@ async fn a_wheel_second_opened_late_sends_its_due_jobs_straight_to_ready() {
 }
 
 #[tokio::test]
-async fn jobs_pumped_late_become_ready_in_due_order_not_publish_order() {
-    let redis = RedisServer::start();
-    let s = shard(&redis).await;
-    let b = 0;
-    let q = qn("q");
-    // Publish 50 ms into a second (this machine's clock is the shard's), so
-    // that the two far jobs fall in the same wheel second.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock");
-    let into = u64::from(now.subsec_millis());
-    tokio::time::sleep(Duration::from_millis((1_050 - into) % 1_000)).await; // to align with the wheel's seconds
-    // Published first but due last, in one wheel second; then a near job,
-    // on the timer, due before both.
-    let (a, b_job, near) = (job("a"), job("b"), job("near"));
-    for (j, delay) in [(&a, 2_800), (&b_job, 2_300), (&near, 1_000)] {
-        s.publish(b, &q, &sched(delay, 0, 1), std::slice::from_ref(j))
-            .await
-            .expect("publish");
-    }
-    assert_eq!(wheel(&redis, b).1, 2, "the far ones in one wheel second");
-    // No pump ran while they came due: one call moves all three.
-    tokio::time::sleep(Duration::from_millis(3_000)).await; // past every due time (the thing under test is a late pump)
-    let o = s.pump(b, 100, None).await.expect("pump");
-    assert_eq!(o.to_ready, 3, "{o:?}");
-    let got = s.consume(b, &q, 3, 1_000).await.expect("consume");
-    let ids: Vec<&str> = got.iter().map(|d| d.job.id.as_str()).collect();
-    assert_eq!(
-        ids,
-        [near.id.as_str(), b_job.id.as_str(), a.id.as_str()],
-        "in due order"
-    );
-}
-
-#[tokio::test]
 async fn a_pump_call_over_large_bodies_writes_in_parts_and_loses_nothing() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
@@ -953,7 +918,10 @@ async fn a_pump_call_over_large_bodies_writes_in_parts_and_loses_nothing() {
     let timer: u64 = r.zcard(k.timer()).expect("zcard");
     assert_eq!(timer, 0, "every timer entry is gone");
     let listed: u64 = r.llen(k.ready(&q)).expect("llen");
-    assert_eq!(listed, 40, "each listed once, whatever the number of writes");
+    assert_eq!(
+        listed, 40,
+        "each listed once, whatever the number of writes"
+    );
     let got = s.consume(b, &q, 40, 1_000).await.expect("consume");
     let ids: Vec<&str> = got.iter().map(|d| d.job.id.as_str()).collect();
     let want: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
