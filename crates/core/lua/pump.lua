@@ -50,10 +50,9 @@ end
 -- sooner when large records pile up (FLUSH_BYTES): one HSET of the changed
 -- records, one LPUSH per ready or dead list (in the order the jobs were
 -- handled: due order for timer entries, list order for a wheel second
--- opened late), one ZADD of the
--- timer entries to set and one ZREM of those that leave the timer. Jobs
--- past their TTL are removed after that, one by one, as they touch their
--- lists (`unlist`). Records are read with HMGET, 100 at a time, and only
+-- opened late), one ZADD of the timer entries to set and one ZREM of those
+-- that leave the timer. Jobs past their TTL are removed after that, one by
+-- one, as they touch their lists (`unlist`). Records are read with HMGET, 100 at a time, and only
 -- their leading fields (`head`).
 local records, lists, list_order, armed, unarmed, expired_jobs = {}, {}, {}, {}, {}, {}
 -- Bytes of records rewritten since the last write. Past FLUSH_BYTES the
@@ -134,7 +133,7 @@ local function write()
   records, lists, list_order, armed, unarmed, expired_jobs, woken = {}, {}, {}, {}, {}, {}, {}
   pending = 0
 end
--- Calls `handle(x, id, raw)` for each of `ids` (raw: its record, or false),
+-- Calls `handle(id, raw)` for each of `ids` (raw: its record, or false),
 -- reading the records 100 at a time, and writes whenever FLUSH_BYTES of
 -- rewritten records are pending.
 local function each_record(ids, handle)
@@ -143,7 +142,7 @@ local function each_record(ids, handle)
     for x = c, math.min(c + 99, #ids) do part[#part + 1] = ids[x] end
     local raws = hmget_many(jkey, part)
     for y = 1, #part do
-      handle(c + y - 1, part[y], raws[y])
+      handle(part[y], raws[y])
       if pending >= FLUSH_BYTES then write() end
     end
   end
@@ -160,7 +159,7 @@ while opened < limit do
   local wkey = prefix .. 'w:' .. first[1]
   local ids = redis.call('LPOP', wkey, limit - opened)
   if ids then
-    each_record(ids, function(_, id, raw)
+    each_record(ids, function(id, raw)
       if not raw then return end
       local st, qn, tries, expire, delivered, at = head(raw)
       if st ~= DELAYED then return end
@@ -192,7 +191,7 @@ local due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT'
 if #due > 0 then seen_due(tonumber(due[2])) end
 local ids = {}
 for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
-each_record(ids, function(_, id, raw)
+each_record(ids, function(id, raw)
   if not raw then
     unarmed[#unarmed + 1] = id
     return

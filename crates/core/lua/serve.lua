@@ -20,9 +20,10 @@
 -- jobs, then per job its id and its record as it was before this call (the
 -- caller unpacks it: this call spent one try and set it reserved).
 -- Records are read with one HMGET per round and only their leading fields
--- are unpacked; ready ids are popped with one RPOP per round; every write
--- is made once for the call (one HDEL and ZREM of the acked and expired,
--- one HSET of the reserved records, one ZADD of their deadlines).
+-- are unpacked; ready ids are popped with one RPOP per round; each kind of
+-- write is made once for the call: one HDEL and ZREM of the acked, one of
+-- the expired, one HSET of the reserved records, one ZADD of their
+-- deadlines.
 local queue = ARGV[1]
 local jkey, tkey, ckey, rkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = now_ms()
@@ -43,9 +44,8 @@ for w = 5 + acks, #ARGV, 2 do
 end
 
 -- The acks.
-local gone = {}
 if acks > 0 then
-  local ids, listed = {}, {}
+  local ids, listed, gone = {}, {}, {}
   local raws = {}
   if qn then
     local uniq, seen = {}, {}

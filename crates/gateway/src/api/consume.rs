@@ -114,10 +114,10 @@ async fn watch(
 /// One pass until `count` jobs are taken: queues in priority order (strict),
 /// and within a queue the places of its lanes' slots (where each is written
 /// now, and where it drains from) that hold ready jobs, in the order their
-/// counts answer (`ready_first`; with one place, that place). A slot that fails does not stop the others: its error is
-/// returned only if no slot had a job (then "no job" could be false).
-/// Consumers of a queue that ask a slot together share one call, with its acks
-/// (`crate::batch`).
+/// counts answer (`ready_first`; with one place, that place). A slot that
+/// fails does not stop the others: its error is returned only if no slot
+/// had a job (then "no job" could be false). Consumers of a queue that ask
+/// a slot together share one call, with its acks (`crate::batch`).
 async fn take(
     state: &AppState,
     tenant: &Tenant,
