@@ -87,6 +87,12 @@ pub(crate) async fn backlog(ctx: Arc<Ctx>, jobs: u64) -> anyhow::Result<()> {
             worst
         })
     };
+    // Redis CPU from the due time on: the drain (and the probe, a few
+    // requests per second).
+    while now_ms() < due_at {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let cpu = ctx.cpu.sample();
     let mut all_ready_at = 0;
     let deadline = Instant::now() + Duration::from_secs(120 + jobs / 5_000);
     while Instant::now() < deadline {
@@ -106,5 +112,6 @@ pub(crate) async fn backlog(ctx: Arc<Ctx>, jobs: u64) -> anyhow::Result<()> {
         jobs as f64 / secs,
         worst.as_secs_f64() * 1000.0
     );
+    println!("  {}", ctx.cpu.report(cpu, 0, jobs));
     Ok(())
 }
