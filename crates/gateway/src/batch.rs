@@ -7,7 +7,9 @@
 //! No timer is involved: the first operation on an idle queue is sent at
 //! once, and what queues up behind a running call goes in the next one, so
 //! a batch is as large as the load makes it and a lone request waits for
-//! nothing. Each operation stays all or nothing on its own: a publication
+//! nothing. Once [`SECOND_CALL_AT`] operations wait, a second call takes
+//! them beside the first (never more than two at once), so the line does
+//! not idle while the gateway answers a finished call. Each operation stays all or nothing on its own: a publication
 //! that fails (an id that exists) changes nothing for the others in its
 //! batch, and an ack finds its job or not on its own. The calls run in a
 //! task of their own, so a request that goes away does not take its
@@ -26,6 +28,14 @@ use tokio::sync::oneshot;
 
 /// Operations one call carries at most.
 const MAX_OPERATIONS: usize = 128;
+
+/// How many operations must wait behind a line's running call before a
+/// second call starts beside it. One call at a time makes the largest
+/// batches, but then the line idles while the gateway turns a call's
+/// answers around; a second call overlaps that, and starts only when the
+/// load would fill it, so a lightly loaded line keeps one call and its
+/// large batches.
+const SECOND_CALL_AT: usize = 8;
 
 /// An operation that goes to Redis in groups: one call for many.
 pub trait Op: Send + Sync + 'static {
@@ -233,7 +243,7 @@ impl<O: Op> Default for Lines<O> {
     }
 }
 
-/// One queue's line: what waits, and whether a call is running.
+/// One queue's line: what waits, and how many calls are running.
 #[derive(Debug)]
 struct Line<O: Op> {
     shard: Shard,
@@ -245,14 +255,15 @@ struct Line<O: Op> {
 #[derive(Debug)]
 struct LineState<O: Op> {
     waiting: Vec<Waiting<O>>,
-    running: bool,
+    /// Calls running: 0, 1, or 2 (see [`SECOND_CALL_AT`]).
+    running: u8,
 }
 
 impl<O: Op> Default for LineState<O> {
     fn default() -> Self {
         Self {
             waiting: Vec::new(),
-            running: false,
+            running: 0,
         }
     }
 }
@@ -339,7 +350,11 @@ impl<O: Op> Lines<O> {
         let lead = {
             let mut st = lock(&line.state);
             st.waiting.push(Waiting { item, answer });
-            !std::mem::replace(&mut st.running, true)
+            let start = st.running == 0 || (st.running == 1 && st.waiting.len() >= SECOND_CALL_AT);
+            if start {
+                st.running += 1;
+            }
+            start
         };
         if lead {
             tokio::spawn(run(line, self.lines.clone()));
@@ -379,7 +394,9 @@ impl<O: Op> Lines<O> {
     }
 }
 
-/// Runs calls for `line` until nothing waits, then leaves the map.
+/// Runs calls for `line` until nothing waits, then leaves the map. Beside
+/// another call, it stops as soon as fewer than [`SECOND_CALL_AT`]
+/// operations wait, and leaves them to the other.
 async fn run<O: Op>(line: Arc<Line<O>>, lines: Map<O>) {
     let _leave = Leave {
         line: line.clone(),
@@ -388,8 +405,13 @@ async fn run<O: Op>(line: Arc<Line<O>>, lines: Map<O>) {
     loop {
         let batch = {
             let mut st = lock(&line.state);
-            if st.waiting.is_empty() {
-                st.running = false;
+            // An operation whose request went away while it waited is
+            // dropped unmade: a consume for nobody would reserve jobs,
+            // spend their tries and take them from the consumers behind it
+            // only to release them again.
+            st.waiting.retain(|w| !w.answer.is_closed());
+            if st.waiting.is_empty() || (st.running > 1 && st.waiting.len() < SECOND_CALL_AT) {
+                st.running -= 1;
                 break;
             }
             take(&mut st.waiting)
@@ -427,7 +449,7 @@ impl<O: Op> Drop for Leave<O> {
         let line = &self.line;
         if std::thread::panicking() {
             let mut st = lock(&line.state);
-            st.running = false;
+            st.running = st.running.saturating_sub(1);
             st.waiting.clear();
         }
         let key = (
@@ -438,18 +460,14 @@ impl<O: Op> Drop for Leave<O> {
         let mut map = lock(&self.lines);
         // Only if nothing came since (a publication that found this line
         // before it left sets `running` again and runs it itself).
-        if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, line)) && !lock(&line.state).running {
+        if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, line)) && lock(&line.state).running == 0 {
             map.remove(&key);
         }
     }
 }
 
-/// The next batch: operations in arrival order, within the bounds. An
-/// operation whose request went away while it waited is dropped unmade: a
-/// consume for nobody would reserve jobs, spend their tries and take them
-/// from the consumers behind it only to release them again.
+/// The next batch: operations in arrival order, within the bounds.
 fn take<O: Op>(waiting: &mut Vec<Waiting<O>>) -> Vec<Waiting<O>> {
-    waiting.retain(|w| !w.answer.is_closed());
     let mut used = 0;
     let mut n = 0;
     for w in waiting.iter() {
@@ -478,7 +496,7 @@ mod tests {
         let (answer, answered) = oneshot::channel();
         {
             let mut st = lock(&line.state);
-            st.running = true;
+            st.running = 1;
             st.waiting.push(Waiting {
                 item: Publication {
                     schedule: sundial_core::Schedule {
@@ -504,6 +522,93 @@ mod tests {
         assert_eq!(publishes.lines(), 0, "the line left the map");
         // The queue works again: a new line, not running.
         let line = publishes.line(&shard, 7, "ns/q");
-        assert!(!lock(&line.state).running);
+        assert_eq!(lock(&line.state).running, 0);
+    }
+
+    /// An operation whose calls are held until the test lets them go: it
+    /// records each call's size and how many ran at once. Only
+    /// `a_second_call_starts_when_the_load_fills_it` uses it.
+    #[derive(Debug)]
+    struct Held;
+
+    static GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+    static CALLS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    static IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static MOST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    impl Op for Held {
+        type Item = u32;
+        type Out = u32;
+        fn size(_: &u32) -> usize {
+            1
+        }
+        const LIMIT: usize = 1000;
+        async fn call(_: &Shard, _: u32, _: &str, items: &[u32]) -> Result<Vec<u32>, EngineError> {
+            use std::sync::atomic::Ordering::SeqCst;
+            lock(&CALLS).push(items.len());
+            let now = IN_FLIGHT.fetch_add(1, SeqCst) + 1;
+            MOST.fetch_max(now, SeqCst);
+            GATE.acquire().await.expect("gate open").forget();
+            IN_FLIGHT.fetch_sub(1, SeqCst);
+            Ok(items.to_vec())
+        }
+    }
+
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_second_call_starts_when_the_load_fills_it() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let shard = Shard::connect("s", &ShardOptions::new("redis://127.0.0.1:1/")).expect("shard");
+        let lines = Arc::new(Lines::<Held>::default());
+        let submit = |n: u32| {
+            let (lines, shard) = (lines.clone(), shard.clone());
+            tokio::spawn(async move { lines.submit(&shard, 3, "ns/q", n).await })
+        };
+        let mut answers = vec![submit(0)];
+        settle().await;
+        assert_eq!(*lock(&CALLS), [1], "a lone operation goes at once");
+        // Fewer than SECOND_CALL_AT wait behind the running call: they
+        // wait for it, to go together.
+        for n in 1..SECOND_CALL_AT as u32 {
+            answers.push(submit(n));
+        }
+        settle().await;
+        assert_eq!(*lock(&CALLS), [1], "no second call for a light load");
+        // One more fills a second call, which starts beside the first.
+        answers.push(submit(SECOND_CALL_AT as u32));
+        settle().await;
+        assert_eq!(*lock(&CALLS), [1, SECOND_CALL_AT]);
+        assert_eq!(IN_FLIGHT.load(SeqCst), 2);
+        // More waits for one of the two: never a third call.
+        for n in 0..3 * SECOND_CALL_AT as u32 {
+            answers.push(submit(100 + n));
+        }
+        settle().await;
+        assert_eq!(lock(&CALLS).len(), 2, "at most two calls at once");
+        // The first call ends: the next takes everything that waits.
+        GATE.add_permits(1);
+        settle().await;
+        assert_eq!(*lock(&CALLS), [1, SECOND_CALL_AT, 3 * SECOND_CALL_AT]);
+        GATE.add_permits(2);
+        for (i, a) in answers.into_iter().enumerate() {
+            let got = a.await.expect("task").expect("answered");
+            let want = match i {
+                i if i <= SECOND_CALL_AT => i as u32,
+                i => 100 + (i - SECOND_CALL_AT - 1) as u32,
+            };
+            assert_eq!(got, want, "each operation gets its own answer");
+        }
+        assert_eq!(MOST.load(SeqCst), 2);
+        assert_eq!(lines.lines(), 0, "an idle line leaves the map");
+        // A later lone operation runs alone again, in one call.
+        GATE.add_permits(1);
+        let got = submit(7).await.expect("task").expect("answered");
+        assert_eq!(got, 7);
+        assert_eq!(lock(&CALLS).last(), Some(&1));
     }
 }
