@@ -7,7 +7,7 @@
 //! No timer is involved: the first operation on an idle queue is sent at
 //! once, and what queues up behind a running call goes in the next one, so
 //! a batch is as large as the load makes it and a lone request waits for
-//! nothing. Once [`SECOND_CALL_AT`] operations wait, a second call takes
+//! nothing. Once [`Op::SECOND_CALL_AT`] operations wait, a second call takes
 //! them beside the first (never more than two at once), so the line does
 //! not idle while the gateway answers a finished call. Each operation stays all or nothing on its own: a publication
 //! that fails (an id that exists) changes nothing for the others in its
@@ -29,14 +29,6 @@ use tokio::sync::oneshot;
 /// Operations one call carries at most.
 const MAX_OPERATIONS: usize = 128;
 
-/// How many operations must wait behind a line's running call before a
-/// second call starts beside it. One call at a time makes the largest
-/// batches, but then the line idles while the gateway turns a call's
-/// answers around; a second call overlaps that, and starts only when the
-/// load would fill it, so a lightly loaded line keeps one call and its
-/// large batches.
-const SECOND_CALL_AT: usize = 8;
-
 /// An operation that goes to Redis in groups: one call for many.
 pub trait Op: Send + Sync + 'static {
     type Item: Send + Sync + std::fmt::Debug + 'static;
@@ -47,6 +39,13 @@ pub trait Op: Send + Sync + 'static {
     /// What one call carries at most, in `size` units (an item larger than
     /// this goes alone).
     const LIMIT: usize;
+    /// How many operations must wait behind a line's running call before a
+    /// second call starts beside it. One call at a time makes the largest
+    /// batches, but then the line idles while the gateway turns a call's
+    /// answers around; a second call overlaps that, and starts only when
+    /// the load would fill it, so a lightly loaded line keeps one call and
+    /// its large batches.
+    const SECOND_CALL_AT: usize = 8;
     /// One call for `items`; per item in order, its answer.
     fn call(
         shard: &Shard,
@@ -181,6 +180,12 @@ impl Op for WorkOp {
     /// memory until it returns, so a call takes no more than one request
     /// could on its own.
     const LIMIT: usize = 100;
+    /// A worker brings two operations (its ack and its next consume), so
+    /// 16 is the same load as 8 publishes. In alternated bench rounds
+    /// (consume + ack, 32 workers) 16 beat both 8 (which made 0.22 calls
+    /// per job instead of 0.15, and cost Redis more per job) and no
+    /// second call at all.
+    const SECOND_CALL_AT: usize = 16;
     async fn call(
         shard: &Shard,
         slot: u32,
@@ -255,7 +260,7 @@ struct Line<O: Op> {
 #[derive(Debug)]
 struct LineState<O: Op> {
     waiting: Vec<Waiting<O>>,
-    /// Calls running: 0, 1, or 2 (see [`SECOND_CALL_AT`]).
+    /// Calls running: 0, 1, or 2 (see [`Op::SECOND_CALL_AT`]).
     running: u8,
 }
 
@@ -350,7 +355,8 @@ impl<O: Op> Lines<O> {
         let lead = {
             let mut st = lock(&line.state);
             st.waiting.push(Waiting { item, answer });
-            let start = st.running == 0 || (st.running == 1 && st.waiting.len() >= SECOND_CALL_AT);
+            let start =
+                st.running == 0 || (st.running == 1 && st.waiting.len() >= O::SECOND_CALL_AT);
             if start {
                 st.running += 1;
             }
@@ -395,7 +401,7 @@ impl<O: Op> Lines<O> {
 }
 
 /// Runs calls for `line` until nothing waits, then leaves the map. Beside
-/// another call, it stops as soon as fewer than [`SECOND_CALL_AT`]
+/// another call, it stops as soon as fewer than [`Op::SECOND_CALL_AT`]
 /// operations wait, and leaves them to the other.
 async fn run<O: Op>(line: Arc<Line<O>>, lines: Map<O>) {
     let _leave = Leave {
@@ -410,7 +416,7 @@ async fn run<O: Op>(line: Arc<Line<O>>, lines: Map<O>) {
             // spend their tries and take them from the consumers behind it
             // only to release them again.
             st.waiting.retain(|w| !w.answer.is_closed());
-            if st.waiting.is_empty() || (st.running > 1 && st.waiting.len() < SECOND_CALL_AT) {
+            if st.waiting.is_empty() || (st.running > 1 && st.waiting.len() < O::SECOND_CALL_AT) {
                 st.running -= 1;
                 break;
             }
@@ -572,20 +578,20 @@ mod tests {
         let mut answers = vec![submit(0)];
         settle().await;
         assert_eq!(*lock(&CALLS), [1], "a lone operation goes at once");
-        // Fewer than SECOND_CALL_AT wait behind the running call: they
+        // Fewer than Held::SECOND_CALL_AT wait behind the running call: they
         // wait for it, to go together.
-        for n in 1..SECOND_CALL_AT as u32 {
+        for n in 1..Held::SECOND_CALL_AT as u32 {
             answers.push(submit(n));
         }
         settle().await;
         assert_eq!(*lock(&CALLS), [1], "no second call for a light load");
         // One more fills a second call, which starts beside the first.
-        answers.push(submit(SECOND_CALL_AT as u32));
+        answers.push(submit(Held::SECOND_CALL_AT as u32));
         settle().await;
-        assert_eq!(*lock(&CALLS), [1, SECOND_CALL_AT]);
+        assert_eq!(*lock(&CALLS), [1, Held::SECOND_CALL_AT]);
         assert_eq!(IN_FLIGHT.load(SeqCst), 2);
         // More waits for one of the two: never a third call.
-        for n in 0..3 * SECOND_CALL_AT as u32 {
+        for n in 0..3 * Held::SECOND_CALL_AT as u32 {
             answers.push(submit(100 + n));
         }
         settle().await;
@@ -593,13 +599,16 @@ mod tests {
         // The first call ends: the next takes everything that waits.
         GATE.add_permits(1);
         settle().await;
-        assert_eq!(*lock(&CALLS), [1, SECOND_CALL_AT, 3 * SECOND_CALL_AT]);
+        assert_eq!(
+            *lock(&CALLS),
+            [1, Held::SECOND_CALL_AT, 3 * Held::SECOND_CALL_AT]
+        );
         GATE.add_permits(2);
         for (i, a) in answers.into_iter().enumerate() {
             let got = a.await.expect("task").expect("answered");
             let want = match i {
-                i if i <= SECOND_CALL_AT => i as u32,
-                i => 100 + (i - SECOND_CALL_AT - 1) as u32,
+                i if i <= Held::SECOND_CALL_AT => i as u32,
+                i => 100 + (i - Held::SECOND_CALL_AT - 1) as u32,
             };
             assert_eq!(got, want, "each operation gets its own answer");
         }
