@@ -7,9 +7,12 @@
 //! No timer is involved: the first operation on an idle queue is sent at
 //! once, and what queues up behind a running call goes in the next one, so
 //! a batch is as large as the load makes it and a lone request waits for
-//! nothing. Once [`Op::SECOND_CALL_AT`] operations wait, a second call takes
-//! them beside the first (never more than two at once), so the line does
-//! not idle while the gateway answers a finished call. Each operation stays all or nothing on its own: a publication
+//! nothing. Once [`Op::SECOND_CALL_AT`] operations wait, a second call
+//! takes them beside the first (never more than two at once), so the line
+//! does not idle while the gateway answers a finished call. Two calls run
+//! on different pooled connections, so operations whose requests
+//! overlapped may reach Redis in either order, as they may from two
+//! gateways. Each operation stays all or nothing on its own: a publication
 //! that fails (an id that exists) changes nothing for the others in its
 //! batch, and an ack finds its job or not on its own. The calls run in a
 //! task of their own, so a request that goes away does not take its
@@ -159,7 +162,10 @@ pub enum Done {
 /// Acks and consumes, in groups. A worker acks one job and asks for the
 /// next, so the two arrive together: the acks and consumes of a queue that
 /// ask a slot while a call for it runs share the next call, which makes
-/// the acks first and then serves the consumers in arrival order.
+/// the acks first and then serves the consumers in arrival order. Under a
+/// load that starts a second call, order holds within each call: an ack
+/// and a consume from different requests that overlapped may run in
+/// either order.
 #[derive(Debug)]
 pub struct WorkOp;
 
@@ -456,7 +462,10 @@ impl<O: Op> Drop for Leave<O> {
         if std::thread::panicking() {
             let mut st = lock(&line.state);
             st.running = st.running.saturating_sub(1);
-            st.waiting.clear();
+            // The other call, if one runs, serves what waits.
+            if st.running == 0 {
+                st.waiting.clear();
+            }
         }
         let key = (
             line.shard.name().to_owned(),
@@ -603,12 +612,36 @@ mod tests {
             *lock(&CALLS),
             [1, Held::SECOND_CALL_AT, 3 * Held::SECOND_CALL_AT]
         );
+        // A few wait behind the two calls, one of them for a client that
+        // hung up.
+        for n in 200..203 {
+            answers.push(submit(n));
+        }
+        let gone = submit(203);
+        settle().await;
+        gone.abort();
+        settle().await;
+        // One call ends with too few waiting to fill a second: it stops
+        // and leaves them to the other.
+        GATE.add_permits(1);
+        settle().await;
+        assert_eq!(
+            lock(&CALLS).len(),
+            3,
+            "no call for fewer than the threshold"
+        );
+        assert_eq!(IN_FLIGHT.load(SeqCst), 1);
+        // The other ends and takes them, without the departed one.
         GATE.add_permits(2);
+        settle().await;
+        assert_eq!(lock(&CALLS).last(), Some(&3));
+        let k = Held::SECOND_CALL_AT;
         for (i, a) in answers.into_iter().enumerate() {
             let got = a.await.expect("task").expect("answered");
             let want = match i {
-                i if i <= Held::SECOND_CALL_AT => i as u32,
-                i => 100 + (i - Held::SECOND_CALL_AT - 1) as u32,
+                i if i <= k => i as u32,
+                i if i <= 4 * k => 100 + (i - k - 1) as u32,
+                i => 200 + (i - 4 * k - 1) as u32,
             };
             assert_eq!(got, want, "each operation gets its own answer");
         }

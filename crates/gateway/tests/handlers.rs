@@ -437,7 +437,8 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
         .collect();
     let refused_fresh = publications[25].jobs[0].id.clone();
     // Polled together on this one thread: all 50 wait before the first
-    // call runs, so one call carries them.
+    // call runs, so one call carries them (a second call is started once 8
+    // wait, but the first, spawned before it, takes them all).
     let answers = futures::future::join_all(
         publications
             .into_iter()
@@ -581,6 +582,8 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
     let before = calls(&redis, "evalsha");
     // 20 consumers at once, asking 1 job each but the third asking 4: the
     // first 12 are served in arrival order (15 jobs), the last 8 get none.
+    // All wait before the first call runs, so it takes them all (the
+    // second call started at 16 waiting finds nothing left).
     let answers = futures::future::join_all((0..20).map(|i| {
         let w = if i == 2 {
             want(4, 60_000)
