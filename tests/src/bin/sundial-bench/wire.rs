@@ -17,9 +17,11 @@ use tokio::{
 /// One keep-alive connection, one request at a time.
 pub(crate) struct Conn {
     stream: TcpStream,
-    /// Bytes read and not yet consumed: the answer being read, and
-    /// nothing more (the gateway does not pipeline).
+    /// Room for an answer, zeroed once (not per read): its first `filled`
+    /// bytes are the answer being read, and nothing more (the gateway does
+    /// not pipeline).
     buf: Vec<u8>,
+    filled: usize,
 }
 
 impl Conn {
@@ -35,7 +37,8 @@ impl Conn {
         stream.set_nodelay(true)?;
         Ok(Self {
             stream,
-            buf: Vec::with_capacity(16 * 1024),
+            buf: vec![0; 16 * 1024],
+            filled: 0,
         })
     }
 
@@ -43,9 +46,9 @@ impl Conn {
     /// status and body. The body is valid until the next call.
     pub(crate) async fn call(&mut self, request: &[u8]) -> anyhow::Result<(u16, &[u8])> {
         self.stream.write_all(request).await?;
-        self.buf.clear();
+        self.filled = 0;
         let head_end = loop {
-            if let Some(i) = find(&self.buf, b"\r\n\r\n") {
+            if let Some(i) = find(&self.buf[..self.filled], b"\r\n\r\n") {
                 break i + 4;
             }
             self.fill().await?;
@@ -67,17 +70,18 @@ impl Conn {
                 bail!("chunked answers are not read by this client");
             }
         }
-        while self.buf.len() < head_end + length {
+        while self.filled < head_end + length {
             self.fill().await?;
         }
         Ok((status, &self.buf[head_end..head_end + length]))
     }
 
     async fn fill(&mut self) -> anyhow::Result<()> {
-        let len = self.buf.len();
-        self.buf.resize(len + 16 * 1024, 0);
-        let n = self.stream.read(&mut self.buf[len..]).await?;
-        self.buf.truncate(len + n);
+        if self.filled == self.buf.len() {
+            self.buf.resize(2 * self.buf.len(), 0);
+        }
+        let n = self.stream.read(&mut self.buf[self.filled..]).await?;
+        self.filled += n;
         if n == 0 {
             bail!("the gateway closed the connection");
         }
