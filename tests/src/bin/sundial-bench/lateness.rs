@@ -28,19 +28,24 @@ pub(crate) async fn lateness(
     let hist = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
     let early = Arc::new(AtomicU64::new(0));
     let received = Arc::new(AtomicU64::new(0));
+    // Consume and ack requests, for the gateway's CPU per request.
+    let requests = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    let cpu = ctx.cpu.sample();
     let mut consumers = Vec::new();
     for _ in 0..concurrency {
-        let (ctx, hist, early, received, stop) = (
+        let (ctx, hist, early, received, requests, stop) = (
             ctx.clone(),
             hist.clone(),
             early.clone(),
             received.clone(),
+            requests.clone(),
             stop.clone(),
         );
         consumers.push(tokio::spawn(async move {
             let mut local = Histogram::<u64>::new(3).expect("histogram");
             while !stop.load(Ordering::Relaxed) {
+                requests.fetch_add(1, Ordering::Relaxed);
                 let r = ctx
                     .http
                     .get(format!(
@@ -68,6 +73,7 @@ pub(crate) async fn lateness(
                     }
                     received.fetch_add(1, Ordering::Relaxed);
                     let id = j["job_id"].as_str().unwrap_or_default();
+                    requests.fetch_add(1, Ordering::Relaxed);
                     let _ = ctx
                         .http
                         .delete(format!("{}/api/{}/q/job/{id}", ctx.api, ctx.ns))
@@ -124,6 +130,14 @@ pub(crate) async fn lateness(
         ms(0.5),
         ms(0.99),
         h.max() as f64 / 1000.0
+    );
+    // Every request of the measurement (publishes, consumes, acks), and
+    // Redis's time per job received, idle pumps and gauges included.
+    let requests = total + requests.load(Ordering::Relaxed);
+    println!(
+        "  {}",
+        ctx.cpu
+            .report(cpu, requests, received.load(Ordering::Relaxed))
     );
     Ok(())
 }

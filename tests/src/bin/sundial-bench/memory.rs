@@ -19,10 +19,14 @@ pub(crate) async fn memory(ctx: Arc<Ctx>, redis: &str, jobs: u64) -> anyhow::Res
     // Warm up: the queue's keys exist before the measurement.
     fill(&ctx, "q", 64, "delay=3600").await?;
     let before = used_memory(redis)?;
-    let fillers: Vec<_> = (0..8)
-        .map(|i| {
+    let cpu = ctx.cpu.sample();
+    let shares: Vec<u64> = (0..8).map(|i| jobs / 8 + u64::from(i < jobs % 8)).collect();
+    // `fill` publishes in bulks of 64.
+    let requests = shares.iter().map(|s| s.div_ceil(64)).sum();
+    let fillers: Vec<_> = shares
+        .into_iter()
+        .map(|share| {
             let ctx = ctx.clone();
-            let share = jobs / 8 + u64::from(i < jobs % 8);
             tokio::spawn(async move { fill(&ctx, "q", share, "delay=3600").await })
         })
         .collect();
@@ -37,5 +41,6 @@ pub(crate) async fn memory(ctx: Arc<Ctx>, redis: &str, jobs: u64) -> anyhow::Res
         after,
         (after - before) as f64 / jobs as f64
     );
+    println!("  {}", ctx.cpu.report(cpu, requests, jobs));
     Ok(())
 }
