@@ -5,16 +5,19 @@
 //! - [`FaultProxy`]: a TCP proxy in front of a Redis that adds latency,
 //!   stalls, resets connections, and heals.
 //! - [`SentinelSet`]: a master, a replica and three real `redis-sentinel`s.
+//! - [`RedisCluster`]: a Redis Cluster made with `redis-cli --cluster create`.
 //! - [`Sundial`]: the real `sundial` binary with a generated config.
 //! - [`wait_until`]: the only way tests wait (no sleeps as synchronisation).
 
 mod client;
+mod cluster;
 mod fault_proxy;
 mod redis_server;
 mod sentinel;
 mod sundial;
 
 pub use client::{Api, Resp, create_token};
+pub use cluster::{CLUSTER_SLOTS, RedisCluster};
 pub use fault_proxy::{Fault, FaultProxy};
 pub use redis_server::RedisServer;
 pub use sentinel::{MASTER_NAME, SentinelSet};

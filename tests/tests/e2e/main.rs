@@ -9,6 +9,7 @@
 mod admin;
 mod api;
 mod backlog;
+mod cluster;
 mod deploy;
 mod faults;
 mod http_abuse;

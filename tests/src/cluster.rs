@@ -1,0 +1,160 @@
+//! A real Redis Cluster: `redis-server --cluster-enabled yes` nodes on free
+//! ports, joined by `redis-cli --cluster create`, as operators make one.
+
+use std::{process::Command, time::Duration};
+
+use crate::{RedisServer, free_port, wait_until};
+
+/// Slots of a Redis Cluster.
+pub const CLUSTER_SLOTS: u16 = 16384;
+
+/// A throwaway Redis Cluster: `masters` masters, each with `replicas`
+/// replicas. Every node is a [`RedisServer`], so a test may kill and
+/// restart one (a failover test kills a master). Stopped on drop.
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts the nodes, creates the cluster, and waits until every node
+    /// sees all slots served (`cluster_state:ok`).
+    pub fn start(masters: usize, replicas: usize) -> Self {
+        assert!(masters >= 3, "redis-cli --cluster create needs 3 masters");
+        let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
+            .map(|_| {
+                // The cluster bus gets a port of its own: the default,
+                // port + 10000, may be taken or past 65535.
+                let bus = free_port().to_string();
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "1000",
+                    "--cluster-port",
+                    &bus,
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let out = Command::new(redis_cli_bin())
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .output()
+            .expect("run redis-cli (install it with: apt-get install redis-tools)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = Self { nodes };
+        let total = cluster.nodes.len();
+        wait_until(Duration::from_secs(30), "the cluster to form", || {
+            cluster.nodes.iter().all(|n| {
+                let info = cluster_info(n);
+                field(&info, "cluster_state") == Some("ok")
+                    && field(&info, "cluster_slots_ok") == Some(&CLUSTER_SLOTS.to_string())
+                    && field(&info, "cluster_known_nodes") == Some(&total.to_string())
+            })
+        });
+        cluster
+    }
+
+    /// Every node, masters and replicas, in the order they were started.
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+
+    /// Node `i`, to kill or restart it.
+    pub fn node_mut(&mut self, i: usize) -> &mut RedisServer {
+        &mut self.nodes[i]
+    }
+
+    /// `redis://` URLs of every node: the seeds a cluster client is given.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The cluster slot of `key`, as Redis computes it (`CLUSTER KEYSLOT`,
+    /// hash tags included).
+    pub fn key_slot(&self, key: &str) -> u16 {
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut self.live_connection())
+            .expect("CLUSTER KEYSLOT")
+    }
+
+    /// The index (in [`nodes`](Self::nodes)) of the master that serves
+    /// `slot` now, as a live node sees it.
+    pub fn master_of(&self, slot: u16) -> usize {
+        // CLUSTER SLOTS: [[start, end, [ip, port, id, …], replicas…], …]
+        let ranges: Vec<redis::Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut self.live_connection())
+            .expect("CLUSTER SLOTS");
+        for range in ranges {
+            let redis::Value::Array(parts) = range else {
+                continue;
+            };
+            let (Some(redis::Value::Int(start)), Some(redis::Value::Int(end))) =
+                (parts.first(), parts.get(1))
+            else {
+                continue;
+            };
+            if !(*start..=*end).contains(&i64::from(slot)) {
+                continue;
+            }
+            let Some(redis::Value::Array(master)) = parts.get(2) else {
+                continue;
+            };
+            let Some(redis::Value::Int(port)) = master.get(1) else {
+                continue;
+            };
+            if let Some(i) = self.nodes.iter().position(|n| i64::from(n.port()) == *port) {
+                return i;
+            }
+        }
+        panic!("no master serves slot {slot}");
+    }
+
+    /// A connection to a node that answers (a test may have killed some).
+    fn live_connection(&self) -> redis::Connection {
+        self.nodes
+            .iter()
+            .find_map(connect)
+            .expect("a live cluster node")
+    }
+}
+
+fn connect(node: &RedisServer) -> Option<redis::Connection> {
+    let mut c = redis::Client::open(node.url())
+        .ok()?
+        .get_connection()
+        .ok()?;
+    redis::cmd("PING").query::<String>(&mut c).ok()?;
+    Some(c)
+}
+
+fn cluster_info(node: &RedisServer) -> String {
+    connect(node)
+        .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query(&mut c).ok())
+        .unwrap_or_default()
+}
+
+fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+fn redis_cli_bin() -> std::path::PathBuf {
+    std::env::var_os("REDIS_CLI").map_or_else(|| "redis-cli".into(), Into::into)
+}
