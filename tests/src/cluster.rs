@@ -9,8 +9,7 @@ use crate::{RedisServer, free_port, wait_until};
 pub const CLUSTER_SLOTS: u16 = 16384;
 
 /// A throwaway Redis Cluster: `masters` masters, each with `replicas`
-/// replicas. Every node is a [`RedisServer`], so a test may kill and
-/// restart one (a failover test kills a master). Stopped on drop.
+/// replicas. Every node is a [`RedisServer`]. Stopped on drop.
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
@@ -70,16 +69,6 @@ impl RedisCluster {
     /// Every node, masters and replicas, in the order they were started.
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes
-    }
-
-    /// Node `i`, to kill or restart it.
-    pub fn node_mut(&mut self, i: usize) -> &mut RedisServer {
-        &mut self.nodes[i]
-    }
-
-    /// `redis://` URLs of every node: the seeds a cluster client is given.
-    pub fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(RedisServer::url).collect()
     }
 
     /// The cluster slot of `key`, as Redis computes it (`CLUSTER KEYSLOT`,

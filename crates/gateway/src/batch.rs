@@ -447,10 +447,11 @@ async fn run<O: Op>(line: Arc<Line<O>>, lines: Map<O>) {
     }
 }
 
-/// Takes a line's task out of the map when it ends. If it ends by a panic,
-/// the line is stopped first: what waits is answered with an error (its
-/// senders dropped) instead of waiting for a call that will never run, and
-/// the next publication of the queue starts a new line.
+/// Takes a line's task out of the map when it ends. If it ends by a panic
+/// and no other call of the line runs, the line is stopped first: what
+/// waits is answered with an error (its senders dropped) instead of
+/// waiting for a call that will never run, and the next publication of the
+/// queue starts a new line. If the other call runs, it serves what waits.
 struct Leave<O: Op> {
     line: Arc<Line<O>>,
     lines: Map<O>,
