@@ -36,5 +36,5 @@ while moved < limit do
     end
   end
 end
-if mode == 'respawn' and moved > 0 then redis.call('PUBLISH', ARGV[4], moved) end
+if mode == 'respawn' and moved > 0 then announce(ARGV[4], moved) end
 return { popped, moved }

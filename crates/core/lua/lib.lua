@@ -25,6 +25,19 @@ local HEADER = '>BHI6I6I6I3Hc0'
 -- moves a slot's jobs into the zset SLOT_MS before the slot starts.
 local SLOT_MS, NEAR_MS = 1000, 2000
 
+-- Announces `message` on `channel`: a sharded channel (`SPUBLISH`, heard
+-- only on the node that serves the slot) when the channel carries a hash tag,
+-- as it does on a Redis Cluster shard (its slot's `{<slot>}`), else a
+-- classic channel (`PUBLISH`), as on a standalone or Sentinel shard, whose
+-- Redis may predate sharded pub/sub (7.0). See `src/keys.rs`.
+local function announce(channel, message)
+  if string.find(channel, '{', 1, true) then
+    redis.call('SPUBLISH', channel, message)
+  else
+    redis.call('PUBLISH', channel, message)
+  end
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -181,7 +194,7 @@ local function arm(tkey, id, at, timer_channel, slot)
   local before = zmin(tkey)
   redis.call('ZADD', tkey, at, id)
   if before == nil or at < before then
-    redis.call('PUBLISH', timer_channel, slot)
+    announce(timer_channel, slot)
   end
 end
 
@@ -290,7 +303,7 @@ local function delay(k, id, due, now, wake, timer_channel, slot_tag)
     at = slot * SLOT_MS - SLOT_MS
   end
   if wake == nil or at < wake then
-    redis.call('PUBLISH', timer_channel, slot_tag)
+    announce(timer_channel, slot_tag)
     return at
   end
   return wake

@@ -99,5 +99,5 @@ local counts = tally()
 for state, n in pairs(stored) do counts.state(state, queue, n) end
 counts.add('P' .. queue, total)
 counts.flush(KEYS[3])
-if #ready_ids > 0 then redis.call('PUBLISH', ARGV[2], #ready_ids) end
+if #ready_ids > 0 then announce(ARGV[2], #ready_ids) end
 return out

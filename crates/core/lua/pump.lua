@@ -128,7 +128,7 @@ local function write()
     end
   end
   for q, n in pairs(woken) do
-    redis.call('PUBLISH', chan .. q, n)
+    announce(chan .. q, n)
   end
   records, lists, list_order, armed, unarmed, expired_jobs, woken = {}, {}, {}, {}, {}, {}, {}
   pending = 0

@@ -22,5 +22,5 @@ redis.call('HSET', KEYS[1], id, patch(raw, READY, r.tries, r.delivered))
 count(KEYS[3], READY, r.queue, 1)
 redis.call('RPUSH', KEYS[4], id)
 arm_expiry(KEYS[2], id, r)
-redis.call('PUBLISH', ARGV[3], 1)
+announce(ARGV[3], 1)
 return 1

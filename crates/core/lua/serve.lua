@@ -160,7 +160,7 @@ if #taken > 0 then
   local before = zmin(tkey)
   call_many('ZADD', tkey, armed, 2)
   if before == nil or earliest < before then
-    redis.call('PUBLISH', ARGV[2], ARGV[3])
+    announce(ARGV[2], ARGV[3])
   end
   t.state(READY, queue, -#taken)
   t.state(RESERVED, queue, #taken)

@@ -41,11 +41,19 @@
 //! `sd:limits` hash, same fields → rate limit JSON; `sd:tokens:version`, a
 //! counter bumped on every change of either so that every gateway reloads its
 //! copy; `sd:rate:<pool>/<ns>/<token>:<r|w>`, request counters that expire
-//! with their window.
+//! with their window. An admin Redis that is a cluster names the three tables
+//! `sd:{admin}:tokens`, `sd:{admin}:limits` and `sd:{admin}:tokens:version`
+//! ([`AdminKeys`]): one hash tag, so that a change and its version bump stay
+//! one script in one cluster slot.
 //!
-//! Channels: `sd:ready:<ns>/<queue>` (a count of jobs that became ready, for
-//! long polls), `sd:timer` (a slot number whose earliest deadline moved
-//! sooner, for pumps).
+//! Channels: on a standalone or Sentinel shard, `sd:ready:<ns>/<queue>` (a
+//! count of jobs that became ready, for long polls) and `sd:timer` (a slot
+//! number whose earliest deadline moved sooner, for pumps), with `PUBLISH`.
+//! On a Redis Cluster shard they are sharded channels (`SPUBLISH`) that
+//! carry their slot's hash tag, so that a message goes only to the node that
+//! serves the slot: `sd:{<slot>}:ready:<ns>/<queue>` and `sd:{<slot>}:timer`.
+//! A script publishes with `SPUBLISH` exactly when the channel has a hash
+//! tag (`announce` in `lua/lib.lua`).
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -80,6 +88,53 @@ pub const TOKENS: &str = "sd:tokens";
 pub const TOKENS_VERSION: &str = "sd:tokens:version";
 /// Admin Redis: rate limits, `<pool>/<ns>/<secret>` → JSON `{read, write, interval}`.
 pub const LIMITS: &str = "sd:limits";
+
+/// One of the admin Redis's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminTable {
+    Tokens,
+    Limits,
+}
+
+/// The names of the admin tables on one kind of admin Redis.
+#[derive(Debug)]
+pub struct AdminKeys {
+    pub tokens: &'static str,
+    pub limits: &'static str,
+    pub version: &'static str,
+}
+
+/// The admin tables on a standalone or Sentinel-managed Redis.
+const ADMIN_KEYS: AdminKeys = AdminKeys {
+    tokens: TOKENS,
+    limits: LIMITS,
+    version: TOKENS_VERSION,
+};
+
+/// The admin tables on a Redis Cluster: one hash tag, one cluster slot.
+const CLUSTER_ADMIN_KEYS: AdminKeys = AdminKeys {
+    tokens: "sd:{admin}:tokens",
+    limits: "sd:{admin}:limits",
+    version: "sd:{admin}:tokens:version",
+};
+
+impl AdminKeys {
+    /// The names on a cluster (`true`) or on a single Redis.
+    pub fn of(cluster: bool) -> &'static AdminKeys {
+        if cluster {
+            &CLUSTER_ADMIN_KEYS
+        } else {
+            &ADMIN_KEYS
+        }
+    }
+
+    pub fn table(&self, table: AdminTable) -> &'static str {
+        match table {
+            AdminTable::Tokens => self.tokens,
+            AdminTable::Limits => self.limits,
+        }
+    }
+}
 
 /// Admin Redis: the request counter of one token and action (`r` consume,
 /// `w` publish) in the current window; expires with the window.
@@ -117,9 +172,16 @@ pub fn slot_of(ns: &str, queue: &str, lane: u32, slots: u32) -> u32 {
     (h % u64::from(slots.max(1))) as u32
 }
 
-/// The channel on which a queue's newly ready jobs are announced.
+/// The channel on which a standalone shard announces a queue's newly ready
+/// jobs (a cluster shard announces them per slot:
+/// [`SlotKeys::ready_channel`]).
 pub fn ready_channel(ns: &str, queue: &str) -> String {
-    format!("{READY_CHANNEL_PREFIX}{ns}/{queue}")
+    ready_channel_of(&qualified(ns, queue))
+}
+
+/// [`ready_channel`] of a qualified queue (`<ns>/<queue>`).
+pub fn ready_channel_of(qualified: &str) -> String {
+    format!("{READY_CHANNEL_PREFIX}{qualified}")
 }
 
 /// Splits a ready channel name back into namespace and queue.
@@ -189,6 +251,54 @@ impl SlotKeys {
     pub fn dead(&self, qualified: &str) -> String {
         format!("{}d:{qualified}", self.prefix)
     }
+
+    /// The sharded channel (cluster shards) that announces the queue's
+    /// newly ready jobs in this slot.
+    pub fn ready_channel(&self, qualified: &str) -> String {
+        format!("{}{qualified}", self.ready_channel_prefix())
+    }
+
+    /// What [`Self::ready_channel`] puts before the queue's name.
+    pub fn ready_channel_prefix(&self) -> String {
+        format!("{}ready:", self.prefix)
+    }
+
+    /// The sharded channel (cluster shards) that announces that this slot
+    /// became due sooner.
+    pub fn timer_channel(&self) -> String {
+        format!("{}timer", self.prefix)
+    }
+}
+
+/// The Redis Cluster hash slot of `key` (CRC16-XMODEM of the key, or of its
+/// hash tag, modulo 16384), as the cluster computes it.
+pub fn cluster_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &bytes[open + 1..];
+        rest.iter()
+            .position(|&b| b == b'}')
+            .filter(|&len| len > 0)
+            .map(|len| &rest[..len])
+    });
+    crc16(tagged.unwrap_or(bytes)) % 16_384
+}
+
+/// CRC16-XMODEM (polynomial 0x1021, initial 0), the checksum of Redis
+/// Cluster's key placement.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in bytes {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
 }
 
 #[cfg(test)]
@@ -208,6 +318,8 @@ mod tests {
             k.lease(),
             k.ready("ns/q"),
             k.dead("ns/q"),
+            k.ready_channel("ns/q"),
+            k.timer_channel(),
         ] {
             assert!(key.starts_with("sd:{7}:"), "{key}");
         }
@@ -246,4 +358,28 @@ mod tests {
     }
 
     const GOLDEN_SLOTS: [u32; 4] = [82, 68, 1, 257];
+
+    /// Redis's own answers (`CLUSTER KEYSLOT`), including its hash tag
+    /// rules: the first `{`, the first `}` after it, and an empty tag meaning
+    /// the whole key.
+    #[test]
+    fn cluster_slots_match_redis() {
+        for (key, slot) in [
+            ("123456789", 12_739),
+            ("foo", 12_182),
+            ("sd:meta", 10_191),
+            ("sd:{7}:j", 1_716),
+            ("a{}b", 13_694),
+            ("{user1000}.following", 3_443),
+            ("foo{}{bar}", 8_363),
+            ("foo{{bar}}zap", 4_015),
+            ("foo{bar}{zap}", 5_061),
+        ] {
+            assert_eq!(cluster_slot(key), slot, "{key}");
+        }
+        let k = SlotKeys::new(7);
+        let slot = cluster_slot(&k.jobs());
+        assert_eq!(cluster_slot(&k.ready_channel("ns/q")), slot);
+        assert_eq!(cluster_slot(&k.timer_channel()), slot);
+    }
 }

@@ -1,8 +1,9 @@
 //! Long-poll wake-ups through Redis pub/sub.
 //!
 //! Scripts that make jobs ready publish a count on the queue's ready channel
-//! ([`keys::ready_channel`]), whichever gateway or pump ran them. A gateway
-//! listens on a shard's ready channel, through the shard's shared subscriber
+//! ([`Shard::ready_channel`]: one per queue on a standalone shard, one per
+//! queue and slot on a cluster), whichever gateway or pump ran them. A
+//! gateway listens on a shard's ready channel, through the shard's shared subscriber
 //! ([`sundial_core::PubSub`]), while some consumer of this gateway waits on
 //! that queue and for [`LINGER`] after the last one left: workers that poll
 //! again and again keep one subscription rather than subscribing and
@@ -23,7 +24,7 @@ use std::{
     time::Duration,
 };
 
-use sundial_core::{EngineError, Heard, Listening, Shard, keys};
+use sundial_core::{EngineError, Heard, Listening, Shard};
 use tokio::sync::Notify;
 
 /// How long a channel stays subscribed after its last waiter left.
@@ -113,10 +114,10 @@ fn lock(
 }
 
 impl Wakeups {
-    /// Watches the ready channel of `ns`/`queue` on `shard`; returns once
-    /// subscribed.
-    pub async fn watch(&self, shard: &Shard, ns: &str, queue: &str) -> Result<Watch, EngineError> {
-        let key = (shard.name().to_owned(), keys::ready_channel(ns, queue));
+    /// Watches a ready channel (see [`Shard::ready_channel`]) on `shard`;
+    /// returns once subscribed.
+    pub async fn watch(&self, shard: &Shard, channel: String) -> Result<Watch, EngineError> {
+        let key = (shard.name().to_owned(), channel);
         {
             let map = lock(&self.channels);
             if let Some(shared) = map.get(&key)

@@ -1,6 +1,7 @@
-//! The timer announcements of one shard ([`keys::TIMER_CHANNEL`]), heard on
-//! the shard's shared subscriber by a task of their own, so that the lease
-//! loop never waits on a subscribe.
+//! The timer announcements of one shard ([`Shard::timer_channels`]: one
+//! channel on a standalone shard, one per slot on a cluster), heard on the
+//! shard's shared subscriber by a task of their own, so that the lease loop
+//! never waits on a subscribe.
 //!
 //! fred resubscribes after a reconnect only to channels whose SUBSCRIBE once
 //! succeeded, so until one has, the task tries again every
@@ -17,7 +18,7 @@ use std::{
     time::Duration,
 };
 
-use sundial_core::{Shard, keys};
+use sundial_core::Shard;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -38,11 +39,12 @@ pub(crate) enum Heard {
     MaybeLost,
 }
 
-/// Starts hearing `shard`'s announcements, after `after`, until `stop` or
-/// until the receiver is dropped. The receiver yields `None` if the task
-/// ended otherwise: its owner starts another.
+/// Starts hearing `shard`'s announcements of `slots`, after `after`, until
+/// `stop` or until the receiver is dropped. The receiver yields `None` if
+/// the task ended otherwise: its owner starts another.
 pub(crate) fn start(
     shard: Shard,
+    slots: Arc<[u32]>,
     stop: CancellationToken,
     after: Duration,
 ) -> mpsc::Receiver<Heard> {
@@ -53,7 +55,7 @@ pub(crate) fn start(
             () = stop.cancelled() => return,
         }
         tokio::select! {
-            () = hear(&shard, &tx) => {}
+            () = hear(&shard, &slots, &tx) => {}
             () = stop.cancelled() => {}
             () = tx.closed() => {}
         }
@@ -63,7 +65,7 @@ pub(crate) fn start(
 
 /// Listens (trying until it can), then forwards what is heard until the
 /// receiver goes away.
-async fn hear(shard: &Shard, tx: &mpsc::Sender<Heard>) {
+async fn hear(shard: &Shard, slots: &[u32], tx: &mpsc::Sender<Heard>) {
     let lost = Arc::new(AtomicBool::new(false));
     let overflow = Arc::new(Notify::new());
     let queue = tx.clone();
@@ -81,19 +83,22 @@ async fn hear(shard: &Shard, tx: &mpsc::Sender<Heard>) {
             overflowed.notify_one();
         }
     });
-    let _listening = loop {
-        let listened = match shard.pubsub() {
-            Ok(p) => p.listen(keys::TIMER_CHANNEL, handler.clone()).await,
-            Err(e) => Err(e),
-        };
-        match listened {
-            Ok(l) => break l,
-            Err(e) => {
-                tracing::warn!(shard = shard.name(), error = %e, "cannot subscribe to timer announcements yet; retrying");
-                tokio::time::sleep(RESUBSCRIBE).await;
+    let mut listening = Vec::new();
+    for channel in shard.timer_channels(slots) {
+        listening.push(loop {
+            let listened = match shard.pubsub() {
+                Ok(p) => p.listen(&channel, handler.clone()).await,
+                Err(e) => Err(e),
+            };
+            match listened {
+                Ok(l) => break l,
+                Err(e) => {
+                    tracing::warn!(shard = shard.name(), error = %e, "cannot subscribe to timer announcements yet; retrying");
+                    tokio::time::sleep(RESUBSCRIBE).await;
+                }
             }
-        }
-    };
+        });
+    }
     tracing::info!(shard = shard.name(), "subscribed to timer announcements");
     if tx.send(Heard::Subscribed).await.is_err() {
         return;

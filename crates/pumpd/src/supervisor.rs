@@ -119,6 +119,7 @@ impl ShardPumps {
         let shutdown = self.shutdown.clone();
         let mut announcements = announcements::start(
             self.shard.clone(),
+            self.slots.clone(),
             shutdown.clone(),
             std::time::Duration::ZERO,
         );
@@ -141,6 +142,7 @@ impl ShardPumps {
                         self.subscribed = false;
                         announcements = announcements::start(
                             self.shard.clone(),
+                            self.slots.clone(),
                             shutdown.clone(),
                             announcements::RESUBSCRIBE,
                         );

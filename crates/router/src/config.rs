@@ -36,8 +36,8 @@ pub struct PoolConfig {
     pub shards: Vec<ShardConfig>,
 }
 
-/// One shard: a standalone Redis (`url`), or a master managed by Redis
-/// Sentinel (`sentinel`).
+/// One shard: a standalone Redis (`url`), a master managed by Redis
+/// Sentinel (`sentinel`), or a Redis Cluster (`cluster`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShardConfig {
@@ -52,6 +52,9 @@ pub struct ShardConfig {
     /// A Sentinel-managed master, instead of `url`.
     #[serde(default)]
     pub sentinel: Option<SentinelConfig>,
+    /// A Redis Cluster, instead of `url`.
+    #[serde(default)]
+    pub cluster: Option<ClusterConfig>,
     /// Relative share of the pool's slots.
     #[serde(default = "default_weight")]
     pub weight: u32,
@@ -81,6 +84,71 @@ pub struct SentinelConfig {
     /// The database number.
     #[serde(default)]
     pub db: u8,
+}
+
+/// A Redis Cluster: where to find it (the client learns the other nodes
+/// from these), and how to log in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Some of the cluster's nodes, `redis://host:port` or `host:port`;
+    /// one that answers is enough.
+    pub nodes: Vec<String>,
+    /// The ACL user, if not `default`.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// The password of the cluster's nodes.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// Connect with TLS (every node, including those the client discovers).
+    #[serde(default)]
+    pub tls: bool,
+}
+
+impl ClusterConfig {
+    /// The `redis-cluster://` (or `rediss-cluster://`) URL fred reads.
+    fn url(&self) -> Result<String, String> {
+        let mut addrs = Vec::with_capacity(self.nodes.len());
+        for n in &self.nodes {
+            let addr = n
+                .strip_prefix("redis://")
+                .or_else(|| n.strip_prefix("rediss://"))
+                .unwrap_or(n)
+                .trim_end_matches('/');
+            let (host, port) = addr
+                .rsplit_once(':')
+                .ok_or_else(|| format!("cluster node {n:?} needs a port (host:port)"))?;
+            if host.is_empty() || host.contains(['@', '/', '?']) || port.parse::<u16>().is_err() {
+                return Err(format!(
+                    "cluster node {n:?} must be host:port or redis://host:port (credentials go in \
+                     `username` and `password`)"
+                ));
+            }
+            addrs.push(addr);
+        }
+        let (first, rest) = addrs
+            .split_first()
+            .ok_or_else(|| "cluster.nodes is empty".to_owned())?;
+        let scheme = if self.tls {
+            "rediss-cluster"
+        } else {
+            "redis-cluster"
+        };
+        let auth = match (&self.username, &self.password) {
+            (None, None) => String::new(),
+            (user, password) => format!(
+                "{}:{}@",
+                user.as_deref().map(encode).unwrap_or_default(),
+                password.as_deref().map(encode).unwrap_or_default()
+            ),
+        };
+        let mut url = format!("{scheme}://{auth}{first}");
+        for (i, node) in rest.iter().enumerate() {
+            url += if i == 0 { "?" } else { "&" };
+            url += &format!("node={node}");
+        }
+        Ok(url)
+    }
 }
 
 fn default_slots() -> u32 {
@@ -114,6 +182,7 @@ impl ShardConfig {
             name: None,
             url: Some(url.into()),
             sentinel: None,
+            cluster: None,
             weight: default_weight(),
             connections: default_connections(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
@@ -126,11 +195,13 @@ impl ShardConfig {
     }
 
     /// The URL to connect with: `url` as given, or the `redis-sentinel://`
-    /// URL that `sentinel` describes.
+    /// URL that `sentinel` describes, or the `redis-cluster://` URL of
+    /// `cluster`.
     pub fn connect_url(&self) -> Result<String, String> {
-        match (&self.url, &self.sentinel) {
-            (Some(url), None) => Ok(url.clone()),
-            (None, Some(s)) => {
+        match (&self.url, &self.sentinel, &self.cluster) {
+            (Some(url), None, None) => Ok(url.clone()),
+            (None, None, Some(c)) => c.url(),
+            (None, Some(s), None) => {
                 let (first, rest) = s
                     .addresses
                     .split_first()
@@ -153,8 +224,10 @@ impl ShardConfig {
                 }
                 Ok(url)
             }
-            (Some(_), Some(_)) => Err("give either `url` or `sentinel`, not both".to_owned()),
-            (None, None) => Err("needs a `url` or a `sentinel` table".to_owned()),
+            (None, None, None) => {
+                Err("needs a `url`, a `sentinel` or a `cluster` table".to_owned())
+            }
+            _ => Err("give one of `url`, `sentinel` and `cluster`, not several".to_owned()),
         }
     }
 }
@@ -248,6 +321,7 @@ mod tests {
             name: name.map(str::to_owned),
             url: Some("redis://127.0.0.1:6379".to_owned()),
             sentinel: None,
+            cluster: None,
             weight,
             connections: 1,
             timeout_ms: DEFAULT_TIMEOUT_MS,
@@ -274,6 +348,46 @@ mod tests {
         s.url = None;
         s.sentinel = None;
         assert!(s.connect_url().is_err(), "not neither");
+    }
+
+    #[test]
+    fn cluster_shards_become_fred_cluster_urls() {
+        let mut s = shard(Some("c"), 1);
+        s.url = None;
+        let mut c = ClusterConfig {
+            nodes: vec![
+                "redis://10.0.0.1:7000".to_owned(),
+                "10.0.0.2:7001".to_owned(),
+                "redis://10.0.0.3:7002/".to_owned(),
+            ],
+            username: None,
+            password: None,
+            tls: false,
+        };
+        s.cluster = Some(c.clone());
+        assert_eq!(
+            s.connect_url().expect("url"),
+            "redis-cluster://10.0.0.1:7000?node=10.0.0.2:7001&node=10.0.0.3:7002"
+        );
+        c.username = Some("jobs".to_owned());
+        c.password = Some("p@ss".to_owned());
+        c.tls = true;
+        c.nodes.truncate(1);
+        s.cluster = Some(c.clone());
+        assert_eq!(
+            s.connect_url().expect("url"),
+            "rediss-cluster://jobs:p%40ss@10.0.0.1:7000"
+        );
+        for bad in ["10.0.0.1", "redis://u:p@10.0.0.1:7000", "h:port", ":7000"] {
+            c.nodes = vec![bad.to_owned()];
+            s.cluster = Some(c.clone());
+            assert!(s.connect_url().is_err(), "{bad}");
+        }
+        c.nodes.clear();
+        s.cluster = Some(c);
+        assert!(s.connect_url().is_err(), "no nodes");
+        s.url = Some("redis://x:1".to_owned());
+        assert!(s.connect_url().is_err(), "not both");
     }
 
     #[test]

@@ -4,14 +4,14 @@
 //! Every gateway holds the whole token and limit tables in memory, so
 //! authenticating a request and finding its limit cost no round trip. Each
 //! change writes a table and, only when the table really changed, bumps
-//! [`keys::TOKENS_VERSION`], in one script; every gateway polls that version
+//! the tables' version, in one script; every gateway polls that version
 //! every [`POLL`] and reloads both tables when it moved. A deleted token, or a changed limit, therefore
 //! takes effect everywhere within about [`POLL`].
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use sundial_core::{AdminTables, EngineError, Shard, keys};
+use sundial_core::{AdminTables, EngineError, Shard, keys::AdminTable};
 use tokio_util::sync::CancellationToken;
 
 use crate::{LiveTopology, Token};
@@ -87,13 +87,14 @@ impl TokenStore {
         description: &str,
     ) -> Result<bool, EngineError> {
         let f = field(&token.pool, ns, &token.secret);
-        self.change(keys::TOKENS, "add", &f, description).await
+        self.change(AdminTable::Tokens, "add", &f, description)
+            .await
     }
 
     /// Deletes a token; `false` if there was none.
     pub async fn delete(&self, token: &Token, ns: &str) -> Result<bool, EngineError> {
         let f = field(&token.pool, ns, &token.secret);
-        self.change(keys::TOKENS, "del", &f, "").await
+        self.change(AdminTable::Tokens, "del", &f, "").await
     }
 
     /// The rate limit of a token, from this gateway's copy.
@@ -121,14 +122,14 @@ impl TokenStore {
         let json = serde_json::to_string(&limit).unwrap_or_default();
         let f = field(&token.pool, ns, &token.secret);
         let op = if only_new { "add" } else { "set" };
-        let changed = self.change(keys::LIMITS, op, &f, &json).await?;
+        let changed = self.change(AdminTable::Limits, op, &f, &json).await?;
         Ok(changed || !only_new)
     }
 
     /// Removes a token's limit; `false` if it had none.
     pub async fn delete_limit(&self, token: &Token, ns: &str) -> Result<bool, EngineError> {
         let f = field(&token.pool, ns, &token.secret);
-        self.change(keys::LIMITS, "del", &f, "").await
+        self.change(AdminTable::Limits, "del", &f, "").await
     }
 
     /// Every limit: (pool, namespace, secret, limit), from this gateway's copy.
@@ -167,15 +168,12 @@ impl TokenStore {
     /// the version (one script), then reloads this gateway's copy at once.
     async fn change(
         &self,
-        table: &str,
+        table: AdminTable,
         op: &str,
         field: &str,
         value: &str,
     ) -> Result<bool, EngineError> {
-        let changed = self
-            .redis()
-            .table_change(table, keys::TOKENS_VERSION, op, field, value)
-            .await?;
+        let changed = self.redis().table_change(table, op, field, value).await?;
         if changed {
             self.reload().await?;
         }

@@ -329,6 +329,7 @@ mod tests {
             name: Some(name.to_owned()),
             url: Some(format!("redis://127.0.0.1:{port}")),
             sentinel: None,
+            cluster: None,
             weight,
             connections: 1,
             timeout_ms: crate::config::DEFAULT_TIMEOUT_MS,

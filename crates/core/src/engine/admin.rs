@@ -1,14 +1,20 @@
 //! Admin operations: the token and limit tables, and rate counters.
 //!
 //! The tables are hashes keyed by `<pool>/<ns>/<secret>`: tokens hold a
-//! description, limits a JSON object. [`keys::TOKENS_VERSION`] counts their
-//! changes, so that gateways reload them only when it moved.
+//! description, limits a JSON object. A version key counts their changes,
+//! so that gateways reload them only when it moved. Their names depend on
+//! whether the admin Redis is a cluster ([`AdminKeys`]).
 
 use std::collections::HashMap;
 
 use fred::prelude::*;
 
-use crate::{EngineError, Shard, keys, scripts::SCRIPTS};
+use super::keysets;
+use crate::{
+    EngineError, Shard,
+    keys::{AdminKeys, AdminTable},
+    scripts::SCRIPTS,
+};
 
 /// The token and limit tables and their version, as read in one
 /// transaction.
@@ -23,13 +29,17 @@ pub struct AdminTables {
 }
 
 impl Shard {
-    /// Changes one field of an admin table and bumps `version` only when the
-    /// table changed: `add` (only if absent), `set`, or `del` (`value`
-    /// unused). Returns whether it changed.
+    /// The names of the admin tables on this Redis.
+    pub fn admin_keys(&self) -> &'static AdminKeys {
+        AdminKeys::of(self.is_cluster())
+    }
+
+    /// Changes one field of an admin table and bumps the tables' version
+    /// only when the table changed: `add` (only if absent), `set`, or `del`
+    /// (`value` unused). Returns whether it changed.
     pub async fn table_change(
         &self,
-        table: &str,
-        version: &str,
+        table: AdminTable,
         op: &str,
         field: &str,
         value: &str,
@@ -37,7 +47,7 @@ impl Shard {
         let v = self
             .eval(
                 &SCRIPTS.table_change,
-                vec![table.to_owned(), version.to_owned()],
+                keysets::table_change(self.admin_keys(), table),
                 vec![op.into(), field.into(), value.into()],
             )
             .await?;
@@ -50,7 +60,7 @@ impl Shard {
         let v = self
             .eval(
                 &SCRIPTS.rate,
-                vec![key.to_owned()],
+                keysets::rate(key),
                 vec![(window_ms as i64).into(), delta.into()],
             )
             .await?;
@@ -61,7 +71,7 @@ impl Shard {
     /// Redis, or one that lost its data).
     pub async fn admin_version(&self) -> Result<Option<i64>, EngineError> {
         self.client()?
-            .get(keys::TOKENS_VERSION)
+            .get(self.admin_keys().version)
             .await
             .map_err(|e| self.err(e))
     }
@@ -69,13 +79,11 @@ impl Shard {
     /// Both tables and their version, read together, so that a change made
     /// in between shows in the next version rather than being lost.
     pub async fn admin_tables(&self) -> Result<AdminTables, EngineError> {
+        let names = self.admin_keys();
         let tx = self.client()?.multi();
-        let _: () = tx
-            .get(keys::TOKENS_VERSION)
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: () = tx.hgetall(keys::TOKENS).await.map_err(|e| self.err(e))?;
-        let _: () = tx.hgetall(keys::LIMITS).await.map_err(|e| self.err(e))?;
+        let _: () = tx.get(names.version).await.map_err(|e| self.err(e))?;
+        let _: () = tx.hgetall(names.tokens).await.map_err(|e| self.err(e))?;
+        let _: () = tx.hgetall(names.limits).await.map_err(|e| self.err(e))?;
         let (version, tokens, limits): (Option<i64>, _, _) =
             tx.exec(true).await.map_err(|e| self.err(e))?;
         Ok(AdminTables {
@@ -88,7 +96,7 @@ impl Shard {
     /// The token table alone, read from Redis.
     pub async fn token_table(&self) -> Result<HashMap<String, String>, EngineError> {
         self.client()?
-            .hgetall(keys::TOKENS)
+            .hgetall(self.admin_keys().tokens)
             .await
             .map_err(|e| self.err(e))
     }
@@ -97,10 +105,11 @@ impl Shard {
     /// fields that exist (the result is the union), and sets the version to
     /// `tables.version + 1`, in one transaction.
     pub async fn restore_admin_tables(&self, tables: &AdminTables) -> Result<(), EngineError> {
+        let names = self.admin_keys();
         let tx = self.client()?.multi();
         for (table, fields) in [
-            (keys::TOKENS, &tables.tokens),
-            (keys::LIMITS, &tables.limits),
+            (names.tokens, &tables.tokens),
+            (names.limits, &tables.limits),
         ] {
             for (f, v) in fields {
                 let _: () = tx
@@ -110,7 +119,7 @@ impl Shard {
             }
         }
         let _: () = tx
-            .set(keys::TOKENS_VERSION, tables.version + 1, None, None, false)
+            .set(names.version, tables.version + 1, None, None, false)
             .await
             .map_err(|e| self.err(e))?;
         let _: fred::types::Value = tx.exec(true).await.map_err(|e| self.err(e))?;

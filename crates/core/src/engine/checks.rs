@@ -1,7 +1,7 @@
 //! The startup check of a shard: safe to use, and holding what the config
 //! says.
 
-use fred::prelude::*;
+use fred::{prelude::*, types::config::Options};
 
 use crate::{EngineError, Shard, keys};
 
@@ -18,21 +18,45 @@ impl Shard {
     /// data of a layout this build does not read, and pins the data layout
     /// version and the pool's slot and lane counts in the shard, so that a
     /// later change is refused instead of silently orphaning jobs.
+    ///
+    /// On a Redis Cluster every primary is checked (the first that fails
+    /// is named, and the answer is the last primary's), and the scripts'
+    /// keys must lie in one cluster slot.
     pub async fn check(&self, slots: u32, lanes: u32) -> Result<ShardCheck, EngineError> {
         let client = self.client()?;
-        let info: String = client.info(None).await.map_err(|e| self.err(e))?;
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .map(|v| v.trim().to_owned())
-                .unwrap_or_default()
+        let mut check = None;
+        if self.is_cluster() {
+            crate::scripts::check_single_slot().map_err(|what| self.unsafe_because(what))?;
+            let primaries = client
+                .cached_cluster_state()
+                .map(|s| s.unique_primary_nodes())
+                .unwrap_or_default();
+            if primaries.is_empty() {
+                return Err(self.unsafe_because("the cluster has no primary node".to_owned()));
+            }
+            for node in primaries {
+                let info: String = client
+                    .with_options(&Options {
+                        cluster_node: Some(node.clone()),
+                        ..Options::default()
+                    })
+                    .info(None)
+                    .await
+                    .map_err(|e| self.err(e))?;
+                let found = read_info(&info);
+                self.refuse_unsafe(&found, Some(&node.to_string()))?;
+                check = Some(found);
+            }
+        }
+        let check = match check {
+            Some(c) => c,
+            None => {
+                let info: String = client.info(None).await.map_err(|e| self.err(e))?;
+                let found = read_info(&info);
+                self.refuse_unsafe(&found, None)?;
+                found
+            }
         };
-        let check = ShardCheck {
-            maxmemory_policy: field("maxmemory_policy"),
-            aof_enabled: field("aof_enabled") == "1",
-            redis_version: field("redis_version"),
-        };
-        self.refuse_unsafe(&check)?;
         let (old_buckets, format): (Option<String>, Option<u32>) = client
             .hmget(keys::META, vec![keys::META_BUCKETS_V1, keys::META_FORMAT])
             .await
@@ -91,20 +115,28 @@ impl Shard {
         }
     }
 
-    /// Refuses a Redis too old for the scripts, or one that evicts keys.
-    fn refuse_unsafe(&self, check: &ShardCheck) -> Result<(), EngineError> {
-        // The scripts use LPOP with a count and LPOS (Redis 6.2).
+    /// Refuses a Redis too old for the scripts, or one that evicts keys;
+    /// `node` names the cluster node the check is of.
+    fn refuse_unsafe(&self, check: &ShardCheck, node: Option<&str>) -> Result<(), EngineError> {
+        let on = node.map(|n| format!("node {n}: ")).unwrap_or_default();
+        // The scripts use LPOP with a count and LPOS (Redis 6.2); on a
+        // cluster, sharded pub/sub (Redis 7.0).
         let version: Vec<u32> = check
             .redis_version
             .split('.')
             .map_while(|p| p.parse().ok())
             .collect();
-        if version.len() >= 2 && (version[0], version[1]) < (6, 2) {
+        let (need, why) = if self.is_cluster() {
+            ((7, 0), " for a cluster shard (sharded pub/sub)")
+        } else {
+            ((6, 2), "")
+        };
+        if version.len() >= 2 && (version[0], version[1]) < need {
             return Err(EngineError::Unsafe {
                 shard: self.name().to_owned(),
                 what: format!(
-                    "Redis {} is too old: Sundial needs Redis 6.2 or later",
-                    check.redis_version
+                    "{on}Redis {} is too old: Sundial needs Redis {}.{} or later{why}",
+                    check.redis_version, need.0, need.1
                 ),
             });
         }
@@ -115,7 +147,7 @@ impl Shard {
             return Err(EngineError::Unsafe {
                 shard: self.name().to_owned(),
                 what: format!(
-                    "maxmemory-policy is {}, which evicts keys (jobs and tokens, or the gateway \
+                    "{on}maxmemory-policy is {}, which evicts keys (jobs and tokens, or the gateway \
                      views and rate counters that Sundial sets with a TTL); set `maxmemory-policy noeviction` in \
                      redis.conf (or CONFIG SET) and restart Sundial",
                     check.maxmemory_policy
@@ -123,5 +155,20 @@ impl Shard {
             });
         }
         Ok(())
+    }
+}
+
+/// The fields of `INFO` that the check reads.
+fn read_info(info: &str) -> ShardCheck {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_default()
+    };
+    ShardCheck {
+        maxmemory_policy: field("maxmemory_policy"),
+        aof_enabled: field("aof_enabled") == "1",
+        redis_version: field("redis_version"),
     }
 }

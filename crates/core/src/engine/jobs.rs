@@ -3,8 +3,11 @@
 use bytes::Bytes;
 use fred::types::Value;
 
-use super::decode::{Delivery, Fields, JobView, state::RESERVED};
-use crate::{EngineError, JobId, Shard, keys, keys::SlotKeys, scripts::SCRIPTS};
+use super::{
+    decode::{Delivery, Fields, JobView, state::RESERVED},
+    keysets,
+};
+use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
 /// When and how often a job is delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,14 +28,20 @@ pub struct NewJob {
     pub body: Bytes,
 }
 
-fn schedule_args(qualified: &str, s: &Schedule, slot: u32, k: &SlotKeys) -> Vec<Value> {
+fn schedule_args(
+    shard: &Shard,
+    qualified: &str,
+    s: &Schedule,
+    slot: u32,
+    k: &SlotKeys,
+) -> Vec<Value> {
     vec![
         qualified.into(),
         (s.delay_ms as i64).into(),
         (s.ttl_ms as i64).into(),
         i64::from(s.tries).into(),
-        format!("{}{qualified}", keys::READY_CHANNEL_PREFIX).into(),
-        keys::TIMER_CHANNEL.into(),
+        shard.ready_channel(slot, qualified).into(),
+        shard.timer_channel(slot).into(),
         i64::from(slot).into(),
         k.prefix().into(),
     ]
@@ -64,22 +73,9 @@ pub struct Publication {
     pub jobs: Vec<NewJob>,
 }
 
-/// The keys a publish writes, in the order `publish.lua` and
-/// `republish.lua` take them.
-fn publish_keys(k: &SlotKeys, qualified: &str) -> Vec<String> {
-    vec![
-        k.jobs(),
-        k.timer(),
-        k.counters(),
-        k.ready(qualified),
-        k.wheel_index(),
-        k.queues(),
-    ]
-}
-
 impl Shard {
     /// Publishes jobs of one queue that all belong to `slot`, all or
-    /// nothing. `qualified` is `<ns>/<queue>` ([`keys::qualified`]).
+    /// nothing. `qualified` is `<ns>/<queue>` ([`crate::keys::qualified`]).
     pub async fn publish(
         &self,
         slot: u32,
@@ -114,8 +110,8 @@ impl Shard {
         let mut args: Vec<Value> = Vec::with_capacity(5 + 4 * publications.len() + 3 * jobs);
         args.extend([
             qualified.into(),
-            format!("{}{qualified}", keys::READY_CHANNEL_PREFIX).into(),
-            keys::TIMER_CHANNEL.into(),
+            self.ready_channel(slot, qualified).into(),
+            self.timer_channel(slot).into(),
             i64::from(slot).into(),
             k.prefix().into(),
         ]);
@@ -131,7 +127,7 @@ impl Shard {
             }
         }
         let v = self
-            .eval(&SCRIPTS.publish, publish_keys(&k, qualified), args)
+            .eval(&SCRIPTS.publish, keysets::publish(&k, qualified), args)
             .await?;
         let mut f = Fields::new(self, v)?;
         if f.len() != publications.len() {
@@ -154,14 +150,14 @@ impl Shard {
         new: &NewJob,
     ) -> Result<bool, EngineError> {
         let k = SlotKeys::new(slot);
-        let mut args = schedule_args(qualified, schedule, slot, &k);
+        let mut args = schedule_args(self, qualified, schedule, slot, &k);
         args.push(old.as_str().into());
         args.push(new.id.as_str().into());
         args.push(new.attrs.as_str().into());
         args.push(new.body.clone().into());
-        let mut keys = publish_keys(&k, qualified);
-        keys.push(k.dead(qualified));
-        let v = self.eval(&SCRIPTS.republish, keys, args).await?;
+        let v = self
+            .eval(&SCRIPTS.republish, keysets::republish(&k, qualified), args)
+            .await?;
         Ok(v.as_i64() == Some(1))
     }
 
@@ -199,18 +195,11 @@ impl Shard {
             });
         }
         let k = SlotKeys::new(slot);
-        let keys = vec![
-            k.jobs(),
-            k.timer(),
-            k.counters(),
-            k.ready(qualified),
-            k.dead(qualified),
-            k.queues(),
-        ];
+        let keys = keysets::serve(&k, qualified);
         let mut args: Vec<Value> = Vec::with_capacity(4 + acks.len() + 2 * wants.len());
         args.extend([
             qualified.into(),
-            keys::TIMER_CHANNEL.into(),
+            self.timer_channel(slot).into(),
             i64::from(slot).into(),
             (acks.len() as i64).into(),
         ]);
@@ -273,11 +262,11 @@ impl Shard {
     /// the reservation, so a job that moved on since is left alone.
     pub async fn release(&self, d: &Delivery) -> Result<bool, EngineError> {
         let k = SlotKeys::new(d.slot);
-        let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(&d.job.queue)];
+        let keys = keysets::release(&k, &d.job.queue);
         let args: Vec<Value> = vec![
             d.job.id.as_str().into(),
             (d.deadline_ms as i64).into(),
-            format!("{}{}", keys::READY_CHANNEL_PREFIX, d.job.queue).into(),
+            self.ready_channel(d.slot, &d.job.queue).into(),
             d.job.queue.as_str().into(),
         ];
         let v = self.eval(&SCRIPTS.release, keys, args).await?;
@@ -309,7 +298,7 @@ impl Shard {
         let v = self
             .eval(
                 &SCRIPTS.peek_job,
-                vec![k.jobs(), k.queues()],
+                keysets::peek_job(&k),
                 vec![qualified.into(), id.as_str().into()],
             )
             .await?;

@@ -9,7 +9,8 @@
 
 use fred::types::Value;
 
-use crate::{EngineError, Shard, keys, keys::SlotKeys, scripts::SCRIPTS};
+use super::keysets;
+use crate::{EngineError, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
 impl Shard {
     /// Records that `owner` is alive for `ttl_ms`, and returns the live pump
@@ -23,7 +24,7 @@ impl Shard {
     ) -> Result<(Vec<String>, bool), EngineError> {
         let args: Vec<Value> = vec![owner.into(), (ttl_ms.max(1) as i64).into()];
         let v = self
-            .eval(&SCRIPTS.heartbeat, vec![keys::PUMPS.to_owned()], args)
+            .eval(&SCRIPTS.heartbeat, keysets::heartbeat(), args)
             .await?;
         let mut parts = match v {
             Value::Array(parts) if parts.len() == 2 => parts.into_iter(),
@@ -43,7 +44,7 @@ impl Shard {
     /// Removes `owner` from the live pump processes (its shutdown).
     pub async fn leave(&self, owner: &str) -> Result<(), EngineError> {
         let args: Vec<Value> = vec![owner.into(), 0.into()];
-        self.eval(&SCRIPTS.heartbeat, vec![keys::PUMPS.to_owned()], args)
+        self.eval(&SCRIPTS.heartbeat, keysets::heartbeat(), args)
             .await
             .map(drop)
     }
@@ -55,7 +56,7 @@ impl Shard {
     pub async fn claim(&self, slot: u32, owner: &str) -> Result<bool, EngineError> {
         let args: Vec<Value> = vec![owner.into(), "take".into()];
         let v = self
-            .eval(&SCRIPTS.claim, vec![SlotKeys::new(slot).lease()], args)
+            .eval(&SCRIPTS.claim, keysets::claim(&SlotKeys::new(slot)), args)
             .await?;
         match v.as_i64() {
             Some(1) => Ok(false),
@@ -69,7 +70,7 @@ impl Shard {
     /// or to nobody.
     pub async fn give(&self, slot: u32, owner: &str, to: Option<&str>) -> Result<(), EngineError> {
         let args: Vec<Value> = vec![owner.into(), "give".into(), to.unwrap_or_default().into()];
-        self.eval(&SCRIPTS.claim, vec![SlotKeys::new(slot).lease()], args)
+        self.eval(&SCRIPTS.claim, keysets::claim(&SlotKeys::new(slot)), args)
             .await
             .map(drop)
     }

@@ -9,6 +9,7 @@ mod admin;
 mod checks;
 mod decode;
 mod jobs;
+pub(crate) mod keysets;
 mod lease;
 mod pins;
 mod pubsub;

@@ -8,11 +8,21 @@
 //! - Subscribes and unsubscribes go through one task per shard, in order,
 //!   so an unsubscribe never overtakes a later subscribe to the same
 //!   channel. [`PubSub::listen`] returns once the SUBSCRIBE is confirmed.
-//! - The connection reconnects by itself and fred resubscribes what was
-//!   subscribed; since messages may have been lost meanwhile, every listener
-//!   then hears [`Heard::MaybeLost`] (also when a slow dispatcher lagged).
+//! - The connection reconnects by itself and the task subscribes again to
+//!   every channel that has listeners (fred's own `manage_subscriptions`
+//!   sends empty `SUBSCRIBE`s, whose errors a cluster client hands to the
+//!   next command); since messages may have been lost meanwhile, every
+//!   listener then hears [`Heard::MaybeLost`] (also when a slow dispatcher
+//!   lagged).
 //! - The subscriber is made on first use and closed when the shard's last
 //!   clone and the last listener are gone.
+//! - On a Redis Cluster the channels are sharded (`SSUBSCRIBE`; see
+//!   [`crate::keys`]), each heard on the node that serves its slot. When a
+//!   slot moves (resharding, or a failover), that node drops its
+//!   subscribers without fred noticing, so the task reads the cluster's
+//!   slot map every [`CLUSTER_CHECK`], subscribes again to every channel
+//!   whose slot changed node, and tells their listeners
+//!   [`Heard::MaybeLost`].
 
 use std::{
     collections::HashMap,
@@ -39,6 +49,10 @@ pub enum Heard<'a> {
 pub type Handler = Arc<dyn Fn(Heard<'_>) + Send + Sync>;
 
 type Listeners = Arc<Mutex<HashMap<String, Vec<(u64, Handler)>>>>;
+
+/// How often a cluster shard's subscriber reads the slot map (one
+/// `CLUSTER SLOTS` to one node) to follow channels whose slot moved.
+pub(crate) const CLUSTER_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 enum Command {
     Listen {
@@ -106,7 +120,7 @@ impl Shard {
             made
         });
         if fresh {
-            rt.spawn(run(self.name().to_owned(), sub, rx));
+            rt.spawn(run(self.name().to_owned(), self.is_cluster(), sub, rx));
         }
         Ok(p)
     }
@@ -146,12 +160,30 @@ impl PubSub {
 
 /// The shard's subscriber task: applies commands in order until every
 /// sender is gone, then closes the connection.
-async fn run(shard: String, sub: SubscriberClient, mut commands: mpsc::UnboundedReceiver<Command>) {
+async fn run(
+    shard: String,
+    cluster: bool,
+    sub: SubscriberClient,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
     let _conn = sub.connect();
-    let _manage = sub.manage_subscriptions();
     let listeners: Listeners = Arc::default();
-    let dispatcher = tokio::spawn(dispatch(sub.clone(), listeners.clone()));
-    while let Some(cmd) = commands.recv().await {
+    let (reconnected, mut resubscribe) = mpsc::unbounded_channel();
+    let dispatcher = tokio::spawn(dispatch(sub.clone(), listeners.clone(), reconnected));
+    let follower = cluster.then(|| tokio::spawn(follow_slots(sub.clone(), listeners.clone())));
+    loop {
+        let cmd = tokio::select! {
+            cmd = commands.recv() => match cmd {
+                Some(cmd) => cmd,
+                None => break,
+            },
+            Some(()) = resubscribe.recv() => {
+                // Several reconnects (one per cluster node) need one round.
+                while resubscribe.try_recv().is_ok() {}
+                resubscribe_all(&shard, cluster, &sub, &listeners).await;
+                continue;
+            }
+        };
         match cmd {
             Command::Listen {
                 channel,
@@ -159,7 +191,7 @@ async fn run(shard: String, sub: SubscriberClient, mut commands: mpsc::Unbounded
                 handler,
                 reply,
             } => {
-                let result = add(&sub, &listeners, channel.clone(), id, handler).await;
+                let result = add(&sub, cluster, &listeners, channel.clone(), id, handler).await;
                 let added = result.is_ok();
                 let answered = reply
                     .send(result.map_err(|e| EngineError::from_redis(&shard, e)))
@@ -168,21 +200,64 @@ async fn run(shard: String, sub: SubscriberClient, mut commands: mpsc::Unbounded
                 // SUBSCRIBE was in flight): nobody will drop a `Listening`
                 // for it, so take it out now.
                 if added && !answered {
-                    remove(&shard, &sub, &listeners, channel, id).await;
+                    remove(&shard, cluster, &sub, &listeners, channel, id).await;
                 }
             }
             Command::Unlisten { channel, id } => {
-                remove(&shard, &sub, &listeners, channel, id).await;
+                remove(&shard, cluster, &sub, &listeners, channel, id).await;
             }
         }
     }
     dispatcher.abort();
+    if let Some(f) = follower {
+        f.abort();
+    }
     let _ = sub.quit().await;
+}
+
+/// After a reconnect: subscribes again to every channel that has
+/// listeners, then tells them all that messages may have been lost.
+async fn resubscribe_all(
+    shard: &str,
+    cluster: bool,
+    sub: &SubscriberClient,
+    listeners: &Listeners,
+) {
+    let channels: Vec<String> = listeners
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .keys()
+        .cloned()
+        .collect();
+    if cluster {
+        // One command per channel: channels of different slots live on
+        // different nodes.
+        for c in &channels {
+            if let Err(e) = sub.ssubscribe(c.as_str()).await {
+                tracing::warn!(shard, error = %e, channel = c, "subscribing again after a reconnect failed");
+            }
+        }
+    } else if !channels.is_empty()
+        && let Err(e) = sub.subscribe(channels).await
+    {
+        tracing::warn!(shard, error = %e, "subscribing again after a reconnect failed");
+    }
+    let handlers: Vec<Handler> = listeners
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .flatten()
+        .map(|(_, h)| h.clone())
+        .collect();
+    for h in handlers {
+        h(Heard::MaybeLost);
+    }
 }
 
 /// Adds a listener, subscribing first if it is the channel's first.
 async fn add(
     sub: &SubscriberClient,
+    cluster: bool,
     listeners: &Listeners,
     channel: String,
     id: u64,
@@ -193,7 +268,11 @@ async fn add(
         .unwrap_or_else(|p| p.into_inner())
         .contains_key(&channel);
     if !subscribed {
-        sub.subscribe(channel.as_str()).await?;
+        if cluster {
+            sub.ssubscribe(channel.as_str()).await?;
+        } else {
+            sub.subscribe(channel.as_str()).await?;
+        }
     }
     listeners
         .lock()
@@ -207,6 +286,7 @@ async fn add(
 /// Removes a listener, unsubscribing if it was the channel's last.
 async fn remove(
     shard: &str,
+    cluster: bool,
     sub: &SubscriberClient,
     listeners: &Listeners,
     channel: String,
@@ -223,14 +303,102 @@ async fn remove(
         }
         emptied
     };
-    if last && let Err(e) = sub.unsubscribe(channel.as_str()).await {
+    if !last {
+        return;
+    }
+    let done = if cluster {
+        sub.sunsubscribe(channel.as_str()).await
+    } else {
+        sub.unsubscribe(channel.as_str()).await
+    };
+    if let Err(e) = done {
         tracing::debug!(shard, error = %e, channel, "unsubscribe failed");
+    }
+}
+
+/// A cluster shard's subscriptions follow their slots (see the module's
+/// docs): every [`CLUSTER_CHECK`], the slot map is read again; a channel
+/// whose slot is now served by another node is subscribed again there, and
+/// its listeners hear [`Heard::MaybeLost`].
+async fn follow_slots(sub: SubscriberClient, listeners: Listeners) {
+    use fred::interfaces::ClusterInterface;
+    // Where each subscribed channel's slot was served when last looked at.
+    let mut served: HashMap<String, fred::types::config::Server> = HashMap::new();
+    let mut tick = tokio::time::interval(CLUSTER_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if !sub.is_connected() {
+            continue;
+        }
+        if let Err(e) = sub.sync_cluster().await {
+            tracing::debug!(error = %e, "reading the cluster's slot map failed");
+            continue;
+        }
+        let Some(routing) = sub.cached_cluster_state() else {
+            continue;
+        };
+        let channels: Vec<String> = listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        served.retain(|c, _| channels.contains(c));
+        let mut moved = Vec::new();
+        for c in channels {
+            let slot = crate::keys::cluster_slot(&c);
+            let Some(now) = routing.get_server(slot) else {
+                continue;
+            };
+            match served.get(&c) {
+                Some(before) if before == now => {}
+                Some(_) => moved.push((c, now.clone())),
+                None => {
+                    served.insert(c, now.clone());
+                }
+            }
+        }
+        if moved.is_empty() {
+            continue;
+        }
+        tracing::info!(
+            channels = moved.len(),
+            "cluster slots moved: subscribing again where they live now"
+        );
+        for (c, now) in &moved {
+            match sub.ssubscribe(c.as_str()).await {
+                Ok(()) => {
+                    served.insert(c.clone(), now.clone());
+                }
+                // Still recorded at the old node: the next check tries again.
+                Err(e) => {
+                    tracing::warn!(error = %e, channel = c, "subscribing again failed; trying at the next check")
+                }
+            }
+        }
+        let handlers: Vec<Handler> = {
+            let map = listeners.lock().unwrap_or_else(|p| p.into_inner());
+            moved
+                .iter()
+                .filter_map(|(c, _)| map.get(c))
+                .flatten()
+                .map(|(_, h)| h.clone())
+                .collect()
+        };
+        for h in handlers {
+            h(Heard::MaybeLost);
+        }
     }
 }
 
 /// Hands each message to its channel's listeners; tells every listener
 /// when messages may have been lost.
-async fn dispatch(sub: SubscriberClient, listeners: Listeners) {
+async fn dispatch(
+    sub: SubscriberClient,
+    listeners: Listeners,
+    reconnected: mpsc::UnboundedSender<()>,
+) {
     let mut messages = sub.message_rx();
     let mut reconnects = sub.reconnect_rx();
     let handlers = |channel: Option<&str>| -> Vec<Handler> {
@@ -255,7 +423,13 @@ async fn dispatch(sub: SubscriberClient, listeners: Listeners) {
                 Err(RecvError::Closed) => return,
             },
             r = reconnects.recv() => match r {
-                Ok(_) | Err(RecvError::Lagged(_)) => handlers(None).iter().for_each(|h| h(Heard::MaybeLost)),
+                // The subscriber task subscribes again, then tells the
+                // listeners.
+                Ok(_) | Err(RecvError::Lagged(_)) => {
+                    if reconnected.send(()).is_err() {
+                        return;
+                    }
+                }
                 Err(RecvError::Closed) => return,
             },
         }

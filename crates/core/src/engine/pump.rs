@@ -3,7 +3,7 @@
 use fred::types::Value;
 
 use super::decode::Fields;
-use crate::{EngineError, Shard, keys, keys::SlotKeys, scripts::SCRIPTS};
+use crate::{EngineError, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
 /// What one pump call did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,18 +43,11 @@ impl Shard {
         owner: Option<&str>,
     ) -> Result<PumpOutcome, EngineError> {
         let k = SlotKeys::new(slot);
-        let keys = vec![
-            k.jobs(),
-            k.timer(),
-            k.counters(),
-            k.wheel_index(),
-            k.lease(),
-            k.queues(),
-        ];
+        let keys = super::keysets::pump(&k);
         let args: Vec<Value> = vec![
             k.prefix().into(),
             i64::from(limit).into(),
-            keys::READY_CHANNEL_PREFIX.into(),
+            self.ready_channel_prefix(slot).into(),
             owner.unwrap_or_default().into(),
         ];
         let v = self.eval(&SCRIPTS.pump, keys, args).await?;

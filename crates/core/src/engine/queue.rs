@@ -4,8 +4,11 @@
 
 use fred::{prelude::*, types::Value};
 
-use super::decode::{Fields, JobView};
-use crate::{EngineError, Shard, keys, keys::SlotKeys, scripts::SCRIPTS};
+use super::{
+    decode::{Fields, JobView},
+    keysets,
+};
+use crate::{EngineError, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
 /// How many stale list entries a peek skips before giving up.
 const PEEK_SCAN: i64 = 64;
@@ -87,7 +90,7 @@ impl Shard {
         let v = self
             .eval(
                 &SCRIPTS.peek_queue,
-                vec![k.jobs(), k.ready(qualified)],
+                keysets::peek_queue(&k, qualified),
                 vec![PEEK_SCAN.into(), qualified.into()],
             )
             .await?;
@@ -100,7 +103,7 @@ impl Shard {
     /// Deletes every ready job of a queue in `slot`; returns how many went.
     pub async fn destroy(&self, slot: u32, qualified: &str) -> Result<u64, EngineError> {
         let k = SlotKeys::new(slot);
-        let keys = vec![k.jobs(), k.timer(), k.counters(), k.ready(qualified)];
+        let keys = keysets::release(&k, qualified);
         let mut deleted = 0;
         loop {
             let args: Vec<Value> = vec![(BATCH as i64).into(), qualified.into()];
@@ -125,7 +128,7 @@ impl Shard {
         let v = self
             .eval(
                 &SCRIPTS.dead_peek,
-                vec![k.jobs(), k.dead(qualified)],
+                keysets::dead_peek(&k, qualified),
                 vec![PEEK_SCAN.into()],
             )
             .await?;
@@ -168,13 +171,7 @@ impl Shard {
         ttl_ms: u64,
     ) -> Result<u64, EngineError> {
         let k = SlotKeys::new(slot);
-        let keys = vec![
-            k.jobs(),
-            k.timer(),
-            k.counters(),
-            k.dead(qualified),
-            k.ready(qualified),
-        ];
+        let keys = keysets::dead_move(&k, qualified);
         let mut moved = 0;
         while moved < limit {
             let batch = (limit - moved).min(BATCH);
@@ -182,7 +179,7 @@ impl Shard {
                 (batch as i64).into(),
                 mode.into(),
                 (ttl_ms as i64).into(),
-                format!("{}{qualified}", keys::READY_CHANNEL_PREFIX).into(),
+                self.ready_channel(slot, qualified).into(),
                 qualified.into(),
             ];
             let v = self.eval(&SCRIPTS.dead_move, keys.clone(), args).await?;

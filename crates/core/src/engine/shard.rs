@@ -12,21 +12,26 @@ use fred::{
     prelude::*,
     types::{
         Value,
-        config::{Config, ConnectionConfig, PerformanceConfig, ReconnectError, ReconnectPolicy},
+        config::{
+            Config, ConnectionConfig, Options, PerformanceConfig, ReconnectError, ReconnectPolicy,
+        },
     },
 };
 
 use crate::{
     EngineError,
+    keys::SlotKeys,
     scripts::{Named, SCRIPTS},
 };
 
 /// How to connect to a shard.
 #[derive(Debug, Clone)]
 pub struct ShardOptions {
-    /// `redis://[:password@]host:port[/db]`, `rediss://…` for TLS, or
+    /// `redis://[:password@]host:port[/db]`, `rediss://…` for TLS,
     /// `redis-sentinel://[:password@]sentinel:port[/db]?sentinelServiceName=…&node=…`
-    /// for a Sentinel-managed master.
+    /// for a Sentinel-managed master, or
+    /// `redis-cluster://[[user]:password@]host:port?node=host:port…`
+    /// (`rediss-cluster://` for TLS) for a Redis Cluster.
     pub url: String,
     /// Connections in the pool; each pipelines many requests.
     pub connections: usize,
@@ -63,6 +68,10 @@ struct Inner {
     name: String,
     pool: Pool,
     builder: Builder,
+    /// A Redis Cluster (not a standalone or Sentinel-managed server).
+    cluster: bool,
+    /// What every script call runs with: see [`Shard::connect`].
+    eval_options: Options,
     /// `sundial_redis_script_seconds` handles per script (as in
     /// `Scripts::all`), [ok, error]: registered once, so a call records
     /// without building labels.
@@ -108,6 +117,7 @@ impl Shard {
             what: format!("invalid redis url: {e}"),
         })?;
         let mut config = config;
+        let cluster = config.server.is_clustered();
         // Keep trying when the shard is down at startup: the gateway answers
         // 503 for it meanwhile instead of refusing to start.
         config.fail_fast = false;
@@ -118,8 +128,13 @@ impl Shard {
                 c.internal_command_timeout = opts.connect_timeout;
                 // A script whose connection dropped may or may not have run;
                 // running it again could publish or consume twice. Fail it
-                // and let the client decide.
-                c.max_command_attempts = 1;
+                // and let the client decide: every script call is sent
+                // `fail_fast` (`eval_options`), which fred never writes
+                // again after a connection drops. On a cluster a command
+                // also spends an attempt on each redirection (`MOVED`, or
+                // `ASKING` then the command while a slot migrates), which
+                // Redis answers before running anything: allow one of each.
+                c.max_command_attempts = if cluster { 3 } else { 1 };
                 // After a Sentinel failover the old master answers READONLY
                 // (or MASTERDOWN): reconnect, which asks the sentinels for
                 // the new master.
@@ -153,6 +168,11 @@ impl Shard {
                 name,
                 pool,
                 builder,
+                cluster,
+                eval_options: Options {
+                    fail_fast: true,
+                    ..Options::default()
+                },
                 timings,
                 command_timeout: opts.command_timeout,
                 last_reconnect_ms: std::sync::atomic::AtomicU64::new(0),
@@ -164,6 +184,52 @@ impl Shard {
 
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Whether the shard is a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.inner.cluster
+    }
+
+    /// The channel on which this shard announces the newly ready jobs of a
+    /// queue (`<ns>/<queue>`) in `slot`: one channel per queue on a
+    /// standalone shard, a sharded channel of the slot on a cluster (see
+    /// [`crate::keys`]).
+    pub fn ready_channel(&self, slot: u32, qualified: &str) -> String {
+        if self.inner.cluster {
+            SlotKeys::new(slot).ready_channel(qualified)
+        } else {
+            crate::keys::ready_channel_of(qualified)
+        }
+    }
+
+    /// What [`Self::ready_channel`] puts before the queue's name.
+    pub fn ready_channel_prefix(&self, slot: u32) -> String {
+        if self.inner.cluster {
+            SlotKeys::new(slot).ready_channel_prefix()
+        } else {
+            crate::keys::READY_CHANNEL_PREFIX.to_owned()
+        }
+    }
+
+    /// The channel on which this shard announces that `slot` became due
+    /// sooner: one for all slots on a standalone shard, one per slot on a
+    /// cluster.
+    pub fn timer_channel(&self, slot: u32) -> String {
+        if self.inner.cluster {
+            SlotKeys::new(slot).timer_channel()
+        } else {
+            crate::keys::TIMER_CHANNEL.to_owned()
+        }
+    }
+
+    /// The timer channels that announce `slots`, each once.
+    pub fn timer_channels(&self, slots: &[u32]) -> Vec<String> {
+        if self.inner.cluster {
+            slots.iter().map(|s| self.timer_channel(*s)).collect()
+        } else {
+            vec![crate::keys::TIMER_CHANNEL.to_owned()]
+        }
     }
 
     /// The builder the pool was made with, for connections of another kind.
@@ -300,20 +366,41 @@ impl Shard {
         EngineError::reply(&self.inner.name, what)
     }
 
-    /// Runs a script, loading it first if the shard does not know it.
+    /// Runs a script, loading it first if the shard does not know it. On a
+    /// cluster, a script whose keys lie in several cluster slots is refused
+    /// before it is sent (Redis would refuse it too, but only once the slots
+    /// happen to live on different nodes).
     pub(crate) async fn eval(
         &self,
         script: &Named,
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> Result<Value, EngineError> {
+        if self.inner.cluster {
+            crate::scripts::single_slot(script.name, &keys).map_err(|what| {
+                EngineError::Unsafe {
+                    shard: self.inner.name.clone(),
+                    what,
+                }
+            })?;
+        }
         let client = self.client()?;
         let start = std::time::Instant::now();
-        let result = script
-            .script
-            .evalsha_with_reload(client, keys, args)
-            .await
-            .map_err(|e| self.err(e));
+        let call = client.with_options(&self.inner.eval_options);
+        let sha = script.script.sha1().clone();
+        let result = match call.evalsha(sha.clone(), keys.clone(), args.clone()).await {
+            Err(e) if e.details().starts_with("NOSCRIPT") => {
+                // A restarted or failed-over node: load it (on every
+                // primary of a cluster) and run it once more. It did not
+                // run the first time.
+                match script.script.load(client).await {
+                    Ok(()) => call.evalsha(sha, keys, args).await,
+                    Err(e) => Err(e),
+                }
+            }
+            result => result,
+        }
+        .map_err(|e| self.err(e));
         if let Some(h) = self.inner.timings.get(script.index) {
             h[usize::from(result.is_err())].record(start.elapsed().as_secs_f64());
         }

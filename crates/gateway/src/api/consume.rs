@@ -97,15 +97,22 @@ async fn watch(
 ) -> Result<Vec<Watch>, ApiError> {
     let mut watches = Vec::new();
     for q in queues {
-        let mut seen: Vec<&Shard> = Vec::new();
-        for (shard, _) in tenant.pool.queue_places(&tenant.ns, q) {
+        let qualified = keys::qualified(&tenant.ns, q);
+        // A standalone shard announces a queue on one channel, a cluster on
+        // one per slot: each (shard, channel) once.
+        let mut seen: Vec<(&Shard, String)> = Vec::new();
+        for (shard, slot) in tenant.pool.queue_places(&tenant.ns, q) {
             // A disconnected shard cannot announce anything; waiting for its
             // subscribe would only hold the request up.
-            if !shard.is_connected() || seen.iter().any(|s| s.same(shard)) {
+            if !shard.is_connected() {
                 continue;
             }
-            seen.push(shard);
-            watches.push(state.wakeups.watch(shard, &tenant.ns, q).await?);
+            let channel = shard.ready_channel(slot, &qualified);
+            if seen.iter().any(|(s, c)| s.same(shard) && *c == channel) {
+                continue;
+            }
+            seen.push((shard, channel.clone()));
+            watches.push(state.wakeups.watch(shard, channel).await?);
         }
     }
     Ok(watches)

@@ -1,0 +1,131 @@
+//! The keys each script is called with, in the order the script takes them
+//! (`KEYS[1]`, …). Every call builds its keys here, and the startup check of
+//! a cluster shard ([`samples`], through [`crate::scripts::check_single_slot`])
+//! refuses a build in which some script's keys lie in several cluster slots.
+
+use crate::keys::{self, AdminKeys, SlotKeys};
+
+/// `publish.lua`.
+pub(crate) fn publish(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.counters(),
+        k.ready(qualified),
+        k.wheel_index(),
+        k.queues(),
+    ]
+}
+
+/// `republish.lua`: a publish's keys and the queue's dead list.
+pub(crate) fn republish(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    let mut keys = publish(k, qualified);
+    keys.push(k.dead(qualified));
+    keys
+}
+
+/// `serve.lua`.
+pub(crate) fn serve(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.counters(),
+        k.ready(qualified),
+        k.dead(qualified),
+        k.queues(),
+    ]
+}
+
+/// `release.lua` and `destroy.lua`.
+pub(crate) fn release(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    vec![k.jobs(), k.timer(), k.counters(), k.ready(qualified)]
+}
+
+/// `peek_job.lua`.
+pub(crate) fn peek_job(k: &SlotKeys) -> Vec<String> {
+    vec![k.jobs(), k.queues()]
+}
+
+/// `peek_queue.lua`.
+pub(crate) fn peek_queue(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    vec![k.jobs(), k.ready(qualified)]
+}
+
+/// `dead_peek.lua`.
+pub(crate) fn dead_peek(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    vec![k.jobs(), k.dead(qualified)]
+}
+
+/// `dead_move.lua`.
+pub(crate) fn dead_move(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.counters(),
+        k.dead(qualified),
+        k.ready(qualified),
+    ]
+}
+
+/// `pump.lua`.
+pub(crate) fn pump(k: &SlotKeys) -> Vec<String> {
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.counters(),
+        k.wheel_index(),
+        k.lease(),
+        k.queues(),
+    ]
+}
+
+/// `claim.lua`.
+pub(crate) fn claim(k: &SlotKeys) -> Vec<String> {
+    vec![k.lease()]
+}
+
+/// `heartbeat.lua`.
+pub(crate) fn heartbeat() -> Vec<String> {
+    vec![keys::PUMPS.to_owned()]
+}
+
+/// `rate.lua`.
+pub(crate) fn rate(counter: &str) -> Vec<String> {
+    vec![counter.to_owned()]
+}
+
+/// `table_change.lua`: a table and the version of both.
+pub(crate) fn table_change(admin: &AdminKeys, table: keys::AdminTable) -> Vec<String> {
+    vec![admin.table(table).to_owned(), admin.version.to_owned()]
+}
+
+/// Every script's keys, for a sample slot and queue, as a cluster shard
+/// would call them.
+pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
+    let k = SlotKeys::new(0);
+    let q = keys::qualified("ns", "q");
+    let admin = AdminKeys::of(true);
+    vec![
+        ("publish", publish(&k, &q)),
+        ("republish", republish(&k, &q)),
+        ("serve", serve(&k, &q)),
+        ("release", release(&k, &q)),
+        ("destroy", release(&k, &q)),
+        ("peek_job", peek_job(&k)),
+        ("peek_queue", peek_queue(&k, &q)),
+        ("dead_peek", dead_peek(&k, &q)),
+        ("dead_move", dead_move(&k, &q)),
+        ("pump", pump(&k)),
+        ("claim", claim(&k)),
+        ("heartbeat", heartbeat()),
+        ("rate", rate(&keys::rate("p", "ns", "t", 'r'))),
+        (
+            "table_change",
+            table_change(admin, keys::AdminTable::Tokens),
+        ),
+        (
+            "table_change",
+            table_change(admin, keys::AdminTable::Limits),
+        ),
+    ]
+}
