@@ -71,6 +71,37 @@ impl RedisCluster {
         &self.nodes
     }
 
+    /// The shard URL of the cluster for Sundial's config
+    /// (`redis-cluster://` with every node as a seed).
+    pub fn url(&self) -> String {
+        let mut addrs = self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port()));
+        let first = addrs.next().expect("a node");
+        let rest: Vec<String> = addrs.map(|a| format!("node={a}")).collect();
+        if rest.is_empty() {
+            format!("redis-cluster://{first}")
+        } else {
+            format!("redis-cluster://{first}?{}", rest.join("&"))
+        }
+    }
+
+    /// The nodes that answer and serve slots (masters), as they are now.
+    pub fn masters(&self) -> Vec<&RedisServer> {
+        self.nodes
+            .iter()
+            .filter(|n| {
+                connect(n)
+                    .and_then(|mut c| {
+                        redis::cmd("ROLE")
+                            .query::<Vec<redis::Value>>(&mut c)
+                            .ok()
+                    })
+                    .is_some_and(|role| {
+                        matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
+                    })
+            })
+            .collect()
+    }
+
     /// The cluster slot of `key`, as Redis computes it (`CLUSTER KEYSLOT`,
     /// hash tags included).
     pub fn key_slot(&self, key: &str) -> u16 {

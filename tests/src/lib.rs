@@ -6,6 +6,8 @@
 //!   stalls, resets connections, and heals.
 //! - [`SentinelSet`]: a master, a replica and three real `redis-sentinel`s.
 //! - [`RedisCluster`]: a Redis Cluster made with `redis-cli --cluster create`.
+//! - [`Store`]: either, as the shard of a scenario that runs on each
+//!   [`ShardKind`].
 //! - [`Sundial`]: the real `sundial` binary with a generated config.
 //! - [`wait_until`]: the only way tests wait (no sleeps as synchronisation).
 
@@ -14,6 +16,7 @@ mod cluster;
 mod fault_proxy;
 mod redis_server;
 mod sentinel;
+mod store;
 mod sundial;
 
 pub use client::{Api, Resp, create_token};
@@ -21,6 +24,7 @@ pub use cluster::{CLUSTER_SLOTS, RedisCluster};
 pub use fault_proxy::{Fault, FaultProxy};
 pub use redis_server::RedisServer;
 pub use sentinel::{MASTER_NAME, SentinelSet};
+pub use store::{ShardKind, Store};
 pub use sundial::{Sundial, SundialConfig};
 
 use std::{
@@ -64,4 +68,14 @@ pub async fn started(ns: &str) -> (RedisServer, Sundial, String, Api) {
     let token = create_token(&gw.admin(), ns).await;
     let api = Api::new(gw.api(), Some(&token));
     (redis, gw, token, api)
+}
+
+/// [`started`] on a shard of `kind`: the store, a gateway whose default
+/// pool is that shard, and a client with a token for `ns`.
+pub async fn started_on(kind: ShardKind, ns: &str) -> (Store, Sundial, String, Api) {
+    let store = Store::start(kind);
+    let gw = Sundial::start(&SundialConfig::new(store.url()));
+    let token = create_token(&gw.admin(), ns).await;
+    let api = Api::new(gw.api(), Some(&token));
+    (store, gw, token, api)
 }
