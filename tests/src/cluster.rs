@@ -71,6 +71,11 @@ impl RedisCluster {
         &self.nodes
     }
 
+    /// Kills node `i` (SIGKILL), as a crashed master or replica.
+    pub fn kill(&mut self, i: usize) {
+        self.nodes[i].kill();
+    }
+
     /// The shard URL of the cluster for Sundial's config
     /// (`redis-cluster://` with every node as a seed).
     pub fn url(&self) -> String {
