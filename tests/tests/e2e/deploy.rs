@@ -42,6 +42,32 @@ fn load_config(toml: &str, what: &str) -> Config {
     Config::load(Some(&path)).unwrap_or_else(|e| panic!("{what}: {e:#}"))
 }
 
+/// The example configs in `config/` load as `serve` would load them
+/// (`Config::load` checks every pool and shard, including the URL each shard
+/// kind becomes).
+#[test]
+fn every_example_config_loads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");
+    let mut seen = Vec::new();
+    for e in std::fs::read_dir(&dir).expect("read config/") {
+        let p = e.expect("entry").path();
+        if p.extension().and_then(|x| x.to_str()) == Some("toml") {
+            let text = std::fs::read_to_string(&p).expect("read");
+            load_config(&text, &p.display().to_string());
+            seen.push(p.file_name().expect("name").to_string_lossy().into_owned());
+        }
+    }
+    seen.sort();
+    for name in [
+        "cluster.toml",
+        "sentinel.toml",
+        "sharded.toml",
+        "sundial.toml",
+    ] {
+        assert!(seen.iter().any(|s| s == name), "{name} in {seen:?}");
+    }
+}
+
 #[test]
 fn every_yaml_and_json_file_parses() {
     let yamls = files(&["yaml", "yml"]);
