@@ -215,6 +215,16 @@ async fn run(
     let _ = sub.quit().await;
 }
 
+/// The channels that have listeners.
+fn subscribed(listeners: &Listeners) -> Vec<String> {
+    listeners
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .keys()
+        .cloned()
+        .collect()
+}
+
 /// After a reconnect: subscribes again to every channel that has
 /// listeners, then tells them all that messages may have been lost.
 async fn resubscribe_all(
@@ -223,12 +233,7 @@ async fn resubscribe_all(
     sub: &SubscriberClient,
     listeners: &Listeners,
 ) {
-    let channels: Vec<String> = listeners
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .keys()
-        .cloned()
-        .collect();
+    let channels = subscribed(listeners);
     if cluster {
         // One command per channel: channels of different slots live on
         // different nodes.
@@ -338,12 +343,7 @@ async fn follow_slots(sub: SubscriberClient, listeners: Listeners) {
         let Some(routing) = sub.cached_cluster_state() else {
             continue;
         };
-        let channels: Vec<String> = listeners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let channels = subscribed(&listeners);
         served.retain(|c, _| channels.contains(c));
         let mut moved = Vec::new();
         for c in channels {
