@@ -81,7 +81,7 @@ scripts! {
 /// Checks that the keys a script is called with lie in one Redis Cluster
 /// hash slot, as every script must (a cluster runs a script on the node of
 /// its keys, and refuses keys of several slots); says which keys do not.
-pub fn single_slot(script: &str, keys: &[String]) -> Result<(), String> {
+fn single_slot(script: &str, keys: &[String]) -> Result<(), String> {
     let Some((first, rest)) = keys.split_first() else {
         return Ok(());
     };

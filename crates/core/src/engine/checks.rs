@@ -20,42 +20,17 @@ impl Shard {
     /// later change is refused instead of silently orphaning jobs.
     ///
     /// On a Redis Cluster every primary is checked (the first that fails
-    /// is named, and the answer is the last primary's), and the scripts'
-    /// keys must lie in one cluster slot.
+    /// is named; AOF counts as on only if every primary has it), and the
+    /// scripts' keys must lie in one cluster slot.
     pub async fn check(&self, slots: u32, lanes: u32) -> Result<ShardCheck, EngineError> {
         let client = self.client()?;
-        let mut check = None;
-        if self.is_cluster() {
-            crate::scripts::check_single_slot().map_err(|what| self.unsafe_because(what))?;
-            let primaries = client
-                .cached_cluster_state()
-                .map(|s| s.unique_primary_nodes())
-                .unwrap_or_default();
-            if primaries.is_empty() {
-                return Err(self.unsafe_because("the cluster has no primary node".to_owned()));
-            }
-            for node in primaries {
-                let info: String = client
-                    .with_options(&Options {
-                        cluster_node: Some(node.clone()),
-                        ..Options::default()
-                    })
-                    .info(None)
-                    .await
-                    .map_err(|e| self.err(e))?;
-                let found = read_info(&info);
-                self.refuse_unsafe(&found, Some(&node.to_string()))?;
-                check = Some(found);
-            }
-        }
-        let check = match check {
-            Some(c) => c,
-            None => {
-                let info: String = client.info(None).await.map_err(|e| self.err(e))?;
-                let found = read_info(&info);
-                self.refuse_unsafe(&found, None)?;
-                found
-            }
+        let check = if self.is_cluster() {
+            self.check_primaries(client).await?
+        } else {
+            let info: String = client.info(None).await.map_err(|e| self.err(e))?;
+            let found = read_info(&info);
+            self.refuse_unsafe(&found, None)?;
+            found
         };
         let (old_buckets, format): (Option<String>, Option<u32>) = client
             .hmget(keys::META, vec![keys::META_BUCKETS_V1, keys::META_FORMAT])
@@ -106,6 +81,35 @@ impl Shard {
             }
         }
         Ok(check)
+    }
+
+    /// The startup check of every primary of a cluster shard, and of the
+    /// scripts' keys.
+    async fn check_primaries(&self, client: &Client) -> Result<ShardCheck, EngineError> {
+        crate::scripts::check_single_slot().map_err(|what| self.unsafe_because(what))?;
+        let primaries = client
+            .cached_cluster_state()
+            .map(|s| s.unique_primary_nodes())
+            .unwrap_or_default();
+        let mut all: Option<ShardCheck> = None;
+        for node in primaries {
+            let info: String = client
+                .with_options(&Options {
+                    cluster_node: Some(node.clone()),
+                    ..Options::default()
+                })
+                .info(None)
+                .await
+                .map_err(|e| self.err(e))?;
+            let found = read_info(&info);
+            self.refuse_unsafe(&found, Some(&node.to_string()))?;
+            let aof = all.as_ref().is_none_or(|a| a.aof_enabled) && found.aof_enabled;
+            all = Some(ShardCheck {
+                aof_enabled: aof,
+                ..found
+            });
+        }
+        all.ok_or_else(|| self.unsafe_because("the cluster has no primary node".to_owned()))
     }
 
     fn unsafe_because(&self, what: String) -> EngineError {

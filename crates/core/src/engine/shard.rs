@@ -366,24 +366,15 @@ impl Shard {
         EngineError::reply(&self.inner.name, what)
     }
 
-    /// Runs a script, loading it first if the shard does not know it. On a
-    /// cluster, a script whose keys lie in several cluster slots is refused
-    /// before it is sent (Redis would refuse it too, but only once the slots
-    /// happen to live on different nodes).
+    /// Runs a script, loading it first if the shard does not know it. Its
+    /// keys lie in one cluster slot: they come from `keysets`, which the
+    /// startup check of a cluster shard verifies.
     pub(crate) async fn eval(
         &self,
         script: &Named,
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> Result<Value, EngineError> {
-        if self.inner.cluster {
-            crate::scripts::single_slot(script.name, &keys).map_err(|what| {
-                EngineError::Unsafe {
-                    shard: self.inner.name.clone(),
-                    what,
-                }
-            })?;
-        }
         let client = self.client()?;
         let start = std::time::Instant::now();
         let call = client.with_options(&self.inner.eval_options);
