@@ -71,6 +71,63 @@ impl RedisCluster {
         &self.nodes
     }
 
+    /// Moves cluster slot `slot`, with its keys, to master `to`, as
+    /// `redis-cli --cluster reshard` moves each slot: the target imports,
+    /// the source migrates its keys (`MIGRATE`), then every master learns
+    /// the new owner.
+    pub fn move_slot(&self, slot: u16, to: usize) {
+        let from = self.master_of(slot);
+        assert_ne!(from, to, "slot {slot} is on node {to} already");
+        let id = |i: usize| -> String {
+            redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query(&mut self.nodes[i].client())
+                .expect("CLUSTER MYID")
+        };
+        let (from_id, to_id) = (id(from), id(to));
+        let setslot = |i: usize, how: &str, node: &str| {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(how)
+                .arg(node)
+                .query(&mut self.nodes[i].client())
+                .expect("CLUSTER SETSLOT");
+        };
+        setslot(to, "IMPORTING", &from_id);
+        setslot(from, "MIGRATING", &to_id);
+        let mut source = self.nodes[from].client();
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(100)
+                .query(&mut source)
+                .expect("CLUSTER GETKEYSINSLOT");
+            if keys.is_empty() {
+                break;
+            }
+            let _: () = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(self.nodes[to].port())
+                .arg("")
+                .arg(0)
+                .arg(5_000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query(&mut source)
+                .expect("MIGRATE");
+        }
+        for i in 0..self.nodes.len() {
+            setslot(i, "NODE", &to_id);
+        }
+        wait_until(
+            Duration::from_secs(10),
+            "every node to agree on the move",
+            || self.master_of(slot) == to,
+        );
+    }
+
     /// Kills node `i` (SIGKILL), as a crashed master or replica.
     pub fn kill(&mut self, i: usize) {
         self.nodes[i].kill();

@@ -262,3 +262,75 @@ async fn a_master_killed_under_load_is_replaced_and_no_replicated_job_is_lost() 
         at_risk.len()
     );
 }
+
+/// A slot moved to another master while a long poll waits on it: the
+/// subscriber follows the slot (its old node dropped the subscription), so
+/// the waiter wakes for a job published after the move, and the slot's
+/// timers fire on its new master.
+#[tokio::test]
+async fn long_polls_and_timers_follow_a_slot_moved_to_another_master() {
+    let cluster = RedisCluster::start(3, 0);
+    let gw = Sundial::start(&SundialConfig::new(cluster.url()));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let sundial_slot = keys::slot_of("ns", "q", 0, 128);
+    let slot = cluster.key_slot(&SlotKeys::new(sundial_slot).jobs());
+    let channel = SlotKeys::new(sundial_slot).ready_channel(&keys::qualified("ns", "q"));
+    let listeners = |c: &RedisCluster, node: usize| -> u64 {
+        let n: Vec<(String, u64)> = redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .arg(&channel)
+            .query(&mut c.nodes()[node].client())
+            .expect("PUBSUB SHARDNUMSUB");
+        n.first().map_or(0, |(_, n)| *n)
+    };
+    // A job, so that the slot's keys exist and move with it.
+    let first = api.publish("ns", "q", "", b"before").await;
+    let r = api.get("/api/ns/q").await;
+    assert_eq!(r.json["job_id"], first.as_str());
+    assert_eq!(
+        api.delete(&format!("/api/ns/q/job/{first}")).await.status,
+        204
+    );
+
+    let waiter = {
+        let api = api.clone();
+        tokio::spawn(async move { api.get("/api/ns/q?timeout=30").await })
+    };
+    let from = cluster.master_of(slot);
+    wait_until_async(Duration::from_secs(10), "the waiter to subscribe", || {
+        std::future::ready(listeners(&cluster, from) > 0)
+    })
+    .await;
+    let to = (0..3).find(|&i| i != from).expect("another master");
+    cluster.move_slot(slot, to);
+    wait_until_async(
+        Duration::from_secs(10),
+        "the subscription to follow the slot",
+        || std::future::ready(listeners(&cluster, to) > 0),
+    )
+    .await;
+    let published = Instant::now();
+    let id = api.publish("ns", "q", "", b"after the move").await;
+    let r = waiter.await.expect("waiter");
+    assert_eq!(
+        (r.status, r.json["job_id"].as_str()),
+        (200, Some(id.as_str())),
+        "{r:?}"
+    );
+    assert!(
+        published.elapsed() < Duration::from_secs(5),
+        "woken by the publish, not the timeout: {:?}",
+        published.elapsed()
+    );
+
+    // The slot's timers run on its new master: its lease and the timer
+    // channel moved with it.
+    let later = api.publish("ns", "q", "delay_ms=300", b"later").await;
+    let r = api.get("/api/ns/q?timeout=10").await;
+    assert_eq!(
+        (r.status, r.json["job_id"].as_str()),
+        (200, Some(later.as_str())),
+        "{r:?}"
+    );
+}

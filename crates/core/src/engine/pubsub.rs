@@ -50,6 +50,10 @@ pub type Handler = Arc<dyn Fn(Heard<'_>) + Send + Sync>;
 
 type Listeners = Arc<Mutex<HashMap<String, Vec<(u64, Handler)>>>>;
 
+/// On a cluster: the node each subscribed channel was subscribed on, as the
+/// subscriber's slot map said right after the subscribe.
+type Served = Arc<Mutex<HashMap<String, fred::types::config::Server>>>;
+
 /// How often a cluster shard's subscriber reads the slot map (one
 /// `CLUSTER SLOTS` to one node) to follow channels whose slot moved.
 pub(crate) const CLUSTER_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
@@ -158,6 +162,17 @@ impl PubSub {
     }
 }
 
+/// What the subscriber task does besides its callers' commands: subscribe
+/// again, so that every SUBSCRIBE and UNSUBSCRIBE goes out in order from
+/// this one task.
+enum Again {
+    /// The connection came back: every channel that has listeners.
+    Reconnected,
+    /// These channels' slots moved to another node (cluster shards): those
+    /// that still have listeners.
+    Moved(Vec<String>),
+}
+
 /// The shard's subscriber task: applies commands in order until every
 /// sender is gone, then closes the connection.
 async fn run(
@@ -168,19 +183,39 @@ async fn run(
 ) {
     let _conn = sub.connect();
     let listeners: Listeners = Arc::default();
-    let (reconnected, mut resubscribe) = mpsc::unbounded_channel();
-    let dispatcher = tokio::spawn(dispatch(sub.clone(), listeners.clone(), reconnected));
-    let follower = cluster.then(|| tokio::spawn(follow_slots(sub.clone(), listeners.clone())));
+    let served: Served = Arc::default();
+    let (again_tx, mut again) = mpsc::unbounded_channel();
+    let dispatcher = tokio::spawn(dispatch(sub.clone(), listeners.clone(), again_tx.clone()));
+    let follower =
+        cluster.then(|| tokio::spawn(follow_slots(sub.clone(), served.clone(), again_tx)));
+    let s = Subscriber {
+        shard: &shard,
+        cluster,
+        sub: &sub,
+        listeners: &listeners,
+        served: &served,
+    };
     loop {
         let cmd = tokio::select! {
             cmd = commands.recv() => match cmd {
                 Some(cmd) => cmd,
                 None => break,
             },
-            Some(()) = resubscribe.recv() => {
-                // Several reconnects (one per cluster node) need one round.
-                while resubscribe.try_recv().is_ok() {}
-                resubscribe_all(&shard, cluster, &sub, &listeners).await;
+            Some(first) = again.recv() => {
+                // A cluster reconnects node by node: one round for all the
+                // reconnects that queued up.
+                let mut reconnected = false;
+                let mut next = Some(first);
+                while let Some(a) = next {
+                    match a {
+                        Again::Reconnected => reconnected = true,
+                        Again::Moved(channels) => s.subscribe_again(channels).await,
+                    }
+                    next = again.try_recv().ok();
+                }
+                if reconnected {
+                    s.subscribe_again(subscribed(&listeners)).await;
+                }
                 continue;
             }
         };
@@ -191,7 +226,7 @@ async fn run(
                 handler,
                 reply,
             } => {
-                let result = add(&sub, cluster, &listeners, channel.clone(), id, handler).await;
+                let result = s.add(channel.clone(), id, handler).await;
                 let added = result.is_ok();
                 let answered = reply
                     .send(result.map_err(|e| EngineError::from_redis(&shard, e)))
@@ -200,11 +235,11 @@ async fn run(
                 // SUBSCRIBE was in flight): nobody will drop a `Listening`
                 // for it, so take it out now.
                 if added && !answered {
-                    remove(&shard, cluster, &sub, &listeners, channel, id).await;
+                    s.remove(channel, id).await;
                 }
             }
             Command::Unlisten { channel, id } => {
-                remove(&shard, cluster, &sub, &listeners, channel, id).await;
+                s.remove(channel, id).await;
             }
         }
     }
@@ -225,110 +260,130 @@ fn subscribed(listeners: &Listeners) -> Vec<String> {
         .collect()
 }
 
-/// After a reconnect: subscribes again to every channel that has
-/// listeners, then tells them all that messages may have been lost.
-async fn resubscribe_all(
-    shard: &str,
+/// What the subscriber task's helpers work on.
+struct Subscriber<'a> {
+    shard: &'a str,
     cluster: bool,
-    sub: &SubscriberClient,
-    listeners: &Listeners,
-) {
-    let channels = subscribed(listeners);
-    if cluster {
-        // One command per channel: channels of different slots live on
-        // different nodes.
-        for c in &channels {
-            if let Err(e) = sub.ssubscribe(c.as_str()).await {
-                tracing::warn!(shard, error = %e, channel = c, "subscribing again after a reconnect failed");
+    sub: &'a SubscriberClient,
+    listeners: &'a Listeners,
+    served: &'a Served,
+}
+
+impl Subscriber<'_> {
+    /// Subscribes to `channel`: sharded on a cluster, where the node it went
+    /// to is recorded for [`follow_slots`].
+    async fn subscribe(&self, channel: &str) -> Result<(), fred::error::Error> {
+        if !self.cluster {
+            return self.sub.subscribe(channel).await;
+        }
+        self.sub.ssubscribe(channel).await?;
+        let node = self
+            .sub
+            .cached_cluster_state()
+            .and_then(|r| r.get_server(crate::keys::cluster_slot(channel)).cloned());
+        let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        match node {
+            Some(n) => served.insert(channel.to_owned(), n),
+            None => served.remove(channel),
+        };
+        Ok(())
+    }
+
+    /// Subscribes again to those of `channels` that still have listeners,
+    /// then tells their listeners that messages may have been lost.
+    async fn subscribe_again(&self, mut channels: Vec<String>) {
+        let listened = subscribed(self.listeners);
+        channels.retain(|c| listened.contains(c));
+        if self.cluster {
+            // One command per channel: channels of different slots live on
+            // different nodes. One that fails stays recorded at its old
+            // node, so the next slot check sends it again.
+            for c in &channels {
+                if let Err(e) = self.subscribe(c).await {
+                    tracing::warn!(shard = self.shard, error = %e, channel = c, "subscribing again failed");
+                }
             }
+        } else if !channels.is_empty()
+            && let Err(e) = self.sub.subscribe(channels.clone()).await
+        {
+            tracing::warn!(shard = self.shard, error = %e, "subscribing again failed");
         }
-    } else if !channels.is_empty()
-        && let Err(e) = sub.subscribe(channels).await
-    {
-        tracing::warn!(shard, error = %e, "subscribing again after a reconnect failed");
+        let handlers: Vec<Handler> = {
+            let map = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+            channels
+                .iter()
+                .filter_map(|c| map.get(c))
+                .flatten()
+                .map(|(_, h)| h.clone())
+                .collect()
+        };
+        for h in handlers {
+            h(Heard::MaybeLost);
+        }
     }
-    let handlers: Vec<Handler> = listeners
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .values()
-        .flatten()
-        .map(|(_, h)| h.clone())
-        .collect();
-    for h in handlers {
-        h(Heard::MaybeLost);
-    }
-}
 
-/// Adds a listener, subscribing first if it is the channel's first.
-async fn add(
-    sub: &SubscriberClient,
-    cluster: bool,
-    listeners: &Listeners,
-    channel: String,
-    id: u64,
-    handler: Handler,
-) -> Result<(), fred::error::Error> {
-    let subscribed = listeners
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .contains_key(&channel);
-    if !subscribed {
-        if cluster {
-            sub.ssubscribe(channel.as_str()).await?;
+    /// Adds a listener, subscribing first if it is the channel's first.
+    async fn add(
+        &self,
+        channel: String,
+        id: u64,
+        handler: Handler,
+    ) -> Result<(), fred::error::Error> {
+        let subscribed = self
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&channel);
+        if !subscribed {
+            self.subscribe(&channel).await?;
+        }
+        self.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(channel)
+            .or_default()
+            .push((id, handler));
+        Ok(())
+    }
+
+    /// Removes a listener, unsubscribing if it was the channel's last.
+    async fn remove(&self, channel: String, id: u64) {
+        let last = {
+            let mut map = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+            let emptied = map.get_mut(&channel).is_some_and(|l| {
+                l.retain(|(i, _)| *i != id);
+                l.is_empty()
+            });
+            if emptied {
+                map.remove(&channel);
+            }
+            emptied
+        };
+        if !last {
+            return;
+        }
+        let done = if self.cluster {
+            self.served
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&channel);
+            self.sub.sunsubscribe(channel.as_str()).await
         } else {
-            sub.subscribe(channel.as_str()).await?;
+            self.sub.unsubscribe(channel.as_str()).await
+        };
+        if let Err(e) = done {
+            tracing::debug!(shard = self.shard, error = %e, channel, "unsubscribe failed");
         }
-    }
-    listeners
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .entry(channel)
-        .or_default()
-        .push((id, handler));
-    Ok(())
-}
-
-/// Removes a listener, unsubscribing if it was the channel's last.
-async fn remove(
-    shard: &str,
-    cluster: bool,
-    sub: &SubscriberClient,
-    listeners: &Listeners,
-    channel: String,
-    id: u64,
-) {
-    let last = {
-        let mut map = listeners.lock().unwrap_or_else(|p| p.into_inner());
-        let emptied = map.get_mut(&channel).is_some_and(|l| {
-            l.retain(|(i, _)| *i != id);
-            l.is_empty()
-        });
-        if emptied {
-            map.remove(&channel);
-        }
-        emptied
-    };
-    if !last {
-        return;
-    }
-    let done = if cluster {
-        sub.sunsubscribe(channel.as_str()).await
-    } else {
-        sub.unsubscribe(channel.as_str()).await
-    };
-    if let Err(e) = done {
-        tracing::debug!(shard, error = %e, channel, "unsubscribe failed");
     }
 }
 
 /// A cluster shard's subscriptions follow their slots (see the module's
-/// docs): every [`CLUSTER_CHECK`], the slot map is read again; a channel
-/// whose slot is now served by another node is subscribed again there, and
-/// its listeners hear [`Heard::MaybeLost`].
-async fn follow_slots(sub: SubscriberClient, listeners: Listeners) {
+/// docs): every [`CLUSTER_CHECK`], the slot map is read again, and the
+/// channels whose slot is now served by another node than the one they were
+/// subscribed on go to the subscriber task, which subscribes to them again
+/// there.
+async fn follow_slots(sub: SubscriberClient, served: Served, again: mpsc::UnboundedSender<Again>) {
     use fred::interfaces::ClusterInterface;
-    // Where each subscribed channel's slot was served when last looked at.
-    let mut served: HashMap<String, fred::types::config::Server> = HashMap::new();
     let mut tick = tokio::time::interval(CLUSTER_CHECK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -343,22 +398,13 @@ async fn follow_slots(sub: SubscriberClient, listeners: Listeners) {
         let Some(routing) = sub.cached_cluster_state() else {
             continue;
         };
-        let channels = subscribed(&listeners);
-        served.retain(|c, _| channels.contains(c));
-        let mut moved = Vec::new();
-        for c in channels {
-            let slot = crate::keys::cluster_slot(&c);
-            let Some(now) = routing.get_server(slot) else {
-                continue;
-            };
-            match served.get(&c) {
-                Some(before) if before == now => {}
-                Some(_) => moved.push((c, now.clone())),
-                None => {
-                    served.insert(c, now.clone());
-                }
-            }
-        }
+        let moved: Vec<String> = served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(c, at)| routing.get_server(crate::keys::cluster_slot(c)) != Some(*at))
+            .map(|(c, _)| c.clone())
+            .collect();
         if moved.is_empty() {
             continue;
         }
@@ -366,28 +412,8 @@ async fn follow_slots(sub: SubscriberClient, listeners: Listeners) {
             channels = moved.len(),
             "cluster slots moved: subscribing again where they live now"
         );
-        for (c, now) in &moved {
-            match sub.ssubscribe(c.as_str()).await {
-                Ok(()) => {
-                    served.insert(c.clone(), now.clone());
-                }
-                // Still recorded at the old node: the next check tries again.
-                Err(e) => {
-                    tracing::warn!(error = %e, channel = c, "subscribing again failed; trying at the next check")
-                }
-            }
-        }
-        let handlers: Vec<Handler> = {
-            let map = listeners.lock().unwrap_or_else(|p| p.into_inner());
-            moved
-                .iter()
-                .filter_map(|(c, _)| map.get(c))
-                .flatten()
-                .map(|(_, h)| h.clone())
-                .collect()
-        };
-        for h in handlers {
-            h(Heard::MaybeLost);
+        if again.send(Again::Moved(moved)).is_err() {
+            return;
         }
     }
 }
@@ -397,7 +423,7 @@ async fn follow_slots(sub: SubscriberClient, listeners: Listeners) {
 async fn dispatch(
     sub: SubscriberClient,
     listeners: Listeners,
-    reconnected: mpsc::UnboundedSender<()>,
+    again: mpsc::UnboundedSender<Again>,
 ) {
     let mut messages = sub.message_rx();
     let mut reconnects = sub.reconnect_rx();
@@ -426,7 +452,7 @@ async fn dispatch(
                 // The subscriber task subscribes again, then tells the
                 // listeners.
                 Ok(_) | Err(RecvError::Lagged(_)) => {
-                    if reconnected.send(()).is_err() {
+                    if again.send(Again::Reconnected).is_err() {
                         return;
                     }
                 }
