@@ -270,35 +270,10 @@ impl SlotKeys {
     }
 }
 
-/// The Redis Cluster hash slot of `key` (CRC16-XMODEM of the key, or of its
-/// hash tag, modulo 16384), as the cluster computes it.
+/// The Redis Cluster hash slot of `key` (CRC16 of the key, or of its hash
+/// tag, modulo 16384), as the cluster computes it.
 pub fn cluster_slot(key: &str) -> u16 {
-    let bytes = key.as_bytes();
-    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
-        let rest = &bytes[open + 1..];
-        rest.iter()
-            .position(|&b| b == b'}')
-            .filter(|&len| len > 0)
-            .map(|len| &rest[..len])
-    });
-    crc16(tagged.unwrap_or(bytes)) % 16_384
-}
-
-/// CRC16-XMODEM (polynomial 0x1021, initial 0), the checksum of Redis
-/// Cluster's key placement.
-fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in bytes {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+    fred::util::redis_keyslot(key.as_bytes())
 }
 
 #[cfg(test)]
