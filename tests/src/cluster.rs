@@ -76,55 +76,67 @@ impl RedisCluster {
     /// the source migrates its keys (`MIGRATE`), then every master learns
     /// the new owner.
     pub fn move_slot(&self, slot: u16, to: usize) {
+        self.start_move(slot, to).finish();
+    }
+
+    /// Starts moving cluster slot `slot` to master `to`: the target
+    /// imports it and the source migrates it, and no key has moved yet.
+    /// [`SlotMove::migrate`] moves chosen keys; [`SlotMove::finish`] the
+    /// rest, then hands the slot over.
+    pub fn start_move(&self, slot: u16, to: usize) -> SlotMove<'_> {
         let from = self.master_of(slot);
         assert_ne!(from, to, "slot {slot} is on node {to} already");
-        let id = |i: usize| -> String {
-            redis::cmd("CLUSTER")
-                .arg("MYID")
-                .query(&mut self.nodes[i].client())
-                .expect("CLUSTER MYID")
-        };
-        let (from_id, to_id) = (id(from), id(to));
-        let setslot = |i: usize, how: &str, node: &str| {
-            let _: () = redis::cmd("CLUSTER")
-                .arg("SETSLOT")
-                .arg(slot)
-                .arg(how)
-                .arg(node)
-                .query(&mut self.nodes[i].client())
-                .expect("CLUSTER SETSLOT");
-        };
-        setslot(to, "IMPORTING", &from_id);
-        setslot(from, "MIGRATING", &to_id);
-        let mut source = self.nodes[from].client();
-        loop {
-            let keys: Vec<String> = redis::cmd("CLUSTER")
-                .arg("GETKEYSINSLOT")
-                .arg(slot)
-                .arg(100)
-                .query(&mut source)
-                .expect("CLUSTER GETKEYSINSLOT");
-            if keys.is_empty() {
-                break;
-            }
-            let _: () = redis::cmd("MIGRATE")
-                .arg("127.0.0.1")
-                .arg(self.nodes[to].port())
-                .arg("")
-                .arg(0)
-                .arg(5_000)
-                .arg("KEYS")
-                .arg(&keys)
-                .query(&mut source)
-                .expect("MIGRATE");
+        let to_id = self.id(to);
+        self.setslot(to, slot, "IMPORTING", &self.id(from));
+        self.setslot(from, slot, "MIGRATING", &to_id);
+        SlotMove {
+            cluster: self,
+            slot,
+            from,
+            to,
+            to_id,
         }
-        for i in 0..self.nodes.len() {
-            setslot(i, "NODE", &to_id);
-        }
-        wait_until(
-            Duration::from_secs(10),
-            "every node to agree on the move",
-            || self.master_of(slot) == to,
+    }
+
+    fn id(&self, i: usize) -> String {
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut self.nodes[i].client())
+            .expect("CLUSTER MYID")
+    }
+
+    fn setslot(&self, i: usize, slot: u16, how: &str, node: &str) {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(node)
+            .query(&mut self.nodes[i].client())
+            .expect("CLUSTER SETSLOT");
+    }
+
+    /// Moves `slots` cluster slots, with their keys, from master `from` to
+    /// master `to` with `redis-cli --cluster reshard`, as an operator does.
+    /// Keys move one per `MIGRATE` (`--cluster-pipeline 1`; redis-cli's
+    /// default is 10), so that a slot of a few keys spends as long as it
+    /// can with some keys moved and others not: the window in which a
+    /// script must neither run halfway nor be lost. Returns when every slot
+    /// has moved.
+    pub fn reshard(&self, from: usize, to: usize, slots: usize) {
+        let id = |i: usize| self.id(i);
+        let out = Command::new(redis_cli_bin())
+            .args(["--cluster", "reshard"])
+            .arg(format!("127.0.0.1:{}", self.nodes[from].port()))
+            .args(["--cluster-from", &id(from), "--cluster-to", &id(to)])
+            .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
+            .args(["--cluster-pipeline", "1"])
+            .output()
+            .expect("run redis-cli (install it with: apt-get install redis-tools)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster reshard failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 
@@ -213,6 +225,58 @@ impl RedisCluster {
             .iter()
             .find_map(connect)
             .expect("a live cluster node")
+    }
+}
+
+/// A slot in the middle of a move ([`RedisCluster::start_move`]).
+#[derive(Debug)]
+pub struct SlotMove<'a> {
+    cluster: &'a RedisCluster,
+    slot: u16,
+    from: usize,
+    to: usize,
+    to_id: String,
+}
+
+impl SlotMove<'_> {
+    /// Moves `keys` (of the slot) to the target now, in one `MIGRATE`.
+    pub fn migrate(&self, keys: &[String]) {
+        let _: () = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(self.cluster.nodes[self.to].port())
+            .arg("")
+            .arg(0)
+            .arg(5_000)
+            .arg("KEYS")
+            .arg(keys)
+            .query(&mut self.cluster.nodes[self.from].client())
+            .expect("MIGRATE");
+    }
+
+    /// Moves the keys left, then gives the slot to the target on every
+    /// node and waits until they agree.
+    pub fn finish(self) {
+        let mut source = self.cluster.nodes[self.from].client();
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(self.slot)
+                .arg(100)
+                .query(&mut source)
+                .expect("CLUSTER GETKEYSINSLOT");
+            if keys.is_empty() {
+                break;
+            }
+            self.migrate(&keys);
+        }
+        for i in 0..self.cluster.nodes.len() {
+            self.cluster.setslot(i, self.slot, "NODE", &self.to_id);
+        }
+        wait_until(
+            Duration::from_secs(10),
+            "every node to agree on the move",
+            || self.cluster.master_of(self.slot) == self.to,
+        );
     }
 }
 

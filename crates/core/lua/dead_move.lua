@@ -3,6 +3,7 @@
 -- new TTL.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash
 -- KEYS[4]: the queue's dead list   KEYS[5]: the queue's ready list
+-- KEYS[6]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: limit   ARGV[2]: 'respawn' or 'delete'
 -- ARGV[3]: new ttl ms for respawned jobs (0 = never expire)   ARGV[4]: ready channel
 -- ARGV[5]: qualified queue

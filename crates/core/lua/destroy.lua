@@ -1,6 +1,7 @@
 -- Deletes a batch of a queue's ready jobs in one slot (lmstfy's destroy:
 -- delayed, reserved and dead jobs are kept).
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: the queue's ready list
+-- KEYS[5]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: batch limit (list entries popped, stale ones included)   ARGV[2]: qualified queue
 -- Returns: {entries popped, jobs deleted}; call again while entries popped > 0.
 local limit = tonumber(ARGV[1])

@@ -4,7 +4,7 @@
 -- for the others.
 -- KEYS[1]: jobs hash     KEYS[2]: timer zset     KEYS[3]: counters hash
 -- KEYS[4]: ready list of the queue               KEYS[5]: wheel index zset
--- KEYS[6]: queue table
+-- KEYS[6]: queue table   KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: qualified queue (`<ns>/<queue>`)   ARGV[2]: ready channel of the queue
 -- ARGV[3]: timer channel   ARGV[4]: slot number
 -- ARGV[5]: slot key prefix (wheel lists are prefix .. 'w:' .. second)

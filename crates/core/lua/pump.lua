@@ -6,7 +6,7 @@
 -- entries): their delayed jobs move to the timer zset at their exact due
 -- time, or straight to ready when they are due already.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
--- KEYS[5]: the slot's lease   KEYS[6]: queue table
+-- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: slot key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue,
 --          wheel list = prefix .. 'w:' .. second)
 -- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
@@ -22,7 +22,9 @@
 -- because which queues and seconds are due is only known from the data.
 -- They carry the same hash tag as KEYS[1], so the script still touches one
 -- Redis Cluster hash slot (a cluster allows this for keys of the slot that
--- the script's KEYS name).
+-- the script's KEYS name), and the guard (KEYS[7]) keeps the script from
+-- starting while a cluster moves the slot, when one of these lists could be
+-- on the other node.
 -- Counters are gathered per queue and written once per call (`tally`).
 local prefix, limit, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if ARGV[4] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[4] then

@@ -3,6 +3,7 @@
 -- gets its try back. Fenced: nothing happens unless the job is still in the
 -- reservation that consume made (same state, same TTR deadline).
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: ready list
+-- KEYS[5]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: job id   ARGV[2]: the TTR deadline consume returned   ARGV[3]: ready channel
 -- ARGV[4]: qualified queue
 -- Returns: 1 when released, 0 otherwise.

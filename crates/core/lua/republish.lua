@@ -2,6 +2,7 @@
 -- (if it still exists in that queue) is deleted and the new one published.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: ready list
 -- KEYS[5]: wheel index zset   KEYS[6]: queue table   KEYS[7]: dead list
+-- KEYS[8]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: qualified queue   ARGV[2]: delay ms   ARGV[3]: ttl ms   ARGV[4]: tries
 -- ARGV[5]: ready channel   ARGV[6]: timer channel   ARGV[7]: slot number   ARGV[8]: slot key prefix
 -- ARGV[9]: old job id   ARGV[10]: new job id   ARGV[11]: attrs   ARGV[12]: body

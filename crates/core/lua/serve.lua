@@ -10,6 +10,7 @@
 -- popped and deleted.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash
 -- KEYS[4]: the queue's ready list   KEYS[5]: the queue's dead list   KEYS[6]: queue table
+-- KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: qualified queue   ARGV[2]: timer channel   ARGV[3]: slot number
 -- ARGV[4]: the number of acks, a   ARGV[5..4+a]: their job ids
 -- ARGV[5+a..]: per consumer, count and ttr ms

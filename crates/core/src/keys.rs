@@ -237,6 +237,19 @@ impl SlotKeys {
         format!("{}q", self.prefix)
     }
 
+    /// A key that is never written, declared by every script that writes
+    /// to the slot. While a Redis Cluster moves the slot between nodes,
+    /// Redis refuses (`TRYAGAIN`, or `ASK` then `TRYAGAIN`) any script that
+    /// declares a key the node lacks, before it runs; a script that did run
+    /// would fail at the first key it did not declare (a wheel second,
+    /// another queue's list) that has moved or cannot be made on a node
+    /// giving the slot away, with part of its work written. So no script
+    /// runs on a slot in the middle of a move. On other shards it costs one
+    /// argument.
+    pub fn guard(&self) -> String {
+        format!("{}guard", self.prefix)
+    }
+
     /// The slot's pump lease: the owning process's id.
     pub fn lease(&self) -> String {
         format!("{}lease", self.prefix)
@@ -291,6 +304,7 @@ mod tests {
             k.wheel(9),
             k.queues(),
             k.lease(),
+            k.guard(),
             k.ready("ns/q"),
             k.dead("ns/q"),
             k.ready_channel("ns/q"),

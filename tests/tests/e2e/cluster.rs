@@ -334,3 +334,239 @@ async fn long_polls_and_timers_follow_a_slot_moved_to_another_master() {
         "{r:?}"
     );
 }
+
+/// The queues of the resharding test.
+const RESHARD_QUEUES: usize = 32;
+
+/// `redis-cli --cluster reshard` moves slots between masters while
+/// producers and workers run: every job answered 201 is consumed exactly
+/// once, delayed jobs on moved slots fire (the pumps followed them), and
+/// every request is answered 2xx or 503 (a slot's keys in the middle of a
+/// move; the client retries).
+#[tokio::test]
+async fn resharding_under_load_consumes_every_job_exactly_once() {
+    let cluster = Arc::new(RedisCluster::start(3, 0));
+    let gw = Sundial::start(&SundialConfig::new(cluster.url()));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let producing = Arc::new(AtomicBool::new(true));
+    let published: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let consumed: Arc<Mutex<Vec<String>>> = Arc::default();
+    let unavailable = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for p in 0..2 {
+        let (api, producing, published, unavailable) = (
+            api.clone(),
+            producing.clone(),
+            published.clone(),
+            unavailable.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0usize;
+            while producing.load(Ordering::SeqCst) {
+                let q = (n * 2 + p) % RESHARD_QUEUES;
+                // Ready jobs, jobs due on the timer, and jobs far enough
+                // off to wait in the timer wheel's lists.
+                let delay = match n % 4 {
+                    0 | 1 => 0,
+                    2 => 700,
+                    _ => 2_000 + (n * 397) % 8_000,
+                };
+                let r = api
+                    .put(&format!("/api/ns/q{q}?delay_ms={delay}"), b"x")
+                    .await;
+                match r.status {
+                    201 => {
+                        let id = r.json["job_id"].as_str().expect("id").to_owned();
+                        assert!(published.lock().expect("lock").insert(id));
+                    }
+                    503 => {
+                        unavailable.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    other => panic!("publish while resharding: {other} {r:?}"),
+                }
+                n += 1;
+            }
+        }));
+    }
+    let all: Vec<String> = (0..RESHARD_QUEUES).map(|q| format!("q{q}")).collect();
+    for c in 0..2 {
+        let (api, stop, consumed, unavailable) = (
+            api.clone(),
+            stop.clone(),
+            consumed.clone(),
+            unavailable.clone(),
+        );
+        // Each worker serves half of the queues, in a rotating order.
+        let mine: Vec<String> = all.iter().skip(c).step_by(2).cloned().collect();
+        tasks.push(tokio::spawn(async move {
+            let path = format!("/api/ns/{}?timeout=1&ttr=120", mine.join(","));
+            while !stop.load(Ordering::SeqCst) {
+                let r = api.get(&path).await;
+                match r.status {
+                    200 => {}
+                    404 => continue,
+                    503 => {
+                        unavailable.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                    other => panic!("consume while resharding: {other} {r:?}"),
+                }
+                let id = r.json["job_id"].as_str().expect("id").to_owned();
+                let queue = r.json["queue"].as_str().expect("queue").to_owned();
+                consumed.lock().expect("lock").push(id.clone());
+                loop {
+                    let r = api.delete(&format!("/api/ns/{queue}/job/{id}")).await;
+                    match r.status {
+                        204 => break,
+                        503 => {
+                            unavailable.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        other => panic!("ack while resharding: {other} {r:?}"),
+                    }
+                }
+            }
+        }));
+    }
+    let count = || published.lock().expect("lock").len();
+    wait_until_async(Duration::from_secs(10), "load before resharding", || {
+        std::future::ready(count() > 300)
+    })
+    .await;
+
+    // Three reshards in a ring, each of a sixth of the cluster's slots,
+    // and each slot with whatever keys it holds then.
+    let queue_slot = |q: usize| {
+        cluster.key_slot(&SlotKeys::new(keys::slot_of("ns", &format!("q{q}"), 0, 128)).jobs())
+    };
+    let masters = || -> Vec<usize> {
+        (0..RESHARD_QUEUES)
+            .map(|q| cluster.master_of(queue_slot(q)))
+            .collect()
+    };
+    let started = Instant::now();
+    // How many queues' slots each move carried (redis-cli picks the slots).
+    let mut moved_queues = 0;
+    for (from, to) in [(0, 1), (1, 2), (2, 0)] {
+        let before = masters();
+        let c = cluster.clone();
+        tokio::task::spawn_blocking(move || c.reshard(from, to, 2_700))
+            .await
+            .expect("reshard");
+        let after = masters();
+        moved_queues += before.iter().zip(&after).filter(|(b, a)| b != a).count();
+    }
+    let resharded = started.elapsed();
+    assert!(moved_queues > 0, "the reshards moved slots that hold jobs");
+    let during = count();
+    producing.store(false, Ordering::SeqCst);
+
+    // Every job answered 201 is consumed, once.
+    wait_until_async(
+        Duration::from_secs(30),
+        "every published job to be consumed",
+        || {
+            let published = published.lock().expect("lock").clone();
+            let consumed: HashSet<String> =
+                consumed.lock().expect("lock").iter().cloned().collect();
+            std::future::ready(published.is_subset(&consumed))
+        },
+    )
+    .await;
+    // Then a while longer: a job delivered twice would show up now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    let consumed = consumed.lock().expect("lock").clone();
+    let unique: HashSet<&String> = consumed.iter().collect();
+    assert_eq!(unique.len(), consumed.len(), "no job was delivered twice");
+    let published = published.lock().expect("lock").clone();
+    assert_eq!(
+        unique.len(),
+        published.len(),
+        "nothing but published jobs was consumed"
+    );
+    eprintln!(
+        "reshard: 3 x 2700 slots moved in {resharded:?} under load, carrying \
+         {moved_queues} slots of the {RESHARD_QUEUES} queues; {} jobs published ({during} before the \
+         last move ended), each consumed exactly once; {} requests answered 503",
+        published.len(),
+        unavailable.load(Ordering::SeqCst)
+    );
+}
+
+/// While a slot's keys are half moved between masters, no script runs
+/// halfway: Redis refuses every script of the slot before it starts
+/// (`TRYAGAIN`), where a script that started would fail at the first key
+/// it did not declare and the node no longer (or not yet) holds, having
+/// written part of its work. A publish meanwhile is answered 503 and
+/// stores nothing; a job that falls due meanwhile is neither lost nor
+/// doubled, and fires once the move ends.
+#[tokio::test]
+async fn no_script_runs_halfway_on_a_slot_whose_keys_are_half_moved() {
+    let cluster = RedisCluster::start(3, 0);
+    let gw = Sundial::start(&SundialConfig::new(cluster.url()));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let q = keys::qualified("ns", "q");
+    let k = SlotKeys::new(keys::slot_of("ns", "q", 0, 128));
+    let slot = cluster.key_slot(&k.jobs());
+
+    // Every key the scripts of the slot declare exists: a ready job (the
+    // ready list), one due in an hour (the wheel index), one due soon (the
+    // timer), and the pump's lease.
+    let ready = api.publish("ns", "q", "", b"ready").await;
+    let far = api.publish("ns", "q", "delay=3600", b"far").await;
+    let mut c = cluster.nodes()[cluster.master_of(slot)].client();
+    wait_until_async(Duration::from_secs(5), "the pump's lease", || {
+        std::future::ready(redis::cmd("EXISTS").arg(k.lease()).query::<i64>(&mut c) == Ok(1))
+    })
+    .await;
+    let soon = api.publish("ns", "q", "delay_ms=1500", b"soon").await;
+    let from = cluster.master_of(slot);
+    let to = (0..3).find(|&i| i != from).expect("another master");
+    let mv = cluster.start_move(slot, to);
+
+    // A job for a wheel second that has no list yet: the node cannot make
+    // one for a slot it is giving away.
+    let r = api.put("/api/ns/q?delay=30", b"refused").await;
+    assert_eq!(r.status, 503, "a publish into a moving slot: {r:?}");
+    // The ready list moves ahead of the rest, and `soon` falls due: its
+    // pump must not mark it ready and then fail to list it.
+    mv.migrate(&[k.ready(&q)]);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    mv.finish();
+
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let r = api.get("/api/ns/q?timeout=10&ttr=600").await;
+        assert_eq!(r.status, 200, "{r:?}\n{}", gw.log());
+        got.push(r.json["job_id"].as_str().expect("id").to_owned());
+    }
+    got.sort();
+    let mut want = vec![ready.clone(), soon.clone()];
+    want.sort();
+    assert_eq!(
+        got, want,
+        "the ready job and the one due meanwhile, once each"
+    );
+    assert_eq!(api.get("/api/ns/q?timeout=1").await.status, 404);
+    for id in [&ready, &soon] {
+        assert_eq!(api.delete(&format!("/api/ns/q/job/{id}")).await.status, 204);
+    }
+    // What Redis holds: the far job only (the refused publish stored
+    // nothing), on its wheel second.
+    let mut c = cluster.nodes()[to].client();
+    let jobs: Vec<String> = redis::cmd("HKEYS")
+        .arg(k.jobs())
+        .query(&mut c)
+        .expect("HKEYS");
+    assert_eq!(jobs, vec![far], "the refused publish stored nothing");
+}

@@ -2,6 +2,11 @@
 //! (`KEYS[1]`, …). Every call builds its keys here, and the startup check of
 //! a cluster shard ([`samples`], through [`crate::scripts::check_single_slot`])
 //! refuses a build in which some script's keys lie in several cluster slots.
+//!
+//! Every script that writes to a slot declares the slot's
+//! [`guard`](SlotKeys::guard) last, so that it never starts while a cluster
+//! moves the slot's keys (the scripts do not read it). Scripts that only
+//! read declared keys (the peeks) do without it.
 
 use crate::keys::{self, AdminKeys, SlotKeys};
 
@@ -14,14 +19,22 @@ pub(crate) fn publish(k: &SlotKeys, qualified: &str) -> Vec<String> {
         k.ready(qualified),
         k.wheel_index(),
         k.queues(),
+        k.guard(),
     ]
 }
 
-/// `republish.lua`: a publish's keys and the queue's dead list.
+/// `republish.lua`: a publish's keys, then the queue's dead list.
 pub(crate) fn republish(k: &SlotKeys, qualified: &str) -> Vec<String> {
-    let mut keys = publish(k, qualified);
-    keys.push(k.dead(qualified));
-    keys
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.counters(),
+        k.ready(qualified),
+        k.wheel_index(),
+        k.queues(),
+        k.dead(qualified),
+        k.guard(),
+    ]
 }
 
 /// `serve.lua`.
@@ -33,12 +46,19 @@ pub(crate) fn serve(k: &SlotKeys, qualified: &str) -> Vec<String> {
         k.ready(qualified),
         k.dead(qualified),
         k.queues(),
+        k.guard(),
     ]
 }
 
 /// `release.lua` and `destroy.lua`.
 pub(crate) fn release(k: &SlotKeys, qualified: &str) -> Vec<String> {
-    vec![k.jobs(), k.timer(), k.counters(), k.ready(qualified)]
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.counters(),
+        k.ready(qualified),
+        k.guard(),
+    ]
 }
 
 /// `peek_job.lua`.
@@ -64,6 +84,7 @@ pub(crate) fn dead_move(k: &SlotKeys, qualified: &str) -> Vec<String> {
         k.counters(),
         k.dead(qualified),
         k.ready(qualified),
+        k.guard(),
     ]
 }
 
@@ -76,6 +97,7 @@ pub(crate) fn pump(k: &SlotKeys) -> Vec<String> {
         k.wheel_index(),
         k.lease(),
         k.queues(),
+        k.guard(),
     ]
 }
 

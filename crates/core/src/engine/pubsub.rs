@@ -276,7 +276,16 @@ impl Subscriber<'_> {
         if !self.cluster {
             return self.sub.subscribe(channel).await;
         }
-        self.sub.ssubscribe(channel).await?;
+        if let Err(e) = self.sub.ssubscribe(channel).await {
+            // A slot that moved since the client last read the slot map:
+            // the old node answers `MOVED`, and fred 10 fails the command
+            // instead of sending it again to the new one (it has updated
+            // its slot map by then). Send it once more.
+            tracing::debug!(shard = self.shard, error = %e, channel, "SSUBSCRIBE failed; once more");
+            use fred::interfaces::ClusterInterface;
+            self.sub.sync_cluster().await?;
+            self.sub.ssubscribe(channel).await?;
+        }
         let node = self
             .sub
             .cached_cluster_state()

@@ -47,6 +47,10 @@ pub const DEFAULT_CONNECTIONS: usize = 4;
 /// partitioned shard costs a request.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a script call waits for a cluster slot that is being moved
+/// between nodes (see [`Shard::eval`]) before it fails as unavailable.
+pub(crate) const SLOT_MOVE_WAIT: Duration = Duration::from_secs(1);
+
 impl ShardOptions {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
@@ -369,6 +373,12 @@ impl Shard {
     /// Runs a script, loading it first if the shard does not know it. Its
     /// keys lie in one cluster slot: they come from `keysets`, which the
     /// startup check of a cluster shard verifies.
+    ///
+    /// On a cluster, a script that Redis refused because its slot is in
+    /// the middle of a move (`TRYAGAIN`: it did not run; see
+    /// [`SlotKeys::guard`]) is sent again after a pause, for up to
+    /// [`SLOT_MOVE_WAIT`]: moving a slot's keys takes milliseconds, so a
+    /// reshard costs a request a short wait rather than a 503.
     pub(crate) async fn eval(
         &self,
         script: &Named,
@@ -377,25 +387,49 @@ impl Shard {
     ) -> Result<Value, EngineError> {
         let client = self.client()?;
         let start = std::time::Instant::now();
-        let call = client.with_options(&self.inner.eval_options);
-        let sha = script.script.sha1().clone();
-        let result = match call.evalsha(sha.clone(), keys.clone(), args.clone()).await {
-            Err(e) if e.details().starts_with("NOSCRIPT") => {
-                // A restarted or failed-over node: load it (on every
-                // primary of a cluster) and run it once more. It did not
-                // run the first time.
-                match script.script.load(client).await {
-                    Ok(()) => call.evalsha(sha, keys, args).await,
-                    Err(e) => Err(e),
+        let mut pause = Duration::from_millis(5);
+        let result = loop {
+            match self.eval_once(client, script, &keys, &args).await {
+                Err(e)
+                    if self.inner.cluster
+                        && e.details().starts_with("TRYAGAIN")
+                        && start.elapsed() + pause < SLOT_MOVE_WAIT =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
                 }
+                result => break result,
             }
-            result => result,
         }
         .map_err(|e| self.err(e));
         if let Some(h) = self.inner.timings.get(script.index) {
             h[usize::from(result.is_err())].record(start.elapsed().as_secs_f64());
         }
         result
+    }
+
+    /// One [`eval`](Self::eval), with the script loaded (on every primary
+    /// of a cluster) and sent once more if a restarted or failed-over node
+    /// answers `NOSCRIPT` (it did not run the first time).
+    async fn eval_once(
+        &self,
+        client: &Client,
+        script: &Named,
+        keys: &[String],
+        args: &[Value],
+    ) -> Result<Value, RedisError> {
+        let call = client.with_options(&self.inner.eval_options);
+        let sha = script.script.sha1().clone();
+        match call
+            .evalsha(sha.clone(), keys.to_vec(), args.to_vec())
+            .await
+        {
+            Err(e) if e.details().starts_with("NOSCRIPT") => {
+                script.script.load(client).await?;
+                call.evalsha(sha, keys.to_vec(), args.to_vec()).await
+            }
+            result => result,
+        }
     }
 
     /// Loads every script, so that the first requests need no reload.
