@@ -29,8 +29,16 @@ pub use sundial::{Sundial, SundialConfig};
 
 use std::{
     net::TcpListener,
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
+
+/// Milliseconds since the Unix epoch, by this machine's clock (which the
+/// gateway and Redis share in tests and benchmarks).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
 
 /// A port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {

@@ -11,11 +11,13 @@ pub(crate) struct CpuMeter {
 pub(crate) type CpuSample = (Option<f64>, Option<f64>, Option<u64>);
 
 impl CpuMeter {
+    /// `redis` may name several Redis servers, separated by commas (the
+    /// masters of a cluster): their figures are summed.
     pub(crate) fn sample(&self) -> CpuSample {
         (
             self.gateway.and_then(process_cpu),
-            self.redis.as_deref().and_then(redis_cpu),
-            self.redis.as_deref().and_then(script_calls),
+            self.redis.as_deref().and_then(|r| sum(r, redis_cpu)),
+            self.redis.as_deref().and_then(|r| sum(r, script_calls)),
         )
     }
 
@@ -54,6 +56,12 @@ impl CpuMeter {
             pct(before.1, after.1),
         )
     }
+}
+
+/// `each` of every comma-separated URL of `urls`, summed; `None` if one
+/// cannot be read.
+fn sum<T: std::iter::Sum>(urls: &str, each: fn(&str) -> Option<T>) -> Option<T> {
+    urls.split(',').map(each).sum()
 }
 
 /// User plus system CPU seconds of a process, from `/proc/<pid>/stat`.

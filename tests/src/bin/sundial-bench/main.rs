@@ -17,7 +17,7 @@ use std::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 mod backlog;
@@ -52,7 +52,8 @@ struct Cli {
     #[arg(long, global = true)]
     gateway_pid: Option<u32>,
     /// Redis to sample `INFO cpu` from: `publish` and `consume` then report
-    /// Redis CPU time per job.
+    /// Redis CPU time per job. Several URLs, separated by commas (a
+    /// cluster's masters), are summed.
     #[arg(long, global = true)]
     redis_cpu: Option<String>,
     #[command(subcommand)]
@@ -142,11 +143,7 @@ impl Ctx {
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+use sundial_tests::now_ms;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
