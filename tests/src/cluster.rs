@@ -34,6 +34,9 @@ impl RedisCluster {
                     "1000",
                     "--cluster-port",
                     &bus,
+                    // Tests stall a node with DEBUG SLEEP.
+                    "--enable-debug-command",
+                    "local",
                 ])
             })
             .collect();
@@ -217,6 +220,19 @@ impl RedisCluster {
             }
         }
         panic!("no master serves slot {slot}");
+    }
+
+    /// The index of a replica of master `master` (by `ROLE`), if it has one.
+    pub fn replica_of(&self, master: usize) -> Option<usize> {
+        let port = i64::from(self.nodes[master].port());
+        self.nodes.iter().position(|n| {
+            connect(n)
+                .and_then(|mut c| redis::cmd("ROLE").query::<Vec<redis::Value>>(&mut c).ok())
+                .is_some_and(|role| {
+                    matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"slave")
+                        && matches!(role.get(2), Some(redis::Value::Int(p)) if *p == port)
+                })
+        })
     }
 
     /// A connection to a node that answers (a test may have killed some).

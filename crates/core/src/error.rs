@@ -29,6 +29,17 @@ pub enum EngineError {
     /// A shard is configured in a way that would lose jobs.
     #[error("shard {shard}: {what}")]
     Unsafe { shard: String, what: String },
+    /// A write was stored on the master but fewer replicas than the shard's
+    /// `wait` asks for acknowledged it in time (503: the job may still be
+    /// delivered, and may be lost if the master fails now).
+    #[error(
+        "shard {shard}: stored on the master but confirmed by {acked} of {wanted} replicas in time"
+    )]
+    NotReplicated {
+        shard: String,
+        acked: i64,
+        wanted: u32,
+    },
     /// A publication was refused because one of its job ids exists already
     /// (ids carry 80 random bits: in practice, never); nothing of it was
     /// stored.
@@ -63,7 +74,7 @@ impl EngineError {
 
     /// Whether the request may succeed if retried later (answer 503).
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Unavailable { .. })
+        matches!(self, Self::Unavailable { .. } | Self::NotReplicated { .. })
     }
 }
 

@@ -25,7 +25,7 @@ pub mod scripts;
 
 pub use engine::{
     AdminTables, Counts, Delivery, Handler, Heard, JobView, Listening, NewJob, PubSub, Publication,
-    PumpOutcome, Schedule, Served, Shard, ShardCheck, ShardOptions, Want, state,
+    PumpOutcome, ReplicaWait, Schedule, Served, Shard, ShardCheck, ShardOptions, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

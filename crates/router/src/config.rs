@@ -65,6 +65,27 @@ pub struct ShardConfig {
     /// with 503 (ms): bounds what a hung or partitioned shard costs.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// Answer a publish only once this many replicas hold it (`WAIT`).
+    #[serde(default)]
+    pub wait: Option<WaitConfig>,
+}
+
+/// `WAIT`-based durability: a publish (or republish) is answered 201 only
+/// once `replicas` replicas of the master that stored it have acknowledged
+/// it, within `timeout_ms`; else 503, although the job is stored on the
+/// master and may still be delivered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitConfig {
+    /// How many replicas must acknowledge (1 or more).
+    pub replicas: u32,
+    /// How long to wait for them (ms).
+    #[serde(default = "default_wait_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_wait_timeout_ms() -> u64 {
+    100
 }
 
 /// Where the sentinels are and which master they watch.
@@ -186,6 +207,7 @@ impl ShardConfig {
             weight: default_weight(),
             connections: default_connections(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            wait: None,
         }
     }
 
@@ -273,6 +295,20 @@ impl PoolConfig {
                 s.timeout_ms
             ));
         }
+        for s in &self.shards {
+            if let Some(w) = &s.wait
+                && (w.replicas == 0 || !(1..=s.timeout_ms).contains(&w.timeout_ms))
+            {
+                return Err(format!(
+                    "pool {name}: shard {}: wait needs replicas of 1 or more and a timeout_ms \
+                     within 1 ms and the shard's timeout_ms ({}), not {} replicas in {} ms",
+                    s.ring_name(),
+                    s.timeout_ms,
+                    w.replicas,
+                    w.timeout_ms
+                ));
+            }
+        }
         if self.shards.len() > 1 && self.shards.iter().any(|s| s.name.is_none()) {
             return Err(format!(
                 "pool {name}: every shard of a pool with several shards needs a `name` \
@@ -325,6 +361,7 @@ mod tests {
             weight,
             connections: 1,
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            wait: None,
         }
     }
 
@@ -416,6 +453,22 @@ mod tests {
                 .is_ok()
         );
         assert!(pool(vec![]).validate("p").is_err());
+        let waiting = |replicas, timeout_ms| {
+            let mut s = shard(None, 1);
+            s.wait = Some(WaitConfig {
+                replicas,
+                timeout_ms,
+            });
+            pool(vec![s]).validate("p")
+        };
+        assert!(waiting(1, 100).is_ok());
+        assert!(waiting(2, DEFAULT_TIMEOUT_MS).is_ok());
+        assert!(waiting(0, 100).is_err(), "no replica to wait for");
+        assert!(waiting(1, 0).is_err(), "WAIT 0 would block for ever");
+        assert!(
+            waiting(1, DEFAULT_TIMEOUT_MS + 1).is_err(),
+            "longer than a request may wait for the shard"
+        );
     }
 
     #[test]

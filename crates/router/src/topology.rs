@@ -7,7 +7,7 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use sundial_core::{EngineError, Shard, ShardOptions, keys};
+use sundial_core::{EngineError, ReplicaWait, Shard, ShardOptions, keys};
 
 use crate::{
     Layout,
@@ -246,6 +246,10 @@ pub fn connect(
                     let mut opts = ShardOptions::new(url);
                     opts.connections = sc.connections;
                     opts.command_timeout = std::time::Duration::from_millis(sc.timeout_ms.max(1));
+                    opts.wait = sc.wait.as_ref().map(|w| ReplicaWait {
+                        replicas: w.replicas,
+                        timeout: std::time::Duration::from_millis(w.timeout_ms),
+                    });
                     Shard::connect(format!("{name}/{}", sc.ring_name()), &opts)?
                 }
             };
@@ -333,6 +337,7 @@ mod tests {
             weight,
             connections: 1,
             timeout_ms: crate::config::DEFAULT_TIMEOUT_MS,
+            wait: None,
         }
     }
 

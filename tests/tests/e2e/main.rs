@@ -11,6 +11,7 @@ mod api;
 mod backlog;
 mod cluster;
 mod deploy;
+mod durability;
 mod faults;
 mod http_abuse;
 mod leases;

@@ -127,7 +127,7 @@ impl Shard {
             }
         }
         let v = self
-            .eval(&SCRIPTS.publish, keysets::publish(&k, qualified), args)
+            .eval_replicated(&SCRIPTS.publish, keysets::publish(&k, qualified), args)
             .await?;
         let mut f = Fields::new(self, v)?;
         if f.len() != publications.len() {
@@ -156,7 +156,7 @@ impl Shard {
         args.push(new.attrs.as_str().into());
         args.push(new.body.clone().into());
         let v = self
-            .eval(&SCRIPTS.republish, keysets::republish(&k, qualified), args)
+            .eval_replicated(&SCRIPTS.republish, keysets::republish(&k, qualified), args)
             .await?;
         Ok(v.as_i64() == Some(1))
     }

@@ -25,4 +25,4 @@ pub use jobs::{NewJob, Publication, Schedule, Served, Want};
 pub use pubsub::{Handler, Heard, Listening, PubSub};
 pub use pump::PumpOutcome;
 pub use queue::Counts;
-pub use shard::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, Shard, ShardOptions};
+pub use shard::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, ReplicaWait, Shard, ShardOptions};

@@ -11,7 +11,7 @@ use fred::{
     error::{Error as RedisError, ErrorKind},
     prelude::*,
     types::{
-        Value,
+        ClusterHash, Value,
         config::{
             Config, ConnectionConfig, Options, PerformanceConfig, ReconnectError, ReconnectPolicy,
         },
@@ -39,6 +39,17 @@ pub struct ShardOptions {
     pub command_timeout: Duration,
     /// How long connecting may take.
     pub connect_timeout: Duration,
+    /// Publishes wait for replicas (`WAIT`) before they are answered.
+    pub wait: Option<ReplicaWait>,
+}
+
+/// `WAIT`-based durability (see [`Shard::eval_replicated`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaWait {
+    /// Replicas that must acknowledge a write.
+    pub replicas: u32,
+    /// How long to wait for them.
+    pub timeout: Duration,
 }
 
 /// Pooled connections to a shard unless configured.
@@ -58,6 +69,7 @@ impl ShardOptions {
             connections: DEFAULT_CONNECTIONS,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             connect_timeout: Duration::from_secs(2),
+            wait: None,
         }
     }
 }
@@ -81,6 +93,11 @@ struct Inner {
     /// without building labels.
     timings: Vec<[metrics::Histogram; 2]>,
     command_timeout: Duration,
+    /// Publishes wait for replicas: see [`Shard::eval_replicated`].
+    wait: Option<ReplicaWait>,
+    /// `sundial_replica_wait_seconds` and `sundial_replica_waits_total`
+    /// (confirmed, short) handles, when `wait` is set.
+    wait_metrics: Option<(metrics::Histogram, [metrics::Counter; 2])>,
     /// When a timeout last made the connections reconnect (ms since
     /// `created`), 0 never.
     last_reconnect_ms: std::sync::atomic::AtomicU64,
@@ -167,6 +184,18 @@ impl Shard {
                 })
             })
             .collect();
+        let wait_metrics = opts.wait.map(|_| {
+            (
+                metrics::histogram!("sundial_replica_wait_seconds", "shard" => name.clone()),
+                ["confirmed", "short"].map(|result| {
+                    metrics::counter!(
+                        "sundial_replica_waits_total",
+                        "shard" => name.clone(),
+                        "result" => result
+                    )
+                }),
+            )
+        });
         Ok(Self {
             inner: Arc::new(Inner {
                 name,
@@ -179,6 +208,8 @@ impl Shard {
                 },
                 timings,
                 command_timeout: opts.command_timeout,
+                wait: opts.wait,
+                wait_metrics,
                 last_reconnect_ms: std::sync::atomic::AtomicU64::new(0),
                 created: std::time::Instant::now(),
                 pubsub: std::sync::OnceLock::new(),
@@ -385,7 +416,66 @@ impl Shard {
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> Result<Value, EngineError> {
+        self.eval_on(self.client()?, script, keys, args).await
+    }
+
+    /// [`eval`](Self::eval) of a script that stores jobs a client is then
+    /// told are stored (publish, republish). When the shard is configured
+    /// to (`wait`), it then waits, on the same connection to the same
+    /// master, until that many replicas hold every write made on it so
+    /// far (`WAIT`), and fails with [`EngineError::NotReplicated`] if they
+    /// do not within the timeout (the write stays on the master).
+    pub(crate) async fn eval_replicated(
+        &self,
+        script: &Named,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> Result<Value, EngineError> {
         let client = self.client()?;
+        let Some(wait) = self.inner.wait else {
+            return self.eval_on(client, script, keys, args).await;
+        };
+        // The master that ran the script: the one serving its keys' slot.
+        let slot = keys.first().map_or(0, |k| crate::keys::cluster_slot(k));
+        let value = self.eval_on(client, script, keys, args).await?;
+        let start = std::time::Instant::now();
+        let opts = Options {
+            cluster_hash: self.inner.cluster.then_some(ClusterHash::Custom(slot)),
+            timeout: Some(wait.timeout + self.inner.command_timeout),
+            fail_fast: true,
+            ..Options::default()
+        };
+        let acked: i64 = client
+            .with_options(&opts)
+            .wait(
+                i64::from(wait.replicas),
+                wait.timeout.as_millis().max(1) as i64,
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        let confirmed = acked >= i64::from(wait.replicas);
+        if let Some((seconds, results)) = &self.inner.wait_metrics {
+            seconds.record(start.elapsed().as_secs_f64());
+            results[usize::from(!confirmed)].increment(1);
+        }
+        if confirmed {
+            Ok(value)
+        } else {
+            Err(EngineError::NotReplicated {
+                shard: self.inner.name.clone(),
+                acked,
+                wanted: wait.replicas,
+            })
+        }
+    }
+
+    async fn eval_on(
+        &self,
+        client: &Client,
+        script: &Named,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> Result<Value, EngineError> {
         let start = std::time::Instant::now();
         let mut pause = Duration::from_millis(5);
         let result = loop {

@@ -82,6 +82,14 @@ impl IntoResponse for ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 json!({ "error": "server busy, retry later" }),
             ),
+            Self::Unavailable(e @ EngineError::NotReplicated { .. }) => {
+                tracing::warn!(error = %e, "write not confirmed by replicas");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({ "error": "stored, but not confirmed by the replicas in time: \
+                                      it may still be delivered, or be lost if Redis fails over now" }),
+                )
+            }
             Self::Unavailable(e) => {
                 tracing::warn!(error = %e, "redis unavailable");
                 (
