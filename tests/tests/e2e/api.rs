@@ -12,25 +12,8 @@ use sundial_tests::{
     Api, ShardKind, Store, Sundial, SundialConfig, create_token, started_on, wait_until_async,
 };
 
-/// Every scenario runs twice: on a standalone shard and on a Redis Cluster
-/// shard (`api::standalone::…`, `api::cluster::…`).
-macro_rules! on_every_shard_kind {
-    ($($name:ident),* $(,)?) => {
-        mod standalone {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(sundial_tests::ShardKind::Standalone).await;
-            })*
-        }
-        mod cluster {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(sundial_tests::ShardKind::Cluster).await;
-            })*
-        }
-    };
-}
-
+// Every scenario runs twice: on a standalone shard and on a Redis Cluster
+// shard (`api::standalone::…`, `api::cluster::…`).
 on_every_shard_kind!(
     publish_consume_ack_in_lmstfy_shapes,
     versioned_jobs_carry_attributes,

@@ -3,7 +3,9 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
+use sundial_tests::{
+    Api, ShardKind, Store, Sundial, SundialConfig, create_token, wait_until_async,
+};
 
 fn pumpd(cfg: &SundialConfig) -> Sundial {
     Sundial::start_pumpd(cfg, "lease_ttl_ms = 2000\nmetrics_interval_ms = 200")
@@ -100,16 +102,17 @@ async fn spread_and_true(pumps: &[&Sundial], what: &str) -> Vec<f64> {
     }
 }
 
-#[tokio::test]
-async fn backlog_gauges_sum_to_the_truth_over_two_and_three_processes() {
-    let redis = RedisServer::start();
-    let mut cfg = SundialConfig::new(redis.url());
+on_every_shard_kind!(backlog_gauges_sum_to_the_truth_over_two_and_three_processes);
+
+async fn backlog_gauges_sum_to_the_truth_over_two_and_three_processes(kind: ShardKind) {
+    let store = Store::start(kind);
+    let mut cfg = SundialConfig::new(store.url());
     // Queues over 64 lanes: their 70 jobs spread over about 40 of the 64
     // slots, so every one of three pump processes holds some (each misses
     // all of them with a chance of about (2/3)^40).
     cfg.pools = Some(format!(
         "[pools.default]\nslots = 64\nlanes = 64\nshards = [{{ url = \"{}\" }}]\n",
-        redis.url()
+        store.url()
     ));
     cfg.pump = false;
     let gw = Sundial::start(&cfg);

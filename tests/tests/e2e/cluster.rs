@@ -648,3 +648,171 @@ async fn timers_on_a_cluster_shard_are_at_most_twice_as_late_as_on_a_standalone_
         "lateness p99 on a cluster shard {cluster} ms, standalone {standalone} ms"
     );
 }
+
+/// Hot reload with a cluster shard: a cluster joins a pool of one
+/// standalone shard under load and takes its share of the slots; then the
+/// standalone shard is weighted to 0, drains into the cluster and leaves.
+/// Every job answered 201 is consumed exactly once, and the standalone
+/// Redis holds no job at the end.
+#[tokio::test]
+async fn a_cluster_shard_joins_a_pool_under_load_then_takes_every_slot() {
+    const SLOTS: u32 = 16;
+    let a = sundial_tests::RedisServer::start();
+    let c = RedisCluster::start(3, 0);
+    let pool = |shards: &[(&str, String, u32)]| {
+        let list: Vec<String> = shards
+            .iter()
+            .map(|(name, url, w)| format!("{{ name = \"{name}\", url = \"{url}\", weight = {w} }}"))
+            .collect();
+        format!(
+            "[pools.default]\nslots = {SLOTS}\nshards = [{}]\n",
+            list.join(", ")
+        )
+    };
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(pool(&[("a", a.url(), 1)]));
+    let mut gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let admin = Api::new(gw.admin(), None);
+    let jobs_in = |conn: &mut redis::Connection, slot: u32| -> u64 {
+        redis::cmd("HLEN")
+            .arg(SlotKeys::new(slot).jobs())
+            .query(conn)
+            .expect("HLEN")
+    };
+    let on_a = || -> u64 {
+        let mut conn = a.client();
+        (0..SLOTS).map(|s| jobs_in(&mut conn, s)).sum()
+    };
+    let on_cluster = || -> u64 {
+        (0..SLOTS)
+            .map(|s| {
+                let node = c.master_of(c.key_slot(&SlotKeys::new(s).jobs()));
+                jobs_in(&mut c.nodes()[node].client(), s)
+            })
+            .sum()
+    };
+    let draining = || async {
+        admin.get("/drains").await.json["pools"][0]["draining"]
+            .as_array()
+            .map_or(usize::MAX, Vec::len)
+    };
+
+    let stop_publishing = Arc::new(AtomicBool::new(false));
+    let stop_consuming = Arc::new(AtomicBool::new(false));
+    let published: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let consumed: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for p in 0..2 {
+        let (api, stop, published) = (api.clone(), stop_publishing.clone(), published.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(Ordering::SeqCst) {
+                // Eight queues over the pool's slots; some jobs delayed, so
+                // that some wait in a timer while their slot moves.
+                let q = (n * 2 + p) % 8;
+                let query = if n.is_multiple_of(5) { "delay=1" } else { "" };
+                let r = api.put(&format!("/api/ns/q{q}?{query}"), b"x").await;
+                assert_eq!(r.status, 201, "publish while shards change: {r:?}");
+                let id = r.json["job_id"].as_str().expect("id").to_owned();
+                published.lock().expect("lock").insert(id);
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+        }));
+    }
+    let queues: Vec<String> = (0..8).map(|q| format!("q{q}")).collect();
+    for _ in 0..2 {
+        let (api, stop, consumed) = (api.clone(), stop_consuming.clone(), consumed.clone());
+        let path = format!("/api/ns/{}?timeout=1&ttr=600", queues.join(","));
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let r = api.get(&path).await;
+                match r.status {
+                    200 => {
+                        let id = r.json["job_id"].as_str().expect("id").to_owned();
+                        let q = r.json["queue"].as_str().expect("queue").to_owned();
+                        let ack = api.delete(&format!("/api/ns/{q}/job/{id}")).await;
+                        assert_eq!(ack.status, 204, "{ack:?}");
+                        consumed.lock().expect("lock").push(id);
+                    }
+                    404 => {}
+                    other => panic!("consume while shards change: {other} {r:?}"),
+                }
+            }
+        }));
+    }
+    let progress = |what: &'static str| {
+        let published = published.clone();
+        async move {
+            let before = published.lock().expect("lock").len();
+            wait_until_async(Duration::from_secs(10), what, || {
+                std::future::ready(published.lock().expect("lock").len() > before + 100)
+            })
+            .await;
+        }
+    };
+    let reload = |gw: &mut Sundial, cfg: &SundialConfig| {
+        gw.rewrite(cfg);
+        let admin = admin.clone();
+        async move {
+            let r = admin.post("/reload").await;
+            assert_eq!(r.status, 200, "{r:?}");
+        }
+    };
+    progress("load before the cluster joins").await;
+
+    // The cluster joins with an equal weight, and takes about half the slots.
+    cfg.pools = Some(pool(&[("a", a.url(), 1), ("c", c.url(), 1)]));
+    reload(&mut gw, &cfg).await;
+    progress("load while slots move to the cluster").await;
+    wait_until_async(Duration::from_secs(60), "the move to drain", || async {
+        draining().await == 0
+    })
+    .await;
+    assert!(on_cluster() > 0, "the cluster took jobs");
+
+    // The standalone shard leaves: weight 0, drained, then out of the config.
+    cfg.pools = Some(pool(&[("a", a.url(), 0), ("c", c.url(), 1)]));
+    reload(&mut gw, &cfg).await;
+    progress("load while a drains into the cluster").await;
+    wait_until_async(Duration::from_secs(60), "a to drain", || async {
+        draining().await == 0
+    })
+    .await;
+    cfg.pools = Some(pool(&[("c", c.url(), 1)]));
+    reload(&mut gw, &cfg).await;
+    progress("load on the cluster alone").await;
+
+    stop_publishing.store(true, Ordering::SeqCst);
+    let expected = published.lock().expect("lock").clone();
+    wait_until_async(
+        Duration::from_secs(30),
+        "every published job to be consumed",
+        || {
+            let consumed: HashSet<String> =
+                consumed.lock().expect("lock").iter().cloned().collect();
+            std::future::ready(expected.is_subset(&consumed))
+        },
+    )
+    .await;
+    stop_consuming.store(true, Ordering::SeqCst);
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    let consumed = consumed.lock().expect("lock").clone();
+    let unique: HashSet<&String> = consumed.iter().collect();
+    assert_eq!(unique.len(), consumed.len(), "no job was delivered twice");
+    assert_eq!(
+        unique.len(),
+        expected.len(),
+        "only published jobs were consumed"
+    );
+    assert_eq!(on_a(), 0, "the standalone shard that left holds no job");
+    eprintln!(
+        "a cluster joined, then took every slot: {} jobs, each consumed once",
+        expected.len()
+    );
+}

@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use reqwest::Method;
-use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
+use sundial_tests::{
+    Api, RedisServer, ShardKind, Store, Sundial, SundialConfig, create_token, wait_until_async,
+};
 
 fn limit_body(read: u64, write: u64, interval: u64) -> Vec<u8> {
     format!(r#"{{"read":{read},"write":{write},"interval":{interval}}}"#).into_bytes()
@@ -73,11 +75,18 @@ async fn limit_admin_follows_lmstfy() {
     assert_eq!(admin.get(&path).await.status, 404);
 }
 
-#[tokio::test]
-async fn publishes_over_the_limit_get_429_on_every_gateway_and_each_token_keeps_its_own() {
-    let redis = RedisServer::start();
-    let a = Sundial::start(&SundialConfig::new(redis.url()));
-    let b = Sundial::start(&SundialConfig::new(redis.url()));
+// The limit counters and tables live in the admin Redis: here the pool's
+// Redis, a standalone server or a Redis Cluster.
+on_every_shard_kind!(
+    publishes_over_the_limit_get_429_on_every_gateway_and_each_token_keeps_its_own
+);
+
+async fn publishes_over_the_limit_get_429_on_every_gateway_and_each_token_keeps_its_own(
+    kind: ShardKind,
+) {
+    let store = Store::start(kind);
+    let a = Sundial::start(&SundialConfig::new(store.url()));
+    let b = Sundial::start(&SundialConfig::new(store.url()));
     let limited = create_token(&a.admin(), "ns").await;
     let free = create_token(&a.admin(), "ns").await;
     let other = create_token(&a.admin(), "ns").await;

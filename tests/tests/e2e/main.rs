@@ -6,6 +6,26 @@
 //! cost CI most of its time and disk in linking. Run one area with
 //! `cargo test -p sundial-tests --test e2e <module>::`.
 
+/// Runs each named scenario (an `async fn(ShardKind)`) on a standalone
+/// shard and on a Redis Cluster shard, as tests `<module>::standalone::<name>`
+/// and `<module>::cluster::<name>`.
+macro_rules! on_every_shard_kind {
+    ($($name:ident),* $(,)?) => {
+        mod standalone {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(sundial_tests::ShardKind::Standalone).await;
+            })*
+        }
+        mod cluster {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(sundial_tests::ShardKind::Cluster).await;
+            })*
+        }
+    };
+}
+
 mod admin;
 mod api;
 mod backlog;

@@ -278,9 +278,9 @@ impl Subscriber<'_> {
         }
         if let Err(e) = self.sub.ssubscribe(channel).await {
             // A slot that moved since the client last read the slot map:
-            // the old node answers `MOVED`, and fred 10 fails the command
-            // instead of sending it again to the new one (it has updated
-            // its slot map by then). Send it once more.
+            // the old node answers `MOVED`, which fred does not follow on
+            // a cluster shard (see `Shard::connect`; it has read the new
+            // slot map by then). Send it once more.
             tracing::debug!(shard = self.shard, error = %e, channel, "SSUBSCRIBE failed; once more");
             use fred::interfaces::ClusterInterface;
             self.sub.sync_cluster().await?;

@@ -151,11 +151,22 @@ impl Shard {
                 // running it again could publish or consume twice. Fail it
                 // and let the client decide: every script call is sent
                 // `fail_fast` (`eval_options`), which fred never writes
-                // again after a connection drops. On a cluster a command
-                // also spends an attempt on each redirection (`MOVED`, or
-                // `ASKING` then the command while a slot migrates), which
-                // Redis answers before running anything: allow one of each.
+                // again after a connection drops.
                 c.max_command_attempts = if cluster { 3 } else { 1 };
+                // On a cluster, fred follows no redirection: a command
+                // answered `MOVED` (after fred has read the new slot map)
+                // or `ASK` fails, and Sundial sends it again (`eval`,
+                // `probe`, the subscriber); Redis answers both before
+                // running anything. fred 10's `ASK` handling writes `ASKING`
+                // on the pipelined connection and takes the next reply as
+                // its answer, which may be another command's: the replies
+                // of every command in flight on that connection then go to
+                // the wrong callers (seen under resharding load: a script
+                // call answered `OK`). `MOVED` would be safe to follow, but
+                // fred sets one limit for both.
+                if cluster {
+                    c.max_redirections = 0;
+                }
                 // After a Sentinel failover the old master answers READONLY
                 // (or MASTERDOWN): reconnect, which asks the sentinels for
                 // the new master.
@@ -406,10 +417,11 @@ impl Shard {
     /// startup check of a cluster shard verifies.
     ///
     /// On a cluster, a script that Redis refused because its slot is in
-    /// the middle of a move (`TRYAGAIN`: it did not run; see
-    /// [`SlotKeys::guard`]) is sent again after a pause, for up to
-    /// [`SLOT_MOVE_WAIT`]: moving a slot's keys takes milliseconds, so a
-    /// reshard costs a request a short wait rather than a 503.
+    /// the middle of a move (`TRYAGAIN` or `ASK`: it did not run; see
+    /// [`SlotKeys::guard`]) or has moved (`MOVED`) is sent again after a
+    /// pause, for up to [`SLOT_MOVE_WAIT`]: moving a slot's keys takes
+    /// milliseconds, so a reshard costs a request a short wait rather than
+    /// a 503.
     pub(crate) async fn eval(
         &self,
         script: &Named,
@@ -482,7 +494,7 @@ impl Shard {
             match self.eval_once(client, script, &keys, &args).await {
                 Err(e)
                     if self.inner.cluster
-                        && e.details().starts_with("TRYAGAIN")
+                        && not_run_slot_moving(&e)
                         && start.elapsed() + pause < SLOT_MOVE_WAIT =>
                 {
                     tokio::time::sleep(pause).await;
@@ -538,10 +550,22 @@ impl Shard {
     pub async fn probe(&self) -> Result<(Duration, bool), EngineError> {
         let client = self.client()?;
         let start = std::time::Instant::now();
-        let n: i64 = client
-            .exists(crate::keys::META)
-            .await
-            .map_err(|e| self.err(e))?;
+        let n: i64 = match client.exists(crate::keys::META).await {
+            // Its slot moved: fred has read the new slot map; once more.
+            Err(e) if self.inner.cluster && not_run_slot_moving(&e) => {
+                client.exists(crate::keys::META).await
+            }
+            n => n,
+        }
+        .map_err(|e| self.err(e))?;
         Ok((start.elapsed(), n > 0))
     }
+}
+
+/// Whether a cluster refused a command before running it because the
+/// command's slot is moving or has moved: `TRYAGAIN`, or a redirection
+/// (`MOVED`, `ASK`) that fred was told not to follow (see
+/// [`Shard::connect`]). Such a command may be sent again.
+pub(crate) fn not_run_slot_moving(e: &RedisError) -> bool {
+    e.details().starts_with("TRYAGAIN") || e.details().starts_with("Too many redirections")
 }
