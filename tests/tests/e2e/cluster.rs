@@ -3,7 +3,7 @@
 //! on a cluster shard in `api::cluster`.)
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -335,6 +335,38 @@ async fn long_polls_and_timers_follow_a_slot_moved_to_another_master() {
     );
 }
 
+/// Where the cluster holds job `id` of queue `q` of `ns` (default pool):
+/// its record's state (1 delayed, 2 ready, 3 reserved, 4 dead, +16 once
+/// delivered), its timer entry, and whether its queue's ready list names
+/// it; for a test's failure message.
+fn held(cluster: &RedisCluster, q: &str, id: &str) -> String {
+    let k = SlotKeys::new(keys::slot_of("ns", q, 0, 128));
+    let node = cluster.master_of(cluster.key_slot(&k.jobs()));
+    let mut c = cluster.nodes()[node].client();
+    let raw: Option<Vec<u8>> = redis::cmd("HGET")
+        .arg(k.jobs())
+        .arg(id)
+        .query(&mut c)
+        .ok()
+        .flatten();
+    let timer: Option<f64> = redis::cmd("ZSCORE")
+        .arg(k.timer())
+        .arg(id)
+        .query(&mut c)
+        .ok()
+        .flatten();
+    let listed: Option<i64> = redis::cmd("LPOS")
+        .arg(k.ready(&keys::qualified("ns", q)))
+        .arg(id)
+        .query(&mut c)
+        .ok()
+        .flatten();
+    format!(
+        "node {node}: state {:?}, timer {timer:?}, ready list position {listed:?}",
+        raw.and_then(|r| r.first().copied())
+    )
+}
+
 /// The queues of the resharding test.
 const RESHARD_QUEUES: usize = 32;
 
@@ -352,7 +384,8 @@ async fn resharding_under_load_consumes_every_job_exactly_once() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let producing = Arc::new(AtomicBool::new(true));
-    let published: Arc<Mutex<HashSet<String>>> = Arc::default();
+    // Job id → its queue.
+    let published: Arc<Mutex<HashMap<String, String>>> = Arc::default();
     let consumed: Arc<Mutex<Vec<String>>> = Arc::default();
     let unavailable = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
@@ -380,7 +413,12 @@ async fn resharding_under_load_consumes_every_job_exactly_once() {
                 match r.status {
                     201 => {
                         let id = r.json["job_id"].as_str().expect("id").to_owned();
-                        assert!(published.lock().expect("lock").insert(id));
+                        let fresh = published
+                            .lock()
+                            .expect("lock")
+                            .insert(id, format!("q{q}"))
+                            .is_none();
+                        assert!(fresh, "a job id answered twice");
                     }
                     503 => {
                         unavailable.fetch_add(1, Ordering::SeqCst);
@@ -467,17 +505,31 @@ async fn resharding_under_load_consumes_every_job_exactly_once() {
     producing.store(false, Ordering::SeqCst);
 
     // Every job answered 201 is consumed, once.
-    wait_until_async(
-        Duration::from_secs(30),
-        "every published job to be consumed",
-        || {
-            let published = published.lock().expect("lock").clone();
-            let consumed: HashSet<String> =
-                consumed.lock().expect("lock").iter().cloned().collect();
-            std::future::ready(published.is_subset(&consumed))
-        },
-    )
-    .await;
+    let missing = || -> Vec<(String, String)> {
+        let consumed: HashSet<String> = consumed.lock().expect("lock").iter().cloned().collect();
+        published
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(id, _)| !consumed.contains(*id))
+            .map(|(id, q)| (id.clone(), q.clone()))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !missing().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left = missing();
+    assert!(
+        left.is_empty(),
+        "{} published jobs never consumed; where Redis holds them: {:?}\n{}",
+        left.len(),
+        left.iter()
+            .take(10)
+            .map(|(id, q)| (id, q, held(&cluster, q, id)))
+            .collect::<Vec<_>>(),
+        gw.log()
+    );
     // Then a while longer: a job delivered twice would show up now.
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::SeqCst);
@@ -704,10 +756,10 @@ async fn a_cluster_shard_joins_a_pool_under_load_then_takes_every_slot() {
     let stop_consuming = Arc::new(AtomicBool::new(false));
     let published: Arc<Mutex<HashSet<String>>> = Arc::default();
     let consumed: Arc<Mutex<Vec<String>>> = Arc::default();
-    let mut tasks = Vec::new();
+    let (mut publishers, mut tasks) = (Vec::new(), Vec::new());
     for p in 0..2 {
         let (api, stop, published) = (api.clone(), stop_publishing.clone(), published.clone());
-        tasks.push(tokio::spawn(async move {
+        publishers.push(tokio::spawn(async move {
             let mut n = 0usize;
             while !stop.load(Ordering::SeqCst) {
                 // Eight queues over the pool's slots; some jobs delayed, so
@@ -787,6 +839,9 @@ async fn a_cluster_shard_joins_a_pool_under_load_then_takes_every_slot() {
     progress("load on the cluster alone").await;
 
     stop_publishing.store(true, Ordering::SeqCst);
+    for p in publishers {
+        p.await.expect("publisher");
+    }
     let expected = published.lock().expect("lock").clone();
     wait_until_async(
         Duration::from_secs(30),
