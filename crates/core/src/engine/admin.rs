@@ -70,10 +70,8 @@ impl Shard {
     /// The tables' version (`None` when the key is missing: a new admin
     /// Redis, or one that lost its data).
     pub async fn admin_version(&self) -> Result<Option<i64>, EngineError> {
-        self.client()?
-            .get(self.admin_keys().version)
-            .await
-            .map_err(|e| self.err(e))
+        let key = self.admin_keys().version;
+        self.read(|c| c.get(key)).await
     }
 
     /// Both tables and their version, read together, so that a change made
@@ -95,10 +93,8 @@ impl Shard {
 
     /// The token table alone, read from Redis.
     pub async fn token_table(&self) -> Result<HashMap<String, String>, EngineError> {
-        self.client()?
-            .hgetall(self.admin_keys().tokens)
-            .await
-            .map_err(|e| self.err(e))
+        let key = self.admin_keys().tokens;
+        self.read(|c| c.hgetall(key)).await
     }
 
     /// Writes `tables` back into an admin Redis that lost them, keeping

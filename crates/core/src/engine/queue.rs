@@ -52,11 +52,8 @@ impl Shard {
             .iter()
             .map(|c| format!("{c}{qualified}"))
             .collect();
-        let v: Vec<Option<i64>> = self
-            .client()?
-            .hmget(SlotKeys::new(slot).counters(), fields)
-            .await
-            .map_err(|e| self.err(e))?;
+        let key = SlotKeys::new(slot).counters();
+        let v: Vec<Option<i64>> = self.read(|c| c.hmget(&key, fields.clone())).await?;
         let n = |i: usize| v.get(i).copied().flatten().unwrap_or(0).max(0) as u64;
         Ok(Counts {
             delayed: n(0),
@@ -72,11 +69,8 @@ impl Shard {
     /// counter, no script): a consume asks this of a queue's lanes first,
     /// and skips those with none.
     pub async fn ready_count(&self, slot: u32, qualified: &str) -> Result<u64, EngineError> {
-        let n: Option<i64> = self
-            .client()?
-            .hget(SlotKeys::new(slot).counters(), format!("r{qualified}"))
-            .await
-            .map_err(|e| self.err(e))?;
+        let (key, field) = (SlotKeys::new(slot).counters(), format!("r{qualified}"));
+        let n: Option<i64> = self.read(|c| c.hget(&key, &field)).await?;
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 

@@ -548,17 +548,26 @@ impl Shard {
     /// shard in use has: one without it was restarted without its data, or
     /// flushed. Returns how long it took and whether the metadata is there.
     pub async fn probe(&self) -> Result<(Duration, bool), EngineError> {
-        let client = self.client()?;
         let start = std::time::Instant::now();
-        let n: i64 = match client.exists(crate::keys::META).await {
-            // Its slot moved: fred has read the new slot map; once more.
-            Err(e) if self.inner.cluster && not_run_slot_moving(&e) => {
-                client.exists(crate::keys::META).await
-            }
-            n => n,
-        }
-        .map_err(|e| self.err(e))?;
+        let n: i64 = self.read(|c| c.exists(crate::keys::META)).await?;
         Ok((start.elapsed(), n > 0))
+    }
+
+    /// Runs a read (`read` gets a connection of the pool), and once more if
+    /// a cluster refused it because its slot moved or is moving (see
+    /// [`not_run_slot_moving`]; after a `MOVED`, fred has read the new slot
+    /// map). Reads are safe to send twice.
+    pub(crate) async fn read<'c, T, F, Fut>(&'c self, read: F) -> Result<T, EngineError>
+    where
+        F: Fn(&'c Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, RedisError>>,
+    {
+        let client = self.client()?;
+        match read(client).await {
+            Err(e) if self.inner.cluster && not_run_slot_moving(&e) => read(client).await,
+            result => result,
+        }
+        .map_err(|e| self.err(e))
     }
 }
 
