@@ -367,6 +367,18 @@ fn held(cluster: &RedisCluster, q: &str, id: &str) -> String {
     )
 }
 
+/// `queues` as a consume names them, starting at the `turn`th: a consume
+/// of several queues is in strict priority order, so workers that rotate
+/// the first queue serve every queue even when they fall behind.
+fn rotated(queues: &[String], turn: usize) -> String {
+    let (tail, head) = queues.split_at(turn % queues.len());
+    head.iter()
+        .chain(tail)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The queues of the resharding test.
 const RESHARD_QUEUES: usize = 32;
 
@@ -449,12 +461,10 @@ async fn resharding_under_load_consumes_every_job_exactly_once() {
             let mut turn = 0;
             while !stop.load(Ordering::SeqCst) {
                 turn = (turn + 1) % mine.len();
-                let order: Vec<&str> = mine[turn..]
-                    .iter()
-                    .chain(&mine[..turn])
-                    .map(String::as_str)
-                    .collect();
-                let path = format!("/api/ns/{}?timeout=1&ttr=120&count=10", order.join(","));
+                let path = format!(
+                    "/api/ns/{}?timeout=1&ttr=120&count=10",
+                    rotated(&mine, turn)
+                );
                 let r = api.get(&path).await;
                 match r.status {
                     200 => {}
@@ -804,12 +814,10 @@ async fn a_cluster_shard_joins_a_pool_under_load_then_takes_every_slot() {
             let mut turn = w;
             while !stop.load(Ordering::SeqCst) {
                 turn = (turn + 1) % queues.len();
-                let order: Vec<&str> = queues[turn..]
-                    .iter()
-                    .chain(&queues[..turn])
-                    .map(String::as_str)
-                    .collect();
-                let path = format!("/api/ns/{}?timeout=1&ttr=600&count=10", order.join(","));
+                let path = format!(
+                    "/api/ns/{}?timeout=1&ttr=600&count=10",
+                    rotated(&queues, turn)
+                );
                 let r = api.get(&path).await;
                 match r.status {
                     200 => {
