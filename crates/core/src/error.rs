@@ -101,6 +101,8 @@ fn is_transient_reply(details: &str) -> bool {
         "MASTERDOWN",
         "TRYAGAIN",
         "CLUSTERDOWN",
+        // fred: a cluster transaction answered `MOVED` or `ASK`, not run.
+        "Max redirections exceeded",
     ]
     .iter()
     .any(|p| details.starts_with(p))

@@ -96,7 +96,7 @@ async fn a_publish_is_answered_once_a_replica_holds_it_and_503_when_none_does() 
     });
     let mut cfg = SundialConfig::new(master.url());
     cfg.pools = Some(format!(
-        "[pools.default]\nshards = [{{ url = \"{}\", wait = {{ replicas = 1, timeout_ms = 300 }} }}]\n",
+        "[pools.default]\nshards = [{{ url = \"{}\", wait = {{ replicas = 1, timeout_ms = 800 }} }}]\n",
         master.url()
     ));
     let gw = Sundial::start(&cfg);
@@ -104,7 +104,7 @@ async fn a_publish_is_answered_once_a_replica_holds_it_and_503_when_none_does() 
     let api = Api::new(gw.api(), Some(&token));
 
     // Every job answered 201 is on the replica already, the moment the
-    // answer arrives; so are those of a bulk publish.
+    // answer arrives.
     for i in 0..30 {
         let id = api
             .publish("ns", "q", "", format!("job {i}").as_bytes())
@@ -113,7 +113,7 @@ async fn a_publish_is_answered_once_a_replica_holds_it_and_503_when_none_does() 
     }
 
     // A replica that acknowledges late: the answer waits for it.
-    let took = publish_while_stalled(&api, &replica, "q", 200).await;
+    let took = publish_while_stalled(&api, &replica, "q", 400).await;
     assert!(
         took >= Duration::from_millis(100),
         "waited for the replica: {took:?}"
@@ -129,13 +129,35 @@ async fn a_publish_is_answered_once_a_replica_holds_it_and_503_when_none_does() 
     let msg = r.json["error"].as_str().expect("error");
     assert!(msg.contains("not confirmed by the replicas"), "{msg}");
     assert!(
-        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        took >= Duration::from_millis(800) && took < Duration::from_secs(3),
         "answered after the wait's timeout, in bounded time: {took:?}"
+    );
+    // Meanwhile publishes are refused at once, storing nothing, and the
+    // workers' calls (their own connections) are not held up by WAITs.
+    let t = Instant::now();
+    let refused = futures::future::join_all((0..20).map(|i| {
+        let api = api.clone();
+        async move { api.put("/api/ns/refused", format!("{i}").as_bytes()).await }
+    }))
+    .await;
+    assert!(
+        refused.iter().all(|r| r.status == 503),
+        "publishes while no replica confirms: {refused:?}"
     );
     let got = api.get("/api/ns/lonely?timeout=1").await;
     assert_eq!(
         got.status, 200,
         "the unconfirmed job is on the master: {got:?}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(700),
+        "20 refused publishes and a consume took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        api.get("/api/ns/refused/size").await.json["size"],
+        0,
+        "refused publishes stored nothing"
     );
 
     // The replica comes back: publishes are confirmed again.
@@ -143,7 +165,17 @@ async fn a_publish_is_answered_once_a_replica_holds_it_and_503_when_none_does() 
     wait_until(Duration::from_secs(10), "the replica to sync again", || {
         link_up(&replica)
     });
-    let id = api.publish("ns", "q", "", b"after").await;
+    // (Within a second of the last unconfirmed write, publishes are still
+    // refused: try until one is confirmed.)
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let id = loop {
+        let r = api.put("/api/ns/q", b"after").await;
+        if r.status == 201 {
+            break r.json["job_id"].as_str().expect("id").to_owned();
+        }
+        assert!(Instant::now() < deadline, "no confirmed publish: {r:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert!(holds(&replica, "ns", "q", &id), "confirmed again");
 
     let text = Api::new(gw.admin(), None).get("/metrics").await.json;
@@ -204,7 +236,7 @@ async fn on_a_cluster_a_publish_is_answered_once_its_masters_replica_holds_it() 
             })
             .expect("a queue on each master");
         let replica = &cluster.nodes()[cluster.replica_of(m).expect("a replica")];
-        let took = publish_while_stalled(&api, replica, &q, 300).await;
+        let took = publish_while_stalled(&api, replica, &q, 600).await;
         assert!(
             took >= Duration::from_millis(150),
             "a publish to master {m} waited for its replica: {took:?}"

@@ -78,12 +78,15 @@ impl Shard {
     /// in between shows in the next version rather than being lost.
     pub async fn admin_tables(&self) -> Result<AdminTables, EngineError> {
         let names = self.admin_keys();
-        let tx = self.client()?.multi();
-        let _: () = tx.get(names.version).await.map_err(|e| self.err(e))?;
-        let _: () = tx.hgetall(names.tokens).await.map_err(|e| self.err(e))?;
-        let _: () = tx.hgetall(names.limits).await.map_err(|e| self.err(e))?;
-        let (version, tokens, limits): (Option<i64>, _, _) =
-            tx.exec(true).await.map_err(|e| self.err(e))?;
+        let (version, tokens, limits): (Option<i64>, _, _) = self
+            .read(|c| async move {
+                let tx = c.multi();
+                let _: () = tx.get(names.version).await?;
+                let _: () = tx.hgetall(names.tokens).await?;
+                let _: () = tx.hgetall(names.limits).await?;
+                tx.exec(true).await
+            })
+            .await?;
         Ok(AdminTables {
             version: version.unwrap_or(0),
             tokens,

@@ -58,6 +58,10 @@ pub const DEFAULT_CONNECTIONS: usize = 4;
 /// partitioned shard costs a request.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a shard with `wait` refuses publishes (storing nothing) after
+/// its replicas failed to confirm one (see [`Shard::eval_replicated`]).
+pub(crate) const WAIT_BACKOFF: Duration = Duration::from_secs(1);
+
 /// How long a script call waits for a cluster slot that is being moved
 /// between nodes (see [`Shard::eval`]) before it fails as unavailable.
 pub(crate) const SLOT_MOVE_WAIT: Duration = Duration::from_secs(1);
@@ -95,6 +99,14 @@ struct Inner {
     command_timeout: Duration,
     /// Publishes wait for replicas: see [`Shard::eval_replicated`].
     wait: Option<ReplicaWait>,
+    /// The connections that publishes and their `WAIT`s use when `wait` is
+    /// set: a `WAIT` blocks its connection until it is answered, so it
+    /// must not hold up consumes, acks and pumps.
+    wait_pool: Option<Pool>,
+    /// When replicas last failed to confirm a write (ms since `created`,
+    /// 0 never): for [`WAIT_BACKOFF`] after that, publishes are refused
+    /// before anything is stored.
+    last_short_ms: std::sync::atomic::AtomicU64,
     /// `sundial_replica_wait_seconds` and `sundial_replica_waits_total`
     /// (confirmed, short) handles, when `wait` is set.
     wait_metrics: Option<(metrics::Histogram, [metrics::Counter; 2])>,
@@ -120,8 +132,12 @@ impl Drop for Inner {
     fn drop(&mut self) {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let pool = self.pool.clone();
+            let wait_pool = self.wait_pool.clone();
             rt.spawn(async move {
                 let _ = pool.quit().await;
+                if let Some(p) = wait_pool {
+                    let _ = p.quit().await;
+                }
             });
         }
     }
@@ -151,7 +167,10 @@ impl Shard {
                 // running it again could publish or consume twice. Fail it
                 // and let the client decide: every script call is sent
                 // `fail_fast` (`eval_options`), which fred never writes
-                // again after a connection drops.
+                // again after a connection drops. Other commands (reads,
+                // pins, subscriptions) are idempotent: a cluster client,
+                // whose connections come and go with the cluster's nodes,
+                // may write them up to three times.
                 c.max_command_attempts = if cluster { 3 } else { 1 };
                 // On a cluster, fred follows no redirection: a command
                 // answered `MOVED` (after fred has read the new slot map)
@@ -180,6 +199,16 @@ impl Shard {
             .build_pool(opts.connections.max(1))
             .map_err(|e| EngineError::from_redis(&name, e))?;
         let _handles = pool.connect_pool();
+        let wait_pool = match opts.wait {
+            Some(_) => {
+                let p = builder
+                    .build_pool(opts.connections.max(1))
+                    .map_err(|e| EngineError::from_redis(&name, e))?;
+                let _handles = p.connect_pool();
+                Some(p)
+            }
+            None => None,
+        };
         let timings = SCRIPTS
             .all()
             .iter()
@@ -220,6 +249,8 @@ impl Shard {
                 timings,
                 command_timeout: opts.command_timeout,
                 wait: opts.wait,
+                wait_pool,
+                last_short_ms: std::sync::atomic::AtomicU64::new(0),
                 wait_metrics,
                 last_reconnect_ms: std::sync::atomic::AtomicU64::new(0),
                 created: std::time::Instant::now(),
@@ -433,20 +464,41 @@ impl Shard {
 
     /// [`eval`](Self::eval) of a script that stores jobs a client is then
     /// told are stored (publish, republish). When the shard is configured
-    /// to (`wait`), it then waits, on the same connection to the same
-    /// master, until that many replicas hold every write made on it so
-    /// far (`WAIT`), and fails with [`EngineError::NotReplicated`] if they
-    /// do not within the timeout (the write stays on the master).
+    /// to (`wait`), the script runs on connections of their own, and then
+    /// waits on the same connection to the same master until that many
+    /// replicas hold every write made on it so far (`WAIT`); it fails with
+    /// [`EngineError::NotReplicated`] if they do not within the timeout
+    /// (the write stays on the master). For [`WAIT_BACKOFF`] after that,
+    /// publishes are refused as unavailable before anything is stored, so
+    /// that a replica outage costs each publish nothing rather than a
+    /// `WAIT` timeout each.
+    ///
+    /// A connection that drops between the script and its `WAIT` gives the
+    /// `WAIT` a fresh connection with nothing to wait for: that `WAIT`
+    /// confirms at once. The script's own write may then be lost with its
+    /// master, as without `wait`.
     pub(crate) async fn eval_replicated(
         &self,
         script: &Named,
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> Result<Value, EngineError> {
-        let client = self.client()?;
-        let Some(wait) = self.inner.wait else {
-            return self.eval_on(client, script, keys, args).await;
+        use std::sync::atomic::Ordering;
+        let (Some(wait), Some(pool)) = (self.inner.wait, &self.inner.wait_pool) else {
+            return self.eval(script, keys, args).await;
         };
+        let now_ms = || self.inner.created.elapsed().as_millis() as u64 + 1;
+        let last_short = self.inner.last_short_ms.load(Ordering::Acquire);
+        if last_short != 0 && now_ms().saturating_sub(last_short) < WAIT_BACKOFF.as_millis() as u64
+        {
+            return Err(self.unavailable(
+                "the replicas confirmed no write in the last second: nothing stored",
+            ));
+        }
+        let client = pool.next_connected();
+        if !client.is_connected() {
+            return Err(self.unavailable("not connected"));
+        }
         // The master that ran the script: the one serving its keys' slot.
         let slot = keys.first().map_or(0, |k| crate::keys::cluster_slot(k));
         let value = self.eval_on(client, script, keys, args).await?;
@@ -457,6 +509,8 @@ impl Shard {
             fail_fast: true,
             ..Options::default()
         };
+        // A `WAIT` that fails leaves the job stored and unconfirmed, as one
+        // that times out does.
         let acked: i64 = client
             .with_options(&opts)
             .wait(
@@ -464,15 +518,17 @@ impl Shard {
                 wait.timeout.as_millis().max(1) as i64,
             )
             .await
-            .map_err(|e| self.err(e))?;
+            .unwrap_or(0);
         let confirmed = acked >= i64::from(wait.replicas);
         if let Some((seconds, results)) = &self.inner.wait_metrics {
             seconds.record(start.elapsed().as_secs_f64());
             results[usize::from(!confirmed)].increment(1);
         }
         if confirmed {
+            self.inner.last_short_ms.store(0, Ordering::Release);
             Ok(value)
         } else {
+            self.inner.last_short_ms.store(now_ms(), Ordering::Release);
             Err(EngineError::NotReplicated {
                 shard: self.inner.name.clone(),
                 acked,
@@ -553,21 +609,36 @@ impl Shard {
         Ok((start.elapsed(), n > 0))
     }
 
-    /// Runs a read (`read` gets a connection of the pool), and once more if
-    /// a cluster refused it because its slot moved or is moving (see
-    /// [`not_run_slot_moving`]; after a `MOVED`, fred has read the new slot
-    /// map). Reads are safe to send twice.
+    /// Runs a read (`read` gets a connection of the pool). On a cluster, a
+    /// read refused because its slot moved or is moving (see
+    /// [`not_run_slot_moving`]) is sent again, after the slot map is read
+    /// again, with growing pauses for up to [`SLOT_MOVE_WAIT`], as
+    /// [`eval`](Self::eval) does. Reads are safe to send twice.
     pub(crate) async fn read<'c, T, F, Fut>(&'c self, read: F) -> Result<T, EngineError>
     where
         F: Fn(&'c Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, RedisError>>,
     {
+        use fred::interfaces::ClusterInterface;
         let client = self.client()?;
-        match read(client).await {
-            Err(e) if self.inner.cluster && not_run_slot_moving(&e) => read(client).await,
-            result => result,
+        let start = std::time::Instant::now();
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match read(client).await {
+                Err(e)
+                    if self.inner.cluster
+                        && not_run_slot_moving(&e)
+                        && start.elapsed() + pause < SLOT_MOVE_WAIT =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                    // A transaction refused by `MOVED` leaves fred's slot
+                    // map as it was.
+                    let _ = client.sync_cluster().await;
+                }
+                result => break result.map_err(|e| self.err(e)),
+            }
         }
-        .map_err(|e| self.err(e))
     }
 }
 
@@ -576,5 +647,12 @@ impl Shard {
 /// (`MOVED`, `ASK`) that fred was told not to follow (see
 /// [`Shard::connect`]). Such a command may be sent again.
 pub(crate) fn not_run_slot_moving(e: &RedisError) -> bool {
-    e.details().starts_with("TRYAGAIN") || e.details().starts_with("Too many redirections")
+    [
+        "TRYAGAIN",
+        "Too many redirections",
+        // fred's words for a transaction answered `MOVED` or `ASK`.
+        "Max redirections exceeded",
+    ]
+    .iter()
+    .any(|p| e.details().starts_with(p))
 }
