@@ -12,10 +12,8 @@ impl Shard {
     /// membership (if any) and the earlier ones that still drain.
     pub async fn ring_pins(&self) -> Result<(Option<String>, Vec<String>), EngineError> {
         let (ring, draining): (Option<String>, Option<String>) = self
-            .client()?
-            .hmget(keys::META, vec![keys::META_RING, keys::META_DRAINING])
-            .await
-            .map_err(|e| self.err(e))?;
+            .read(|c| c.hmget(keys::META, vec![keys::META_RING, keys::META_DRAINING]))
+            .await?;
         let draining = draining
             .map(|d| {
                 parse_string_list(&d)

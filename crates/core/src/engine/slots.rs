@@ -72,15 +72,18 @@ impl Shard {
         if slots.is_empty() {
             return Ok(Vec::new());
         }
-        let client = self.client()?;
-        let pipe = client.pipeline();
-        for s in slots {
-            let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
-            let _: () = pipe
-                .custom(cmd, vec![key(&SlotKeys::new(*s))])
-                .await
-                .map_err(|e| self.err(e))?;
-        }
-        pipe.all().await.map_err(|e| self.err(e))
+        let keys: Vec<String> = slots.iter().map(|s| key(&SlotKeys::new(*s))).collect();
+        self.read(|client| {
+            let keys = &keys;
+            async move {
+                let pipe = client.pipeline();
+                for k in keys {
+                    let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
+                    let _: () = pipe.custom(cmd, vec![k.clone()]).await?;
+                }
+                pipe.all().await
+            }
+        })
+        .await
     }
 }
