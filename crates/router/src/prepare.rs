@@ -71,6 +71,17 @@ async fn check_shard(
              set `appendonly yes` for durability"
         );
     }
+    if let Some(wanted) = shard.wait_replicas()
+        && check.replicas < wanted
+    {
+        tracing::warn!(
+            shard = shard.name(),
+            replicas = check.replicas,
+            wanted,
+            "publishes wait for more replicas than a master has connected now: they are \
+             answered 503 until enough replicas connect"
+        );
+    }
     shard.load_scripts().await?;
     tracing::info!(
         pool,

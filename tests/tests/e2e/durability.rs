@@ -178,6 +178,25 @@ async fn a_publish_is_answered_once_a_replica_holds_it_and_503_when_none_does() 
     };
     assert!(holds(&replica, "ns", "q", &id), "confirmed again");
 
+    assert!(
+        !gw.log().contains("publishes wait for more replicas"),
+        "{}",
+        gw.log()
+    );
+    // A gateway that waits for more replicas than the master has says so
+    // at start.
+    let mut two = SundialConfig::new(master.url());
+    two.pools = Some(format!(
+        "[pools.default]\nshards = [{{ url = \"{}\", wait = {{ replicas = 2 }} }}]\n",
+        master.url()
+    ));
+    let warned = Sundial::start(&two);
+    assert!(
+        warned.log().contains("publishes wait for more replicas"),
+        "{}",
+        warned.log()
+    );
+
     let text = Api::new(gw.admin(), None).get("/metrics").await.json;
     let text = text.as_str().expect("metrics text");
     let waits = |result: &str| {

@@ -11,6 +11,9 @@ pub struct ShardCheck {
     pub maxmemory_policy: String,
     pub aof_enabled: bool,
     pub redis_version: String,
+    /// Replicas connected to the master (on a cluster, the fewest of any
+    /// primary's).
+    pub replicas: u32,
 }
 
 impl Shard {
@@ -104,8 +107,12 @@ impl Shard {
             let found = read_info(&info);
             self.refuse_unsafe(&found, Some(&node.to_string()))?;
             let aof = all.as_ref().is_none_or(|a| a.aof_enabled) && found.aof_enabled;
+            let replicas = all
+                .as_ref()
+                .map_or(found.replicas, |a| a.replicas.min(found.replicas));
             all = Some(ShardCheck {
                 aof_enabled: aof,
+                replicas,
                 ..found
             });
         }
@@ -174,5 +181,6 @@ fn read_info(info: &str) -> ShardCheck {
         maxmemory_policy: field("maxmemory_policy"),
         aof_enabled: field("aof_enabled") == "1",
         redis_version: field("redis_version"),
+        replicas: field("connected_slaves").parse().unwrap_or(0),
     }
 }

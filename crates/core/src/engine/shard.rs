@@ -263,6 +263,11 @@ impl Shard {
         &self.inner.name
     }
 
+    /// How many replicas a publish waits for (`wait`), if any.
+    pub fn wait_replicas(&self) -> Option<u32> {
+        self.inner.wait.map(|w| w.replicas)
+    }
+
     /// Whether the shard is a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         self.inner.cluster
