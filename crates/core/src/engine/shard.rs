@@ -550,21 +550,10 @@ impl Shard {
         args: Vec<Value>,
     ) -> Result<Value, EngineError> {
         let start = std::time::Instant::now();
-        let mut pause = Duration::from_millis(5);
-        let result = loop {
-            match self.eval_once(client, script, &keys, &args).await {
-                Err(e)
-                    if self.inner.cluster
-                        && not_run_slot_moving(&e)
-                        && start.elapsed() + pause < SLOT_MOVE_WAIT =>
-                {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(100));
-                }
-                result => break result,
-            }
-        }
-        .map_err(|e| self.err(e));
+        let result = self
+            .resend_while_moving(client, |c| self.eval_once(c, script, &keys, &args))
+            .await
+            .map_err(|e| self.err(e));
         if let Some(h) = self.inner.timings.get(script.index) {
             h[usize::from(result.is_err())].record(start.elapsed().as_secs_f64());
         }
@@ -624,12 +613,31 @@ impl Shard {
         F: Fn(&'c Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, RedisError>>,
     {
-        use fred::interfaces::ClusterInterface;
         let client = self.client()?;
+        self.resend_while_moving(client, read)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    /// Runs `op` on `client`. On a cluster, while the cluster refuses it
+    /// because its slot moved or is moving ([`not_run_slot_moving`]: it did
+    /// not run), sends it again with growing pauses for up to
+    /// [`SLOT_MOVE_WAIT`], reading the slot map again first (a transaction
+    /// refused by `MOVED` leaves fred's map as it was).
+    async fn resend_while_moving<'c, T, F, Fut>(
+        &self,
+        client: &'c Client,
+        op: F,
+    ) -> Result<T, RedisError>
+    where
+        F: Fn(&'c Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, RedisError>>,
+    {
+        use fred::interfaces::ClusterInterface;
         let start = std::time::Instant::now();
         let mut pause = Duration::from_millis(5);
         loop {
-            match read(client).await {
+            match op(client).await {
                 Err(e)
                     if self.inner.cluster
                         && not_run_slot_moving(&e)
@@ -637,11 +645,9 @@ impl Shard {
                 {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(100));
-                    // A transaction refused by `MOVED` leaves fred's slot
-                    // map as it was.
                     let _ = client.sync_cluster().await;
                 }
-                result => break result.map_err(|e| self.err(e)),
+                result => return result,
             }
         }
     }
