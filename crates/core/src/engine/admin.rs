@@ -71,7 +71,7 @@ impl Shard {
     /// Redis, or one that lost its data).
     pub async fn admin_version(&self) -> Result<Option<i64>, EngineError> {
         let key = self.admin_keys().version;
-        self.read(|c| c.get(key)).await
+        self.idempotent(|c| c.get(key)).await
     }
 
     /// Both tables and their version, read together, so that a change made
@@ -79,7 +79,7 @@ impl Shard {
     pub async fn admin_tables(&self) -> Result<AdminTables, EngineError> {
         let names = self.admin_keys();
         let (version, tokens, limits): (Option<i64>, _, _) = self
-            .read(|c| async move {
+            .idempotent(|c| async move {
                 let tx = c.multi();
                 let _: () = tx.get(names.version).await?;
                 let _: () = tx.hgetall(names.tokens).await?;
@@ -97,7 +97,7 @@ impl Shard {
     /// The token table alone, read from Redis.
     pub async fn token_table(&self) -> Result<HashMap<String, String>, EngineError> {
         let key = self.admin_keys().tokens;
-        self.read(|c| c.hgetall(key)).await
+        self.idempotent(|c| c.hgetall(key)).await
     }
 
     /// Writes `tables` back into an admin Redis that lost them, keeping

@@ -12,7 +12,7 @@ impl Shard {
     /// membership (if any) and the earlier ones that still drain.
     pub async fn ring_pins(&self) -> Result<(Option<String>, Vec<String>), EngineError> {
         let (ring, draining): (Option<String>, Option<String>) = self
-            .read(|c| c.hmget(keys::META, vec![keys::META_RING, keys::META_DRAINING]))
+            .idempotent(|c| c.hmget(keys::META, vec![keys::META_RING, keys::META_DRAINING]))
             .await?;
         let draining = draining
             .map(|d| {
@@ -30,16 +30,12 @@ impl Shard {
         current: &str,
         draining: &[String],
     ) -> Result<(), EngineError> {
-        self.client()?
-            .hset::<(), _, _>(
-                keys::META,
-                vec![
-                    (keys::META_RING, current.to_owned()),
-                    (keys::META_DRAINING, string_list(draining)),
-                ],
-            )
+        let fields = vec![
+            (keys::META_RING, current.to_owned()),
+            (keys::META_DRAINING, string_list(draining)),
+        ];
+        self.idempotent(|c| c.hset::<(), _, _>(keys::META, fields.clone()))
             .await
-            .map_err(|e| self.err(e))
     }
 
     /// Announces the layouts a gateway instance may write to, for `ttl`.
@@ -49,23 +45,26 @@ impl Shard {
         layouts: &[String],
         ttl: std::time::Duration,
     ) -> Result<(), EngineError> {
-        let client = self.client()?;
-        let pipe = client.pipeline();
-        let _: () = pipe
-            .sadd(keys::VIEWS, instance)
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: () = pipe
-            .set(
-                keys::view(instance),
-                string_list(layouts),
-                Some(fred::types::Expiration::PX(ttl.as_millis() as i64)),
-                None,
-                false,
-            )
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: Vec<Value> = pipe.all().await.map_err(|e| self.err(e))?;
+        let listed = string_list(layouts);
+        let _: Vec<Value> = self
+            .idempotent(|client| {
+                let listed = &listed;
+                async move {
+                    let pipe = client.pipeline();
+                    let _: () = pipe.sadd(keys::VIEWS, instance).await?;
+                    let _: () = pipe
+                        .set(
+                            keys::view(instance),
+                            listed.as_str(),
+                            Some(fred::types::Expiration::PX(ttl.as_millis() as i64)),
+                            None,
+                            false,
+                        )
+                        .await?;
+                    pipe.all().await
+                }
+            })
+            .await?;
         Ok(())
     }
 

@@ -599,22 +599,22 @@ impl Shard {
     /// flushed. Returns how long it took and whether the metadata is there.
     pub async fn probe(&self) -> Result<(Duration, bool), EngineError> {
         let start = std::time::Instant::now();
-        let n: i64 = self.read(|c| c.exists(crate::keys::META)).await?;
+        let n: i64 = self.idempotent(|c| c.exists(crate::keys::META)).await?;
         Ok((start.elapsed(), n > 0))
     }
 
-    /// Runs a read (`read` gets a connection of the pool). On a cluster, a
-    /// read refused because its slot moved or is moving (see
-    /// [`not_run_slot_moving`]) is sent again, after the slot map is read
-    /// again, with growing pauses for up to [`SLOT_MOVE_WAIT`], as
-    /// [`eval`](Self::eval) does. Reads are safe to send twice.
-    pub(crate) async fn read<'c, T, F, Fut>(&'c self, read: F) -> Result<T, EngineError>
+    /// Runs `op`, a read or a write that may run twice (it gets a
+    /// connection of the pool). On a cluster, one refused because its slot
+    /// moved or is moving (see [`not_run_slot_moving`]) is sent again,
+    /// after the slot map is read again, with growing pauses for up to
+    /// [`SLOT_MOVE_WAIT`], as [`eval`](Self::eval) does.
+    pub(crate) async fn idempotent<'c, T, F, Fut>(&'c self, op: F) -> Result<T, EngineError>
     where
         F: Fn(&'c Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, RedisError>>,
     {
         let client = self.client()?;
-        self.resend_while_moving(client, read)
+        self.resend_while_moving(client, op)
             .await
             .map_err(|e| self.err(e))
     }

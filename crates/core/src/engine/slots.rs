@@ -73,7 +73,7 @@ impl Shard {
             return Ok(Vec::new());
         }
         let keys: Vec<String> = slots.iter().map(|s| key(&SlotKeys::new(*s))).collect();
-        self.read(|client| {
+        self.idempotent(|client| {
             let keys = &keys;
             async move {
                 let pipe = client.pipeline();
