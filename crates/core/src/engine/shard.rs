@@ -11,7 +11,7 @@ use fred::{
     error::{Error as RedisError, ErrorKind},
     prelude::*,
     types::{
-        ClusterHash, Value,
+        ClusterHash, Key, Value,
         config::{
             Config, ConnectionConfig, Options, PerformanceConfig, ReconnectError, ReconnectPolicy,
         },
@@ -550,6 +550,9 @@ impl Shard {
         args: Vec<Value>,
     ) -> Result<Value, EngineError> {
         let start = std::time::Instant::now();
+        // As `Key`s, whose bytes are shared: a call sent again (NOSCRIPT, a
+        // slot on the move) copies no key.
+        let keys: Vec<Key> = keys.into_iter().map(Key::from).collect();
         let result = self
             .resend_while_moving(client, |c| self.eval_once(c, script, &keys, &args))
             .await
@@ -567,7 +570,7 @@ impl Shard {
         &self,
         client: &Client,
         script: &Named,
-        keys: &[String],
+        keys: &[Key],
         args: &[Value],
     ) -> Result<Value, RedisError> {
         let call = client.with_options(&self.inner.eval_options);
