@@ -69,6 +69,23 @@ impl RedisCluster {
         cluster
     }
 
+    /// `CONFIG SET name value` on every node.
+    pub fn config_set(&self, name: &str, value: &str) {
+        for n in &self.nodes {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(value)
+                .query(&mut n.client())
+                .expect("CONFIG SET");
+        }
+    }
+
+    /// Every node, to kill or restart one.
+    pub fn nodes_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.nodes
+    }
+
     /// Every node, masters and replicas, in the order they were started.
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes

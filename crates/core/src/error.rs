@@ -101,8 +101,10 @@ fn is_transient_reply(details: &str) -> bool {
         "MASTERDOWN",
         "TRYAGAIN",
         "CLUSTERDOWN",
-        // fred: a cluster transaction answered `MOVED` or `ASK`, not run.
-        "Max redirections exceeded",
+        // A cluster slot that moved, or is moving, for longer than a
+        // request waits for it.
+        "MOVED ",
+        "ASK ",
     ]
     .iter()
     .any(|p| details.starts_with(p))

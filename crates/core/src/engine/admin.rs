@@ -71,7 +71,8 @@ impl Shard {
     /// Redis, or one that lost its data).
     pub async fn admin_version(&self) -> Result<Option<i64>, EngineError> {
         let key = self.admin_keys().version;
-        self.idempotent(|c| c.get(key)).await
+        self.idempotent(key, |c| async move { c.get(key).await })
+            .await
     }
 
     /// Both tables and their version, read together, so that a change made
@@ -79,7 +80,7 @@ impl Shard {
     pub async fn admin_tables(&self) -> Result<AdminTables, EngineError> {
         let names = self.admin_keys();
         let (version, tokens, limits): (Option<i64>, _, _) = self
-            .idempotent(|c| async move {
+            .idempotent(names.version, |c| async move {
                 let tx = c.multi();
                 let _: () = tx.get(names.version).await?;
                 let _: () = tx.hgetall(names.tokens).await?;
@@ -97,7 +98,8 @@ impl Shard {
     /// The token table alone, read from Redis.
     pub async fn token_table(&self) -> Result<HashMap<String, String>, EngineError> {
         let key = self.admin_keys().tokens;
-        self.idempotent(|c| c.hgetall(key)).await
+        self.idempotent(key, |c| async move { c.hgetall(key).await })
+            .await
     }
 
     /// Writes `tables` back into an admin Redis that lost them, keeping
@@ -105,23 +107,24 @@ impl Shard {
     /// `tables.version + 1`, in one transaction.
     pub async fn restore_admin_tables(&self, tables: &AdminTables) -> Result<(), EngineError> {
         let names = self.admin_keys();
-        let tx = self.client()?.multi();
-        for (table, fields) in [
-            (names.tokens, &tables.tokens),
-            (names.limits, &tables.limits),
-        ] {
-            for (f, v) in fields {
+        // Running it twice writes the same: the union, and the same version.
+        let _: fred::types::Value = self
+            .idempotent(names.version, |c| async move {
+                let tx = c.multi();
+                for (table, fields) in [
+                    (names.tokens, &tables.tokens),
+                    (names.limits, &tables.limits),
+                ] {
+                    for (f, v) in fields {
+                        let _: () = tx.hsetnx(table, f.as_str(), v.as_str()).await?;
+                    }
+                }
                 let _: () = tx
-                    .hsetnx(table, f.as_str(), v.as_str())
-                    .await
-                    .map_err(|e| self.err(e))?;
-            }
-        }
-        let _: () = tx
-            .set(names.version, tables.version + 1, None, None, false)
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: fred::types::Value = tx.exec(true).await.map_err(|e| self.err(e))?;
+                    .set(names.version, tables.version + 1, None, None, false)
+                    .await?;
+                tx.exec(true).await
+            })
+            .await?;
         Ok(())
     }
 }

@@ -1,8 +1,9 @@
 //! The startup check of a shard: safe to use, and holding what the config
 //! says.
 
-use fred::{prelude::*, types::config::Options};
+use fred::prelude::*;
 
+use super::shard::Conns;
 use crate::{EngineError, Shard, keys};
 
 /// What the startup check found on a shard.
@@ -26,19 +27,22 @@ impl Shard {
     /// is named; AOF counts as on only if every primary has it), and the
     /// scripts' keys must lie in one cluster slot.
     pub async fn check(&self, slots: u32, lanes: u32) -> Result<ShardCheck, EngineError> {
-        let client = self.client()?;
         let check = if self.is_cluster() {
-            self.check_primaries(client).await?
+            self.check_primaries().await?
         } else {
-            let info: String = client.info(None).await.map_err(|e| self.err(e))?;
+            let info: String = self
+                .idempotent(keys::META, |c| async move { c.info(None).await })
+                .await?;
             let found = read_info(&info);
             self.refuse_unsafe(&found, None)?;
             found
         };
-        let (old_buckets, format): (Option<String>, Option<u32>) = client
-            .hmget(keys::META, vec![keys::META_BUCKETS_V1, keys::META_FORMAT])
-            .await
-            .map_err(|e| self.err(e))?;
+        let (old_buckets, format): (Option<String>, Option<u32>) = self
+            .idempotent(keys::META, |c| async move {
+                c.hmget(keys::META, vec![keys::META_BUCKETS_V1, keys::META_FORMAT])
+                    .await
+            })
+            .await?;
         if old_buckets.is_some() && format.is_none() {
             return Err(self.unsafe_because(
                 "this shard holds data in Sundial's format 1 (per-namespace buckets), which this \
@@ -57,24 +61,28 @@ impl Shard {
                 )));
             }
             None => {
-                let _: bool = client
-                    .hsetnx(keys::META, keys::META_FORMAT, keys::FORMAT)
-                    .await
-                    .map_err(|e| self.err(e))?;
+                let _: bool = self
+                    .idempotent(keys::META, |c| async move {
+                        c.hsetnx(keys::META, keys::META_FORMAT, keys::FORMAT).await
+                    })
+                    .await?;
             }
         }
         for (field, want, what) in [
             (keys::META_SLOTS, slots, "slots"),
             (keys::META_LANES, lanes, "lanes"),
         ] {
-            let _: bool = client
-                .hsetnx(keys::META, field, want)
-                .await
-                .map_err(|e| self.err(e))?;
-            let stored: Option<u32> = client
-                .hget(keys::META, field)
-                .await
-                .map_err(|e| self.err(e))?;
+            let _: bool = self
+                .idempotent(keys::META, |c| async move {
+                    c.hsetnx(keys::META, field, want).await
+                })
+                .await?;
+            let stored: Option<u32> = self
+                .idempotent(
+                    keys::META,
+                    |c| async move { c.hget(keys::META, field).await },
+                )
+                .await?;
             if stored != Some(want) {
                 return Err(self.unsafe_because(format!(
                     "this shard holds data written with {} {what} per pool, but the config says \
@@ -88,24 +96,20 @@ impl Shard {
 
     /// The startup check of every primary of a cluster shard, and of the
     /// scripts' keys.
-    async fn check_primaries(&self, client: &Client) -> Result<ShardCheck, EngineError> {
+    async fn check_primaries(&self) -> Result<ShardCheck, EngineError> {
         crate::scripts::check_single_slot().map_err(|what| self.unsafe_because(what))?;
-        let primaries = client
-            .cached_cluster_state()
-            .map(|s| s.unique_primary_nodes())
-            .unwrap_or_default();
+        let primaries = match self.conns() {
+            Conns::Cluster(c) => c.primaries(),
+            Conns::Single(_) => Vec::new(),
+        };
         let mut all: Option<ShardCheck> = None;
         for node in primaries {
-            let info: String = client
-                .with_options(&Options {
-                    cluster_node: Some(node.clone()),
-                    ..Options::default()
-                })
-                .info(None)
-                .await
-                .map_err(|e| self.err(e))?;
+            let Some(client) = node.client() else {
+                return Err(self.unavailable_node(&node.addr));
+            };
+            let info: String = client.info(None).await.map_err(|e| self.err(e))?;
             let found = read_info(&info);
-            self.refuse_unsafe(&found, Some(&node.to_string()))?;
+            self.refuse_unsafe(&found, Some(&node.addr))?;
             let aof = all.as_ref().is_none_or(|a| a.aof_enabled) && found.aof_enabled;
             let replicas = all
                 .as_ref()
@@ -116,7 +120,8 @@ impl Shard {
                 ..found
             });
         }
-        all.ok_or_else(|| self.unsafe_because("the cluster has no primary node".to_owned()))
+        // Not read yet: the cluster could not be reached.
+        all.ok_or_else(|| self.unavailable_node("(none known: the slot map was not read)"))
     }
 
     fn unsafe_because(&self, what: String) -> EngineError {

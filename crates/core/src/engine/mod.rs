@@ -11,6 +11,7 @@ mod decode;
 mod jobs;
 pub(crate) mod keysets;
 mod lease;
+mod nodes;
 mod pins;
 mod pubsub;
 mod pump;

@@ -3,7 +3,7 @@
 //! announce of the layouts they may write to. Layouts are opaque strings
 //! here; the router gives them meaning.
 
-use fred::{prelude::*, types::Value};
+use fred::prelude::*;
 
 use crate::{EngineError, Shard, keys};
 
@@ -12,7 +12,10 @@ impl Shard {
     /// membership (if any) and the earlier ones that still drain.
     pub async fn ring_pins(&self) -> Result<(Option<String>, Vec<String>), EngineError> {
         let (ring, draining): (Option<String>, Option<String>) = self
-            .idempotent(|c| c.hmget(keys::META, vec![keys::META_RING, keys::META_DRAINING]))
+            .idempotent(keys::META, |c| async move {
+                c.hmget(keys::META, vec![keys::META_RING, keys::META_DRAINING])
+                    .await
+            })
             .await?;
         let draining = draining
             .map(|d| {
@@ -34,8 +37,11 @@ impl Shard {
             (keys::META_RING, current.to_owned()),
             (keys::META_DRAINING, string_list(draining)),
         ];
-        self.idempotent(|c| c.hset::<(), _, _>(keys::META, fields.clone()))
-            .await
+        self.idempotent(keys::META, |c| {
+            let fields = fields.clone();
+            async move { c.hset::<(), _, _>(keys::META, fields).await }
+        })
+        .await
     }
 
     /// Announces the layouts a gateway instance may write to, for `ttl`.
@@ -46,23 +52,25 @@ impl Shard {
         ttl: std::time::Duration,
     ) -> Result<(), EngineError> {
         let listed = string_list(layouts);
-        let _: Vec<Value> = self
-            .idempotent(|client| {
-                let listed = &listed;
-                async move {
-                    let pipe = client.pipeline();
-                    let _: () = pipe.sadd(keys::VIEWS, instance).await?;
-                    let _: () = pipe
-                        .set(
-                            keys::view(instance),
-                            listed.as_str(),
-                            Some(fred::types::Expiration::PX(ttl.as_millis() as i64)),
-                            None,
-                            false,
-                        )
-                        .await?;
-                    pipe.all().await
-                }
+        // Two keys, in two cluster slots on a cluster: two commands.
+        let view = keys::view(instance);
+        self.idempotent(&view, |c| {
+            let (view, listed) = (&view, &listed);
+            async move {
+                c.set::<(), _, _>(
+                    view,
+                    listed.as_str(),
+                    Some(fred::types::Expiration::PX(ttl.as_millis() as i64)),
+                    None,
+                    false,
+                )
+                .await
+            }
+        })
+        .await?;
+        let _: i64 = self
+            .idempotent(keys::VIEWS, |c| async move {
+                c.sadd(keys::VIEWS, instance).await
             })
             .await?;
         Ok(())
@@ -70,39 +78,48 @@ impl Shard {
 
     /// Withdraws a gateway instance's view (at shutdown).
     pub async fn withdraw_view(&self, instance: &str) -> Result<(), EngineError> {
-        let client = self.client()?;
-        let _: i64 = client
-            .del(keys::view(instance))
-            .await
-            .map_err(|e| self.err(e))?;
-        let _: i64 = client
-            .srem(keys::VIEWS, instance)
-            .await
-            .map_err(|e| self.err(e))?;
+        let view = keys::view(instance);
+        let _: i64 = self
+            .idempotent(&view, |c| {
+                let view = &view;
+                async move { c.del(view).await }
+            })
+            .await?;
+        let _: i64 = self
+            .idempotent(keys::VIEWS, |c| async move {
+                c.srem(keys::VIEWS, instance).await
+            })
+            .await?;
         Ok(())
     }
 
     /// The layouts that live gateway instances may write to; forgets
     /// instances whose view expired.
     pub async fn live_views(&self) -> Result<Vec<String>, EngineError> {
-        let client = self.client()?;
-        let instances: Vec<String> = client
-            .smembers(keys::VIEWS)
-            .await
-            .map_err(|e| self.err(e))?;
+        let instances: Vec<String> = self
+            .idempotent(
+                keys::VIEWS,
+                |c| async move { c.smembers(keys::VIEWS).await },
+            )
+            .await?;
         let mut layouts = Vec::new();
         for instance in instances {
-            let v: Option<String> = client
-                .get(keys::view(&instance))
-                .await
-                .map_err(|e| self.err(e))?;
+            let view = keys::view(&instance);
+            let v: Option<String> = self
+                .idempotent(&view, |c| {
+                    let view = &view;
+                    async move { c.get(view).await }
+                })
+                .await?;
             match v.and_then(|v| parse_string_list(&v)) {
                 Some(l) => layouts.extend(l),
                 None => {
-                    let _: i64 = client
-                        .srem(keys::VIEWS, &instance)
-                        .await
-                        .map_err(|e| self.err(e))?;
+                    let instance = &instance;
+                    let _: i64 = self
+                        .idempotent(keys::VIEWS, |c| async move {
+                            c.srem(keys::VIEWS, instance).await
+                        })
+                        .await?;
                 }
             }
         }

@@ -1,28 +1,27 @@
-//! One subscriber connection per shard, shared by everything in the process
-//! that listens to the shard: the pumps' timer announcements
-//! ([`keys::TIMER_CHANNEL`](crate::keys::TIMER_CHANNEL)) and the gateway's
-//! long-poll wake-ups (ready channels).
+//! One subscriber connection per shard (per primary on a Redis Cluster),
+//! shared by everything in the process that listens to the shard: the
+//! pumps' timer announcements ([`keys::TIMER_CHANNEL`](crate::keys::TIMER_CHANNEL))
+//! and the gateway's long-poll wake-ups (ready channels).
 //!
 //! - A channel is subscribed while at least one [`Listening`] holds it;
 //!   dropping the last one unsubscribes.
 //! - Subscribes and unsubscribes go through one task per shard, in order,
 //!   so an unsubscribe never overtakes a later subscribe to the same
 //!   channel. [`PubSub::listen`] returns once the SUBSCRIBE is confirmed.
-//! - The connection reconnects by itself and the task subscribes again to
-//!   every channel that has listeners (fred's own `manage_subscriptions`
-//!   sends empty `SUBSCRIBE`s, whose errors a cluster client hands to the
-//!   next command); since messages may have been lost meanwhile, every
-//!   listener then hears [`Heard::MaybeLost`] (also when a slow dispatcher
-//!   lagged).
-//! - The subscriber is made on first use and closed when the shard's last
-//!   clone and the last listener are gone.
+//! - A connection reconnects by itself and the task subscribes again to
+//!   every channel it served that has listeners; since messages may have
+//!   been lost meanwhile, those listeners then hear [`Heard::MaybeLost`]
+//!   (as every listener does when a slow dispatcher lagged).
+//! - The subscribers are made on first use and closed when the shard's
+//!   last clone and the last listener are gone.
 //! - On a Redis Cluster the channels are sharded (`SSUBSCRIBE`; see
-//!   [`crate::keys`]), each heard on the node that serves its slot. When a
-//!   slot moves (resharding, or a failover), that node drops its
-//!   subscribers without fred noticing, so the task reads the cluster's
-//!   slot map every [`CLUSTER_CHECK`], subscribes again to every channel
-//!   whose slot changed node, and tells their listeners
-//!   [`Heard::MaybeLost`].
+//!   [`crate::keys`]), each heard on the primary that serves its slot,
+//!   through a subscriber connection to that primary alone: a dead primary
+//!   silences only its own slots' channels. When a slot moves (resharding,
+//!   or a failover), its old node drops its subscribers, so every
+//!   [`CLUSTER_CHECK`] the task compares each channel's node with the
+//!   shard's slot map, subscribes again where the slot lives now, and
+//!   tells the channel's listeners [`Heard::MaybeLost`].
 
 use std::{
     collections::HashMap,
@@ -32,6 +31,10 @@ use std::{
 use fred::{clients::SubscriberClient, prelude::*, types::Value};
 use tokio::sync::{broadcast::error::RecvError, mpsc, oneshot};
 
+use super::{
+    nodes::{Cluster, Node},
+    shard::Conns,
+};
 use crate::{EngineError, Shard};
 
 /// What a listener hears on its channel.
@@ -50,12 +53,8 @@ pub type Handler = Arc<dyn Fn(Heard<'_>) + Send + Sync>;
 
 type Listeners = Arc<Mutex<HashMap<String, Vec<(u64, Handler)>>>>;
 
-/// On a cluster: the node each subscribed channel was subscribed on, as the
-/// subscriber's slot map said right after the subscribe.
-type Served = Arc<Mutex<HashMap<String, fred::types::config::Server>>>;
-
-/// How often a cluster shard's subscriber reads the slot map (one
-/// `CLUSTER SLOTS` to one node) to follow channels whose slot moved.
+/// How often a cluster shard's subscriber compares its channels' nodes
+/// with the shard's slot map, to follow channels whose slot moved.
 pub(crate) const CLUSTER_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 enum Command {
@@ -104,10 +103,14 @@ impl Shard {
         if let Some(p) = self.pubsub_cell().get() {
             return Ok(p);
         }
-        let sub = self
-            .builder()
-            .build_subscriber_client()
-            .map_err(|e| self.err(e))?;
+        let subs = match self.conns() {
+            Conns::Single(node) => Subs::Single(node_subscriber(node).map_err(|e| self.err(e))?),
+            Conns::Cluster(c) => Subs::Cluster {
+                cluster: c.clone(),
+                nodes: HashMap::new(),
+                served: HashMap::new(),
+            },
+        };
         let rt = tokio::runtime::Handle::try_current().map_err(|_| EngineError::Unsafe {
             shard: self.name().to_owned(),
             what: "pub/sub needs a Tokio runtime".to_owned(),
@@ -124,7 +127,7 @@ impl Shard {
             made
         });
         if fresh {
-            rt.spawn(run(self.name().to_owned(), self.is_cluster(), sub, rx));
+            rt.spawn(run(self.name().to_owned(), subs, rx));
         }
         Ok(p)
     }
@@ -166,35 +169,75 @@ impl PubSub {
 /// again, so that every SUBSCRIBE and UNSUBSCRIBE goes out in order from
 /// this one task.
 enum Again {
-    /// The connection came back: every channel that has listeners.
-    Reconnected,
-    /// These channels' slots moved to another node (cluster shards): those
-    /// that still have listeners.
-    Moved(Vec<String>),
+    /// A subscriber connection came back: every channel it served (that of
+    /// the cluster node named, or the shard's only one) that has listeners.
+    Reconnected(Option<String>),
+}
+
+/// A shard's subscriber connections.
+enum Subs {
+    /// A standalone or Sentinel-managed shard: one connection.
+    Single(SubscriberClient),
+    /// A cluster: one per primary that serves a subscribed channel.
+    Cluster {
+        cluster: Arc<Cluster>,
+        /// By node address.
+        nodes: HashMap<String, NodeSub>,
+        /// Channel → the address of the node it was subscribed on.
+        served: HashMap<String, String>,
+    },
+}
+
+/// The subscriber connection to one cluster node, and the task that
+/// hands out its messages.
+struct NodeSub {
+    sub: SubscriberClient,
+    dispatcher: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for NodeSub {
+    fn drop(&mut self) {
+        self.dispatcher.abort();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let sub = self.sub.clone();
+            rt.spawn(async move {
+                let _ = sub.quit().await;
+            });
+        }
+    }
+}
+
+/// A subscriber client with the node's connection settings.
+fn node_subscriber(node: &Node) -> Result<SubscriberClient, fred::error::Error> {
+    node.builder.build_subscriber_client()
 }
 
 /// The shard's subscriber task: applies commands in order until every
-/// sender is gone, then closes the connection.
-async fn run(
-    shard: String,
-    cluster: bool,
-    sub: SubscriberClient,
-    mut commands: mpsc::UnboundedReceiver<Command>,
-) {
-    let _conn = sub.connect();
+/// sender is gone, then closes the connections.
+async fn run(shard: String, subs: Subs, mut commands: mpsc::UnboundedReceiver<Command>) {
     let listeners: Listeners = Arc::default();
-    let served: Served = Arc::default();
     let (again_tx, mut again) = mpsc::unbounded_channel();
-    let dispatcher = tokio::spawn(dispatch(sub.clone(), listeners.clone(), again_tx.clone()));
-    let follower =
-        cluster.then(|| tokio::spawn(follow_slots(sub.clone(), served.clone(), again_tx)));
-    let s = Subscriber {
-        shard: &shard,
-        cluster,
-        sub: &sub,
-        listeners: &listeners,
-        served: &served,
+    let single = match &subs {
+        Subs::Single(sub) => {
+            let _conn = sub.connect();
+            Some(tokio::spawn(dispatch(
+                sub.clone(),
+                listeners.clone(),
+                again_tx.clone(),
+                None,
+            )))
+        }
+        Subs::Cluster { .. } => None,
     };
+    let cluster = matches!(subs, Subs::Cluster { .. });
+    let mut s = Subscriber {
+        shard: &shard,
+        subs,
+        listeners: &listeners,
+        again: again_tx,
+    };
+    let mut tick = tokio::time::interval(CLUSTER_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let cmd = tokio::select! {
             cmd = commands.recv() => match cmd {
@@ -202,20 +245,24 @@ async fn run(
                 None => break,
             },
             Some(first) = again.recv() => {
-                // A cluster reconnects node by node: one round for all the
+                // Connections reconnect one by one: one round for all the
                 // reconnects that queued up.
-                let mut reconnected = false;
+                let mut nodes: Vec<Option<String>> = Vec::new();
                 let mut next = Some(first);
-                while let Some(a) = next {
-                    match a {
-                        Again::Reconnected => reconnected = true,
-                        Again::Moved(channels) => s.subscribe_again(channels).await,
+                while let Some(Again::Reconnected(node)) = next {
+                    if !nodes.contains(&node) {
+                        nodes.push(node);
                     }
                     next = again.try_recv().ok();
                 }
-                if reconnected {
-                    s.subscribe_again(subscribed(&listeners)).await;
+                for node in nodes {
+                    let channels = s.served_by(node.as_deref());
+                    s.subscribe_again(channels).await;
                 }
+                continue;
+            }
+            _ = tick.tick(), if cluster => {
+                s.follow_slots().await;
                 continue;
             }
         };
@@ -228,9 +275,7 @@ async fn run(
             } => {
                 let result = s.add(channel.clone(), id, handler).await;
                 let added = result.is_ok();
-                let answered = reply
-                    .send(result.map_err(|e| EngineError::from_redis(&shard, e)))
-                    .is_ok();
+                let answered = reply.send(result).is_ok();
                 // Its caller gave up (a client that hung up while the
                 // SUBSCRIBE was in flight): nobody will drop a `Listening`
                 // for it, so take it out now.
@@ -243,11 +288,12 @@ async fn run(
             }
         }
     }
-    dispatcher.abort();
-    if let Some(f) = follower {
-        f.abort();
+    if let Some(d) = single {
+        d.abort();
     }
-    let _ = sub.quit().await;
+    if let Subs::Single(sub) = &s.subs {
+        let _ = sub.quit().await;
+    }
 }
 
 /// The channels that have listeners.
@@ -260,62 +306,126 @@ fn subscribed(listeners: &Listeners) -> Vec<String> {
         .collect()
 }
 
-/// What the subscriber task's helpers work on.
+/// What the subscriber task works on.
 struct Subscriber<'a> {
     shard: &'a str,
-    cluster: bool,
-    sub: &'a SubscriberClient,
+    subs: Subs,
     listeners: &'a Listeners,
-    served: &'a Served,
+    again: mpsc::UnboundedSender<Again>,
 }
 
 impl Subscriber<'_> {
-    /// Subscribes to `channel`: sharded on a cluster, where the node it went
-    /// to is recorded for [`follow_slots`].
-    async fn subscribe(&self, channel: &str) -> Result<(), fred::error::Error> {
-        if !self.cluster {
-            return self.sub.subscribe(channel).await;
+    fn err(&self, e: fred::error::Error) -> EngineError {
+        EngineError::from_redis(self.shard, e)
+    }
+
+    /// The channels subscribed through the connection to `node` (the only
+    /// one when `None`).
+    fn served_by(&self, node: Option<&str>) -> Vec<String> {
+        match (&self.subs, node) {
+            (Subs::Cluster { served, .. }, Some(node)) => served
+                .iter()
+                .filter(|(_, at)| at.as_str() == node)
+                .map(|(c, _)| c.clone())
+                .collect(),
+            _ => subscribed(self.listeners),
         }
-        if let Err(e) = self.sub.ssubscribe(channel).await {
-            // A slot that moved since the client last read the slot map:
-            // the old node answers `MOVED`, which fred does not follow on
-            // a cluster shard (see `Shard::connect`; it has read the new
-            // slot map by then). Send it once more.
-            tracing::debug!(shard = self.shard, error = %e, channel, "SSUBSCRIBE failed; once more");
-            use fred::interfaces::ClusterInterface;
-            self.sub.sync_cluster().await?;
-            self.sub.ssubscribe(channel).await?;
-        }
-        let node = self
-            .sub
-            .cached_cluster_state()
-            .and_then(|r| r.get_server(crate::keys::cluster_slot(channel)).cloned());
-        let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
-        match node {
-            Some(n) => served.insert(channel.to_owned(), n),
-            None => served.remove(channel),
+    }
+
+    /// Subscribes to `channel`: on a cluster, sharded, through the
+    /// connection to the primary that serves its slot, which is recorded
+    /// for [`Self::follow_slots`].
+    async fn subscribe(&mut self, channel: &str) -> Result<(), EngineError> {
+        let shard = self.shard;
+        let (listeners, again) = (self.listeners.clone(), self.again.clone());
+        let (cluster, nodes, served) = match &mut self.subs {
+            Subs::Single(sub) => {
+                return sub
+                    .subscribe(channel)
+                    .await
+                    .map_err(|e| EngineError::from_redis(shard, e));
+            }
+            Subs::Cluster {
+                cluster,
+                nodes,
+                served,
+            } => (cluster, nodes, served),
         };
-        Ok(())
+        let slot = crate::keys::cluster_slot(channel);
+        for attempt in 0..2 {
+            let node = cluster.route(slot).await?;
+            if !node.is_connected() {
+                return Err(EngineError::Unavailable {
+                    shard: shard.to_owned(),
+                    source: fred::error::Error::new(
+                        fred::error::ErrorKind::IO,
+                        format!("not connected to cluster node {}", node.addr),
+                    ),
+                });
+            }
+            let sub = match nodes.get(&node.addr) {
+                Some(s) => s.sub.clone(),
+                None => {
+                    let sub =
+                        node_subscriber(&node).map_err(|e| EngineError::from_redis(shard, e))?;
+                    let _conn = sub.connect();
+                    let dispatcher = tokio::spawn(dispatch(
+                        sub.clone(),
+                        listeners.clone(),
+                        again.clone(),
+                        Some(node.addr.clone()),
+                    ));
+                    nodes.insert(
+                        node.addr.clone(),
+                        NodeSub {
+                            sub: sub.clone(),
+                            dispatcher,
+                        },
+                    );
+                    sub
+                }
+            };
+            match sub.ssubscribe(channel).await {
+                Ok(()) => {
+                    served.insert(channel.to_owned(), node.addr.clone());
+                    return Ok(());
+                }
+                // The slot moved since the slot map was read: follow the
+                // `MOVED` once.
+                Err(e) if attempt == 0 && e.details().starts_with("MOVED ") => {
+                    tracing::debug!(shard, error = %e, channel, "SSUBSCRIBE moved; once more");
+                    cluster.moved(e.details());
+                }
+                Err(e) => return Err(EngineError::from_redis(shard, e)),
+            }
+        }
+        unreachable!("the second attempt returns")
     }
 
     /// Subscribes again to those of `channels` that still have listeners,
     /// then tells their listeners that messages may have been lost.
-    async fn subscribe_again(&self, mut channels: Vec<String>) {
+    async fn subscribe_again(&mut self, mut channels: Vec<String>) {
         let listened = subscribed(self.listeners);
         channels.retain(|c| listened.contains(c));
-        if self.cluster {
+        if channels.is_empty() {
+            return;
+        }
+        match &self.subs {
+            Subs::Single(sub) => {
+                if let Err(e) = sub.subscribe(channels.clone()).await {
+                    tracing::warn!(shard = self.shard, error = %e, "subscribing again failed");
+                }
+            }
             // One command per channel: channels of different slots live on
             // different nodes. One that fails stays recorded at its old
             // node, so the next slot check sends it again.
-            for c in &channels {
-                if let Err(e) = self.subscribe(c).await {
-                    tracing::warn!(shard = self.shard, error = %e, channel = c, "subscribing again failed");
+            Subs::Cluster { .. } => {
+                for c in &channels {
+                    if let Err(e) = self.subscribe(c).await {
+                        tracing::warn!(shard = self.shard, error = %e, channel = c, "subscribing again failed");
+                    }
                 }
             }
-        } else if !channels.is_empty()
-            && let Err(e) = self.sub.subscribe(channels.clone()).await
-        {
-            tracing::warn!(shard = self.shard, error = %e, "subscribing again failed");
         }
         let handlers: Vec<Handler> = {
             let map = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
@@ -331,13 +441,46 @@ impl Subscriber<'_> {
         }
     }
 
+    /// A cluster shard's subscriptions follow their slots (see the module's
+    /// docs): the channels whose slot the shard's slot map now puts on
+    /// another node than the one they were subscribed on are subscribed
+    /// again there. Connections to nodes that serve neither a channel nor
+    /// a slot any more are closed.
+    async fn follow_slots(&mut self) {
+        let Subs::Cluster {
+            cluster,
+            nodes,
+            served,
+        } = &mut self.subs
+        else {
+            return;
+        };
+        let moved: Vec<String> = served
+            .iter()
+            .filter(|(c, at)| {
+                cluster
+                    .owner(crate::keys::cluster_slot(c))
+                    .is_some_and(|n| n.addr != **at)
+            })
+            .map(|(c, _)| c.clone())
+            .collect();
+        let live = cluster.nodes();
+        nodes.retain(|addr, _| {
+            served.values().any(|a| a == addr) || live.iter().any(|n| n.addr == *addr)
+        });
+        if moved.is_empty() {
+            return;
+        }
+        tracing::info!(
+            shard = self.shard,
+            channels = moved.len(),
+            "cluster slots moved: subscribing again where they live now"
+        );
+        self.subscribe_again(moved).await;
+    }
+
     /// Adds a listener, subscribing first if it is the channel's first.
-    async fn add(
-        &self,
-        channel: String,
-        id: u64,
-        handler: Handler,
-    ) -> Result<(), fred::error::Error> {
+    async fn add(&mut self, channel: String, id: u64, handler: Handler) -> Result<(), EngineError> {
         let subscribed = self
             .listeners
             .lock()
@@ -356,7 +499,7 @@ impl Subscriber<'_> {
     }
 
     /// Removes a listener, unsubscribing if it was the channel's last.
-    async fn remove(&self, channel: String, id: u64) {
+    async fn remove(&mut self, channel: String, id: u64) {
         let last = {
             let mut map = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
             let emptied = map.get_mut(&channel).is_some_and(|l| {
@@ -371,68 +514,30 @@ impl Subscriber<'_> {
         if !last {
             return;
         }
-        let done = if self.cluster {
-            self.served
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&channel);
-            self.sub.sunsubscribe(channel.as_str()).await
-        } else {
-            self.sub.unsubscribe(channel.as_str()).await
+        let done = match &mut self.subs {
+            Subs::Single(sub) => sub.unsubscribe(channel.as_str()).await,
+            Subs::Cluster { nodes, served, .. } => {
+                match served.remove(&channel).and_then(|at| nodes.get(&at)) {
+                    // A node that is down forgot it anyway.
+                    Some(n) if n.sub.is_connected() => n.sub.sunsubscribe(channel.as_str()).await,
+                    _ => Ok(()),
+                }
+            }
         };
         if let Err(e) = done {
-            tracing::debug!(shard = self.shard, error = %e, channel, "unsubscribe failed");
+            tracing::debug!(shard = self.shard, error = %self.err(e), channel, "unsubscribe failed");
         }
     }
 }
 
-/// A cluster shard's subscriptions follow their slots (see the module's
-/// docs): every [`CLUSTER_CHECK`], the slot map is read again, and the
-/// channels whose slot is now served by another node than the one they were
-/// subscribed on go to the subscriber task, which subscribes to them again
-/// there.
-async fn follow_slots(sub: SubscriberClient, served: Served, again: mpsc::UnboundedSender<Again>) {
-    use fred::interfaces::ClusterInterface;
-    let mut tick = tokio::time::interval(CLUSTER_CHECK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        if !sub.is_connected() {
-            continue;
-        }
-        if let Err(e) = sub.sync_cluster().await {
-            tracing::debug!(error = %e, "reading the cluster's slot map failed");
-            continue;
-        }
-        let Some(routing) = sub.cached_cluster_state() else {
-            continue;
-        };
-        let moved: Vec<String> = served
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter(|(c, at)| routing.get_server(crate::keys::cluster_slot(c)) != Some(*at))
-            .map(|(c, _)| c.clone())
-            .collect();
-        if moved.is_empty() {
-            continue;
-        }
-        tracing::info!(
-            channels = moved.len(),
-            "cluster slots moved: subscribing again where they live now"
-        );
-        if again.send(Again::Moved(moved)).is_err() {
-            return;
-        }
-    }
-}
-
-/// Hands each message to its channel's listeners; tells every listener
-/// when messages may have been lost.
+/// Hands each message of one subscriber connection to its channel's
+/// listeners; when the connection comes back, asks the subscriber task to
+/// subscribe again (`node` names the connection's cluster node).
 async fn dispatch(
     sub: SubscriberClient,
     listeners: Listeners,
     again: mpsc::UnboundedSender<Again>,
+    node: Option<String>,
 ) {
     let mut messages = sub.message_rx();
     let mut reconnects = sub.reconnect_rx();
@@ -461,7 +566,7 @@ async fn dispatch(
                 // The subscriber task subscribes again, then tells the
                 // listeners.
                 Ok(_) | Err(RecvError::Lagged(_)) => {
-                    if again.send(Again::Reconnected).is_err() {
+                    if again.send(Again::Reconnected(node.clone())).is_err() {
                         return;
                     }
                 }

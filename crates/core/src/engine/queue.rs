@@ -53,7 +53,12 @@ impl Shard {
             .map(|c| format!("{c}{qualified}"))
             .collect();
         let key = SlotKeys::new(slot).counters();
-        let v: Vec<Option<i64>> = self.idempotent(|c| c.hmget(&key, fields.clone())).await?;
+        let v: Vec<Option<i64>> = self
+            .idempotent(&key, |c| {
+                let (key, fields) = (&key, &fields);
+                async move { c.hmget(key, fields.clone()).await }
+            })
+            .await?;
         let n = |i: usize| v.get(i).copied().flatten().unwrap_or(0).max(0) as u64;
         Ok(Counts {
             delayed: n(0),
@@ -70,7 +75,12 @@ impl Shard {
     /// and skips those with none.
     pub async fn ready_count(&self, slot: u32, qualified: &str) -> Result<u64, EngineError> {
         let (key, field) = (SlotKeys::new(slot).counters(), format!("r{qualified}"));
-        let n: Option<i64> = self.idempotent(|c| c.hget(&key, &field)).await?;
+        let n: Option<i64> = self
+            .idempotent(&key, |c| {
+                let (key, field) = (&key, &field);
+                async move { c.hget(key, field).await }
+            })
+            .await?;
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 

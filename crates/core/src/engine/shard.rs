@@ -1,5 +1,6 @@
-//! The connection to one shard and the script runner. What runs on it is
-//! split by concern: [`super::checks`] (startup checks), [`super::slots`]
+//! The connection to one shard and the script runner. Its connections,
+//! per Redis server, are in [`super::nodes`]. What runs on it is split by
+//! concern: [`super::checks`] (startup checks), [`super::slots`]
 //! (what a shard's slots hold, in bulk), [`super::pins`] (pinned
 //! layouts and gateway views), [`super::admin`] (tokens, limits, rate
 //! counters), [`super::pubsub`], and the job operations.
@@ -7,17 +8,15 @@
 use std::{sync::Arc, time::Duration};
 
 use fred::{
-    clients::Pool,
     error::{Error as RedisError, ErrorKind},
     prelude::*,
     types::{
-        ClusterHash, Key, Value,
-        config::{
-            Config, ConnectionConfig, Options, PerformanceConfig, ReconnectError, ReconnectPolicy,
-        },
+        Key, Value,
+        config::{Config, Options},
     },
 };
 
+use super::nodes::{Cluster, Node};
 use crate::{
     EngineError,
     keys::SlotKeys,
@@ -62,7 +61,7 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 /// its replicas failed to confirm one (see [`Shard::eval_replicated`]).
 pub(crate) const WAIT_BACKOFF: Duration = Duration::from_secs(1);
 
-/// How long a script call waits for a cluster slot that is being moved
+/// How long a command waits for a cluster slot that is being moved
 /// between nodes (see [`Shard::eval`]) before it fails as unavailable.
 pub(crate) const SLOT_MOVE_WAIT: Duration = Duration::from_secs(1);
 
@@ -84,12 +83,18 @@ pub struct Shard {
     inner: Arc<Inner>,
 }
 
+/// A shard's connections.
+#[derive(Debug)]
+pub(crate) enum Conns {
+    /// A standalone or Sentinel-managed master.
+    Single(Arc<Node>),
+    /// A Redis Cluster: a node per primary.
+    Cluster(Arc<Cluster>),
+}
+
 struct Inner {
     name: String,
-    pool: Pool,
-    builder: Builder,
-    /// A Redis Cluster (not a standalone or Sentinel-managed server).
-    cluster: bool,
+    conns: Conns,
     /// What every script call runs with: see [`Shard::connect`].
     eval_options: Options,
     /// `sundial_redis_script_seconds` handles per script (as in
@@ -99,10 +104,6 @@ struct Inner {
     command_timeout: Duration,
     /// Publishes wait for replicas: see [`Shard::eval_replicated`].
     wait: Option<ReplicaWait>,
-    /// The connections that publishes and their `WAIT`s use when `wait` is
-    /// set: a `WAIT` blocks its connection until it is answered, so it
-    /// must not hold up consumes, acks and pumps.
-    wait_pool: Option<Pool>,
     /// When replicas last failed to confirm a write (ms since `created`,
     /// 0 never): for [`WAIT_BACKOFF`] after that, publishes are refused
     /// before anything is stored.
@@ -110,9 +111,6 @@ struct Inner {
     /// `sundial_replica_wait_seconds` and `sundial_replica_waits_total`
     /// (confirmed, short) handles, when `wait` is set.
     wait_metrics: Option<(metrics::Histogram, [metrics::Counter; 2])>,
-    /// When a timeout last made the connections reconnect (ms since
-    /// `created`), 0 never.
-    last_reconnect_ms: std::sync::atomic::AtomicU64,
     created: std::time::Instant,
     /// The shared subscriber, made on first use.
     pubsub: std::sync::OnceLock<super::pubsub::PubSub>,
@@ -126,25 +124,8 @@ impl std::fmt::Debug for Inner {
     }
 }
 
-impl Drop for Inner {
-    /// The last user of a shard's connections is gone (a reload replaced
-    /// it): close them rather than let them reconnect forever.
-    fn drop(&mut self) {
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let pool = self.pool.clone();
-            let wait_pool = self.wait_pool.clone();
-            rt.spawn(async move {
-                let _ = pool.quit().await;
-                if let Some(p) = wait_pool {
-                    let _ = p.quit().await;
-                }
-            });
-        }
-    }
-}
-
 impl Shard {
-    /// Builds the connection pool and starts connecting in the background.
+    /// Builds the connection pools and starts connecting in the background.
     /// The shard is usable at once: while it is not connected, operations
     /// fail fast with [`EngineError::Unavailable`], and it reconnects by itself.
     pub fn connect(name: impl Into<String>, opts: &ShardOptions) -> Result<Self, EngineError> {
@@ -153,61 +134,10 @@ impl Shard {
             shard: name.clone(),
             what: format!("invalid redis url: {e}"),
         })?;
-        let mut config = config;
-        let cluster = config.server.is_clustered();
-        // Keep trying when the shard is down at startup: the gateway answers
-        // 503 for it meanwhile instead of refusing to start.
-        config.fail_fast = false;
-        let mut builder = Builder::from_config(config);
-        builder
-            .with_connection_config(|c: &mut ConnectionConfig| {
-                c.connection_timeout = opts.connect_timeout;
-                c.internal_command_timeout = opts.connect_timeout;
-                // A script whose connection dropped may or may not have run;
-                // running it again could publish or consume twice. Fail it
-                // and let the client decide: every script call is sent
-                // `fail_fast` (`eval_options`), which fred never writes
-                // again after a connection drops. Other commands (reads,
-                // pins, subscriptions) are idempotent: a cluster client,
-                // whose connections come and go with the cluster's nodes,
-                // may write them up to three times.
-                c.max_command_attempts = if cluster { 3 } else { 1 };
-                // On a cluster, fred follows no redirection: a command
-                // answered `MOVED` (after fred has read the new slot map)
-                // or `ASK` fails, and Sundial sends it again (`eval`,
-                // `probe`, the subscriber); Redis answers both before
-                // running anything. fred 10's `ASK` handling writes `ASKING`
-                // on the pipelined connection and takes the next reply as
-                // its answer, which may be another command's: the replies
-                // of every command in flight on that connection then go to
-                // the wrong callers (seen under resharding load: a script
-                // call answered `OK`). `MOVED` would be safe to follow, but
-                // fred sets one limit for both.
-                if cluster {
-                    c.max_redirections = 0;
-                }
-                // After a Sentinel failover the old master answers READONLY
-                // (or MASTERDOWN): reconnect, which asks the sentinels for
-                // the new master.
-                c.reconnect_errors = vec![ReconnectError::ReadOnly, ReconnectError::MasterDown];
-            })
-            .with_performance_config(|p: &mut PerformanceConfig| {
-                p.default_command_timeout = opts.command_timeout;
-            })
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 1_000, 2));
-        let pool = builder
-            .build_pool(opts.connections.max(1))
-            .map_err(|e| EngineError::from_redis(&name, e))?;
-        let _handles = pool.connect_pool();
-        let wait_pool = match opts.wait {
-            Some(_) => {
-                let p = builder
-                    .build_pool(opts.connections.max(1))
-                    .map_err(|e| EngineError::from_redis(&name, e))?;
-                let _handles = p.connect_pool();
-                Some(p)
-            }
-            None => None,
+        let conns = if config.server.is_clustered() {
+            Conns::Cluster(Cluster::connect(&name, config, opts)?)
+        } else {
+            Conns::Single(Arc::new(Node::connect(&name, String::new(), config, opts)?))
         };
         let timings = SCRIPTS
             .all()
@@ -239,9 +169,7 @@ impl Shard {
         Ok(Self {
             inner: Arc::new(Inner {
                 name,
-                pool,
-                builder,
-                cluster,
+                conns,
                 eval_options: Options {
                     fail_fast: true,
                     ..Options::default()
@@ -249,10 +177,8 @@ impl Shard {
                 timings,
                 command_timeout: opts.command_timeout,
                 wait: opts.wait,
-                wait_pool,
                 last_short_ms: std::sync::atomic::AtomicU64::new(0),
                 wait_metrics,
-                last_reconnect_ms: std::sync::atomic::AtomicU64::new(0),
                 created: std::time::Instant::now(),
                 pubsub: std::sync::OnceLock::new(),
             }),
@@ -270,7 +196,11 @@ impl Shard {
 
     /// Whether the shard is a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
-        self.inner.cluster
+        matches!(self.inner.conns, Conns::Cluster(_))
+    }
+
+    pub(crate) fn conns(&self) -> &Conns {
+        &self.inner.conns
     }
 
     /// The channel on which this shard announces the newly ready jobs of a
@@ -278,7 +208,7 @@ impl Shard {
     /// standalone shard, a sharded channel of the slot on a cluster (see
     /// [`crate::keys`]).
     pub fn ready_channel(&self, slot: u32, qualified: &str) -> String {
-        if self.inner.cluster {
+        if self.is_cluster() {
             SlotKeys::new(slot).ready_channel(qualified)
         } else {
             crate::keys::ready_channel_of(qualified)
@@ -287,7 +217,7 @@ impl Shard {
 
     /// What [`Self::ready_channel`] puts before the queue's name.
     pub fn ready_channel_prefix(&self, slot: u32) -> String {
-        if self.inner.cluster {
+        if self.is_cluster() {
             SlotKeys::new(slot).ready_channel_prefix()
         } else {
             crate::keys::READY_CHANNEL_PREFIX.to_owned()
@@ -298,7 +228,7 @@ impl Shard {
     /// sooner: one for all slots on a standalone shard, one per slot on a
     /// cluster.
     pub fn timer_channel(&self, slot: u32) -> String {
-        if self.inner.cluster {
+        if self.is_cluster() {
             SlotKeys::new(slot).timer_channel()
         } else {
             crate::keys::TIMER_CHANNEL.to_owned()
@@ -307,16 +237,11 @@ impl Shard {
 
     /// The timer channels that announce `slots`, each once.
     pub fn timer_channels(&self, slots: &[u32]) -> Vec<String> {
-        if self.inner.cluster {
+        if self.is_cluster() {
             slots.iter().map(|s| self.timer_channel(*s)).collect()
         } else {
             vec![crate::keys::TIMER_CHANNEL.to_owned()]
         }
-    }
-
-    /// The builder the pool was made with, for connections of another kind.
-    pub(super) fn builder(&self) -> &Builder {
-        &self.inner.builder
     }
 
     pub(super) fn pubsub_cell(&self) -> &std::sync::OnceLock<super::pubsub::PubSub> {
@@ -329,9 +254,32 @@ impl Shard {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// Whether at least one pooled connection is up.
+    /// Whether the shard can be reached: a pooled connection is up (on a
+    /// cluster: the slot map is known and every primary is connected).
     pub fn is_connected(&self) -> bool {
-        self.inner.pool.next_connected().is_connected()
+        match &self.inner.conns {
+            Conns::Single(n) => n.is_connected(),
+            Conns::Cluster(c) => c.is_connected(),
+        }
+    }
+
+    /// Whether a command on `key` can be sent: on a cluster, whether the
+    /// primary that serves its slot is connected.
+    pub fn is_connected_for(&self, key: &str) -> bool {
+        match &self.inner.conns {
+            Conns::Single(n) => n.is_connected(),
+            Conns::Cluster(c) => c
+                .owner(crate::keys::cluster_slot(key))
+                .is_some_and(|n| n.is_connected()),
+        }
+    }
+
+    /// Every server connected to (on a cluster: the nodes in use).
+    fn nodes(&self) -> Vec<Arc<Node>> {
+        match &self.inner.conns {
+            Conns::Single(n) => vec![n.clone()],
+            Conns::Cluster(c) => c.nodes(),
+        }
     }
 
     /// Waits until the shard is connected, up to `timeout`, logging every
@@ -341,11 +289,15 @@ impl Shard {
         const REPORT: Duration = Duration::from_secs(3);
         let start = tokio::time::Instant::now();
         let mut errors: Vec<_> = self
-            .inner
-            .pool
-            .clients()
+            .nodes()
             .iter()
-            .map(|c| c.error_rx())
+            .flat_map(|n| {
+                n.pool
+                    .clients()
+                    .iter()
+                    .map(|c| c.error_rx())
+                    .collect::<Vec<_>>()
+            })
             .collect();
         let mut last: Option<RedisError> = None;
         let mut reported = start;
@@ -383,58 +335,57 @@ impl Shard {
         Ok(())
     }
 
-    /// A connected client, or `Unavailable` at once (no queuing behind a
-    /// reconnect: a request should get its 503 quickly).
-    pub fn client(&self) -> Result<&Client, EngineError> {
-        let client = self.inner.pool.next_connected();
+    /// The node that serves `slot` (a cluster slot; any on other shards).
+    async fn route(&self, slot: u16) -> Result<Arc<Node>, EngineError> {
+        match &self.inner.conns {
+            Conns::Single(n) => Ok(n.clone()),
+            Conns::Cluster(c) => c.route(slot).await,
+        }
+    }
+
+    /// A connected client of `node` (of its publish pool if `wait`), or
+    /// `Unavailable` at once (no queuing behind a reconnect: a request
+    /// should get its 503 quickly).
+    fn client_of(&self, node: &Node, wait: bool) -> Result<Client, EngineError> {
+        let pool = match (wait, &node.wait_pool) {
+            (true, Some(p)) => p,
+            _ => &node.pool,
+        };
+        let client = pool.next_connected();
         if client.is_connected() {
-            Ok(client)
-        } else {
+            Ok(client.clone())
+        } else if node.addr.is_empty() {
             Err(self.unavailable("not connected"))
+        } else {
+            Err(self.unavailable_node(&node.addr))
+        }
+    }
+
+    pub(crate) fn unavailable_node(&self, addr: &str) -> EngineError {
+        EngineError::Unavailable {
+            shard: self.inner.name.clone(),
+            source: RedisError::new(
+                ErrorKind::IO,
+                format!("not connected to cluster node {addr}"),
+            ),
         }
     }
 
     /// Classifies a Redis error of this shard (see [`EngineError`]). A
     /// timeout means a connection left a command unanswered for a whole
-    /// command timeout: the shard is hung or cut off. Its connections are
-    /// then dropped and made again (at most once per timeout), so that the
-    /// next requests fail at once while it is away, instead of each waiting
-    /// out the timeout. (fred's own `unresponsive` check does this too, but
-    /// arms and cancels a timer in its router task for every command and
-    /// every reply.)
-    pub fn err(&self, e: RedisError) -> EngineError {
+    /// command timeout: the server is hung or cut off. Its connections are
+    /// then made again (see [`Node::reconnect_hung`]).
+    fn err_on(&self, node: &Node, e: RedisError) -> EngineError {
         if *e.kind() == ErrorKind::Timeout {
-            self.reconnect_hung();
+            node.reconnect_hung(&self.inner.name, self.inner.command_timeout);
         }
         EngineError::from_redis(&self.inner.name, e)
     }
 
-    fn reconnect_hung(&self) {
-        use std::sync::atomic::Ordering;
-        let now = self.inner.created.elapsed().as_millis() as u64 + 1;
-        let last = self.inner.last_reconnect_ms.load(Ordering::Acquire);
-        let every = self.inner.command_timeout.as_millis() as u64;
-        if last != 0 && now < last + every {
-            return;
-        }
-        if self
-            .inner
-            .last_reconnect_ms
-            .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            return;
-        }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let (pool, name) = (self.inner.pool.clone(), self.inner.name.clone());
-            rt.spawn(async move {
-                tracing::warn!(
-                    shard = name,
-                    "a command timed out: reconnecting to the shard"
-                );
-                let _ = pool.force_reconnection().await;
-            });
-        }
+    /// Classifies a Redis error of this shard that no node can be blamed
+    /// for (see [`EngineError`]).
+    pub(crate) fn err(&self, e: RedisError) -> EngineError {
+        EngineError::from_redis(&self.inner.name, e)
     }
 
     fn unavailable(&self, what: &'static str) -> EngineError {
@@ -454,17 +405,18 @@ impl Shard {
     ///
     /// On a cluster, a script that Redis refused because its slot is in
     /// the middle of a move (`TRYAGAIN` or `ASK`: it did not run; see
-    /// [`SlotKeys::guard`]) or has moved (`MOVED`) is sent again after a
-    /// pause, for up to [`SLOT_MOVE_WAIT`]: moving a slot's keys takes
-    /// milliseconds, so a reshard costs a request a short wait rather than
-    /// a 503.
+    /// [`SlotKeys::guard`]) or has moved (`MOVED`) is sent again, for up to
+    /// [`SLOT_MOVE_WAIT`]: moving a slot's keys takes milliseconds, so a
+    /// reshard costs a request a short wait rather than a 503.
     pub(crate) async fn eval(
         &self,
         script: &Named,
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> Result<Value, EngineError> {
-        self.eval_on(self.client()?, script, keys, args).await
+        self.eval_on(false, script, keys, args)
+            .await
+            .map(|(v, _)| v)
     }
 
     /// [`eval`](Self::eval) of a script that stores jobs a client is then
@@ -489,7 +441,7 @@ impl Shard {
         args: Vec<Value>,
     ) -> Result<Value, EngineError> {
         use std::sync::atomic::Ordering;
-        let (Some(wait), Some(pool)) = (self.inner.wait, &self.inner.wait_pool) else {
+        let Some(wait) = self.inner.wait else {
             return self.eval(script, keys, args).await;
         };
         let now_ms = || self.inner.created.elapsed().as_millis() as u64 + 1;
@@ -500,16 +452,11 @@ impl Shard {
                 "the replicas confirmed no write in the last second: nothing stored",
             ));
         }
-        let client = pool.next_connected();
-        if !client.is_connected() {
-            return Err(self.unavailable("not connected"));
-        }
-        // The master that ran the script: the one serving its keys' slot.
-        let slot = keys.first().map_or(0, |k| crate::keys::cluster_slot(k));
-        let value = self.eval_on(client, script, keys, args).await?;
+        // The connection that ran the script, to the master that serves
+        // its keys' slot.
+        let (value, client) = self.eval_on(true, script, keys, args).await?;
         let start = std::time::Instant::now();
         let opts = Options {
-            cluster_hash: self.inner.cluster.then_some(ClusterHash::Custom(slot)),
             timeout: Some(wait.timeout + self.inner.command_timeout),
             fail_fast: true,
             ..Options::default()
@@ -542,30 +489,41 @@ impl Shard {
         }
     }
 
+    /// A script call on the node of its keys' slot (on its publish pool if
+    /// `wait`); returns the reply and the connection that gave it.
     async fn eval_on(
         &self,
-        client: &Client,
+        wait: bool,
         script: &Named,
         keys: Vec<String>,
         args: Vec<Value>,
-    ) -> Result<Value, EngineError> {
+    ) -> Result<(Value, Client), EngineError> {
         let start = std::time::Instant::now();
+        let slot = match keys.first() {
+            Some(k) if self.is_cluster() => crate::keys::cluster_slot(k),
+            _ => 0,
+        };
         // As `Key`s, whose bytes are shared: a call sent again (NOSCRIPT, a
         // slot on the move) copies no key.
         let keys: Vec<Key> = keys.into_iter().map(Key::from).collect();
         let result = self
-            .resend_while_moving(client, |c| self.eval_once(c, script, &keys, &args))
-            .await
-            .map_err(|e| self.err(e));
+            .resend_while_moving(slot, wait, |c| {
+                let (keys, args) = (&keys, &args);
+                async move {
+                    let v = self.eval_once(&c, script, keys, args).await?;
+                    Ok((v, c))
+                }
+            })
+            .await;
         if let Some(h) = self.inner.timings.get(script.index) {
             h[usize::from(result.is_err())].record(start.elapsed().as_secs_f64());
         }
         result
     }
 
-    /// One [`eval`](Self::eval), with the script loaded (on every primary
-    /// of a cluster) and sent once more if a restarted or failed-over node
-    /// answers `NOSCRIPT` (it did not run the first time).
+    /// One [`eval`](Self::eval), with the script loaded (on that node) and
+    /// sent once more if a restarted or failed-over node answers `NOSCRIPT`
+    /// (it did not run the first time).
     async fn eval_once(
         &self,
         client: &Client,
@@ -587,11 +545,21 @@ impl Shard {
         }
     }
 
-    /// Loads every script, so that the first requests need no reload.
+    /// Loads every script (on every primary of a cluster), so that the
+    /// first requests need no reload.
     pub async fn load_scripts(&self) -> Result<(), EngineError> {
-        let client = self.client()?;
-        for s in SCRIPTS.all() {
-            s.script.load(client).await.map_err(|e| self.err(e))?;
+        let nodes = match &self.inner.conns {
+            Conns::Single(n) => vec![n.clone()],
+            Conns::Cluster(c) => c.primaries(),
+        };
+        for node in nodes {
+            let client = self.client_of(&node, false)?;
+            for s in SCRIPTS.all() {
+                s.script
+                    .load(&client)
+                    .await
+                    .map_err(|e| self.err_on(&node, e))?;
+            }
         }
         Ok(())
     }
@@ -600,57 +568,89 @@ impl Shard {
     /// whether the shard holds Sundial's metadata (`sd:meta`), which every
     /// shard in use has: one without it was restarted without its data, or
     /// flushed. Returns how long it took and whether the metadata is there.
+    ///
+    /// A cluster shard is up when every primary answers a `PING` too: one
+    /// missing a primary serves only part of its slots.
     pub async fn probe(&self) -> Result<(Duration, bool), EngineError> {
         let start = std::time::Instant::now();
-        let n: i64 = self.idempotent(|c| c.exists(crate::keys::META)).await?;
+        if let Conns::Cluster(c) = &self.inner.conns {
+            let primaries = c.primaries();
+            if primaries.is_empty() {
+                return Err(self.unavailable_node("(none known: the slot map was not read)"));
+            }
+            futures::future::try_join_all(primaries.iter().map(|n| async move {
+                let client = self.client_of(n, false)?;
+                client
+                    .ping::<Value>(None)
+                    .await
+                    .map_err(|e| self.err_on(n, e))
+            }))
+            .await?;
+        }
+        let n: i64 = self
+            .idempotent(crate::keys::META, |c| async move {
+                c.exists(crate::keys::META).await
+            })
+            .await?;
         Ok((start.elapsed(), n > 0))
     }
 
-    /// Runs `op`, a read or a write that may run twice (it gets a
-    /// connection of the pool). On a cluster, one refused because its slot
-    /// moved or is moving (see [`not_run_slot_moving`]) is sent again,
-    /// after the slot map is read again, with growing pauses for up to
-    /// [`SLOT_MOVE_WAIT`], as [`eval`](Self::eval) does.
-    pub(crate) async fn idempotent<'c, T, F, Fut>(&'c self, op: F) -> Result<T, EngineError>
+    /// Runs `op`, a read or a write that may run twice, on a connection to
+    /// the node that serves `key`'s slot (any on other shards). On a
+    /// cluster, one refused because its slot moved or is moving (see
+    /// [`not_run_slot_moving`]) is sent again for up to [`SLOT_MOVE_WAIT`],
+    /// as [`eval`](Self::eval) does.
+    pub(crate) async fn idempotent<T, F, Fut>(&self, key: &str, op: F) -> Result<T, EngineError>
     where
-        F: Fn(&'c Client) -> Fut,
+        F: Fn(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, RedisError>>,
     {
-        let client = self.client()?;
-        self.resend_while_moving(client, op)
-            .await
-            .map_err(|e| self.err(e))
+        let slot = if self.is_cluster() {
+            crate::keys::cluster_slot(key)
+        } else {
+            0
+        };
+        self.resend_while_moving(slot, false, op).await
     }
 
-    /// Runs `op` on `client`. On a cluster, while the cluster refuses it
+    /// Runs `op` on a connection to the node that serves `slot` (of its
+    /// publish pool if `wait`). On a cluster, while the cluster refuses it
     /// because its slot moved or is moving ([`not_run_slot_moving`]: it did
-    /// not run), sends it again with growing pauses for up to
-    /// [`SLOT_MOVE_WAIT`], reading the slot map again first (a transaction
-    /// refused by `MOVED` leaves fred's map as it was).
-    async fn resend_while_moving<'c, T, F, Fut>(
+    /// not run), sends it again for up to [`SLOT_MOVE_WAIT`]: at once to
+    /// the node a `MOVED` names, after growing pauses while the slot is
+    /// half moved (`ASK`, `TRYAGAIN`).
+    async fn resend_while_moving<T, F, Fut>(
         &self,
-        client: &'c Client,
+        slot: u16,
+        wait: bool,
         op: F,
-    ) -> Result<T, RedisError>
+    ) -> Result<T, EngineError>
     where
-        F: Fn(&'c Client) -> Fut,
+        F: Fn(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, RedisError>>,
     {
-        use fred::interfaces::ClusterInterface;
         let start = std::time::Instant::now();
         let mut pause = Duration::from_millis(5);
+        let mut followed = false;
         loop {
+            let node = self.route(slot).await?;
+            let client = self.client_of(&node, wait)?;
             match op(client).await {
-                Err(e)
-                    if self.inner.cluster
-                        && not_run_slot_moving(&e)
-                        && start.elapsed() + pause < SLOT_MOVE_WAIT =>
-                {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(100));
-                    let _ = client.sync_cluster().await;
+                Err(e) if not_run_slot_moving(&e) && start.elapsed() + pause < SLOT_MOVE_WAIT => {
+                    let moved = e.details().starts_with("MOVED ");
+                    if let (Conns::Cluster(c), true) = (&self.inner.conns, moved) {
+                        c.moved(e.details());
+                    }
+                    // The first `MOVED` is followed at once; anything else
+                    // waits for the move to end.
+                    if !moved || followed {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(100));
+                    }
+                    followed |= moved;
                 }
-                result => return result,
+                Err(e) => return Err(self.err_on(&node, e)),
+                Ok(v) => return Ok(v),
             }
         }
     }
@@ -658,15 +658,9 @@ impl Shard {
 
 /// Whether a cluster refused a command before running it because the
 /// command's slot is moving or has moved: `TRYAGAIN`, or a redirection
-/// (`MOVED`, `ASK`) that fred was told not to follow (see
-/// [`Shard::connect`]). Such a command may be sent again.
+/// (`MOVED`, `ASK`). Such a command may be sent again.
 pub(crate) fn not_run_slot_moving(e: &RedisError) -> bool {
-    [
-        "TRYAGAIN",
-        "Too many redirections",
-        // fred's words for a transaction answered `MOVED` or `ASK`.
-        "Max redirections exceeded",
-    ]
-    .iter()
-    .any(|p| e.details().starts_with(p))
+    ["TRYAGAIN", "MOVED ", "ASK "]
+        .iter()
+        .any(|p| e.details().starts_with(p))
 }

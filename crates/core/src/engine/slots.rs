@@ -61,7 +61,8 @@ impl Shard {
         Ok(out)
     }
 
-    /// One read-only command per slot on one of its keys, pipelined; the
+    /// One read-only command per slot on one of its keys, all in flight at
+    /// once (each to the node that serves its key on a cluster); the
     /// answers in the order of `slots`.
     async fn per_slot<R: FromValue>(
         &self,
@@ -73,17 +74,12 @@ impl Shard {
             return Ok(Vec::new());
         }
         let keys: Vec<String> = slots.iter().map(|s| key(&SlotKeys::new(*s))).collect();
-        self.idempotent(|client| {
-            let keys = &keys;
-            async move {
-                let pipe = client.pipeline();
-                for k in keys {
-                    let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
-                    let _: () = pipe.custom(cmd, vec![k.clone()]).await?;
-                }
-                pipe.all().await
-            }
-        })
+        futures::future::try_join_all(keys.iter().map(|k| {
+            self.idempotent(k, move |c| async move {
+                let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
+                c.custom(cmd, vec![k.clone()]).await
+            })
+        }))
         .await
     }
 }

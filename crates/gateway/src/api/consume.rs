@@ -102,12 +102,12 @@ async fn watch(
         // one per slot: each (shard, channel) once.
         let mut seen: Vec<(&Shard, String)> = Vec::new();
         for (shard, slot) in tenant.pool.queue_places(&tenant.ns, q) {
-            // A disconnected shard cannot announce anything; waiting for its
-            // subscribe would only hold the request up.
-            if !shard.is_connected() {
+            let channel = shard.ready_channel(slot, &qualified);
+            // A disconnected shard (cluster node) cannot announce anything;
+            // waiting for its subscribe would only hold the request up.
+            if !shard.is_connected_for(&channel) {
                 continue;
             }
-            let channel = shard.ready_channel(slot, &qualified);
             if seen.iter().any(|(s, c)| s.same(shard) && *c == channel) {
                 continue;
             }
