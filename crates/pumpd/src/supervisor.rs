@@ -305,6 +305,8 @@ impl ShardPumps {
             }
         }
         let slots = self.slots.clone();
+        let round = std::time::Instant::now();
+        let mut failed = Vec::new();
         for &slot in slots.iter() {
             let first = self.first_for(slot).to_owned();
             let mine = first == self.owner;
@@ -334,11 +336,22 @@ impl ShardPumps {
                 Ok(())
             };
             if let Err(e) = call {
-                // The next calls would likely wait as long: try again next
-                // round rather than hold up the heartbeat.
+                // On a cluster, a dead master fails only its own slots'
+                // calls (at once): go on with the others while the round is
+                // young. Otherwise the next calls would likely wait as
+                // long: try again next round rather than hold up the
+                // heartbeat.
+                let young = round.elapsed() < std::time::Duration::from_millis(member_ttl / 2);
+                if self.shard.is_cluster() && young {
+                    failed.push((slot, e));
+                    continue;
+                }
                 tracing::warn!(shard = self.shard.name(), error = %e, "lease call failed; trying again next round");
                 break;
             }
+        }
+        if let Some((slot, e)) = failed.last() {
+            tracing::warn!(shard = self.shard.name(), slots = failed.len(), last_slot = slot, error = %e, "lease calls failed; trying again next round");
         }
         self.status
             .round(self.shard.name(), Ok(self.held.len()), self.subscribed);

@@ -9,9 +9,11 @@
 //!   so an unsubscribe never overtakes a later subscribe to the same
 //!   channel. [`PubSub::listen`] returns once the SUBSCRIBE is confirmed.
 //! - A connection reconnects by itself and the task subscribes again to
-//!   every channel it served that has listeners; since messages may have
-//!   been lost meanwhile, those listeners then hear [`Heard::MaybeLost`]
-//!   (as every listener does when a slow dispatcher lagged).
+//!   every channel it served that has listeners (one the server refuses
+//!   for now is sent again every [`CLUSTER_CHECK`]); since messages may
+//!   have been lost meanwhile, those listeners then hear
+//!   [`Heard::MaybeLost`] (as every listener does when a slow dispatcher
+//!   lagged).
 //! - The subscribers are made on first use and closed when the shard's
 //!   last clone and the last listener are gone.
 //! - On a Redis Cluster the channels are sharded (`SSUBSCRIBE`; see
@@ -53,8 +55,9 @@ pub type Handler = Arc<dyn Fn(Heard<'_>) + Send + Sync>;
 
 type Listeners = Arc<Mutex<HashMap<String, Vec<(u64, Handler)>>>>;
 
-/// How often a cluster shard's subscriber compares its channels' nodes
-/// with the shard's slot map, to follow channels whose slot moved.
+/// How often a subscriber sends again what it failed to subscribe to
+/// again, and a cluster shard's compares its channels' nodes with the
+/// shard's slot map, to follow channels whose slot moved.
 pub(crate) const CLUSTER_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 enum Command {
@@ -233,6 +236,7 @@ async fn run(shard: String, subs: Subs, mut commands: mpsc::UnboundedReceiver<Co
     let mut s = Subscriber {
         shard: &shard,
         subs,
+        failed: Vec::new(),
         listeners: &listeners,
         again: again_tx,
     };
@@ -261,7 +265,9 @@ async fn run(shard: String, subs: Subs, mut commands: mpsc::UnboundedReceiver<Co
                 }
                 continue;
             }
-            _ = tick.tick(), if cluster => {
+            _ = tick.tick(), if cluster || !s.failed.is_empty() => {
+                let failed = std::mem::take(&mut s.failed);
+                s.subscribe_again(failed).await;
                 s.follow_slots().await;
                 continue;
             }
@@ -310,6 +316,8 @@ fn subscribed(listeners: &Listeners) -> Vec<String> {
 struct Subscriber<'a> {
     shard: &'a str,
     subs: Subs,
+    /// Channels whose subscribing again failed, to send again.
+    failed: Vec<String>,
     listeners: &'a Listeners,
     again: mpsc::UnboundedSender<Again>,
 }
@@ -410,19 +418,24 @@ impl Subscriber<'_> {
         if channels.is_empty() {
             return;
         }
+        // A server that just came back may refuse for a while (`LOADING`,
+        // or `CLUSTERDOWN` until a restarted node rejoins its cluster):
+        // what fails is sent again every `CLUSTER_CHECK` until it is
+        // subscribed, and its listeners look again then.
         match &self.subs {
             Subs::Single(sub) => {
                 if let Err(e) = sub.subscribe(channels.clone()).await {
-                    tracing::warn!(shard = self.shard, error = %e, "subscribing again failed");
+                    tracing::warn!(shard = self.shard, error = %e, "subscribing again failed; retrying");
+                    self.failed.extend(channels.iter().cloned());
                 }
             }
             // One command per channel: channels of different slots live on
-            // different nodes. One that fails stays recorded at its old
-            // node, so the next slot check sends it again.
+            // different nodes.
             Subs::Cluster { .. } => {
                 for c in &channels {
                     if let Err(e) = self.subscribe(c).await {
-                        tracing::warn!(shard = self.shard, error = %e, channel = c, "subscribing again failed");
+                        tracing::warn!(shard = self.shard, error = %e, channel = c, "subscribing again failed; retrying");
+                        self.failed.push(c.clone());
                     }
                 }
             }
