@@ -105,6 +105,8 @@ fn is_transient_reply(details: &str) -> bool {
         // request waits for it.
         "MOVED ",
         "ASK ",
+        // fred: a cluster transaction answered `MOVED` or `ASK`, not run.
+        "Max redirections exceeded",
     ]
     .iter()
     .any(|p| details.starts_with(p))

@@ -524,7 +524,7 @@ async fn a_long_poll_on_one_gateway_wakes_for_a_publish_on_another(kind: ShardKi
 
 /// Waiting consumers cost Redis nothing: over a quiet period, the commands
 /// Redis runs do not grow with the number of waiters. (A cluster shard's
-/// subscriber also reads the slot map once a second, `CLUSTER SLOTS`, to
+/// gateway also reads the slot map once a second, `CLUSTER SLOTS`, to
 /// follow moved slots; that is left out of the count.)
 async fn idle_waiters_send_redis_no_commands(kind: ShardKind) {
     let store = Store::start(kind);

@@ -77,7 +77,12 @@ pub(crate) struct Node {
     /// When a timeout last made the connections reconnect (ms since
     /// `born`), 0 never.
     last_reconnect_ms: AtomicU64,
+    /// When this server's replicas last failed to confirm a write (ms since
+    /// `born`, 0 never): see `Shard::eval_replicated`.
+    pub(crate) last_short_ms: AtomicU64,
     pub(crate) born: Instant,
+    /// The pools' connection tasks, ended when the node is dropped.
+    handles: Vec<tokio::task::JoinHandle<Result<(), RedisError>>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -96,10 +101,19 @@ impl Drop for Node {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let pool = self.pool.clone();
             let wait_pool = self.wait_pool.clone();
+            let handles = std::mem::take(&mut self.handles);
             rt.spawn(async move {
-                let _ = pool.quit().await;
-                if let Some(p) = wait_pool {
-                    let _ = p.quit().await;
+                let quit = async {
+                    let _ = pool.quit().await;
+                    if let Some(p) = wait_pool {
+                        let _ = p.quit().await;
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(1), quit).await;
+                // A client in the middle of reconnecting may miss the quit
+                // (fred 10) and reconnect forever: end its task.
+                for h in handles {
+                    h.abort();
                 }
             });
         }
@@ -114,6 +128,7 @@ impl Node {
         addr: String,
         mut config: Config,
         opts: &ShardOptions,
+        cluster: bool,
     ) -> Result<Self, EngineError> {
         // Keep trying when the server is down at startup: the gateway
         // answers 503 for it meanwhile instead of refusing to start.
@@ -133,25 +148,37 @@ impl Node {
                 // (or MASTERDOWN): reconnect, which asks the sentinels for
                 // the new master.
                 c.reconnect_errors = vec![ReconnectError::ReadOnly, ReconnectError::MasterDown];
+                // A cluster node's transaction answered `MOVED` or `ASK`
+                // fails at once (fred would reconnect to the same node and
+                // send it again); `Shard::idempotent` reads the slot map
+                // and sends it where the slot lives now.
+                if cluster {
+                    c.max_redirections = 0;
+                }
             })
             .with_performance_config(|p: &mut PerformanceConfig| {
                 p.default_command_timeout = opts.command_timeout;
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 1_000, 2));
-        let pool = |builder: &Builder| {
+        let mut handles = Vec::new();
+        let mut pool = |builder: &Builder| {
             let p = builder
                 .build_pool(opts.connections.max(1))
                 .map_err(|e| EngineError::from_redis(shard, e))?;
-            let _handles = p.connect_pool();
+            handles.extend(p.connect_pool());
             Ok::<_, EngineError>(p)
         };
+        let main = pool(&builder)?;
+        let wait_pool = opts.wait.map(|_| pool(&builder)).transpose()?;
         Ok(Self {
             addr,
-            pool: pool(&builder)?,
-            wait_pool: opts.wait.map(|_| pool(&builder)).transpose()?,
+            pool: main,
+            wait_pool,
             builder,
             last_reconnect_ms: AtomicU64::new(0),
+            last_short_ms: AtomicU64::new(0),
             born: Instant::now(),
+            handles,
         })
     }
 
@@ -207,8 +234,15 @@ pub(crate) struct Cluster {
     /// the map answers.
     seeds: Vec<Server>,
     map: RwLock<Map>,
-    /// Serialises reads of the slot map; when the last one started.
-    reading: tokio::sync::Mutex<Option<Instant>>,
+    /// Serialises reads of the slot map.
+    reading: tokio::sync::Mutex<Reads>,
+}
+
+/// When the last read of the slot map started and ended.
+#[derive(Default)]
+struct Reads {
+    started: Option<Instant>,
+    ended: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -242,7 +276,7 @@ impl Cluster {
             opts: opts.clone(),
             seeds: seeds.clone(),
             map: RwLock::default(),
-            reading: tokio::sync::Mutex::new(None),
+            reading: tokio::sync::Mutex::new(Reads::default()),
         });
         {
             let mut map = cluster.write();
@@ -279,6 +313,7 @@ impl Cluster {
             addr.clone(),
             config,
             &self.opts,
+            true,
         )?);
         map.nodes.insert(addr, node.clone());
         Ok(node)
@@ -325,7 +360,7 @@ impl Cluster {
         {
             return Ok(n);
         }
-        self.read_map().await;
+        self.read_map(false).await;
         let Some(node) = self.owner(slot) else {
             return Err(self.unavailable(format!(
                 "no node of the cluster is known to serve slot {slot} (the slot map could not be \
@@ -358,15 +393,23 @@ impl Cluster {
         }
     }
 
-    /// Reads the slot map again, unless a read started less than
-    /// [`MAP_MIN_GAP`] ago (then waits for that one to end).
-    pub(crate) async fn read_map(&self) {
-        let mut last = self.reading.lock().await;
-        if last.is_some_and(|t| t.elapsed() < MAP_MIN_GAP) {
+    /// Reads the slot map again, unless one was read since the call began
+    /// (it waited for that read) or a read started less than
+    /// [`MAP_MIN_GAP`] ago. Only the background reader (`seeds`) asks the
+    /// nodes the config names when no node of the map answers: that makes
+    /// new connections, which a request should not wait for.
+    pub(crate) async fn read_map(&self, seeds: bool) {
+        let asked = Instant::now();
+        let mut reads = self.reading.lock().await;
+        if reads.ended.is_some_and(|t| t >= asked)
+            || reads.started.is_some_and(|t| t.elapsed() < MAP_MIN_GAP)
+        {
             return;
         }
-        *last = Some(Instant::now());
-        match self.ask_for_map().await {
+        reads.started = Some(Instant::now());
+        let read = self.ask_for_map(seeds).await;
+        reads.ended = Some(Instant::now());
+        match read {
             Ok((routing, from)) => self.apply(&routing, &from),
             Err(e) => {
                 tracing::debug!(shard = self.shard, error = %e, "reading the cluster's slot map failed")
@@ -376,7 +419,7 @@ impl Cluster {
 
     /// `CLUSTER SLOTS` from a connected node of the map, else from a node
     /// the config names; returns the map and the node that answered.
-    async fn ask_for_map(&self) -> Result<(ClusterRouting, String), RedisError> {
+    async fn ask_for_map(&self, seeds: bool) -> Result<(ClusterRouting, String), RedisError> {
         let mut candidates: Vec<Arc<Node>> = self
             .read()
             .nodes
@@ -398,6 +441,9 @@ impl Cluster {
                 Ok(routing) => return Ok((routing, node.addr.clone())),
                 Err(e) => last = e,
             }
+        }
+        if !seeds {
+            return Err(last);
         }
         // No node of the map answered: ask those the config names, on a
         // connection of its own each.
@@ -493,6 +539,23 @@ fn primaries_of(owners: &[Option<Arc<Node>>]) -> Vec<String> {
 /// One `CLUSTER SLOTS`, bounded by `timeout`, failed at once if its
 /// connection drops (the node died: ask another).
 async fn ask(client: &Client, addr: &str, timeout: Duration) -> Result<ClusterRouting, RedisError> {
+    let routing = ask_once(client, addr, timeout).await?;
+    // A node that lost its cluster config (restarted without nodes.conf)
+    // knows no slot: ask another.
+    if routing.slots().is_empty() {
+        return Err(RedisError::new(
+            ErrorKind::Cluster,
+            format!("node {addr} knows no slot owner"),
+        ));
+    }
+    Ok(routing)
+}
+
+async fn ask_once(
+    client: &Client,
+    addr: &str,
+    timeout: Duration,
+) -> Result<ClusterRouting, RedisError> {
     let call = client.with_options(&Options {
         fail_fast: true,
         timeout: Some(timeout),
@@ -510,7 +573,7 @@ async fn keep_map(cluster: Weak<Cluster>) {
     loop {
         let every = {
             let Some(c) = cluster.upgrade() else { return };
-            c.read_map().await;
+            c.read_map(true).await;
             if c.read().owners.is_empty() {
                 MAP_FIRST_EVERY
             } else {

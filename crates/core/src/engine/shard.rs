@@ -104,14 +104,9 @@ struct Inner {
     command_timeout: Duration,
     /// Publishes wait for replicas: see [`Shard::eval_replicated`].
     wait: Option<ReplicaWait>,
-    /// When replicas last failed to confirm a write (ms since `created`,
-    /// 0 never): for [`WAIT_BACKOFF`] after that, publishes are refused
-    /// before anything is stored.
-    last_short_ms: std::sync::atomic::AtomicU64,
     /// `sundial_replica_wait_seconds` and `sundial_replica_waits_total`
     /// (confirmed, short) handles, when `wait` is set.
     wait_metrics: Option<(metrics::Histogram, [metrics::Counter; 2])>,
-    created: std::time::Instant,
     /// The shared subscriber, made on first use.
     pubsub: std::sync::OnceLock<super::pubsub::PubSub>,
 }
@@ -137,7 +132,13 @@ impl Shard {
         let conns = if config.server.is_clustered() {
             Conns::Cluster(Cluster::connect(&name, config, opts)?)
         } else {
-            Conns::Single(Arc::new(Node::connect(&name, String::new(), config, opts)?))
+            Conns::Single(Arc::new(Node::connect(
+                &name,
+                String::new(),
+                config,
+                opts,
+                false,
+            )?))
         };
         let timings = SCRIPTS
             .all()
@@ -177,9 +178,7 @@ impl Shard {
                 timings,
                 command_timeout: opts.command_timeout,
                 wait: opts.wait,
-                last_short_ms: std::sync::atomic::AtomicU64::new(0),
                 wait_metrics,
-                created: std::time::Instant::now(),
                 pubsub: std::sync::OnceLock::new(),
             }),
         })
@@ -426,9 +425,10 @@ impl Shard {
     /// replicas hold every write made on it so far (`WAIT`); it fails with
     /// [`EngineError::NotReplicated`] if they do not within the timeout
     /// (the write stays on the master). For [`WAIT_BACKOFF`] after that,
-    /// publishes are refused as unavailable before anything is stored, so
-    /// that a replica outage costs each publish nothing rather than a
-    /// `WAIT` timeout each.
+    /// publishes to that master are refused as unavailable before anything
+    /// is stored, so that a replica outage costs each publish nothing
+    /// rather than a `WAIT` timeout each (on a cluster, the other masters'
+    /// publishes go on).
     ///
     /// A connection that drops between the script and its `WAIT` gives the
     /// `WAIT` a fresh connection with nothing to wait for: that `WAIT`
@@ -444,8 +444,13 @@ impl Shard {
         let Some(wait) = self.inner.wait else {
             return self.eval(script, keys, args).await;
         };
-        let now_ms = || self.inner.created.elapsed().as_millis() as u64 + 1;
-        let last_short = self.inner.last_short_ms.load(Ordering::Acquire);
+        let slot = match keys.first() {
+            Some(k) if self.is_cluster() => crate::keys::cluster_slot(k),
+            _ => 0,
+        };
+        let node = self.route(slot).await?;
+        let now_ms = || node.born.elapsed().as_millis() as u64 + 1;
+        let last_short = node.last_short_ms.load(Ordering::Acquire);
         if last_short != 0 && now_ms().saturating_sub(last_short) < WAIT_BACKOFF.as_millis() as u64
         {
             return Err(self.unavailable(
@@ -477,10 +482,10 @@ impl Shard {
             results[usize::from(!confirmed)].increment(1);
         }
         if confirmed {
-            self.inner.last_short_ms.store(0, Ordering::Release);
+            node.last_short_ms.store(0, Ordering::Release);
             Ok(value)
         } else {
-            self.inner.last_short_ms.store(now_ms(), Ordering::Release);
+            node.last_short_ms.store(now_ms(), Ordering::Release);
             Err(EngineError::NotReplicated {
                 shard: self.inner.name.clone(),
                 acked,
@@ -638,8 +643,13 @@ impl Shard {
             match op(client).await {
                 Err(e) if not_run_slot_moving(&e) && start.elapsed() + pause < SLOT_MOVE_WAIT => {
                     let moved = e.details().starts_with("MOVED ");
-                    if let (Conns::Cluster(c), true) = (&self.inner.conns, moved) {
-                        c.moved(e.details());
+                    if let Conns::Cluster(c) = &self.inner.conns {
+                        if moved {
+                            c.moved(e.details());
+                        } else if e.details().starts_with(MULTI_REDIRECTED) {
+                            // Which node fred did not say: read the map.
+                            c.read_map(false).await;
+                        }
                     }
                     // The first `MOVED` is followed at once; anything else
                     // waits for the move to end.
@@ -656,11 +666,15 @@ impl Shard {
     }
 }
 
+/// fred's words for a transaction that a cluster node answered `MOVED` or
+/// `ASK` (not run; see `Node::connect`).
+const MULTI_REDIRECTED: &str = "Max redirections exceeded";
+
 /// Whether a cluster refused a command before running it because the
 /// command's slot is moving or has moved: `TRYAGAIN`, or a redirection
 /// (`MOVED`, `ASK`). Such a command may be sent again.
 pub(crate) fn not_run_slot_moving(e: &RedisError) -> bool {
-    ["TRYAGAIN", "MOVED ", "ASK "]
+    ["TRYAGAIN", "MOVED ", "ASK ", MULTI_REDIRECTED]
         .iter()
         .any(|p| e.details().starts_with(p))
 }
