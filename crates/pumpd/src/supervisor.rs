@@ -336,17 +336,15 @@ impl ShardPumps {
                 Ok(())
             };
             if let Err(e) = call {
-                // On a cluster, a dead master fails only its own slots'
-                // calls (at once): go on with the others while the round is
-                // young. Otherwise the next calls would likely wait as
-                // long: try again next round rather than hold up the
-                // heartbeat.
-                let young = round.elapsed() < std::time::Duration::from_millis(member_ttl / 2);
-                if self.shard.is_cluster() && young {
-                    failed.push((slot, e));
+                // A call refused at once (on a cluster, a dead master
+                // refuses only its own slots'): go on with the other slots
+                // while the round is young. One that took long (a hung
+                // shard) would be followed by as slow ones: try again next
+                // round rather than hold up the heartbeat.
+                failed.push((slot, e));
+                if round.elapsed() < std::time::Duration::from_millis(member_ttl / 2) {
                     continue;
                 }
-                tracing::warn!(shard = self.shard.name(), error = %e, "lease call failed; trying again next round");
                 break;
             }
         }

@@ -23,18 +23,13 @@ pub(crate) fn publish(k: &SlotKeys, qualified: &str) -> Vec<String> {
     ]
 }
 
-/// `republish.lua`: a publish's keys, then the queue's dead list.
+/// `republish.lua`: a publish's keys, with the queue's dead list before
+/// the guard.
 pub(crate) fn republish(k: &SlotKeys, qualified: &str) -> Vec<String> {
-    vec![
-        k.jobs(),
-        k.timer(),
-        k.counters(),
-        k.ready(qualified),
-        k.wheel_index(),
-        k.queues(),
-        k.dead(qualified),
-        k.guard(),
-    ]
+    let mut keys = publish(k, qualified);
+    // Before the guard, which stays last.
+    keys.insert(keys.len() - 1, k.dead(qualified));
+    keys
 }
 
 /// `serve.lua`.

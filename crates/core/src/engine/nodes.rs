@@ -62,6 +62,18 @@ pub(crate) const MAP_MIN_GAP: Duration = Duration::from_millis(100);
 /// asked (at most the shard's command timeout).
 const MAP_READ_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// A request refused because the cluster node that serves it is not
+/// connected.
+pub(crate) fn not_connected(shard: &str, addr: &str) -> EngineError {
+    EngineError::Unavailable {
+        shard: shard.to_owned(),
+        source: RedisError::new(
+            ErrorKind::IO,
+            format!("not connected to cluster node {addr}"),
+        ),
+    }
+}
+
 /// The connections to one Redis server.
 pub(crate) struct Node {
     /// `host:port` of a cluster node; the shard's URL otherwise.

@@ -196,16 +196,24 @@ enum Subs {
 struct NodeSub {
     sub: SubscriberClient,
     dispatcher: tokio::task::JoinHandle<()>,
+    /// The client's connection task, ended on drop as `Node`'s are.
+    connection: tokio::task::JoinHandle<Result<(), fred::error::Error>>,
 }
 
 impl Drop for NodeSub {
     fn drop(&mut self) {
         self.dispatcher.abort();
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let sub = self.sub.clone();
-            rt.spawn(async move {
-                let _ = sub.quit().await;
-            });
+        let connection = self.connection.abort_handle();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let sub = self.sub.clone();
+                rt.spawn(async move {
+                    let quit = sub.quit();
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), quit).await;
+                    connection.abort();
+                });
+            }
+            Err(_) => connection.abort(),
         }
     }
 }
@@ -363,20 +371,14 @@ impl Subscriber<'_> {
         for attempt in 0..2 {
             let node = cluster.route(slot).await?;
             if !node.is_connected() {
-                return Err(EngineError::Unavailable {
-                    shard: shard.to_owned(),
-                    source: fred::error::Error::new(
-                        fred::error::ErrorKind::IO,
-                        format!("not connected to cluster node {}", node.addr),
-                    ),
-                });
+                return Err(super::nodes::not_connected(shard, &node.addr));
             }
             let sub = match nodes.get(&node.addr) {
                 Some(s) => s.sub.clone(),
                 None => {
                     let sub =
                         node_subscriber(&node).map_err(|e| EngineError::from_redis(shard, e))?;
-                    let _conn = sub.connect();
+                    let connection = sub.connect();
                     let dispatcher = tokio::spawn(dispatch(
                         sub.clone(),
                         listeners.clone(),
@@ -388,6 +390,7 @@ impl Subscriber<'_> {
                         NodeSub {
                             sub: sub.clone(),
                             dispatcher,
+                            connection,
                         },
                     );
                     sub

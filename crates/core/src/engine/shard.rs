@@ -334,6 +334,15 @@ impl Shard {
         Ok(())
     }
 
+    /// The cluster slot of `key` (0 on other shards, where it is unused).
+    fn slot_of(&self, key: &str) -> u16 {
+        if self.is_cluster() {
+            crate::keys::cluster_slot(key)
+        } else {
+            0
+        }
+    }
+
     /// The node that serves `slot` (a cluster slot; any on other shards).
     async fn route(&self, slot: u16) -> Result<Arc<Node>, EngineError> {
         match &self.inner.conns {
@@ -361,13 +370,7 @@ impl Shard {
     }
 
     pub(crate) fn unavailable_node(&self, addr: &str) -> EngineError {
-        EngineError::Unavailable {
-            shard: self.inner.name.clone(),
-            source: RedisError::new(
-                ErrorKind::IO,
-                format!("not connected to cluster node {addr}"),
-            ),
-        }
+        super::nodes::not_connected(&self.inner.name, addr)
     }
 
     /// Classifies a Redis error of this shard (see [`EngineError`]). A
@@ -444,11 +447,9 @@ impl Shard {
         let Some(wait) = self.inner.wait else {
             return self.eval(script, keys, args).await;
         };
-        let slot = match keys.first() {
-            Some(k) if self.is_cluster() => crate::keys::cluster_slot(k),
-            _ => 0,
-        };
-        let node = self.route(slot).await?;
+        let node = self
+            .route(keys.first().map_or(0, |k| self.slot_of(k)))
+            .await?;
         let now_ms = || node.born.elapsed().as_millis() as u64 + 1;
         let last_short = node.last_short_ms.load(Ordering::Acquire);
         if last_short != 0 && now_ms().saturating_sub(last_short) < WAIT_BACKOFF.as_millis() as u64
@@ -504,10 +505,7 @@ impl Shard {
         args: Vec<Value>,
     ) -> Result<(Value, Client), EngineError> {
         let start = std::time::Instant::now();
-        let slot = match keys.first() {
-            Some(k) if self.is_cluster() => crate::keys::cluster_slot(k),
-            _ => 0,
-        };
+        let slot = keys.first().map_or(0, |k| self.slot_of(k));
         // As `Key`s, whose bytes are shared: a call sent again (NOSCRIPT, a
         // slot on the move) copies no key.
         let keys: Vec<Key> = keys.into_iter().map(Key::from).collect();
@@ -610,12 +608,7 @@ impl Shard {
         F: Fn(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, RedisError>>,
     {
-        let slot = if self.is_cluster() {
-            crate::keys::cluster_slot(key)
-        } else {
-            0
-        };
-        self.resend_while_moving(slot, false, op).await
+        self.resend_while_moving(self.slot_of(key), false, op).await
     }
 
     /// Runs `op` on a connection to the node that serves `slot` (of its
