@@ -160,6 +160,14 @@ impl RedisCluster {
         );
     }
 
+    /// Node `i`'s `cluster_state` (`ok` or `fail`), as it sees the cluster;
+    /// empty if it does not answer.
+    pub fn state_of(&self, i: usize) -> String {
+        field(&cluster_info(&self.nodes[i]), "cluster_state")
+            .unwrap_or_default()
+            .to_owned()
+    }
+
     /// Kills node `i` (SIGKILL), as a crashed master or replica.
     pub fn kill(&mut self, i: usize) {
         self.nodes[i].kill();

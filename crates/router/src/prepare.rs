@@ -7,6 +7,8 @@ use std::{
     time::Duration,
 };
 
+use tokio::time::Instant;
+
 use anyhow::Context;
 use sundial_core::Shard;
 
@@ -22,22 +24,68 @@ pub const RELOAD_WAIT: Duration = Duration::from_secs(10);
 /// eviction policy is safe, its data format, slot and lane counts and ring
 /// membership match
 /// what it holds; then loads the scripts and pins the layouts.
+///
+/// A shard that answers but refuses for now (`LOADING` while Redis reads
+/// its data, `CLUSTERDOWN` while a cluster forms or a master rejoins) is
+/// asked again until `wait` has passed: a gateway started together with
+/// its Redis waits for it rather than exiting at the first refusal. Every
+/// step is idempotent, so the whole preparation is simply run again.
 pub async fn prepare(
     pools: &BTreeMap<String, PoolConfig>,
     previous: Option<&Topology>,
     wait: Duration,
 ) -> anyhow::Result<Topology> {
+    const AGAIN: Duration = Duration::from_millis(200);
     let shards = connect(pools, previous)?;
+    let start = Instant::now();
+    let deadline = start + wait;
+    let mut refused = 0u32;
+    loop {
+        match prepare_connected(pools, previous, &shards, deadline).await {
+            Err(e) if is_refusal(&e) && Instant::now() + AGAIN < deadline => {
+                // One line when it starts and one every few seconds after.
+                if refused.is_multiple_of(15) {
+                    tracing::warn!(
+                        error = format!("{e:#}"),
+                        waited_ms = start.elapsed().as_millis(),
+                        "a shard refuses for now; asking again"
+                    );
+                }
+                refused += 1;
+                tokio::time::sleep(AGAIN).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether `e` is a refusal that may pass: a shard that answered "not
+/// now", not one that failed a check (a wrong format, an unsafe eviction
+/// policy) or did not answer at all within the wait.
+fn is_refusal(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<sundial_core::EngineError>()
+            .is_some_and(sundial_core::EngineError::is_unavailable)
+    })
+}
+
+async fn prepare_connected(
+    pools: &BTreeMap<String, PoolConfig>,
+    previous: Option<&Topology>,
+    shards: &BTreeMap<String, Vec<Shard>>,
+    deadline: Instant,
+) -> anyhow::Result<Topology> {
     let mut draining = BTreeMap::new();
     for (name, pool) in pools {
         let connected = shards.get(name).map_or(&[][..], Vec::as_slice);
         for shard in connected {
             let reused = previous.is_some_and(|t| t.shards().any(|s| s.same(shard)));
+            let wait = deadline.saturating_duration_since(Instant::now());
             check_shard(name, shard, pool, reused, wait).await?;
         }
         draining.insert(name.clone(), settle_layouts(name, pool, connected).await?);
     }
-    let topology = Topology::new(pools, shards, &draining)?;
+    let topology = Topology::new(pools, shards.clone(), &draining)?;
     // Pinned only once the whole topology is valid.
     for pool in topology.pools() {
         let draining: Vec<Layout> = pool.draining().cloned().collect();

@@ -207,6 +207,9 @@ async fn supervise(
 ) {
     loop {
         let ended = tokio::select! {
+            // Stop first: loops return when it is cancelled, and one that
+            // did is not a loop that ended too early.
+            biased;
             () = stop.cancelled() => break,
             Some(ended) = tasks.join_next_with_id() => ended,
         };

@@ -13,7 +13,8 @@ use std::{
 
 use sundial_core::keys::{self, SlotKeys};
 use sundial_tests::{
-    Api, CLUSTER_SLOTS, RedisCluster, Sundial, SundialConfig, create_token, wait_until_async,
+    Api, CLUSTER_SLOTS, RedisCluster, Sundial, SundialConfig, create_token, wait_until,
+    wait_until_async,
 };
 
 #[test]
@@ -376,6 +377,56 @@ async fn a_dead_master_costs_only_its_own_slots_and_they_return_when_it_restarts
         "a delayed job on the restarted master fires: {r:?}"
     );
     eprintln!("dead master: its queue published again {back:?} after the kill");
+}
+
+/// A gateway started while its cluster answers `CLUSTERDOWN` (here a
+/// master that restarts and rejoins; also a cluster that is still forming)
+/// waits for it within its startup wait instead of exiting at the first
+/// refusal, then serves every slot.
+#[tokio::test]
+async fn a_gateway_started_while_its_cluster_is_down_waits_for_it() {
+    let mut cluster = RedisCluster::start(3, 0);
+    cluster.kill(0);
+    wait_until(
+        Duration::from_secs(30),
+        "the other masters to see the cluster down",
+        || cluster.state_of(1) == "fail",
+    );
+    cluster.nodes_mut()[0].restart();
+    assert_eq!(
+        cluster.state_of(1),
+        "fail",
+        "still down as the gateway starts"
+    );
+
+    let gw = Sundial::start(&SundialConfig::new(cluster.url()));
+    assert!(
+        gw.log().contains("CLUSTERDOWN") && gw.log().contains("asking again"),
+        "the gateway met the cluster down: {}",
+        gw.log()
+    );
+    assert_eq!(cluster.state_of(1), "ok");
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    // Queues on every master.
+    let mut on: HashMap<usize, String> = HashMap::new();
+    for q in (0..).map(|i| format!("q{i}")) {
+        let slot = keys::slot_of("ns", &q, 0, 128);
+        let master = cluster.master_of(cluster.key_slot(&SlotKeys::new(slot).jobs()));
+        on.entry(master).or_insert(q);
+        if on.len() == 3 {
+            break;
+        }
+    }
+    for q in on.values() {
+        let id = api.publish("ns", q, "delay_ms=200", b"x").await;
+        let r = api.get(&format!("/api/ns/{q}?timeout=10")).await;
+        assert_eq!(
+            (r.status, r.json["job_id"].as_str()),
+            (200, Some(id.as_str())),
+            "a delayed job on {q} fires: {r:?}"
+        );
+    }
 }
 
 /// A slot moved to another master while a long poll waits on it: the

@@ -422,3 +422,62 @@ async fn latency_and_connection_resets_are_survived() {
     )
     .await;
 }
+
+/// A gateway and its Redis started together (a reboot, a new deployment):
+/// Redis answers `LOADING` while it reads its data. The gateway waits for
+/// it, within its startup wait, instead of exiting at the first refusal,
+/// and then serves the jobs Redis loaded.
+#[tokio::test]
+async fn a_gateway_started_while_redis_loads_its_data_waits_then_serves_it() {
+    // Redis sleeps 100 µs per key while loading, and answers clients
+    // (`LOADING`) between keys: about 2 s of loading for 20,000 keys.
+    let mut redis = RedisServer::start_with(&[
+        "--key-load-delay",
+        "100",
+        "--loading-process-events-interval-bytes",
+        "1024",
+    ]);
+    let cfg = SundialConfig::new(redis.url());
+    let mut gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let published = publish_n(&api, "q", "", 5).await;
+    gw.kill();
+    {
+        let mut c = redis.client();
+        let mut fill = redis::pipe();
+        for i in 0..20_000 {
+            fill.set(format!("filler:{i}"), "x").ignore();
+        }
+        let () = fill.query(&mut c).expect("fill");
+        let () = redis::cmd("SAVE").query(&mut c).expect("SAVE");
+    }
+    redis.restart();
+    let mut c = redis.client();
+    let loading: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut c)
+        .expect("INFO");
+    assert!(
+        loading.contains("loading:1"),
+        "Redis should still be loading: {loading}"
+    );
+
+    gw.restart();
+    // A new client: the old one's pooled connections went with the old process.
+    let api = Api::new(gw.api(), Some(&token));
+    assert!(
+        gw.log().contains("LOADING"),
+        "the gateway met Redis loading: {}",
+        gw.log()
+    );
+    all_delivered(
+        &api,
+        "q",
+        &published,
+        Duration::from_secs(15),
+        "jobs Redis loaded",
+    )
+    .await;
+    assert!(!gw.log().contains("panicked"));
+}
