@@ -26,7 +26,7 @@ while moved < limit do
         if mode == 'delete' then moved = moved + 1 end
       else
         count(ckey, DEAD, r.queue, -1)
-        r.state, r.tries, r.expire = READY, 1, 0
+        r.state, r.tries, r.expire, r.died = READY, 1, 0, false
         if ttl > 0 then r.expire = now + ttl end
         redis.call('HSET', jkey, id, encode(r))
         count(ckey, READY, r.queue, 1)

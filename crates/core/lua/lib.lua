@@ -54,14 +54,15 @@ end
 local function encode(r)
   local state = r.state
   if r.delivered then state = state + 16 end
+  if r.died then state = state + 32 end
   return struct.pack(HEADER, state, r.tries, r.pub, r.expire, r.due or 0, r.qn, #r.attrs, r.attrs)
     .. r.body
 end
 
 local function decode(s)
   local state, tries, pub, expire, due, qn, attrs, pos = struct.unpack(HEADER, s)
-  return { state = state % 16, delivered = state >= 16, tries = tries, pub = pub, expire = expire, due = due,
-           qn = qn, attrs = attrs, body = string.sub(s, pos) }
+  return { state = state % 16, delivered = state % 32 >= 16, died = state >= 32, tries = tries, pub = pub,
+           expire = expire, due = due, qn = qn, attrs = attrs, body = string.sub(s, pos) }
 end
 
 -- The leading fields of a record, without unpacking its attributes and
@@ -69,7 +70,16 @@ end
 -- number, tries, expiry, whether it has been delivered, and due time.
 local function head(raw)
   local state, tries, _, expire, due, qn = struct.unpack('>BHI6I6I6I3', raw)
-  return state % 16, qn, tries, expire, state >= 16, due
+  return state % 16, qn, tries, expire, state % 32 >= 16, due
+end
+
+-- The record `raw` of a job that dies at `now` with `tries` left: state
+-- DEAD, delivered, and the died flag (32), with `now` in its due field
+-- (a dead job has no due time; the dead-letter listing shows when it
+-- died). Records of jobs that died before this flag existed lack it.
+local function patch_dead(raw, tries, now)
+  return struct.pack('>BH', DEAD + 16 + 32, tries) .. string.sub(raw, 4, 15) .. struct.pack('>I6', now)
+    .. string.sub(raw, 22)
 end
 
 -- A function that packs records of jobs that share everything but their

@@ -97,7 +97,11 @@ local function move(id, raw, st, to, list, queue, tries, expire, delivered, time
   counts.state(st, queue, -1)
   counts.state(to, queue, 1)
   records[#records + 1] = id
-  records[#records + 1] = patch(raw, to, tries, delivered)
+  if to == DEAD then
+    records[#records + 1] = patch_dead(raw, tries, now)
+  else
+    records[#records + 1] = patch(raw, to, tries, delivered)
+  end
   pending = pending + #raw
   push(prefix .. list .. queue, id)
   rearm(id, expire, timed)

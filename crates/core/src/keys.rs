@@ -41,10 +41,14 @@
 //! `sd:limits` hash, same fields → rate limit JSON; `sd:tokens:version`, a
 //! counter bumped on every change of either so that every gateway reloads its
 //! copy; `sd:rate:<pool>/<ns>/<token>:<r|w>`, request counters that expire
-//! with their window. An admin Redis that is a cluster names the three tables
-//! `sd:{admin}:tokens`, `sd:{admin}:limits` and `sd:{admin}:tokens:version`
-//! ([`AdminKeys`]): one hash tag, so that a change and its version bump stay
-//! one script in one cluster slot.
+//! with their window; `sd:queues:<pool>/<ns>`, a sorted set of the queues
+//! the namespace has been published to (score 0, ordered by name), for the
+//! admin listing: gateways add a queue when they first publish to it, and
+//! at start every queue their pools' slots hold. An admin Redis that is a
+//! cluster names the three tables `sd:{admin}:tokens`, `sd:{admin}:limits`
+//! and `sd:{admin}:tokens:version` ([`AdminKeys`]): one hash tag, so that a
+//! change and its version bump stay one script in one cluster slot; the
+//! queue indexes carry the same tag (`sd:{admin}:queues:<pool>/<ns>`).
 //!
 //! Channels: on a standalone or Sentinel shard, `sd:ready:<ns>/<queue>` (a
 //! count of jobs that became ready, for long polls) and `sd:timer` (a slot
@@ -102,6 +106,8 @@ pub struct AdminKeys {
     pub tokens: &'static str,
     pub limits: &'static str,
     pub version: &'static str,
+    /// Prefix of the queue indexes ([`AdminKeys::queues`]).
+    queues: &'static str,
 }
 
 /// The admin tables on a standalone or Sentinel-managed Redis.
@@ -109,6 +115,7 @@ const ADMIN_KEYS: AdminKeys = AdminKeys {
     tokens: TOKENS,
     limits: LIMITS,
     version: TOKENS_VERSION,
+    queues: "sd:queues:",
 };
 
 /// The admin tables on a Redis Cluster: one hash tag, one cluster slot.
@@ -116,6 +123,7 @@ const CLUSTER_ADMIN_KEYS: AdminKeys = AdminKeys {
     tokens: "sd:{admin}:tokens",
     limits: "sd:{admin}:limits",
     version: "sd:{admin}:tokens:version",
+    queues: "sd:{admin}:queues:",
 };
 
 impl AdminKeys {
@@ -126,6 +134,13 @@ impl AdminKeys {
         } else {
             &ADMIN_KEYS
         }
+    }
+
+    /// The index of the queues a namespace of a pool has been published
+    /// to: a sorted set of queue names, all with score 0 (so that it pages
+    /// by name).
+    pub fn queues(&self, pool: &str, ns: &str) -> String {
+        format!("{}{pool}/{ns}", self.queues)
     }
 
     pub fn table(&self, table: AdminTable) -> &'static str {

@@ -71,6 +71,8 @@ scripts! {
     destroy,
     dead_peek,
     dead_move,
+    dead_list,
+    dead_pick,
     pump,
     rate,
     heartbeat,

@@ -150,6 +150,10 @@ fn background(
     loops.add("token poller", move |stop| {
         tokens.clone().run(follow.clone(), stop)
     });
+    let (indexed, index) = (live.clone(), state.tokens.clone());
+    loops.add("queue index", move |stop| {
+        sundial_gateway::admin::index_existing(indexed.clone(), index.clone(), stop)
+    });
     let (probed, health) = (live.clone(), state.health.clone());
     loops.add("health probes", move |stop| {
         health::run(probed.clone(), health.clone(), stop)

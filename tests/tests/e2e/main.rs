@@ -37,6 +37,7 @@ mod http_abuse;
 mod leases;
 mod limits;
 mod moves;
+mod operators;
 mod outages;
 mod pools;
 mod pumpd;

@@ -95,6 +95,63 @@ impl Shard {
         })
     }
 
+    /// Adds queues to a namespace's queue index (a queue already there
+    /// stays as it is).
+    pub async fn index_queues(
+        &self,
+        pool: &str,
+        ns: &str,
+        queues: &[String],
+    ) -> Result<(), EngineError> {
+        if queues.is_empty() {
+            return Ok(());
+        }
+        let key = self.admin_keys().queues(pool, ns);
+        let members: Vec<(f64, String)> = queues.iter().map(|q| (0.0, q.clone())).collect();
+        self.idempotent(&key, |c| {
+            let (key, members) = (key.clone(), members.clone());
+            async move {
+                c.zadd::<(), _, _>(key, None, None, false, false, members)
+                    .await
+            }
+        })
+        .await
+    }
+
+    /// Up to `limit` queue names of a namespace's index, in name order,
+    /// after `after` (from the first when `None`).
+    pub async fn indexed_queues(
+        &self,
+        pool: &str,
+        ns: &str,
+        after: Option<&str>,
+        limit: u64,
+    ) -> Result<Vec<String>, EngineError> {
+        let key = self.admin_keys().queues(pool, ns);
+        let from = after.map_or_else(|| "-".to_owned(), |a| format!("({a}"));
+        self.idempotent(&key, |c| {
+            let (key, from) = (key.clone(), from.clone());
+            async move {
+                let cmd = fred::types::CustomCommand::new_static(
+                    "ZRANGE",
+                    fred::types::ClusterHash::FirstKey,
+                    false,
+                );
+                let args: Vec<fred::types::Value> = vec![
+                    key.into(),
+                    from.into(),
+                    "+".into(),
+                    "BYLEX".into(),
+                    "LIMIT".into(),
+                    0.into(),
+                    (limit as i64).into(),
+                ];
+                c.custom(cmd, args).await
+            }
+        })
+        .await
+    }
+
     /// The token table alone, read from Redis.
     pub async fn token_table(&self) -> Result<HashMap<String, String>, EngineError> {
         let key = self.admin_keys().tokens;

@@ -62,6 +62,9 @@ pub(crate) struct Record {
     pub(crate) published_ms: u64,
     /// 0 = never.
     pub(crate) expire_ms: u64,
+    /// When a dead job died (ms, shard clock); `None` for other states and
+    /// for jobs that died before records kept it.
+    pub(crate) died_ms: Option<u64>,
     pub(crate) attrs: Bytes,
     pub(crate) body: Bytes,
 }
@@ -87,10 +90,11 @@ impl Record {
         }
         Some(Self {
             state: raw[0] % 16,
-            delivered: raw[0] >= 16,
+            delivered: raw[0] % 32 >= 16,
             tries: be(&raw[1..3]) as u16,
             published_ms: be(&raw[3..9]),
             expire_ms: be(&raw[9..15]),
+            died_ms: (raw[0] >= 32).then(|| be(&raw[15..21])),
             attrs: raw.slice(RECORD_HEAD..body_at),
             body: raw.slice(body_at..),
         })
@@ -195,10 +199,18 @@ mod tests {
                 tries: 5,
                 published_ms: 1000,
                 expire_ms: 2000,
+                died_ms: None,
                 attrs: Bytes::from_static(b"{}"),
                 body: Bytes::from_static(b"body"),
             }
         );
+        // A dead job that died at 3000 (`patch_dead`): state 4 + 16 + 32,
+        // the time in the due field.
+        let mut dead = raw.clone();
+        dead[0] = 52;
+        dead[15..21].copy_from_slice(&[0, 0, 0, 0, 0x0b, 0xb8]);
+        let r = Record::unpack(Bytes::from(dead)).expect("record");
+        assert_eq!((r.state, r.delivered, r.died_ms), (4, true, Some(3000)));
         // Attributes that run past the end, and a record cut short.
         raw[25] = 200;
         assert_eq!(Record::unpack(Bytes::from(raw)), None);

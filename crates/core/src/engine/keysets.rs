@@ -71,6 +71,24 @@ pub(crate) fn dead_peek(k: &SlotKeys, qualified: &str) -> Vec<String> {
     vec![k.jobs(), k.dead(qualified)]
 }
 
+/// `dead_list.lua`.
+pub(crate) fn dead_list(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    vec![k.jobs(), k.dead(qualified)]
+}
+
+/// `dead_pick.lua`.
+pub(crate) fn dead_pick(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.counters(),
+        k.dead(qualified),
+        k.ready(qualified),
+        k.queues(),
+        k.guard(),
+    ]
+}
+
 /// `dead_move.lua`.
 pub(crate) fn dead_move(k: &SlotKeys, qualified: &str) -> Vec<String> {
     vec![
@@ -132,6 +150,8 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("peek_queue", peek_queue(&k, &q)),
         ("dead_peek", dead_peek(&k, &q)),
         ("dead_move", dead_move(&k, &q)),
+        ("dead_list", dead_list(&k, &q)),
+        ("dead_pick", dead_pick(&k, &q)),
         ("pump", pump(&k)),
         ("claim", claim(&k)),
         ("heartbeat", heartbeat()),

@@ -25,5 +25,5 @@ pub use decode::{Delivery, JobView, state};
 pub use jobs::{NewJob, Publication, Schedule, Served, Want};
 pub use pubsub::{Handler, Heard, Listening, PubSub};
 pub use pump::PumpOutcome;
-pub use queue::Counts;
+pub use queue::{Counts, DeadJob, DeadPage};
 pub use shard::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, ReplicaWait, Shard, ShardOptions};

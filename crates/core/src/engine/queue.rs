@@ -15,6 +15,36 @@ const PEEK_SCAN: i64 = 64;
 /// How many list entries one destroy or dead-letter batch handles at most.
 const BATCH: u64 = 500;
 
+/// A dead job, as the dead-letter listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadJob {
+    pub id: String,
+    /// Tries left (0 for a job that used them all).
+    pub tries_left: u16,
+    pub published_ms: u64,
+    /// When it died (ms, shard clock); `None` for a job that died before
+    /// records kept it.
+    pub died_ms: Option<u64>,
+    /// When it expires (ms, shard clock); 0 = never.
+    pub expire_ms: u64,
+    /// Attributes as JSON text; empty when the job has none.
+    pub attrs: String,
+    pub body: bytes::Bytes,
+}
+
+/// A part of a queue's dead letter in one slot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeadPage {
+    /// Entries in the slot's dead list (stale ones included).
+    pub entries: u64,
+    /// How many entries this read passed (live or not).
+    pub read: u64,
+    /// The live dead jobs among them, oldest first.
+    pub jobs: Vec<DeadJob>,
+    /// The shard's clock when it was read (ms).
+    pub now_ms: u64,
+}
+
 /// A queue's live jobs per state, and its running totals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -141,6 +171,80 @@ impl Shard {
         }
         let mut f = Fields::new(self, v)?;
         Ok(Some((f.string()?, f.uint()?)))
+    }
+
+    /// Reads `count` entries of a queue's dead list in one slot, after
+    /// passing `skip` from its oldest end; nothing changes.
+    pub async fn dead_list(
+        &self,
+        slot: u32,
+        qualified: &str,
+        skip: u64,
+        count: u64,
+    ) -> Result<DeadPage, EngineError> {
+        let k = SlotKeys::new(slot);
+        let v = self
+            .eval(
+                &SCRIPTS.dead_list,
+                keysets::dead_list(&k, qualified),
+                vec![(skip as i64).into(), (count as i64).into()],
+            )
+            .await?;
+        let mut f = Fields::new(self, v)?;
+        let mut page = DeadPage {
+            entries: f.uint()?,
+            read: f.uint()?,
+            now_ms: f.uint()?,
+            jobs: Vec::new(),
+        };
+        while f.len() >= 2 {
+            let id = f.string()?;
+            let r = f.record()?;
+            page.jobs.push(DeadJob {
+                id,
+                tries_left: r.tries,
+                published_ms: r.published_ms,
+                died_ms: r.died_ms,
+                expire_ms: r.expire_ms,
+                attrs: String::from_utf8_lossy(&r.attrs).into_owned(),
+                body: r.body,
+            });
+        }
+        Ok(page)
+    }
+
+    /// Respawns (`respawn`, with one try and a TTL of `ttl_ms`, 0 = never
+    /// expire) or deletes (`delete`) the dead jobs `ids` of a queue in one
+    /// slot. Returns, per id, whether it was a live dead job of the queue
+    /// here and was handled.
+    pub async fn dead_pick(
+        &self,
+        slot: u32,
+        qualified: &str,
+        mode: &str,
+        ttl_ms: u64,
+        ids: &[String],
+    ) -> Result<Vec<bool>, EngineError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = SlotKeys::new(slot);
+        let mut args: Vec<Value> = vec![
+            mode.into(),
+            (ttl_ms as i64).into(),
+            self.ready_channel(slot, qualified).into(),
+            qualified.into(),
+        ];
+        args.extend(ids.iter().map(|id| Value::from(id.as_str())));
+        let v = self
+            .eval(&SCRIPTS.dead_pick, keysets::dead_pick(&k, qualified), args)
+            .await?;
+        let mut f = Fields::new(self, v)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for _ in ids {
+            out.push(f.uint()? == 1);
+        }
+        Ok(out)
     }
 
     /// Moves up to `limit` dead jobs back to ready with one try and a TTL of

@@ -1,14 +1,17 @@
-//! The admin API, on its own listener: tokens, limits, reload, pools, info,
-//! drains and version. Token routes need HTTP basic auth when accounts are
-//! configured (so do the rate-limit and reload routes); the rest are
-//! read-only and open, as in lmstfy. (`/live`, `/ready` and `/metrics` are
+//! The admin API, on its own listener: tokens, limits, reload, queues and
+//! dead letters, pools, info, drains and version. Token routes need HTTP
+//! basic auth when accounts are configured (so do the rate-limit, reload,
+//! queue and dead-letter routes); the rest are read-only and open, as in
+//! lmstfy. (`/live`, `/ready` and `/metrics` are
 //! the binary's, shared with `sundial pumpd`: see [`readiness`].)
 
 mod info;
 mod limits;
+mod queues;
 mod tokens;
 
 pub use info::readiness;
+pub use queues::index_existing;
 
 use std::sync::Arc;
 
@@ -38,6 +41,19 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
                 .delete(limits::delete),
         )
         .route("/limits", get(limits::list))
+        .route("/namespaces/{ns}/queues", get(queues::list))
+        .route(
+            "/namespaces/{ns}/queues/{queue}/deadletter",
+            get(queues::dead_list),
+        )
+        .route(
+            "/namespaces/{ns}/queues/{queue}/deadletter/respawn",
+            post(queues::dead_respawn),
+        )
+        .route(
+            "/namespaces/{ns}/queues/{queue}/deadletter/delete",
+            post(queues::dead_delete),
+        )
         .route("/reload", post(reload))
         .route_layer(middleware::from_fn_with_state(state.clone(), basic_auth));
     Router::new()

@@ -37,7 +37,7 @@ impl Params {
 
     /// An unsigned parameter, `default` when absent, else 400 `invalid
     /// <name>` unless it parses (an empty value does not, as in lmstfy).
-    fn uint<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ApiError> {
+    pub(crate) fn uint<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ApiError> {
         match self.get(name) {
             None => Ok(default),
             Some(v) => v

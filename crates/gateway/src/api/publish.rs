@@ -115,13 +115,14 @@ impl<'a> Publication<'a> {
     }
 }
 
-fn published(tenant: &Tenant, queue: &str, n: usize, answer: serde_json::Value) -> Response {
-    super::queue_metrics::count(
-        super::queue_metrics::Event::Published,
-        tenant,
-        queue,
-        n as u64,
-    );
+fn published(
+    state: &AppState,
+    tenant: &Tenant,
+    queue: &str,
+    n: usize,
+    answer: serde_json::Value,
+) -> Response {
+    super::queue_metrics::published(&state.tokens, tenant, queue, n as u64);
     (StatusCode::CREATED, Json(answer)).into_response()
 }
 
@@ -177,6 +178,7 @@ async fn publish_one(
     let (lane, job) = p.job(None, tenant.pool.lanes(), body.bytes.clone());
     store(state, tenant, &p, lane, std::slice::from_ref(&job)).await?;
     Ok(published(
+        state,
         tenant,
         p.queue,
         1,
@@ -230,6 +232,7 @@ async fn publish_bulk(
     store(state, tenant, &p, lane, &jobs).await?;
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     Ok(published(
+        state,
         tenant,
         p.queue,
         jobs.len(),
@@ -270,6 +273,7 @@ pub(super) async fn republish(
         }
     }
     Ok(published(
+        &state,
         &tenant,
         p.queue,
         1,

@@ -8,9 +8,18 @@ use super::{error::ApiError, jobs::queue, render, tenant::Tenant};
 
 /// A queue's counts summed over its slots (and where they drain from).
 pub(super) async fn counts(tenant: &Tenant, queue: &str) -> Result<Counts, ApiError> {
-    let qualified = keys::qualified(&tenant.ns, queue);
+    counts_of(&tenant.pool, &tenant.ns, queue).await
+}
+
+/// [`counts`] of a queue of `ns` in `pool`, for the admin listing.
+pub(crate) async fn counts_of(
+    pool: &sundial_router::Pool,
+    ns: &str,
+    queue: &str,
+) -> Result<Counts, ApiError> {
+    let qualified = keys::qualified(ns, queue);
     let mut total = Counts::default();
-    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
+    for (shard, slot) in pool.queue_places(ns, queue) {
         total.add(&shard.counts(slot, &qualified).await?);
     }
     Ok(total)
