@@ -27,7 +27,11 @@ use sundial_router::{LiveTopology, Pool, tokens::TokenStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api::{error::ApiError, params::Params, queue::counts_of},
+    api::{
+        error::ApiError,
+        params::Params,
+        queue::{counts_of, stats_of},
+    },
     state::AppState,
 };
 
@@ -94,19 +98,7 @@ pub(super) async fn list(
         futures::future::try_join_all(queues.iter().map(|q| counts_of(&pool, &ns, q))).await?;
     let mut out = Vec::with_capacity(queues.len());
     for (queue, c) in queues.iter().zip(counted) {
-        let key = format!("{}/{ns}/{queue}", pool.name());
-        let rates = state.rates.observe(&key, c.published, c.delivered);
-        out.push(json!({
-            "queue": queue,
-            "ready": c.ready,
-            "delayed": c.delayed,
-            "reserved": c.reserved,
-            "dead": c.dead,
-            "published_total": c.published,
-            "consumed_total": c.delivered,
-            "publish_rate": rates.map(|r| r.0),
-            "consume_rate": rates.map(|r| r.1),
-        }));
+        out.push(stats_of(&state, pool.name(), &ns, queue, &c));
     }
     let next = (queues.len() as u64 == limit).then(|| queues.last().cloned());
     Ok(Json(json!({

@@ -63,10 +63,26 @@ pub(super) async fn stats(
 ) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let c = counts(&tenant, queue).await?;
-    let key = format!("{}/{}/{queue}", tenant.pool.name(), tenant.ns);
-    let rates = state.rates.observe(&key, c.published, c.delivered);
-    Ok(Json(json!({
-        "namespace": tenant.ns,
+    let mut out = serde_json::Map::new();
+    out.insert("namespace".to_owned(), tenant.ns.clone().into());
+    out.extend(stats_of(&state, tenant.pool.name(), &tenant.ns, queue, &c));
+    Ok(Json(out))
+}
+
+/// A queue's stats as `GET …/stats` and the admin queue listing show them:
+/// `queue`, the counts per state, the running totals, and the rates since
+/// this gateway's previous sample.
+pub(crate) fn stats_of(
+    state: &crate::state::AppState,
+    pool: &str,
+    ns: &str,
+    queue: &str,
+    c: &Counts,
+) -> serde_json::Map<String, serde_json::Value> {
+    let rates = state
+        .rates
+        .observe(&format!("{pool}/{ns}/{queue}"), c.published, c.delivered);
+    match json!({
         "queue": queue,
         "ready": c.ready,
         "delayed": c.delayed,
@@ -76,7 +92,10 @@ pub(super) async fn stats(
         "consumed_total": c.delivered,
         "publish_rate": rates.map(|r| r.0),
         "consume_rate": rates.map(|r| r.1),
-    })))
+    }) {
+        serde_json::Value::Object(m) => m,
+        _ => unreachable!("an object literal"),
+    }
 }
 
 /// `DELETE /api/{ns}/{queue}`: deletes the queue's ready jobs.
