@@ -25,13 +25,7 @@ while moved < limit do
         drop(jkey, tkey, ckey, id, r)
         if mode == 'delete' then moved = moved + 1 end
       else
-        count(ckey, DEAD, r.queue, -1)
-        r.state, r.tries, r.expire, r.died = READY, 1, 0, false
-        if ttl > 0 then r.expire = now + ttl end
-        redis.call('HSET', jkey, id, encode(r))
-        count(ckey, READY, r.queue, 1)
-        redis.call('LPUSH', KEYS[5], id)
-        arm_expiry(tkey, id, r)
+        respawn(jkey, tkey, ckey, KEYS[5], id, r, ttl, now)
         moved = moved + 1
       end
     end

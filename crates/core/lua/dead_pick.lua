@@ -25,13 +25,7 @@ for i = 5, #ARGV do
         remove(jkey, tkey, ckey, rkey, dkey, queue, id, r)
       else
         r.queue = queue
-        count(ckey, DEAD, queue, -1)
-        r.state, r.tries, r.expire, r.died = READY, 1, 0, false
-        if ttl > 0 then r.expire = now + ttl end
-        redis.call('HSET', jkey, id, encode(r))
-        count(ckey, READY, queue, 1)
-        redis.call('LPUSH', rkey, id)
-        arm_expiry(tkey, id, r)
+        respawn(jkey, tkey, ckey, rkey, id, r, ttl, now)
         unlist(dkey, jkey, ckey, DEAD, queue, id)
         respawned = respawned + 1
       end

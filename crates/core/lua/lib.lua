@@ -3,11 +3,14 @@
 --
 -- Job record (one field of the slot's jobs hash, value packed with `struct`):
 --   state   B   1 delayed, 2 ready, 3 reserved, 4 dead; plus 16 once the
---               job has been delivered (so the first delivery is known)
+--               job has been delivered (so the first delivery is known);
+--               plus 32 on a job that died, whose `due` then holds when
+--               it died (`patch_dead`; jobs dead before this lack it)
 --   tries   H   deliveries left
 --   pub     I6  publish time, ms, shard clock
 --   expire  I6  expiry time, ms, shard clock; 0 = never
---   due     I6  when a delayed job is due, ms (read only while delayed)
+--   due     I6  when a delayed job is due, ms (read only while delayed);
+--               on a job that died (flag 32), when it died
 --   queue   I3  the queue's number in the slot's queue table (`sd:T:q`:
 --               `<ns>/<queue>` → number, `#<number>` → `<ns>/<queue>`);
 --               a number costs 3 bytes where the name cost its length
@@ -274,6 +277,20 @@ local function remove(jkey, tkey, ckey, rkey, dkey, queue, id, r)
   elseif r.state == DEAD then
     unlist(dkey, jkey, ckey, DEAD, queue, id)
   end
+end
+
+-- Makes dead job `id` (record `r`, of `r.queue`) ready again, at the
+-- head of its queue's ready list (`rkey`), with one try and a TTL of
+-- `ttl` ms (0 = never expires). Its entry in the dead list is for the
+-- caller (popped already, or `unlist`ed after).
+local function respawn(jkey, tkey, ckey, rkey, id, r, ttl, now)
+  count(ckey, DEAD, r.queue, -1)
+  r.state, r.tries, r.expire, r.died = READY, 1, 0, false
+  if ttl > 0 then r.expire = now + ttl end
+  redis.call('HSET', jkey, id, encode(r))
+  count(ckey, READY, r.queue, 1)
+  redis.call('LPUSH', rkey, id)
+  arm_expiry(tkey, id, r)
 end
 
 local function ttl_left(r, now)

@@ -76,17 +76,12 @@ pub(crate) fn dead_list(k: &SlotKeys, qualified: &str) -> Vec<String> {
     vec![k.jobs(), k.dead(qualified)]
 }
 
-/// `dead_pick.lua`.
+/// `dead_pick.lua`: `dead_move`'s keys, with the queue table before the
+/// guard.
 pub(crate) fn dead_pick(k: &SlotKeys, qualified: &str) -> Vec<String> {
-    vec![
-        k.jobs(),
-        k.timer(),
-        k.counters(),
-        k.dead(qualified),
-        k.ready(qualified),
-        k.queues(),
-        k.guard(),
-    ]
+    let mut keys = dead_move(k, qualified);
+    keys.insert(keys.len() - 1, k.queues());
+    keys
 }
 
 /// `dead_move.lua`.

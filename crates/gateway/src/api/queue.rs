@@ -63,9 +63,8 @@ pub(super) async fn stats(
 ) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let c = counts(&tenant, queue).await?;
-    let mut out = serde_json::Map::new();
-    out.insert("namespace".to_owned(), tenant.ns.clone().into());
-    out.extend(stats_of(&state, tenant.pool.name(), &tenant.ns, queue, &c));
+    let mut out = stats_of(&state, tenant.pool.name(), &tenant.ns, queue, &c);
+    out["namespace"] = tenant.ns.clone().into();
     Ok(Json(out))
 }
 
@@ -78,11 +77,11 @@ pub(crate) fn stats_of(
     ns: &str,
     queue: &str,
     c: &Counts,
-) -> serde_json::Map<String, serde_json::Value> {
+) -> serde_json::Value {
     let rates = state
         .rates
         .observe(&format!("{pool}/{ns}/{queue}"), c.published, c.delivered);
-    match json!({
+    json!({
         "queue": queue,
         "ready": c.ready,
         "delayed": c.delayed,
@@ -92,10 +91,7 @@ pub(crate) fn stats_of(
         "consumed_total": c.delivered,
         "publish_rate": rates.map(|r| r.0),
         "consume_rate": rates.map(|r| r.1),
-    }) {
-        serde_json::Value::Object(m) => m,
-        _ => unreachable!("an object literal"),
-    }
+    })
 }
 
 /// `DELETE /api/{ns}/{queue}`: deletes the queue's ready jobs.
