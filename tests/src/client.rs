@@ -88,6 +88,19 @@ impl Api {
 }
 
 /// Creates a token for `ns` through the admin API.
+/// A token's id as the admin API shows it: the first 16 hex digits of the
+/// secret's SHA-256, with the token's `pool:` prefix. Computed here, not by
+/// Sundial's code, so that tests check the scheme.
+pub fn token_id(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let (prefix, secret) = match token.split_once(':') {
+        Some((pool, secret)) => (format!("{pool}:"), secret),
+        None => (String::new(), token),
+    };
+    let hex = format!("{:x}", Sha256::digest(secret.as_bytes()));
+    format!("{prefix}{}", &hex[..16])
+}
+
 pub async fn create_token(admin_base: &str, ns: &str) -> String {
     let r = Api::new(admin_base, None)
         .post(&format!("/token/{ns}?description=test"))

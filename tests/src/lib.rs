@@ -19,7 +19,7 @@ mod sentinel;
 mod store;
 mod sundial;
 
-pub use client::{Api, Resp, create_token};
+pub use client::{Api, Resp, create_token, token_id};
 pub use cluster::{CLUSTER_SLOTS, RedisCluster};
 pub use fault_proxy::{Fault, FaultProxy};
 pub use redis_server::RedisServer;

@@ -37,10 +37,13 @@
 //! | `sd:views` | set | gateway instances that announced the layouts they write to |
 //! | `sd:view:<instance>` | string | those layouts, JSON; expires (15 s) unless the gateway renews it |
 //!
-//! Admin Redis (tokens): `sd:tokens` hash `<pool>/<ns>/<token>` → description;
-//! `sd:limits` hash, same fields → rate limit JSON; `sd:tokens:version`, a
-//! counter bumped on every change of either so that every gateway reloads its
-//! copy; `sd:rate:<pool>/<ns>/<token>:<r|w>`, request counters that expire
+//! Admin Redis (tokens): `sd:tokens` hash `<pool>/<ns>/sha256:<hex digest of
+//! the secret>` → JSON (description, scopes, queues, creation time; a token
+//! stored by a version before hashing is `<pool>/<ns>/<secret>` → its bare
+//! description until migrated); `sd:limits` hash, same fields → rate limit
+//! JSON; `sd:tokens:version`, a counter bumped on every change of either so
+//! that every gateway reloads its copy; `sd:rate:<pool>/<ns>/<token id>:<r|w>`
+//! (the id: the digest's first 16 hex digits), request counters that expire
 //! with their window; `sd:queues:<pool>/<ns>`, a sorted set of the queues
 //! the namespace has been published to (score 0, ordered by name), for the
 //! admin listing: gateways add a queue when they first publish to it, and
@@ -151,10 +154,11 @@ impl AdminKeys {
     }
 }
 
-/// Admin Redis: the request counter of one token and action (`r` consume,
-/// `w` publish) in the current window; expires with the window.
-pub fn rate(pool: &str, ns: &str, secret: &str, action: char) -> String {
-    format!("sd:rate:{pool}/{ns}/{secret}:{action}")
+/// Admin Redis: the request counter of one token (by its id, never its
+/// secret) and action (`r` consume, `w` publish) in the current window;
+/// expires with the window.
+pub fn rate(pool: &str, ns: &str, token_id: &str, action: char) -> String {
+    format!("sd:rate:{pool}/{ns}/{token_id}:{action}")
 }
 
 /// Per shard: live pump processes (member = owner id, score = expiry ms).

@@ -64,7 +64,10 @@ async fn gateway_with_lanes(redis: &RedisServer, accounts: &[(&str, &str)], lane
     let tokens = TokenStore::new(tokens::default_shard(&live).expect("shard"));
     tokens.reload().await.expect("token table");
     let token = Token::mint("default");
-    tokens.create(&token, "ns", "test").await.expect("token");
+    tokens
+        .create(&token, "ns", "test", &sundial_router::Grant::full())
+        .await
+        .expect("token");
     let settings = Settings {
         limits: Limits::default(),
         bodies: Bodies::new(8 << 20, Duration::from_secs(5), 1 << 20),

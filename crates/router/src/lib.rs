@@ -3,6 +3,7 @@
 //!
 //! - [`token`]: the `pool:secret` token format that routes a tenant to a pool.
 //! - [`tokens`]: the token and limit tables, replicated into every gateway.
+//! - [`scope`]: what a token may do, and on which queues.
 //! - [`config`]: what the operator writes about pools and shards.
 //! - [`layout`]: a pool's ring membership, and how shards pin it.
 //! - [`ring`]: consistent hashing of a pool's slots over its shards.
@@ -29,6 +30,7 @@ pub mod live;
 pub mod prepare;
 pub mod reload;
 pub mod ring;
+pub mod scope;
 pub mod token;
 pub mod tokens;
 pub mod topology;
@@ -36,5 +38,6 @@ pub mod topology;
 pub use config::{PoolConfig, SentinelConfig, ShardConfig};
 pub use layout::{Layout, Pins};
 pub use live::LiveTopology;
+pub use scope::{Grant, Scope};
 pub use token::Token;
 pub use topology::{Pool, RouterError, Topology};

@@ -1,20 +1,32 @@
-//! Tokens and their rate limits: stored in the admin Redis, replicated into
-//! every gateway.
+//! Tokens, their scopes and their rate limits: stored in the admin Redis,
+//! replicated into every gateway.
 //!
 //! Every gateway holds the whole token and limit tables in memory, so
-//! authenticating a request and finding its limit cost no round trip. Each
-//! change writes a table and, only when the table really changed, bumps
-//! the tables' version, in one script; every gateway polls that version
-//! every [`POLL`] and reloads both tables when it moved. A deleted token, or a changed limit, therefore
-//! takes effect everywhere within about [`POLL`].
+//! authenticating a request and finding its scope and limit cost no round
+//! trip. Each change writes a table and, only when the table really
+//! changed, bumps the tables' version, in one script; every gateway polls
+//! that version every [`POLL`] and reloads both tables when it moved. A
+//! deleted or narrowed token, or a changed limit, therefore takes effect
+//! everywhere within about [`POLL`].
+//!
+//! The table never holds a secret: a token's field is
+//! `<pool>/<ns>/sha256:<hex digest of the secret>`, its value a JSON
+//! [`Stored`] record. Tokens made by a version before hashing are fields
+//! `<pool>/<ns>/<secret>` whose value is the bare description; they keep
+//! working, with every scope, until [`TokenStore::migrate`] rewrites them.
+//! A limit's field is its token's field.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, hash_map::Entry},
+    sync::Arc,
+    time::Duration,
+};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use sundial_core::{AdminTables, EngineError, Shard, keys::AdminTable};
 use tokio_util::sync::CancellationToken;
 
-use crate::{LiveTopology, Token};
+use crate::{Grant, LiveTopology, Token};
 
 /// How often each gateway checks the token table's version.
 pub const POLL: Duration = Duration::from_millis(500);
@@ -28,22 +40,263 @@ pub struct Limit {
     pub interval: u64,
 }
 
-/// One load of both tables, keyed by `<pool>/<ns>/<secret>`.
+/// How many hex digits of a token's digest name it in listings, in rate
+/// counters and in admin paths (64 bits: no two tokens of a namespace
+/// share one in practice, and an admin path that matches two is refused).
+pub const ID_LEN: usize = 16;
+
+const HASHED: &str = "sha256:";
+
+/// The SHA-256 of a secret, in lower-case hex.
+pub fn digest(secret: &str) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(secret.as_bytes()))
+}
+
+/// Whether `s` has the form of a token id rather than of a secret (secrets
+/// are at least [`crate::token::MIN_CUSTOM_SECRET`] characters).
+fn is_id(s: &str) -> bool {
+    s.len() == ID_LEN && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A hashed token's value in the table.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Stored {
+    description: String,
+    /// `None`: every scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scopes: Option<Vec<String>>,
+    /// `None`: every queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    queues: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    created_ms: Option<u64>,
+}
+
+impl Stored {
+    fn new(description: &str, grant: &Grant, created_ms: Option<u64>) -> Self {
+        let full = grant.is_full();
+        Self {
+            description: description.to_owned(),
+            scopes: (!full).then(|| grant.scope_names().into_iter().map(str::to_owned).collect()),
+            queues: grant.queues().map(<[String]>::to_vec),
+            created_ms,
+        }
+    }
+
+    fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// A token as the table holds it (never its secret).
+#[derive(Debug, Clone)]
+pub struct TokenInfo {
+    pub pool: String,
+    pub ns: String,
+    /// The secret's SHA-256, hex.
+    pub digest: String,
+    pub description: String,
+    pub grant: Grant,
+    /// When it was made (unknown for tokens older than hashing).
+    pub created_ms: Option<u64>,
+    /// `false` for a token stored in plaintext by an earlier version, until
+    /// [`TokenStore::migrate`] rewrites it.
+    pub hashed: bool,
+    /// Its field in the table (and in the limit table).
+    field: String,
+    /// A plaintext token's secret, which migrating it needs.
+    legacy_secret: Option<String>,
+    /// The plaintext field of the same token, when a migration stopped
+    /// half-way and left both: deleting the token deletes both.
+    shadowed: Option<String>,
+}
+
+impl TokenInfo {
+    /// Reads one field of the table; `None` for a field this version cannot
+    /// read (it is kept as it is, and logged).
+    fn parse(field: &str, value: &str) -> Option<Self> {
+        let mut parts = field.splitn(3, '/');
+        let (pool, ns, rest) = (parts.next()?, parts.next()?, parts.next()?);
+        let mut info = Self {
+            pool: pool.to_owned(),
+            ns: ns.to_owned(),
+            digest: String::new(),
+            description: String::new(),
+            grant: Grant::full(),
+            created_ms: None,
+            hashed: false,
+            field: field.to_owned(),
+            legacy_secret: None,
+            shadowed: None,
+        };
+        match rest.strip_prefix(HASHED) {
+            Some(hex) if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                tracing::warn!(pool, ns, "ignoring a token whose digest is malformed");
+                return None;
+            }
+            Some(hex) => {
+                let stored: Stored = serde_json::from_str(value)
+                    .inspect_err(
+                        |e| tracing::warn!(error = %e, pool, ns, "ignoring an unreadable token"),
+                    )
+                    .ok()?;
+                info.grant = match &stored.scopes {
+                    None if stored.queues.is_none() => Grant::full(),
+                    scopes => {
+                        let all: Vec<String> = crate::Scope::ALL
+                            .iter()
+                            .map(|s| s.name().to_owned())
+                            .collect();
+                        Grant::from_names(scopes.as_deref().unwrap_or(&all), stored.queues.clone())
+                            .inspect_err(|e| tracing::warn!(error = %e, pool, ns, "ignoring a token with an unreadable scope"))
+                            .ok()?
+                    }
+                };
+                hex.clone_into(&mut info.digest);
+                info.description = stored.description;
+                info.created_ms = stored.created_ms;
+                info.hashed = true;
+            }
+            None => {
+                info.digest = digest(rest);
+                value.clone_into(&mut info.description);
+                info.legacy_secret = Some(rest.to_owned());
+            }
+        }
+        Some(info)
+    }
+
+    /// The id: the digest's first [`ID_LEN`] hex digits, with the pool's
+    /// prefix as a token carries it. Admin paths take it in place of the
+    /// token.
+    pub fn id(&self) -> String {
+        Token {
+            pool: self.pool.clone(),
+            secret: self.digest[..ID_LEN.min(self.digest.len())].to_owned(),
+        }
+        .to_string()
+    }
+
+    fn key(&self) -> String {
+        key(&self.pool, &self.ns, &self.digest)
+    }
+}
+
+fn key(pool: &str, ns: &str, digest: &str) -> String {
+    format!("{pool}/{ns}/{digest}")
+}
+
+fn hashed_field(pool: &str, ns: &str, digest: &str) -> String {
+    format!("{pool}/{ns}/{HASHED}{digest}")
+}
+
+/// A token named in an admin path: the token itself, or its id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenRef {
+    Secret(Token),
+    Id { pool: String, id: String },
+}
+
+impl TokenRef {
+    /// `[pool:]secret` or `[pool:]id`.
+    pub fn parse(s: &str) -> Self {
+        let t = Token::parse(s);
+        if is_id(&t.secret) {
+            Self::Id {
+                pool: t.pool,
+                id: t.secret,
+            }
+        } else {
+            Self::Secret(t)
+        }
+    }
+}
+
+/// What an authenticated request's token may do.
+#[derive(Debug)]
+pub struct Access {
+    /// The token's id without its pool: names it in rate counters.
+    pub id: String,
+    pub grant: Grant,
+    pub limit: Option<Limit>,
+}
+
+/// One load of both tables.
 #[derive(Debug, Default)]
 struct Snapshot {
     version: i64,
+    /// As stored, for writing back after a loss.
     tokens: HashMap<String, String>,
+    /// Field → limit.
     limits: HashMap<String, Limit>,
+    /// `<pool>/<ns>/<digest>` → the token (a hashed field wins over a
+    /// plaintext one of the same secret, half-way through a migration).
+    index: HashMap<String, (TokenInfo, Arc<Access>)>,
 }
 
-fn field(pool: &str, ns: &str, secret: &str) -> String {
-    format!("{pool}/{ns}/{secret}")
+impl Snapshot {
+    fn new(version: i64, tokens: HashMap<String, String>, limits: HashMap<String, Limit>) -> Self {
+        let mut index: HashMap<String, (TokenInfo, Arc<Access>)> = HashMap::new();
+        for (f, v) in &tokens {
+            let Some(info) = TokenInfo::parse(f, v) else {
+                continue;
+            };
+            let access = Arc::new(Access {
+                id: info.digest[..ID_LEN].to_owned(),
+                grant: info.grant.clone(),
+                limit: limits.get(f).copied(),
+            });
+            match index.entry(info.key()) {
+                Entry::Occupied(mut o) if o.get().0.hashed && !info.hashed => {
+                    o.get_mut().0.shadowed = Some(info.field);
+                }
+                Entry::Occupied(mut o) => {
+                    let mut info = info;
+                    info.shadowed = Some(o.get().0.field.clone());
+                    o.insert((info, access));
+                }
+                Entry::Vacant(v) => {
+                    v.insert((info, access));
+                }
+            }
+        }
+        Self {
+            version,
+            tokens,
+            limits,
+            index,
+        }
+    }
+
+    /// The one token `r` names in `ns`.
+    fn find(&self, r: &TokenRef, ns: &str) -> Option<&TokenInfo> {
+        match r {
+            TokenRef::Secret(t) => self
+                .index
+                .get(&key(&t.pool, ns, &digest(&t.secret)))
+                .map(|(i, _)| i),
+            TokenRef::Id { pool, id } => {
+                let prefix = key(pool, ns, id);
+                let mut found = self
+                    .index
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(&prefix))
+                    .map(|(_, (i, _))| i);
+                // Two tokens sharing an id: neither is named.
+                match (found.next(), found.next()) {
+                    (Some(i), None) => Some(i),
+                    _ => None,
+                }
+            }
+        }
+    }
 }
 
 /// What an authentication attempt found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Check {
-    Valid,
+    Valid(Arc<Access>),
     Invalid,
     /// The table has never been loaded (admin Redis unreachable since start).
     Unknown,
@@ -57,6 +310,12 @@ pub struct TokenStore {
     table: ArcSwapOption<Snapshot>,
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 impl TokenStore {
     pub fn new(redis: Shard) -> Arc<Self> {
         Arc::new(Self {
@@ -65,90 +324,216 @@ impl TokenStore {
         })
     }
 
-    /// Whether `token` may act on `ns`.
+    /// Whether `token` may act on `ns`, and what it may do there.
     pub fn check(&self, token: &Token, ns: &str) -> Check {
         match &*self.table.load() {
             None => Check::Unknown,
-            Some(t)
-                if t.tokens
-                    .contains_key(&field(&token.pool, ns, &token.secret)) =>
-            {
-                Check::Valid
-            }
-            Some(_) => Check::Invalid,
+            Some(t) => match t.index.get(&key(&token.pool, ns, &digest(&token.secret))) {
+                Some((_, access)) => Check::Valid(access.clone()),
+                None => Check::Invalid,
+            },
         }
     }
 
-    /// Creates a token; `false` if it already exists.
+    /// Creates a token with `grant`; `None` if it already exists.
     pub async fn create(
         &self,
         token: &Token,
         ns: &str,
         description: &str,
-    ) -> Result<bool, EngineError> {
-        let f = field(&token.pool, ns, &token.secret);
-        self.change(AdminTable::Tokens, "add", &f, description)
-            .await
+        grant: &Grant,
+    ) -> Result<Option<TokenInfo>, EngineError> {
+        self.reload().await?;
+        if self
+            .find_cached(&TokenRef::Secret(token.clone()), ns)
+            .is_some()
+        {
+            return Ok(None);
+        }
+        let d = digest(&token.secret);
+        let field = hashed_field(&token.pool, ns, &d);
+        let stored = Stored::new(description, grant, Some(now_ms()));
+        if !self
+            .change(AdminTable::Tokens, "add", &field, &stored.json())
+            .await?
+        {
+            return Ok(None);
+        }
+        Ok(TokenInfo::parse(&field, &stored.json()))
     }
 
-    /// Deletes a token; `false` if there was none.
-    pub async fn delete(&self, token: &Token, ns: &str) -> Result<bool, EngineError> {
-        let f = field(&token.pool, ns, &token.secret);
-        self.change(AdminTable::Tokens, "del", &f, "").await
+    /// The token `r` names in `ns`, from the table as it is now.
+    pub async fn find(&self, r: &TokenRef, ns: &str) -> Result<Option<TokenInfo>, EngineError> {
+        self.reload().await?;
+        Ok(self.find_cached(r, ns))
     }
 
-    /// The rate limit of a token, from this gateway's copy.
-    pub fn limit(&self, token: &Token, ns: &str) -> Option<Limit> {
-        let t = self.table.load();
-        t.as_ref()?
-            .limits
-            .get(&field(&token.pool, ns, &token.secret))
-            .copied()
+    fn find_cached(&self, r: &TokenRef, ns: &str) -> Option<TokenInfo> {
+        self.table.load().as_ref()?.find(r, ns).cloned()
     }
 
-    /// Whether the token exists, from this gateway's copy.
-    pub fn exists(&self, token: &Token, ns: &str) -> bool {
-        self.check(token, ns) == Check::Valid
+    /// Deletes a token and its limit; `false` if there was none.
+    pub async fn delete(&self, r: &TokenRef, ns: &str) -> Result<bool, EngineError> {
+        let Some(info) = self.find(r, ns).await? else {
+            return Ok(false);
+        };
+        // The token first, so that it stops at once; a crash before its
+        // limit goes leaves a limit nobody uses, which the next delete of
+        // the same token clears.
+        let deleted = self
+            .change(AdminTable::Tokens, "del", &info.field, "")
+            .await?;
+        self.change(AdminTable::Limits, "del", &info.field, "")
+            .await?;
+        if let Some(plain) = &info.shadowed {
+            self.change(AdminTable::Tokens, "del", plain, "").await?;
+            self.change(AdminTable::Limits, "del", plain, "").await?;
+        }
+        Ok(deleted)
     }
 
-    /// Sets a token's limit; with `only_new`, not if one exists (`false`).
-    pub async fn set_limit(
+    /// Gives a token a new grant, in place; a plaintext token is migrated
+    /// on the way (a scope needs the hashed record). `None` if no such token.
+    pub async fn set_grant(
         &self,
-        token: &Token,
+        r: &TokenRef,
         ns: &str,
-        limit: Limit,
-        only_new: bool,
-    ) -> Result<bool, EngineError> {
-        let json = serde_json::to_string(&limit).unwrap_or_default();
-        let f = field(&token.pool, ns, &token.secret);
-        let op = if only_new { "add" } else { "set" };
-        let changed = self.change(AdminTable::Limits, op, &f, &json).await?;
-        Ok(changed || !only_new)
+        grant: &Grant,
+    ) -> Result<Option<TokenInfo>, EngineError> {
+        let Some(info) = self.find(r, ns).await? else {
+            return Ok(None);
+        };
+        let info = match info.hashed {
+            true => info,
+            false => self.rehash(&info).await?,
+        };
+        let stored = Stored::new(&info.description, grant, info.created_ms);
+        // Only if it still exists: a token deleted meanwhile stays deleted.
+        self.change(AdminTable::Tokens, "xset", &info.field, &stored.json())
+            .await?;
+        Ok(self.find_cached(r, ns))
     }
 
-    /// Removes a token's limit; `false` if it had none.
-    pub async fn delete_limit(&self, token: &Token, ns: &str) -> Result<bool, EngineError> {
-        let f = field(&token.pool, ns, &token.secret);
-        self.change(AdminTable::Limits, "del", &f, "").await
+    /// Rewrites a plaintext token hashed: the hashed record (and its limit)
+    /// first, then the plaintext one goes, so that the token works at every
+    /// step. Returns the hashed token.
+    async fn rehash(&self, info: &TokenInfo) -> Result<TokenInfo, EngineError> {
+        let field = hashed_field(&info.pool, &info.ns, &info.digest);
+        let value = Stored::new(&info.description, &Grant::full(), None).json();
+        self.change(AdminTable::Tokens, "add", &field, &value)
+            .await?;
+        let limit = self
+            .table
+            .load()
+            .as_ref()
+            .and_then(|t| t.limits.get(&info.field).copied());
+        if let Some(limit) = limit {
+            let json = serde_json::to_string(&limit).unwrap_or_default();
+            self.change(AdminTable::Limits, "add", &field, &json)
+                .await?;
+            self.change(AdminTable::Limits, "del", &info.field, "")
+                .await?;
+        }
+        self.change(AdminTable::Tokens, "del", &info.field, "")
+            .await?;
+        let table = self.table.load();
+        let stored = table.as_ref().and_then(|t| t.tokens.get(&field)).cloned();
+        Ok(stored
+            .and_then(|v| TokenInfo::parse(&field, &v))
+            .unwrap_or_else(|| TokenInfo {
+                hashed: true,
+                field,
+                legacy_secret: None,
+                shadowed: None,
+                ..info.clone()
+            }))
     }
 
-    /// Every limit: (pool, namespace, secret, limit), from this gateway's copy.
-    pub fn limits(&self) -> Vec<(String, String, String, Limit)> {
-        let t = self.table.load();
-        let mut out: Vec<_> = t
+    /// Rewrites every token stored in plaintext (by a version before
+    /// hashing) hashed, with its limit; returns how many. Gateways of that
+    /// earlier version no longer know them afterwards: run it once every
+    /// gateway is upgraded.
+    pub async fn migrate(&self) -> Result<usize, EngineError> {
+        self.reload().await?;
+        let legacy: Vec<TokenInfo> = self
+            .table
+            .load()
             .as_ref()
             .map(|t| {
-                t.limits
+                t.tokens
                     .iter()
-                    .filter_map(|(k, l)| {
-                        let mut parts = k.splitn(3, '/');
-                        let (pool, ns, secret) = (parts.next()?, parts.next()?, parts.next()?);
-                        Some((pool.to_owned(), ns.to_owned(), secret.to_owned(), *l))
-                    })
+                    .filter_map(|(f, v)| TokenInfo::parse(f, v))
+                    .filter(|i| !i.hashed)
                     .collect()
             })
             .unwrap_or_default();
-        out.sort_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+        for info in &legacy {
+            self.rehash(info).await?;
+        }
+        if !legacy.is_empty() {
+            tracing::info!(tokens = legacy.len(), "plaintext tokens rewritten hashed");
+        }
+        Ok(legacy.len())
+    }
+
+    /// How many tokens this gateway's copy holds in plaintext.
+    pub fn plaintext_tokens(&self) -> usize {
+        self.table
+            .load()
+            .as_ref()
+            .map_or(0, |t| t.index.values().filter(|(i, _)| !i.hashed).count())
+    }
+
+    /// The rate limit of a token, from this gateway's copy.
+    pub fn limit(&self, r: &TokenRef, ns: &str) -> Option<Limit> {
+        let t = self.table.load();
+        let t = t.as_ref()?;
+        t.limits.get(&t.find(r, ns)?.field).copied()
+    }
+
+    /// Sets a token's limit; with `only_new`, not if one exists (`false`).
+    /// `None` if there is no such token.
+    pub async fn set_limit(
+        &self,
+        r: &TokenRef,
+        ns: &str,
+        limit: Limit,
+        only_new: bool,
+    ) -> Result<Option<bool>, EngineError> {
+        let Some(info) = self.find(r, ns).await? else {
+            return Ok(None);
+        };
+        let json = serde_json::to_string(&limit).unwrap_or_default();
+        let op = if only_new { "add" } else { "set" };
+        let changed = self
+            .change(AdminTable::Limits, op, &info.field, &json)
+            .await?;
+        Ok(Some(changed || !only_new))
+    }
+
+    /// Removes a token's limit; `false` if it had none.
+    pub async fn delete_limit(&self, r: &TokenRef, ns: &str) -> Result<bool, EngineError> {
+        let Some(info) = self.find(r, ns).await? else {
+            return Ok(false);
+        };
+        self.change(AdminTable::Limits, "del", &info.field, "")
+            .await
+    }
+
+    /// Every token that has a limit, with it, from this gateway's copy, in
+    /// (pool, namespace, id) order.
+    pub fn limits(&self) -> Vec<(TokenInfo, Limit)> {
+        let t = self.table.load();
+        let mut out: Vec<(TokenInfo, Limit)> = t
+            .as_ref()
+            .map(|t| {
+                t.index
+                    .values()
+                    .filter_map(|(i, a)| Some((i.clone(), a.limit?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|(a, _), (b, _)| (&a.pool, &a.ns, &a.digest).cmp(&(&b.pool, &b.ns, &b.digest)));
         out
     }
 
@@ -180,25 +565,20 @@ impl TokenStore {
         Ok(changed)
     }
 
-    /// The tokens of a namespace in a pool: token (as clients present it) →
-    /// description. Read from Redis, not the cache, so it is exact.
-    pub async fn list(&self, pool: &str, ns: &str) -> Result<Vec<(Token, String)>, EngineError> {
+    /// The tokens of a namespace in a pool, oldest first. Read from Redis,
+    /// not the cache, so it is exact.
+    pub async fn list(&self, pool: &str, ns: &str) -> Result<Vec<TokenInfo>, EngineError> {
         let all = self.redis().token_table().await?;
         let prefix = format!("{pool}/{ns}/");
-        let mut out: Vec<(Token, String)> = all
-            .into_iter()
-            .filter_map(|(k, v)| {
-                let secret = k.strip_prefix(&prefix)?;
-                Some((
-                    Token {
-                        pool: pool.to_owned(),
-                        secret: secret.to_owned(),
-                    },
-                    v,
-                ))
-            })
-            .collect();
-        out.sort();
+        let tables = Snapshot::new(
+            0,
+            all.into_iter()
+                .filter(|(k, _)| k.starts_with(&prefix))
+                .collect(),
+            HashMap::new(),
+        );
+        let mut out: Vec<TokenInfo> = tables.index.into_values().map(|(i, _)| i).collect();
+        out.sort_by(|a, b| (a.created_ms, &a.digest).cmp(&(b.created_ms, &b.digest)));
         Ok(out)
     }
 
@@ -234,11 +614,7 @@ impl TokenStore {
                 }
             })
             .collect();
-        let loaded = Arc::new(Snapshot {
-            version: tables.version,
-            tokens: tables.tokens,
-            limits,
-        });
+        let loaded = Arc::new(Snapshot::new(tables.version, tables.tokens, limits));
         // Reloads run concurrently (each admin change reloads at once, and
         // the poller): never replace a newer copy with an older one, or a
         // token created a moment ago would be refused until the next poll.

@@ -46,6 +46,14 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         .reload()
         .await
         .context("cannot load the token table")?;
+    match tokens.plaintext_tokens() {
+        0 => {}
+        n => tracing::warn!(
+            tokens = n,
+            "tokens stored in plaintext by an earlier version; once every gateway runs \
+             this one, rewrite them hashed with `sundial token migrate` (POST /tokens/migrate)"
+        ),
+    }
     let state = AppState::new(
         config.gateway_settings(),
         live.clone(),

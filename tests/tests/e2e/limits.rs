@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use reqwest::Method;
 use sundial_tests::{
-    Api, RedisServer, ShardKind, Store, Sundial, SundialConfig, create_token, wait_until_async,
+    Api, RedisServer, ShardKind, Store, Sundial, SundialConfig, create_token, token_id,
+    wait_until_async,
 };
 
 fn limit_body(read: u64, write: u64, interval: u64) -> Vec<u8> {
@@ -66,7 +67,7 @@ async fn limit_admin_follows_lmstfy() {
     let all = admin.get("/limits").await;
     assert_eq!(
         all.json,
-        serde_json::json!([{"namespace": "ns", "token": token, "limiter": {"read": 7, "write": 3, "interval": 10}}])
+        serde_json::json!([{"namespace": "ns", "token": token_id(&token), "limiter": {"read": 7, "write": 3, "interval": 10}}])
     );
     assert_eq!(
         admin.delete(&path).await.json,

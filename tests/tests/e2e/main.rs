@@ -42,4 +42,5 @@ mod outages;
 mod pools;
 mod pumpd;
 mod reload;
+mod scopes;
 mod sentinel;

@@ -12,7 +12,9 @@ use std::{
 use redis::Commands;
 use sundial_core::keys;
 use sundial_router::ring::Ring;
-use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
+use sundial_tests::{
+    Api, RedisServer, Sundial, SundialConfig, create_token, token_id, wait_until_async,
+};
 
 const SLOTS: u32 = 64;
 /// Lanes per queue in these pools: enough that one queue spreads over every
@@ -266,7 +268,7 @@ async fn tokens_route_tenants_to_their_pools() {
     let info = admin.get("/info?pool=eu").await;
     assert_eq!(info.json, serde_json::json!({"ns": ["q"]}));
     let tokens = admin.get("/token/ns?pool=eu").await;
-    assert_eq!(tokens.json["tokens"][&eu_token], "eu");
+    assert_eq!(tokens.json["tokens"][&token_id(&eu_token)], "eu");
     assert_eq!(
         admin.delete(&format!("/token/ns/{eu_token}")).await.status,
         204

@@ -1,7 +1,8 @@
 //! Admin operations: the token and limit tables, and rate counters.
 //!
-//! The tables are hashes keyed by `<pool>/<ns>/<secret>`: tokens hold a
-//! description, limits a JSON object. A version key counts their changes,
+//! The tables are hashes keyed by a token's field (`<pool>/<ns>/sha256:<hex>`,
+//! see `sundial_router::tokens`): tokens hold a JSON record, limits a JSON
+//! object. A version key counts their changes,
 //! so that gateways reload them only when it moved. Their names depend on
 //! whether the admin Redis is a cluster ([`AdminKeys`]).
 
@@ -35,8 +36,9 @@ impl Shard {
     }
 
     /// Changes one field of an admin table and bumps the tables' version
-    /// only when the table changed: `add` (only if absent), `set`, or `del`
-    /// (`value` unused). Returns whether it changed.
+    /// only when the table changed: `add` (only if absent), `set`, `xset`
+    /// (only if present), or `del` (`value` unused). Returns whether it
+    /// changed.
     pub async fn table_change(
         &self,
         table: AdminTable,

@@ -1,5 +1,5 @@
 //! Rate-limit administration (lmstfy's `/token/{ns}/{token}/limit` and
-//! `/limits`).
+//! `/limits`). A path names a token by the token itself or by its id.
 
 use std::sync::Arc;
 
@@ -10,9 +10,7 @@ use axum::{
     response::IntoResponse,
 };
 use serde_json::json;
-use sundial_router::Token;
-
-use sundial_router::tokens::Limit;
+use sundial_router::tokens::{Limit, TokenRef};
 
 use crate::{api::error::ApiError, state::AppState};
 
@@ -32,30 +30,25 @@ fn parse(body: &[u8]) -> Result<Limit, ApiError> {
     Ok(limit)
 }
 
-/// The token of the path, which must exist in the namespace.
-fn existing(state: &AppState, ns: &str, token: &str) -> Result<Token, ApiError> {
-    let token = Token::parse(token);
-    if !state.tokens.exists(&token, ns) {
-        return Err(ApiError::NotFound("token not found"));
-    }
-    Ok(token)
-}
-
 /// `POST /token/{ns}/{token}/limit` → 201 `{"limiter": …}`
 pub(super) async fn create(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
     body: axum::body::Body,
 ) -> Result<impl IntoResponse, ApiError> {
-    let token = existing(&state, &ns, &token)?;
+    let token = TokenRef::parse(&token);
     let body = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
     let limit = parse(&body.bytes)?;
-    if !state.tokens.set_limit(&token, &ns, limit, true).await? {
-        return Err(ApiError::bad(
-            "the limit already exists; use PUT to change it",
-        ));
+    match state.tokens.set_limit(&token, &ns, limit, true).await? {
+        None => return Err(ApiError::NotFound("token not found")),
+        Some(false) => {
+            return Err(ApiError::bad(
+                "the limit already exists; use PUT to change it",
+            ));
+        }
+        Some(true) => {}
     }
-    tracing::info!(ns, pool = token.pool, ?limit, "rate limit created");
+    tracing::info!(ns, ?limit, "rate limit created");
     Ok((StatusCode::CREATED, Json(json!({ "limiter": limit }))))
 }
 
@@ -65,11 +58,18 @@ pub(super) async fn update(
     Path((ns, token)): Path<(String, String)>,
     body: axum::body::Body,
 ) -> Result<impl IntoResponse, ApiError> {
-    let token = existing(&state, &ns, &token)?;
+    let token = TokenRef::parse(&token);
     let body = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
     let limit = parse(&body.bytes)?;
-    state.tokens.set_limit(&token, &ns, limit, false).await?;
-    tracing::info!(ns, pool = token.pool, ?limit, "rate limit set");
+    if state
+        .tokens
+        .set_limit(&token, &ns, limit, false)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::NotFound("token not found"));
+    }
+    tracing::info!(ns, ?limit, "rate limit set");
     Ok(Json(json!({ "limiter": limit })))
 }
 
@@ -78,7 +78,7 @@ pub(super) async fn get(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let token = Token::parse(&token);
+    let token = TokenRef::parse(&token);
     match state.tokens.limit(&token, &ns) {
         Some(limit) => Ok(Json(limit)),
         None => Err(ApiError::NotFound("limit not found")),
@@ -90,21 +90,19 @@ pub(super) async fn delete(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let token = Token::parse(&token);
+    let token = TokenRef::parse(&token);
     state.tokens.delete_limit(&token, &ns).await?;
     Ok(Json(json!({ "msg": "success" })))
 }
 
-/// `GET /limits` → `[{"namespace","token","limiter"}]`
+/// `GET /limits` → `[{"namespace","token","limiter"}]`, `token` being the
+/// token's id (the secret is not stored).
 pub(super) async fn list(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let all: Vec<serde_json::Value> = state
         .tokens
         .limits()
         .into_iter()
-        .map(|(pool, ns, secret, limit)| {
-            let token = Token { pool, secret };
-            json!({ "namespace": ns, "token": token.to_string(), "limiter": limit })
-        })
+        .map(|(token, limit)| json!({ "namespace": token.ns, "token": token.id(), "limiter": limit }))
         .collect();
     Json(all)
 }

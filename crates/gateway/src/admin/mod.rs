@@ -34,6 +34,11 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
         .route("/token/{ns}", get(tokens::list).post(tokens::create))
         .route("/token/{ns}/{token}", delete(tokens::delete))
         .route(
+            "/token/{ns}/{token}/scope",
+            get(tokens::get_scope).put(tokens::set_scope),
+        )
+        .route("/tokens/migrate", post(tokens::migrate))
+        .route(
             "/token/{ns}/{token}/limit",
             get(limits::get)
                 .post(limits::create)

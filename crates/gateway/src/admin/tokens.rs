@@ -1,4 +1,6 @@
-//! Token administration.
+//! Token administration: lmstfy's create, list and delete, plus scopes and
+//! the migration of tokens stored in plaintext. The admin API shows a token
+//! once, when it creates it; afterwards it is named by its id.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -11,7 +13,11 @@ use axum::{
 };
 use serde_json::json;
 use sundial_core::job::check_namespace;
-use sundial_router::{Token, token::MIN_CUSTOM_SECRET};
+use sundial_router::{
+    Grant, Token,
+    token::MIN_CUSTOM_SECRET,
+    tokens::{TokenInfo, TokenRef},
+};
 
 use crate::{api::error::ApiError, state::AppState};
 
@@ -88,17 +94,44 @@ pub(super) async fn create(
         }
         None => Token::mint(&pool),
     };
-    if !state.tokens.create(&token, &ns, &description).await? {
+    let grant = match params.get("scope").filter(|s| !s.is_empty()) {
+        Some(scopes) => {
+            Grant::parse(scopes, params.get("queues").map(String::as_str)).map_err(ApiError::bad)?
+        }
+        None if params.get("queues").is_some_and(|q| !q.is_empty()) => {
+            return Err(ApiError::bad("queues need a scope: give scope=… too"));
+        }
+        None => Grant::full(),
+    };
+    let Some(info) = state
+        .tokens
+        .create(&token, &ns, &description, &grant)
+        .await?
+    else {
         return Err(ApiError::bad("the token has already existed"));
-    }
-    tracing::info!(ns, pool, "token created");
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "token": token.to_string() })),
-    ))
+    };
+    tracing::info!(ns, pool, id = info.id(), scopes = ?grant.scope_names(), "token created");
+    let mut body = describe(&info);
+    body["token"] = token.to_string().into();
+    Ok((StatusCode::CREATED, Json(body)))
 }
 
-/// `GET /token/{ns}?pool=` → `{"tokens": {token: description}}`
+/// A token as the admin API shows it after its creation: never the secret.
+fn describe(t: &TokenInfo) -> serde_json::Value {
+    json!({
+        "id": t.id(),
+        "namespace": t.ns,
+        "pool": t.pool,
+        "description": t.description,
+        "scopes": t.grant.scope_names(),
+        "queues": t.grant.queues(),
+        "created_at_ms": t.created_ms,
+        "stored": if t.hashed { "hashed" } else { "plaintext" },
+    })
+}
+
+/// `GET /token/{ns}?pool=` → `{"tokens": {id: description}, "details":
+/// [...]}`: lmstfy's map, keyed by id since the secrets are not stored.
 pub(super) async fn list(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
@@ -106,25 +139,93 @@ pub(super) async fn list(
 ) -> Result<impl IntoResponse, ApiError> {
     check_ns(&ns)?;
     let pool = pool_param(&state, &query)?;
-    let tokens: serde_json::Map<String, serde_json::Value> = state
-        .tokens
-        .list(&pool, &ns)
-        .await?
-        .into_iter()
-        .map(|(t, d)| (t.to_string(), d.into()))
+    let found = state.tokens.list(&pool, &ns).await?;
+    let tokens: serde_json::Map<String, serde_json::Value> = found
+        .iter()
+        .map(|t| (t.id(), t.description.clone().into()))
         .collect();
-    Ok(Json(json!({ "tokens": tokens })))
+    let details: Vec<_> = found.iter().map(describe).collect();
+    Ok(Json(json!({ "tokens": tokens, "details": details })))
 }
 
-/// `DELETE /token/{ns}/{token}` → 204 (the token may carry its `pool:` prefix)
+/// `DELETE /token/{ns}/{token or id}` → 204 (either may carry its `pool:`
+/// prefix)
 pub(super) async fn delete(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_ns(&ns)?;
-    let token = Token::parse(&token);
-    if state.tokens.delete(&token, &ns).await? {
-        tracing::info!(ns, pool = token.pool, "token deleted");
+    if state.tokens.delete(&TokenRef::parse(&token), &ns).await? {
+        tracing::info!(ns, "token deleted");
     }
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /token/{ns}/{token or id}/scope` → the token, described
+pub(super) async fn get_scope(
+    State(state): State<Arc<AppState>>,
+    Path((ns, token)): Path<(String, String)>,
+) -> Result<impl IntoResponse, ApiError> {
+    check_ns(&ns)?;
+    match state.tokens.find(&TokenRef::parse(&token), &ns).await? {
+        Some(info) => Ok(Json(describe(&info))),
+        None => Err(ApiError::NotFound("token not found")),
+    }
+}
+
+/// A scope as `PUT …/scope` takes it.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScopeBody {
+    scopes: Vec<String>,
+    #[serde(default)]
+    queues: Option<Vec<String>>,
+}
+
+/// `PUT /token/{ns}/{token or id}/scope` with `{"scopes":[…],"queues":[…]}`
+/// (`queues` left out or null: every queue) → the token, described. Every
+/// gateway applies it within about 0.5 s.
+pub(super) async fn set_scope(
+    State(state): State<Arc<AppState>>,
+    Path((ns, token)): Path<(String, String)>,
+    body: Body,
+) -> Result<impl IntoResponse, ApiError> {
+    check_ns(&ns)?;
+    let read = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
+    let wanted: ScopeBody = serde_json::from_slice(&read.bytes).map_err(|e| {
+        ApiError::bad(format!(
+            "invalid scope: expected {{\"scopes\":[\"publish\",…],\"queues\":[…]}}: {e}"
+        ))
+    })?;
+    if wanted.queues.as_ref().is_some_and(Vec::is_empty) {
+        return Err(ApiError::bad(
+            "the queue list is empty; leave it out to allow every queue",
+        ));
+    }
+    let grant = Grant::parse(
+        &wanted.scopes.join(","),
+        wanted.queues.map(|q| q.join(",")).as_deref(),
+    )
+    .map_err(ApiError::bad)?;
+    match state
+        .tokens
+        .set_grant(&TokenRef::parse(&token), &ns, &grant)
+        .await?
+    {
+        Some(info) => {
+            tracing::info!(ns, id = info.id(), scopes = ?grant.scope_names(), queues = ?grant.queues(), "token scope set");
+            Ok(Json(describe(&info)))
+        }
+        None => Err(ApiError::NotFound("token not found")),
+    }
+}
+
+/// `POST /tokens/migrate` → `{"migrated": N}`: rewrites the tokens an
+/// earlier version stored in plaintext as digests. Gateways of that version
+/// stop knowing them: run it once all gateways are upgraded.
+pub(super) async fn migrate(
+    State(state): State<Arc<AppState>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let migrated = state.tokens.migrate().await?;
+    Ok(Json(json!({ "migrated": migrated })))
 }

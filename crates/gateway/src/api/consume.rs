@@ -65,10 +65,9 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
             () = tokio::time::sleep_until(deadline) => return Err(ApiError::NoJob),
             () = state.shutdown.cancelled() => return Err(ApiError::NoJob),
         }
-        // The token may have been revoked while this request waited.
-        if state.tokens.check(&tenant.token, &tenant.ns) == sundial_router::tokens::Check::Invalid {
-            return Err(ApiError::Unauthorized("invalid token"));
-        }
+        // The token may have been revoked or narrowed while this request
+        // waited.
+        tenant.still_permitted(state)?;
     }
 }
 

@@ -18,6 +18,10 @@ pub enum ApiError {
     /// 401 `{"error": …}`
     #[error("{0}")]
     Unauthorized(&'static str),
+    /// 403 `{"error": …}`: the token is valid but its scope does not
+    /// cover this request.
+    #[error("{0}")]
+    Forbidden(String),
     /// 404 `{"error": …}`
     #[error("{0}")]
     NotFound(&'static str),
@@ -69,6 +73,7 @@ impl IntoResponse for ApiError {
         let (status, body) = match &self {
             Self::BadRequest(m) => (StatusCode::BAD_REQUEST, json!({ "error": m })),
             Self::Unauthorized(m) => (StatusCode::UNAUTHORIZED, json!({ "error": m })),
+            Self::Forbidden(m) => (StatusCode::FORBIDDEN, json!({ "error": m })),
             Self::NotFound(m) => (StatusCode::NOT_FOUND, json!({ "error": m })),
             Self::NoJob => (StatusCode::NOT_FOUND, json!({ "msg": "no job available" })),
             Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": m })),

@@ -1,14 +1,19 @@
 //! Who is asking, for which namespace, in which pool; and what the request
-//! names: the path is read once, here, for every job-API handler.
+//! names: the path is read once, here, for every job-API handler. The
+//! token's scope is enforced here too, from the route and method, so that
+//! no handler can forget it.
 
 use std::sync::Arc;
 
 use axum::{
-    extract::{FromRequestParts, RawPathParams},
-    http::request::Parts,
+    extract::{FromRequestParts, MatchedPath, RawPathParams},
+    http::{Method, request::Parts},
 };
 use sundial_core::job::check_namespace;
-use sundial_router::{Pool, Token, tokens::Check};
+use sundial_router::{
+    Pool, Scope, Token,
+    tokens::{Access, Check},
+};
 
 use super::{error::ApiError, params::Params};
 use crate::state::AppState;
@@ -19,6 +24,10 @@ pub struct Tenant {
     pub ns: String,
     pub pool: Arc<Pool>,
     pub token: Token,
+    /// What the token may do, as found when the request arrived.
+    pub access: Arc<Access>,
+    /// The scopes this request needs.
+    pub needs: &'static [Scope],
     /// The `{queue}` segment as sent (consume names several, comma-separated);
     /// each handler checks it.
     pub queue: String,
@@ -82,15 +91,25 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
         let Some(pool) = state.live.topology().pool(&token.pool).cloned() else {
             return Err(ApiError::NotFound("pool not found"));
         };
+        let route = parts
+            .extensions
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str);
+        let needs = needs(&parts.method, route.unwrap_or_default());
         match state.tokens.check(&token, &ns) {
-            Check::Valid => Ok(Self {
-                ns,
-                pool,
-                token,
-                queue,
-                job_id,
-                params,
-            }),
+            Check::Valid(access) => {
+                permits(&access, needs, &queue)?;
+                Ok(Self {
+                    ns,
+                    pool,
+                    token,
+                    access,
+                    needs,
+                    queue,
+                    job_id,
+                    params,
+                })
+            }
             Check::Invalid => Err(ApiError::Unauthorized("invalid token")),
             Check::Unknown => Err(ApiError::Unavailable(
                 sundial_core::EngineError::Unavailable {
@@ -101,6 +120,101 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
                     ),
                 },
             )),
+        }
+    }
+}
+
+impl Tenant {
+    /// Whether the token still holds what this request needs, by this
+    /// gateway's copy of the table now: a long poll asks again each time it
+    /// wakes, so a token revoked or narrowed meanwhile takes no job.
+    pub fn still_permitted(&self, state: &AppState) -> Result<(), ApiError> {
+        match state.tokens.check(&self.token, &self.ns) {
+            Check::Valid(access) => permits(&access, self.needs, &self.queue),
+            Check::Invalid => Err(ApiError::Unauthorized("invalid token")),
+            // The table was loaded once, so it cannot be unknown again.
+            Check::Unknown => Ok(()),
+        }
+    }
+}
+
+/// The scopes a job-API route needs. A route not named here needs
+/// `manage`, the narrowest grant's last resort, so that a route added
+/// without thought is closed to scoped tokens rather than open.
+fn needs(method: &Method, route: &str) -> &'static [Scope] {
+    const PUBLISH: &[Scope] = &[Scope::Publish];
+    const CONSUME: &[Scope] = &[Scope::Consume];
+    const READ: &[Scope] = &[Scope::Read];
+    const MANAGE: &[Scope] = &[Scope::Manage];
+    let read = *method == Method::GET || *method == Method::HEAD;
+    match route {
+        "/api/{ns}/{queue}" if read => CONSUME,
+        "/api/{ns}/{queue}" | "/api/{ns}/{queue}/bulk" if *method == Method::PUT => PUBLISH,
+        // Republish acknowledges a job and publishes its replacement.
+        "/api/{ns}/{queue}/job/{job_id}" if *method == Method::PUT => {
+            &[Scope::Publish, Scope::Consume]
+        }
+        "/api/{ns}/{queue}/job/{job_id}" if *method == Method::DELETE => CONSUME,
+        "/api/{ns}/{queue}/job/{job_id}"
+        | "/api/{ns}/{queue}/peek"
+        | "/api/{ns}/{queue}/size"
+        | "/api/{ns}/{queue}/stats"
+        | "/api/{ns}/{queue}/deadletter"
+        | "/api/{ns}/{queue}/deadletter/size"
+            if read =>
+        {
+            READ
+        }
+        _ => MANAGE,
+    }
+}
+
+/// 403 unless `access` holds every scope in `needs` on every queue that
+/// `queue` names (consume names several, comma-separated).
+fn permits(access: &Access, needs: &[Scope], queue: &str) -> Result<(), ApiError> {
+    if let Some(missing) = needs.iter().find(|s| !access.grant.allows(**s)) {
+        return Err(ApiError::Forbidden(format!(
+            "the token's scope does not allow {missing}"
+        )));
+    }
+    if let Some(q) = queue.split(',').find(|q| !access.grant.allows_queue(q)) {
+        return Err(ApiError::Forbidden(format!(
+            "the token's scope does not cover queue {q:?}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_job_route_needs_the_scope_its_action_implies() {
+        let (get, put, del) = (Method::GET, Method::PUT, Method::DELETE);
+        let cases: &[(&Method, &str, &[Scope])] = &[
+            (&put, "/api/{ns}/{queue}", &[Scope::Publish]),
+            (&put, "/api/{ns}/{queue}/bulk", &[Scope::Publish]),
+            (&get, "/api/{ns}/{queue}", &[Scope::Consume]),
+            (&del, "/api/{ns}/{queue}/job/{job_id}", &[Scope::Consume]),
+            (
+                &put,
+                "/api/{ns}/{queue}/job/{job_id}",
+                &[Scope::Publish, Scope::Consume],
+            ),
+            (&get, "/api/{ns}/{queue}/job/{job_id}", &[Scope::Read]),
+            (&get, "/api/{ns}/{queue}/peek", &[Scope::Read]),
+            (&get, "/api/{ns}/{queue}/size", &[Scope::Read]),
+            (&get, "/api/{ns}/{queue}/stats", &[Scope::Read]),
+            (&get, "/api/{ns}/{queue}/deadletter", &[Scope::Read]),
+            (&get, "/api/{ns}/{queue}/deadletter/size", &[Scope::Read]),
+            (&del, "/api/{ns}/{queue}", &[Scope::Manage]),
+            (&put, "/api/{ns}/{queue}/deadletter", &[Scope::Manage]),
+            (&del, "/api/{ns}/{queue}/deadletter", &[Scope::Manage]),
+            (&get, "/api/{ns}/{queue}/something-new", &[Scope::Manage]),
+        ];
+        for (method, route, want) in cases {
+            assert_eq!(needs(method, route), *want, "{method} {route}");
         }
     }
 }

@@ -30,7 +30,7 @@ pub(super) async fn limited<T>(
     action: Action,
     work: impl Future<Output = Result<T, ApiError>>,
 ) -> Result<T, ApiError> {
-    let Some(limit) = state.tokens.limit(&tenant.token, &tenant.ns) else {
+    let Some(limit) = tenant.access.limit else {
         return work.await;
     };
     let (max, tag, verb) = match action {
@@ -40,7 +40,7 @@ pub(super) async fn limited<T>(
     if max == 0 || limit.interval == 0 {
         return work.await;
     }
-    let key = keys::rate(&tenant.token.pool, &tenant.ns, &tenant.token.secret, tag);
+    let key = keys::rate(&tenant.token.pool, &tenant.ns, &tenant.access.id, tag);
     let window_ms = limit.interval.saturating_mul(1000);
     let redis = state.tokens.redis();
     match redis.rate(&key, window_ms, 1).await {
