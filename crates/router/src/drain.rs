@@ -37,6 +37,8 @@ const VIEW_TTL: Duration = Duration::from_secs(15);
 #[derive(Debug, Clone, Serialize)]
 pub struct LayoutReport {
     pub layout: Layout,
+    /// Slots that this layout placed elsewhere than the current one.
+    pub slots_moved: u64,
     /// Moved slots whose old shard still holds jobs.
     pub slots_pending: u64,
     /// Jobs still at the old shards of moved slots.
@@ -68,9 +70,10 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
     let moved = pool.moved();
     let mut draining = Vec::new();
     for layout in pool.draining() {
-        let (mut pending, mut left) = (0, 0);
+        let (mut moved_here, mut pending, mut left) = (0, 0, 0);
         let mut per_shard: BTreeMap<&str, (&Shard, Vec<u32>)> = BTreeMap::new();
         for (shard, slot, _) in moved.iter().filter(|(_, _, l)| *l == layout) {
+            moved_here += 1;
             per_shard
                 .entry(shard.name())
                 .or_insert((shard, Vec::new()))
@@ -85,6 +88,7 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
         }
         draining.push(LayoutReport {
             layout: layout.clone(),
+            slots_moved: moved_here,
             slots_pending: pending,
             jobs_left: left,
             writers: writers.iter().filter(|w| *w == layout).count() as u64,

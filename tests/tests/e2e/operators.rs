@@ -11,7 +11,10 @@ use sundial_tests::{
     wait_until_async,
 };
 
-on_every_shard_kind!(a_dead_letter_is_browsed_page_by_page_and_chosen_jobs_respawned_or_deleted);
+on_every_shard_kind!(
+    a_dead_letter_is_browsed_page_by_page_and_chosen_jobs_respawned_or_deleted,
+    a_pool_status_shows_its_shards_slots_and_who_pumps_them
+);
 
 /// Publishes `n` jobs to `q` with one try, takes each with a 1 s TTR and
 /// lets it run out, so that each dies; returns their ids once every one is
@@ -300,4 +303,143 @@ async fn queue_and_dead_letter_routes_need_the_admin_password() {
         )
         .await;
     assert_eq!(r.status, 200, "{r:?}");
+}
+
+async fn a_pool_status_shows_its_shards_slots_and_who_pumps_them(kind: ShardKind) {
+    let (_store, gw, _token, _api) = started_on(kind, "ns").await;
+    let admin = Api::new(gw.admin(), None);
+    assert_eq!(admin.get("/pools/nowhere").await.status, 404);
+    // The gateway's own pump takes every slot's lease.
+    let status = wait_for(&admin, "the pump to lease every slot", |s| {
+        s["shards"][0]["pumps"]["unleased"] == 0
+    })
+    .await;
+    assert_eq!(status["pool"], "default");
+    assert_eq!(status["slots"], 128);
+    assert_eq!(status["draining"], json!([]));
+    let shard = &status["shards"][0];
+    assert_eq!(shard["slots"], 128, "{shard}");
+    assert_eq!(shard["slots_held"], 128, "{shard}");
+    assert_eq!(shard["health"]["up"], true, "{shard}");
+    let processes = shard["pumps"]["processes"].as_array().expect("processes");
+    assert_eq!(processes.len(), 1, "{shard}");
+    assert_eq!(processes[0]["live"], true, "{shard}");
+    assert_eq!(processes[0]["leases"], 128, "{shard}");
+    match kind {
+        ShardKind::Standalone => {
+            assert_eq!(shard["kind"], "single");
+            assert!(shard.get("cluster_primaries").is_none(), "{shard}");
+        }
+        ShardKind::Cluster => {
+            assert_eq!(shard["kind"], "cluster");
+            let primaries = shard["cluster_primaries"].as_array().expect("primaries");
+            assert_eq!(primaries.len(), 3, "{shard}");
+            let sum = |field: &str| -> u64 {
+                primaries
+                    .iter()
+                    .map(|p| p[field].as_u64().expect("count"))
+                    .sum()
+            };
+            assert_eq!(
+                (sum("hash_slots"), sum("pool_slots")),
+                (16384, 128),
+                "{shard}"
+            );
+            assert!(primaries.iter().all(|p| p["connected"] == true), "{shard}");
+        }
+    }
+}
+
+/// Polls `GET /pools/default` until `done` holds; returns that answer.
+async fn wait_for(admin: &Api, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let last = std::sync::Mutex::new(Value::Null);
+    wait_until_async(Duration::from_secs(10), what, || async {
+        let r = admin.get("/pools/default").await;
+        let ok = r.status == 200 && done(&r.json);
+        *last.lock().expect("lock") = r.json;
+        ok
+    })
+    .await;
+    last.into_inner().expect("lock")
+}
+
+#[tokio::test]
+async fn a_pool_status_shows_a_drain_and_a_shard_that_is_down() {
+    let (a, mut b, c) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let pool = |shards: &[(&str, &RedisServer)]| -> String {
+        let list: Vec<String> = shards
+            .iter()
+            .map(|(name, r)| format!("{{ name = \"{name}\", url = \"{}\" }}", r.url()))
+            .collect();
+        format!("[pools.default]\nshards = [{}]\n", list.join(", "))
+    };
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false".to_owned();
+    cfg.pools = Some(pool(&[("a", &a), ("b", &b)]));
+    let mut gw = Sundial::start(&cfg);
+    let admin = Api::new(gw.admin(), None);
+    let api = Api::new(gw.api(), Some(&create_token(&gw.admin(), "ns").await));
+    // Jobs due in an hour, in many queues: they hold their slots while c
+    // joins, so the old layout drains for as long as this test runs.
+    for i in 0..40 {
+        api.publish("ns", &format!("q{i}"), "delay=3600", b"later")
+            .await;
+    }
+    cfg.pools = Some(pool(&[("a", &a), ("b", &b), ("c", &c)]));
+    gw.rewrite(&cfg);
+    assert_eq!(admin.post("/reload").await.status, 200);
+
+    let status = wait_for(&admin, "the drain to show", |s| {
+        s["draining"].as_array().is_some_and(|d| d.len() == 1)
+    })
+    .await;
+    let drain = &status["draining"][0];
+    let (moved, pending) = (
+        drain["slots_moved"].as_u64().expect("moved"),
+        drain["slots_pending"].as_u64().expect("pending"),
+    );
+    assert!(moved > 0 && pending > 0 && pending <= moved, "{drain}");
+    assert!(
+        drain["jobs_left"].as_u64().expect("jobs") >= pending,
+        "{drain}"
+    );
+    let shards = status["shards"].as_array().expect("shards");
+    assert_eq!(shards.len(), 3);
+    let slots: u64 = shards
+        .iter()
+        .map(|s| s["slots"].as_u64().expect("slots"))
+        .sum();
+    let held: u64 = shards
+        .iter()
+        .map(|s| s["slots_held"].as_u64().expect("held"))
+        .sum();
+    assert_eq!(slots, 128, "every slot has one shard now");
+    assert_eq!(
+        held,
+        128 + moved,
+        "a moved slot is held by its old shard too"
+    );
+
+    // A shard that is down shows as down, with why its pumps cannot be
+    // read; the others still show.
+    b.kill();
+    let status = wait_for(&admin, "b to show as down", |s| {
+        s["shards"][1]["health"]["up"] == false
+    })
+    .await;
+    assert_eq!(status["shards"][1]["name"], "default/b");
+    assert!(
+        status["shards"][1]["pumps"]["error"].is_string(),
+        "{status}"
+    );
+    assert_eq!(status["shards"][0]["health"]["up"], true, "{status}");
+    assert!(
+        status["shards"][0]["pumps"]["processes"].is_array(),
+        "{status}"
+    );
+    assert!(status["draining"]["error"].is_string(), "{status}");
 }

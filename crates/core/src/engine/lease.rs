@@ -7,10 +7,26 @@
 //! So a steady process costs one heartbeat per shard per round, however
 //! many slots it pumps.
 
-use fred::types::Value;
+use fred::{prelude::*, types::Value};
 
 use super::keysets;
-use crate::{EngineError, Shard, keys::SlotKeys, scripts::SCRIPTS};
+use crate::{
+    EngineError, Shard,
+    keys::{self, SlotKeys},
+    scripts::SCRIPTS,
+};
+
+/// A pump process as a shard's membership records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PumpProcess {
+    /// The process's owner id (what its leases name).
+    pub id: String,
+    /// When its heartbeat runs out, ms on this shard's clock.
+    pub expires_at_ms: u64,
+    /// Whether that is still ahead (a process that stopped without leaving
+    /// stays listed until the next heartbeat of another process).
+    pub live: bool,
+}
 
 impl Shard {
     /// Records that `owner` is alive for `ttl_ms`, and returns the live pump
@@ -73,5 +89,43 @@ impl Shard {
         self.eval(&SCRIPTS.claim, keysets::claim(&SlotKeys::new(slot)), args)
             .await
             .map(drop)
+    }
+}
+
+impl Shard {
+    /// The pump processes this shard's membership lists, with the shard's
+    /// clock read in the same transaction to tell the live ones.
+    pub async fn pump_processes(&self) -> Result<Vec<PumpProcess>, EngineError> {
+        let (time, members): ((String, String), Vec<(String, f64)>) = self
+            .idempotent(keys::PUMPS, |c| async move {
+                let tx = c.multi();
+                let time = fred::types::CustomCommand::new_static(
+                    "TIME",
+                    fred::types::ClusterHash::Random,
+                    false,
+                );
+                let _: () = tx.custom(time, Vec::<Value>::new()).await?;
+                let _: () = tx
+                    .zrange(keys::PUMPS, 0, -1, None, false, None, true)
+                    .await?;
+                tx.exec(true).await
+            })
+            .await?;
+        let now_ms =
+            time.0.parse::<u64>().unwrap_or(0) * 1000 + time.1.parse::<u64>().unwrap_or(0) / 1000;
+        Ok(members
+            .into_iter()
+            .map(|(id, score)| PumpProcess {
+                id,
+                expires_at_ms: score as u64,
+                live: score as u64 > now_ms,
+            })
+            .collect())
+    }
+
+    /// Who holds each of `slots`' pump leases here (`None`: nobody), in the
+    /// order of `slots`.
+    pub async fn lease_holders(&self, slots: &[u32]) -> Result<Vec<Option<String>>, EngineError> {
+        self.per_slot("GET", slots, SlotKeys::lease).await
     }
 }

@@ -23,7 +23,10 @@ pub use admin::AdminTables;
 pub use checks::ShardCheck;
 pub use decode::{Delivery, JobView, state};
 pub use jobs::{NewJob, Publication, Schedule, Served, Want};
+pub use lease::PumpProcess;
 pub use pubsub::{Handler, Heard, Listening, PubSub};
 pub use pump::PumpOutcome;
 pub use queue::{Counts, DeadJob, DeadPage};
-pub use shard::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, ReplicaWait, Shard, ShardOptions};
+pub use shard::{
+    ClusterPrimary, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, ReplicaWait, Shard, ShardOptions,
+};

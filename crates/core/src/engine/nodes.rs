@@ -348,6 +348,19 @@ impl Cluster {
         out
     }
 
+    /// Each primary with how many hash slots it serves.
+    pub(crate) fn slot_counts(&self) -> Vec<(Arc<Node>, u32)> {
+        let map = self.read();
+        let mut out: Vec<(Arc<Node>, u32)> = Vec::new();
+        for n in map.owners.iter().flatten() {
+            match out.iter_mut().find(|(o, _)| Arc::ptr_eq(o, n)) {
+                Some((_, count)) => *count += 1,
+                None => out.push((n.clone(), 1)),
+            }
+        }
+        out
+    }
+
     /// Every node connected to.
     pub(crate) fn nodes(&self) -> Vec<Arc<Node>> {
         self.read().nodes.values().cloned().collect()

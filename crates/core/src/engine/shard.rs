@@ -51,6 +51,16 @@ pub struct ReplicaWait {
     pub timeout: Duration,
 }
 
+/// A primary of a Redis Cluster shard, as the slot map last read shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterPrimary {
+    /// `host:port`.
+    pub addr: String,
+    pub connected: bool,
+    /// How many of the cluster's 16,384 hash slots it serves.
+    pub hash_slots: u32,
+}
+
 /// Pooled connections to a shard unless configured.
 pub const DEFAULT_CONNECTIONS: usize = 4;
 /// How long a command may take unless configured: bounds what a hung or
@@ -196,6 +206,35 @@ impl Shard {
     /// Whether the shard is a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         matches!(self.inner.conns, Conns::Cluster(_))
+    }
+
+    /// A cluster shard's primaries, in address order (empty for any other
+    /// shard, and for a cluster whose slot map was never read).
+    pub fn cluster_primaries(&self) -> Vec<ClusterPrimary> {
+        let Conns::Cluster(c) = &self.inner.conns else {
+            return Vec::new();
+        };
+        let mut out: Vec<ClusterPrimary> = c
+            .slot_counts()
+            .into_iter()
+            .map(|(node, hash_slots)| ClusterPrimary {
+                addr: node.addr.clone(),
+                connected: node.is_connected(),
+                hash_slots,
+            })
+            .collect();
+        out.sort_by(|a, b| a.addr.cmp(&b.addr));
+        out
+    }
+
+    /// The address of the cluster primary that serves `key` (`None` for a
+    /// shard that is not a cluster, or a slot without a known primary).
+    pub fn cluster_node_of(&self, key: &str) -> Option<String> {
+        let Conns::Cluster(c) = &self.inner.conns else {
+            return None;
+        };
+        c.owner(crate::keys::cluster_slot(key))
+            .map(|n| n.addr.clone())
     }
 
     pub(crate) fn conns(&self) -> &Conns {

@@ -64,7 +64,7 @@ impl Shard {
     /// One read-only command per slot on one of its keys, all in flight at
     /// once (each to the node that serves its key on a cluster); the
     /// answers in the order of `slots`.
-    async fn per_slot<R: FromValue>(
+    pub(super) async fn per_slot<R: FromValue>(
         &self,
         command: &'static str,
         slots: &[u32],

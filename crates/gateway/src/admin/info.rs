@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, collections::HashMap, sync::Arc};
 
 use axum::{
     Json,
-    extract::{Query, State},
+    extract::{Path, Query, State},
     http::StatusCode,
     response::IntoResponse,
 };
@@ -64,6 +64,122 @@ pub(super) async fn drains(
         pools.push(sundial_router::drain::report(pool).await?);
     }
     Ok(Json(json!({ "pools": pools })))
+}
+
+/// `GET /pools/{pool}`: the pool's shards (health, slots held, cluster
+/// primaries, pump processes and the leases each holds) and its drains.
+/// Each shard is read on its own, all at once, each bounded by its command
+/// timeout: a shard that is down shows its error and the rest still show.
+pub(super) async fn pool_status(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let topology = state.live.topology();
+    let Some(pool) = topology.pool(&name) else {
+        return Err(ApiError::NotFound("pool not found"));
+    };
+    let health = state.health.shards();
+    let weights: HashMap<&str, u32> = pool.layout().members().collect();
+    let shards = futures::future::join_all(pool.shards().map(|shard| {
+        let held = pool.slots_on(shard);
+        let current = (0..pool.slots())
+            .filter(|s| pool.shard_for(*s).same(shard))
+            .count();
+        let health = health.get(shard.name()).cloned();
+        let weight = weights.get(shard.name()).copied().unwrap_or(0);
+        async move {
+            let mut out = json!({
+                "name": shard.name(),
+                "kind": if shard.is_cluster() { "cluster" } else { "single" },
+                "weight": weight,
+                "slots": current,
+                "slots_held": held.len(),
+                "health": health,
+                "pumps": pumps(shard, &held).await,
+            });
+            if shard.is_cluster() {
+                out["cluster_primaries"] = primaries(shard, &held);
+            }
+            out
+        }
+    }))
+    .await;
+    let drains = match sundial_router::drain::report(pool).await {
+        Ok(r) => json!(r.draining),
+        Err(e) => json!({ "error": e.to_string() }),
+    };
+    Ok(Json(json!({
+        "pool": pool.name(),
+        "slots": pool.slots(),
+        "lanes": pool.lanes(),
+        "layout": pool.layout(),
+        "shards": shards,
+        "draining": drains,
+    })))
+}
+
+/// A shard's pump processes and how many of `slots`' leases each holds.
+async fn pumps(shard: &sundial_core::Shard, slots: &[u32]) -> serde_json::Value {
+    let read = async {
+        Ok::<_, sundial_core::EngineError>((
+            shard.pump_processes().await?,
+            shard.lease_holders(slots).await?,
+        ))
+    };
+    let (processes, holders) = match read.await {
+        Ok(v) => v,
+        Err(e) => return json!({ "error": e.to_string() }),
+    };
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    for h in holders.iter().flatten() {
+        *counts.entry(h.as_str()).or_default() += 1;
+    }
+    let mut listed: Vec<serde_json::Value> = processes
+        .iter()
+        .map(|p| {
+            json!({
+                "id": p.id,
+                "live": p.live,
+                "expires_at_ms": p.expires_at_ms,
+                "leases": counts.get(p.id.as_str()).copied().unwrap_or(0),
+            })
+        })
+        .collect();
+    // Leases held by a process the membership no longer lists: it stopped,
+    // and a live process takes them over at its next round.
+    for (id, n) in &counts {
+        if !processes.iter().any(|p| p.id == *id) {
+            listed.push(json!({ "id": id, "live": false, "expires_at_ms": null, "leases": n }));
+        }
+    }
+    json!({
+        "processes": listed,
+        "unleased": holders.iter().filter(|h| h.is_none()).count(),
+    })
+}
+
+/// A cluster shard's primaries, with how many of `slots` (the pool's) each
+/// serves.
+fn primaries(shard: &sundial_core::Shard, slots: &[u32]) -> serde_json::Value {
+    let mut per_node: HashMap<String, u64> = HashMap::new();
+    for slot in slots {
+        let key = sundial_core::keys::SlotKeys::new(*slot).jobs();
+        if let Some(addr) = shard.cluster_node_of(&key) {
+            *per_node.entry(addr).or_default() += 1;
+        }
+    }
+    shard
+        .cluster_primaries()
+        .into_iter()
+        .map(|p| {
+            json!({
+                "addr": p.addr,
+                "connected": p.connected,
+                "hash_slots": p.hash_slots,
+                "pool_slots": per_node.get(&p.addr).copied().unwrap_or(0),
+            })
+        })
+        .collect()
 }
 
 /// `GET /version`

@@ -64,6 +64,7 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
     Router::new()
         .merge(guarded)
         .route("/pools", get(info::pools))
+        .route("/pools/{pool}", get(info::pool_status))
         .route("/drains", get(info::drains))
         .route("/info", get(info::info))
         .route("/version", get(info::version))
