@@ -41,5 +41,118 @@ pub fn init_metrics() -> anyhow::Result<PrometheusHandle> {
             ],
         )?
         .install_recorder()?;
+    describe();
     Ok(handle)
+}
+
+/// Gives every metric its `# HELP` text and unit. docs/METRICS.md says more
+/// (labels, how to aggregate); a test checks that every metric the binary
+/// exports is described here.
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_gauge!(
+        "sundial_queue_jobs",
+        "Live jobs of a queue in a state (ready, delayed, reserved, dead), in the slots this process pumps"
+    );
+    describe_gauge!(
+        "sundial_consumers_waiting",
+        "Consumers in a long poll on this gateway now"
+    );
+    describe_counter!(
+        "sundial_http_requests_total",
+        "HTTP requests answered, by route template, method and status"
+    );
+    describe_histogram!(
+        "sundial_http_request_duration_seconds",
+        Unit::Seconds,
+        "Time to answer an HTTP request, by route template, method and status"
+    );
+    describe_gauge!(
+        "sundial_http_connections",
+        "Open HTTP connections, by listener"
+    );
+    describe_counter!(
+        "sundial_http_connections_closed_total",
+        "HTTP connections the gateway closed because a timer passed (idle, header timeout)"
+    );
+    describe_counter!(
+        "sundial_rate_limited_total",
+        "Requests refused by a token's rate limit"
+    );
+    describe_histogram!(
+        "sundial_redis_script_seconds",
+        Unit::Seconds,
+        "Time of each Redis script call, network included"
+    );
+    describe_histogram!(
+        "sundial_replica_wait_seconds",
+        Unit::Seconds,
+        "On a shard with wait: how long a publish waited for its replicas"
+    );
+    describe_counter!(
+        "sundial_replica_waits_total",
+        "On a shard with wait: publishes whose writes the replicas confirmed in time, or not"
+    );
+    describe_counter!(
+        "sundial_jobs_published_total",
+        "Jobs published (a bulk publish counts each job)"
+    );
+    describe_counter!("sundial_jobs_consumed_total", "Jobs delivered to consumers");
+    describe_counter!(
+        "sundial_jobs_acked_total",
+        "Jobs acknowledged or cancelled by id"
+    );
+    describe_counter!(
+        "sundial_jobs_deleted_total",
+        "Jobs deleted in bulk: queue destroy, dead-letter delete"
+    );
+    describe_counter!("sundial_jobs_respawned_total", "Dead jobs respawned");
+    describe_counter!(
+        "sundial_pump_jobs_total",
+        "Jobs the pumps moved: made ready, retried after TTR, sent to the dead letter, expired"
+    );
+    describe_histogram!(
+        "sundial_job_first_delivery_seconds",
+        Unit::Seconds,
+        "From publish to a job's first delivery, delay included (shard clock)"
+    );
+    describe_gauge!(
+        "sundial_pump_leases_held",
+        "Slot pump leases this process holds"
+    );
+    describe_counter!(
+        "sundial_pump_leases_acquired_total",
+        "Slot pump leases this process took"
+    );
+    describe_counter!(
+        "sundial_pump_leases_lost_total",
+        "Slot pump leases this process held and lost without giving them up"
+    );
+    describe_gauge!(
+        "sundial_pump_lag_seconds",
+        Unit::Seconds,
+        "How late this process's most behind slot found its oldest due job at its last pump call"
+    );
+    describe_histogram!(
+        "sundial_pump_lateness_seconds",
+        Unit::Seconds,
+        "How late pump calls found the earliest due entry they handled"
+    );
+    describe_counter!("sundial_reloads_total", "Config reloads, by result");
+    describe_gauge!(
+        "sundial_shard_up",
+        "1 while the shard answers this process's probe, else 0"
+    );
+    describe_counter!(
+        "sundial_shard_data_lost_total",
+        "Times the shard was found without Sundial's metadata (restarted without its data, or flushed)"
+    );
+    describe_gauge!(
+        "sundial_drain_slots_pending",
+        "Moved slots whose old shard still holds jobs"
+    );
+    describe_gauge!(
+        "sundial_drain_jobs_left",
+        "Jobs still at the old shards of moved slots"
+    );
 }

@@ -206,6 +206,27 @@ async fn pools_info_version_metrics_health() {
             && text.contains(r#"sundial_jobs_acked_total{pool="default",namespace="ns",queue="q1"} 1"#),
         "{text}"
     );
+    // Every metric family exported carries its HELP text, and is one that
+    // docs/METRICS.md describes.
+    let docs = include_str!("../../../docs/METRICS.md");
+    let mut families = std::collections::BTreeSet::new();
+    for line in text.lines().filter(|l| l.starts_with("sundial_")) {
+        let name = line.split(['{', ' ']).next().expect("name");
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .filter(|f| text.contains(&format!("# TYPE {f} histogram")))
+            .unwrap_or(name);
+        families.insert(family.to_owned());
+    }
+    assert!(families.len() >= 12, "{families:?}");
+    for f in &families {
+        assert!(text.contains(&format!("# HELP {f} ")), "no HELP for {f}");
+        assert!(
+            docs.contains(&format!("`{f}`")),
+            "{f} is not in docs/METRICS.md"
+        );
+    }
 }
 
 #[tokio::test]
