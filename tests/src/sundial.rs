@@ -223,6 +223,32 @@ impl Sundial {
         format!("http://127.0.0.1:{}", self.admin_port)
     }
 
+    /// `sundial <args>` as an operator runs it against this gateway (its
+    /// URLs in the environment; no credentials or token unless added).
+    pub fn cli_command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(binary());
+        cmd.args(args)
+            .env("SUNDIAL_ADMIN_URL", self.admin())
+            .env("SUNDIAL_API_URL", self.api())
+            .env_remove("SUNDIAL_ADMIN_USER")
+            .env_remove("SUNDIAL_ADMIN_PASSWORD")
+            .env_remove("SUNDIAL_TOKEN")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `sundial <args>` with `env` added, to its end.
+    pub fn cli(&self, args: &[&str], env: &[(&str, &str)]) -> CliRun {
+        let mut cmd = self.cli_command(args);
+        cmd.envs(env.iter().copied());
+        let out = cmd.output().expect("run the sundial CLI");
+        CliRun {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
     fn log_path(&self) -> PathBuf {
         self.dir.path().join("sundial.log")
     }
@@ -315,4 +341,19 @@ fn binary() -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// What a CLI command did.
+#[derive(Debug)]
+pub struct CliRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CliRun {
+    /// Its stdout as JSON (after `--json`).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {self:?}"))
+    }
 }

@@ -14,7 +14,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "sundial",
     version,
-    about = "Delayed and retried jobs over Redis, with lmstfy's HTTP API"
+    about = "Delayed and retried jobs over Redis, with lmstfy's HTTP API",
+    after_help = "Operator commands (token … consume) talk to a running gateway: --admin and \
+--api (SUNDIAL_ADMIN_URL, SUNDIAL_API_URL) say where, SUNDIAL_ADMIN_USER and \
+SUNDIAL_ADMIN_PASSWORD authenticate to the admin API, SUNDIAL_TOKEN to the job API.\n\
+Exit codes: 0 done, 1 refused or failed, 2 bad command line, 3 not found (or no job), \
+4 not allowed (credentials, token or scope), 5 unreachable or busy: try again later."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -39,13 +44,17 @@ enum Command {
         #[arg(long, short, env = "SUNDIAL_CONFIG")]
         config: Option<PathBuf>,
     },
+    #[command(flatten)]
+    Operator(Box<sundial_cli::Command>),
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> anyhow::Result<std::process::ExitCode> {
+    let ok = std::process::ExitCode::SUCCESS;
     match Cli::parse().command {
-        Command::Serve { config } => serve::run(Source::read(config)?).await,
-        Command::Pumpd { config } => pumpd::run(Source::read(config)?).await,
-        Command::CheckConfig { config } => check_config::run(config.as_deref()),
+        Command::Serve { config } => serve::run(Source::read(config)?).await.map(|()| ok),
+        Command::Pumpd { config } => pumpd::run(Source::read(config)?).await.map(|()| ok),
+        Command::CheckConfig { config } => check_config::run(config.as_deref()).map(|()| ok),
+        Command::Operator(command) => Ok(sundial_cli::run(*command).await),
     }
 }

@@ -29,6 +29,7 @@ macro_rules! on_every_shard_kind {
 mod admin;
 mod api;
 mod backlog;
+mod cli;
 mod cluster;
 mod deploy;
 mod durability;

@@ -319,6 +319,7 @@ async fn a_pool_status_shows_its_shards_slots_and_who_pumps_them(kind: ShardKind
     assert_eq!(status["draining"], json!([]));
     let shard = &status["shards"][0];
     assert_eq!(shard["slots"], 128, "{shard}");
+    assert_eq!(shard["weight"], 1, "{shard}");
     assert_eq!(shard["slots_held"], 128, "{shard}");
     assert_eq!(shard["health"]["up"], true, "{shard}");
     let processes = shard["pumps"]["processes"].as_array().expect("processes");

@@ -86,7 +86,13 @@ pub(super) async fn pool_status(
             .filter(|s| pool.shard_for(*s).same(shard))
             .count();
         let health = health.get(shard.name()).cloned();
-        let weight = weights.get(shard.name()).copied().unwrap_or(0);
+        // Shards are named `<pool>/<name>`; the layout names them bare.
+        let bare = shard
+            .name()
+            .strip_prefix(pool.name())
+            .and_then(|n| n.strip_prefix('/'))
+            .unwrap_or(shard.name());
+        let weight = weights.get(bare).copied().unwrap_or(0);
         async move {
             let mut out = json!({
                 "name": shard.name(),

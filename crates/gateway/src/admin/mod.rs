@@ -47,6 +47,7 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
         )
         .route("/limits", get(limits::list))
         .route("/namespaces/{ns}/queues", get(queues::list))
+        .route("/namespaces/{ns}/queues/{queue}", get(queues::one))
         .route(
             "/namespaces/{ns}/queues/{queue}/deadletter",
             get(queues::dead_list),

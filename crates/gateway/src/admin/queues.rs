@@ -109,6 +109,22 @@ pub(super) async fn list(
     })))
 }
 
+/// `GET /namespaces/{ns}/queues/{queue}?pool=`: one queue, as the listing
+/// shows it (a queue that was never published to shows zeros).
+pub(super) async fn one(
+    State(state): State<Arc<AppState>>,
+    Path((ns, queue)): Path<(String, String)>,
+    uri: Uri,
+) -> Result<impl IntoResponse, ApiError> {
+    let params = Params::new(&uri);
+    names(&ns, Some(&queue))?;
+    let pool = pool(&state, &params)?;
+    let c = counts_of(&pool, &ns, &queue).await?;
+    let mut out = stats_of(&state, pool.name(), &ns, &queue, &c);
+    out["pool"] = pool.name().into();
+    Ok(Json(out))
+}
+
 /// A place in a dead letter: the index of one of the queue's places
 /// (`Pool::queue_places`) and how many entries of its list were passed.
 fn parse_dead_cursor(c: &str) -> Option<(usize, u64)> {

@@ -1,0 +1,152 @@
+//! `sundial publish` and `sundial consume`: the job API by hand, for
+//! debugging a queue (workers use a client library; see `examples/`).
+
+use std::{io::Read as _, time::Duration};
+
+use clap::Args;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::{
+    client::{Client, Failure, Global, Listener, Outcome, exit, seg},
+    queues::print_job,
+    table,
+};
+
+#[derive(Debug, Args)]
+pub struct Publish {
+    namespace: String,
+    queue: String,
+    /// The body; `-` (or nothing) reads it from stdin.
+    body: Option<String>,
+    /// Seconds before it is ready.
+    #[arg(long, default_value_t = 0)]
+    delay: u64,
+    /// Seconds it lives (0: forever).
+    #[arg(long)]
+    ttl: Option<u64>,
+    /// Deliveries before it goes to the dead letter.
+    #[arg(long)]
+    tries: Option<u64>,
+    #[command(flatten)]
+    pub(crate) global: Global,
+}
+
+#[derive(Debug, Args)]
+pub struct Consume {
+    namespace: String,
+    /// One queue, or several comma-separated.
+    queue: String,
+    /// Seconds to wait for a job (0: answer at once).
+    #[arg(long, default_value_t = 0)]
+    timeout: u64,
+    /// Seconds the worker has before the job is delivered again.
+    #[arg(long)]
+    ttr: Option<u64>,
+    /// Up to this many jobs (one queue only).
+    #[arg(long, default_value_t = 1)]
+    count: u64,
+    /// Acknowledge (delete) each job once printed.
+    #[arg(long)]
+    ack: bool,
+    #[command(flatten)]
+    pub(crate) global: Global,
+}
+
+fn query(pairs: &[(&str, Option<u64>)]) -> String {
+    let q: Vec<String> = pairs
+        .iter()
+        .filter_map(|(k, v)| Some(format!("{k}={}", (*v)?)))
+        .collect();
+    if q.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", q.join("&"))
+    }
+}
+
+pub(crate) async fn publish(c: Client, p: Publish) -> Outcome {
+    let body = match p.body.as_deref() {
+        Some(b) if b != "-" => b.as_bytes().to_vec(),
+        _ => {
+            let mut buf = Vec::new();
+            std::io::stdin().read_to_end(&mut buf).map_err(|e| {
+                Failure::new(
+                    exit::FAILED,
+                    format!("cannot read the body from stdin: {e}"),
+                )
+            })?;
+            buf
+        }
+    };
+    let path = format!(
+        "/api/{}/{}{}",
+        seg(&p.namespace),
+        seg(&p.queue),
+        query(&[("delay", Some(p.delay)), ("ttl", p.ttl), ("tries", p.tries)])
+    );
+    let r = c
+        .call_raw(Listener::Api, Method::PUT, &path, Some(body), None)
+        .await?;
+    c.show(&r.json, |r| println!("{}", table::cell(&r["job_id"])));
+    Ok(())
+}
+
+pub(crate) async fn consume(c: Client, p: Consume) -> Outcome {
+    let path = format!(
+        "/api/{}/{}{}",
+        seg(&p.namespace),
+        p.queue.split(',').map(seg).collect::<Vec<_>>().join(","),
+        query(&[
+            ("timeout", Some(p.timeout)),
+            ("ttr", p.ttr),
+            ("count", (p.count > 1).then_some(p.count)),
+        ])
+    );
+    let r = c
+        .call_raw(
+            Listener::Api,
+            Method::GET,
+            &path,
+            None,
+            Some(Duration::from_secs(p.timeout)),
+        )
+        .await
+        .map_err(|f| match f.code {
+            exit::NOT_FOUND if f.message.starts_with("no job available") => {
+                Failure::new(exit::NOT_FOUND, "no job available")
+            }
+            _ => f,
+        })?;
+    // One job is an object, several an array (lmstfy's shapes).
+    let jobs: Vec<Value> = match &r.json {
+        Value::Array(a) => a.clone(),
+        one => vec![one.clone()],
+    };
+    for (i, job) in jobs.iter().enumerate() {
+        if !c.global.json {
+            if i > 0 {
+                println!();
+            }
+            print_job(job);
+        }
+        if p.ack {
+            let queue = job["queue"].as_str().unwrap_or(&p.queue);
+            let id = job["job_id"].as_str().unwrap_or_default();
+            c.call(
+                Listener::Api,
+                Method::DELETE,
+                &format!("/api/{}/{}/job/{}", seg(&p.namespace), seg(queue), seg(id)),
+                None,
+            )
+            .await?;
+        }
+    }
+    if c.global.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!(jobs)).unwrap_or_default()
+        );
+    }
+    Ok(())
+}

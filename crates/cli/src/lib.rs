@@ -1,0 +1,89 @@
+//! `sundial`'s operator commands: tokens, limits, queues, dead letters,
+//! pools and drains, plus publish and consume for debugging. Each is a thin
+//! client of the admin API (and of the job API where a tenant's token is
+//! the right key); none reads Redis. Tables by default, `--json` for
+//! scripts; exit codes in [`exit`].
+//!
+//! - [`client`]: the HTTP client, and how failures become messages and exit codes.
+//! - `tokens`, `limits`, `queues`, `pools`, `jobs`: one file per noun.
+//! - `table`: plain-text tables and formats.
+
+mod client;
+pub mod jobs;
+pub mod limits;
+pub mod pools;
+pub mod queues;
+mod table;
+pub mod tokens;
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+
+pub use client::{Global, exit};
+
+/// The operator commands, as `sundial`'s top-level subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create, list, revoke and scope tenant tokens (admin API).
+    Token(Group<tokens::TokenCmd>),
+    /// Read and set tokens' rate limits (admin API).
+    Limit(Group<limits::LimitCmd>),
+    /// List queues with their backlog; stats, peek, destroy.
+    Queue(Group<queues::QueueCmd>),
+    /// Browse a queue's dead letter; respawn or delete its jobs (admin API).
+    Deadletter(Group<queues::DeadCmd>),
+    /// A pool's shards: health, slots, pumps and leases (admin API).
+    Pool(Group<pools::PoolCmd>),
+    /// Moved slots still draining, once or until done (admin API).
+    Drain(Group<pools::DrainCmd>),
+    /// Publish one job (job API; for debugging).
+    Publish(jobs::Publish),
+    /// Consume jobs, and optionally acknowledge them (job API; for debugging).
+    Consume(jobs::Consume),
+}
+
+/// A noun's subcommand and the options every command takes.
+#[derive(Debug, Args)]
+pub struct Group<C: Subcommand> {
+    #[command(subcommand)]
+    cmd: C,
+    #[command(flatten)]
+    global: Global,
+}
+
+/// Runs one command; prints its result on stdout and any failure on
+/// stderr, and returns its exit code.
+pub async fn run(command: Command) -> ExitCode {
+    let outcome = match command {
+        Command::Token(g) => with(g.global, |c| tokens::run(c, g.cmd)).await,
+        Command::Limit(g) => with(g.global, |c| limits::run(c, g.cmd)).await,
+        Command::Queue(g) => with(g.global, |c| queues::run(c, g.cmd)).await,
+        Command::Deadletter(g) => with(g.global, |c| queues::run_dead(c, g.cmd)).await,
+        Command::Pool(g) => with(g.global, |c| pools::run(c, g.cmd)).await,
+        Command::Drain(g) => with(g.global, |c| pools::run_drain(c, g.cmd)).await,
+        Command::Publish(p) => {
+            let global = p.global.clone();
+            with(global, |c| jobs::publish(c, p)).await
+        }
+        Command::Consume(p) => {
+            let global = p.global.clone();
+            with(global, |c| jobs::consume(c, p)).await
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("sundial: {f}");
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+async fn with<F, Fut>(global: Global, f: F) -> client::Outcome
+where
+    F: FnOnce(client::Client) -> Fut,
+    Fut: std::future::Future<Output = client::Outcome>,
+{
+    f(client::Client::new(global)?).await
+}

@@ -1,0 +1,123 @@
+//! `sundial limit …`
+
+use clap::Subcommand;
+use reqwest::Method;
+use serde_json::json;
+
+use crate::{
+    client::{Client, Listener, Outcome, seg},
+    table,
+};
+
+#[derive(Debug, Subcommand)]
+pub enum LimitCmd {
+    /// Show a token's rate limit.
+    Get { namespace: String, token: String },
+    /// Set (create or replace) a token's rate limit.
+    Set {
+        namespace: String,
+        /// The token or its id.
+        token: String,
+        /// Consumes per interval (0: no limit).
+        #[arg(long, default_value_t = 0)]
+        read: u64,
+        /// Publishes per interval (0: no limit).
+        #[arg(long, default_value_t = 0)]
+        write: u64,
+        /// The window, in seconds.
+        #[arg(long)]
+        interval: u64,
+    },
+    /// Remove a token's rate limit.
+    Delete { namespace: String, token: String },
+    /// Every token that has a limit.
+    List,
+}
+
+fn path(ns: &str, token: &str) -> String {
+    format!("/token/{}/{}/limit", seg(ns), seg(token))
+}
+
+pub(crate) async fn run(c: Client, cmd: LimitCmd) -> Outcome {
+    match cmd {
+        LimitCmd::Get { namespace, token } => {
+            let r = c.admin_get(&path(&namespace, &token)).await?;
+            c.show(&r, |l| {
+                table::print(
+                    &["READ", "WRITE", "INTERVAL (S)"],
+                    &[vec![
+                        table::cell(&l["read"]),
+                        table::cell(&l["write"]),
+                        table::cell(&l["interval"]),
+                    ]],
+                );
+            });
+        }
+        LimitCmd::Set {
+            namespace,
+            token,
+            read,
+            write,
+            interval,
+        } => {
+            let body = json!({ "read": read, "write": write, "interval": interval });
+            let r = c
+                .call(
+                    Listener::Admin,
+                    Method::PUT,
+                    &path(&namespace, &token),
+                    Some(body),
+                )
+                .await?;
+            c.show(&r.json, |_| {
+                println!("limit set: {read} consumes and {write} publishes per {interval} s (0 = no limit)");
+            });
+        }
+        LimitCmd::Delete { namespace, token } => {
+            // The delete succeeds whether or not there was a limit: say which.
+            let had = c.admin_get(&path(&namespace, &token)).await.is_ok();
+            let r = c
+                .call(
+                    Listener::Admin,
+                    Method::DELETE,
+                    &path(&namespace, &token),
+                    None,
+                )
+                .await?;
+            c.show(&r.json, |_| {
+                println!(
+                    "{}",
+                    if had {
+                        "limit removed"
+                    } else {
+                        "the token had no limit"
+                    }
+                );
+            });
+        }
+        LimitCmd::List => {
+            let r = c.admin_get("/limits").await?;
+            c.show(&r, |r| {
+                let rows: Vec<Vec<String>> = r
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|l| {
+                        vec![
+                            table::cell(&l["namespace"]),
+                            table::cell(&l["token"]),
+                            table::cell(&l["limiter"]["read"]),
+                            table::cell(&l["limiter"]["write"]),
+                            table::cell(&l["limiter"]["interval"]),
+                        ]
+                    })
+                    .collect();
+                table::print(
+                    &["NAMESPACE", "TOKEN ID", "READ", "WRITE", "INTERVAL (S)"],
+                    &rows,
+                );
+            });
+        }
+    }
+    Ok(())
+}
