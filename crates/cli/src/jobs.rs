@@ -5,7 +5,7 @@ use std::{io::Read as _, time::Duration};
 
 use clap::Args;
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{
     client::{Client, Failure, Global, Listener, Outcome, exit, seg},
@@ -46,7 +46,8 @@ pub struct Consume {
     /// Up to this many jobs (one queue only).
     #[arg(long, default_value_t = 1)]
     count: u64,
-    /// Acknowledge (delete) each job once printed.
+    /// Acknowledge (delete) each job once printed. With --json, each job is
+    /// one line of JSON.
     #[arg(long)]
     ack: bool,
     #[command(flatten)]
@@ -123,8 +124,12 @@ pub(crate) async fn consume(c: Client, p: Consume) -> Outcome {
         Value::Array(a) => a.clone(),
         one => vec![one.clone()],
     };
+    // Each job is printed before it is acknowledged, so that a failed ack
+    // loses nothing that was not shown.
     for (i, job) in jobs.iter().enumerate() {
-        if !c.global.json {
+        if c.global.json {
+            println!("{}", serde_json::to_string(job).unwrap_or_default());
+        } else {
             if i > 0 {
                 println!();
             }
@@ -141,12 +146,6 @@ pub(crate) async fn consume(c: Client, p: Consume) -> Outcome {
             )
             .await?;
         }
-    }
-    if c.global.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!(jobs)).unwrap_or_default()
-        );
     }
     Ok(())
 }

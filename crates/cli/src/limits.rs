@@ -74,7 +74,10 @@ pub(crate) async fn run(c: Client, cmd: LimitCmd) -> Outcome {
             });
         }
         LimitCmd::Delete { namespace, token } => {
-            // The delete succeeds whether or not there was a limit: say which.
+            // The delete succeeds whether or not there was a limit, or a
+            // token: look first, to say which.
+            c.admin_get(&format!("/token/{}/{}/scope", seg(&namespace), seg(&token)))
+                .await?;
             let had = c.admin_get(&path(&namespace, &token)).await.is_ok();
             let r = c
                 .call(

@@ -218,7 +218,14 @@ pub(crate) fn print_job(j: &Value) {
 /// Deletes the ready jobs in one request, and shows their count fall
 /// meanwhile (read through the admin API, when it can be).
 async fn destroy(c: &Client, ns: &str, queue: &str) -> Outcome {
-    let stats = queue_path(ns, queue);
+    // The token's pool (its `pool:` prefix) is the one the queue lives in.
+    let pool = c
+        .global
+        .token
+        .as_deref()
+        .and_then(|t| t.split_once(':'))
+        .map(|(pool, _)| pool.to_owned());
+    let stats = format!("{}{}", queue_path(ns, queue), pool_query(pool.as_ref()));
     let before = c
         .admin_get(&stats)
         .await
@@ -399,9 +406,11 @@ async fn change(
             done += n;
             bar.inc(n);
             left = r["deadletter_size"].clone();
-            // Done when a call finds nothing more, or the dead letter is
-            // empty (jobs that die meanwhile may keep it from emptying).
-            if n == 0 || left.as_u64() == Some(0) {
+            // Done when a call finds nothing more, the dead letter is
+            // empty, or as many as it held at the start were taken: jobs
+            // that die meanwhile (a respawned job that fails again) would
+            // otherwise keep this going for ever.
+            if n == 0 || left.as_u64() == Some(0) || done >= total {
                 break;
             }
         }

@@ -78,6 +78,7 @@ scripts! {
     heartbeat,
     claim,
     table_change,
+    token_rehash,
 }
 
 /// Checks that the keys a script is called with lie in one Redis Cluster

@@ -118,9 +118,15 @@ impl Grant {
                     .ok_or_else(|| format!("unknown scope {s:?}: publish, consume, read or manage"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let queues = queues
-            .map(|q| split(q).map(str::to_owned).collect::<Vec<_>>())
-            .filter(|q| !q.is_empty());
+        // An absent or empty list is no list; a list with a blank name in
+        // it (`a,,b`, ` , `) is a mistake, not "every queue".
+        let queues = match queues.map(str::trim).filter(|q| !q.is_empty()) {
+            None => None,
+            Some(q) if q.split(',').any(|n| n.trim().is_empty()) => {
+                return Err(format!("a queue name in {q:?} is empty"));
+            }
+            Some(q) => Some(split(q).map(str::to_owned).collect::<Vec<_>>()),
+        };
         Self::new(&scopes, queues)
     }
 
@@ -216,12 +222,14 @@ mod tests {
             .collect::<Vec<_>>()
             .join(",");
         assert!(Grant::parse("read", Some(&many)).is_err());
-        // An empty list is no list.
+        // An empty list is no list; a blank name in one is refused.
         assert!(
-            Grant::parse("read", Some(" , "))
+            Grant::parse("read", Some(" "))
                 .expect("grant")
                 .queues()
                 .is_none()
         );
+        assert!(Grant::parse("read", Some(" , ")).is_err());
+        assert!(Grant::parse("read", Some("a,,b")).is_err());
     }
 }

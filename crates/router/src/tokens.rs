@@ -131,7 +131,10 @@ impl TokenInfo {
             shadowed: None,
         };
         match rest.strip_prefix(HASHED) {
-            Some(hex) if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Some(hex)
+                if hex.len() != 64
+                    || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+            {
                 tracing::warn!(pool, ns, "ignoring a token whose digest is malformed");
                 return None;
             }
@@ -385,6 +388,13 @@ impl TokenStore {
             .await?;
         self.change(AdminTable::Limits, "del", &info.field, "")
             .await?;
+        // A plaintext token may have been rewritten hashed since it was
+        // found (a migration on another gateway): that goes too.
+        if let Some(secret) = &info.legacy_secret {
+            let hashed = hashed_field(&info.pool, &info.ns, &digest(secret));
+            self.change(AdminTable::Tokens, "del", &hashed, "").await?;
+            self.change(AdminTable::Limits, "del", &hashed, "").await?;
+        }
         if let Some(plain) = &info.shadowed {
             self.change(AdminTable::Tokens, "del", plain, "").await?;
             self.change(AdminTable::Limits, "del", plain, "").await?;
@@ -405,7 +415,10 @@ impl TokenStore {
         };
         let info = match info.hashed {
             true => info,
-            false => self.rehash(&info).await?,
+            false => match self.rehash(&info).await? {
+                Some(info) => info,
+                None => return Ok(None),
+            },
         };
         let stored = Stored::new(&info.description, grant, info.created_ms);
         // Only if it still exists: a token deleted meanwhile stays deleted.
@@ -414,39 +427,18 @@ impl TokenStore {
         Ok(self.find_cached(r, ns))
     }
 
-    /// Rewrites a plaintext token hashed: the hashed record (and its limit)
-    /// first, then the plaintext one goes, so that the token works at every
-    /// step. Returns the hashed token.
-    async fn rehash(&self, info: &TokenInfo) -> Result<TokenInfo, EngineError> {
+    /// Rewrites a plaintext token hashed, with its limit, in one script
+    /// (a token revoked meanwhile is not brought back), then reloads.
+    /// Returns the token as it now is, `None` if it went meanwhile.
+    async fn rehash(&self, info: &TokenInfo) -> Result<Option<TokenInfo>, EngineError> {
         let field = hashed_field(&info.pool, &info.ns, &info.digest);
         let value = Stored::new(&info.description, &Grant::full(), None).json();
-        self.change(AdminTable::Tokens, "add", &field, &value)
-            .await?;
-        let limit = self
-            .table
-            .load()
-            .as_ref()
-            .and_then(|t| t.limits.get(&info.field).copied());
-        if let Some(limit) = limit {
-            let json = serde_json::to_string(&limit).unwrap_or_default();
-            self.change(AdminTable::Limits, "add", &field, &json)
-                .await?;
-            self.change(AdminTable::Limits, "del", &info.field, "")
-                .await?;
-        }
-        self.change(AdminTable::Tokens, "del", &info.field, "")
-            .await?;
+        let redis = self.redis();
+        redis.token_rehash(&info.field, &field, &value).await?;
+        self.reload().await?;
         let table = self.table.load();
         let stored = table.as_ref().and_then(|t| t.tokens.get(&field)).cloned();
-        Ok(stored
-            .and_then(|v| TokenInfo::parse(&field, &v))
-            .unwrap_or_else(|| TokenInfo {
-                hashed: true,
-                field,
-                legacy_secret: None,
-                shadowed: None,
-                ..info.clone()
-            }))
+        Ok(stored.and_then(|v| TokenInfo::parse(&field, &v)))
     }
 
     /// Rewrites every token stored in plaintext (by a version before
@@ -467,13 +459,20 @@ impl TokenStore {
                     .collect()
             })
             .unwrap_or_default();
+        let redis = self.redis();
+        let mut migrated = 0;
         for info in &legacy {
-            self.rehash(info).await?;
+            let field = hashed_field(&info.pool, &info.ns, &info.digest);
+            let value = Stored::new(&info.description, &Grant::full(), None).json();
+            // One script each, no reload between: a token revoked meanwhile
+            // is skipped, not brought back.
+            migrated += usize::from(redis.token_rehash(&info.field, &field, &value).await?);
         }
-        if !legacy.is_empty() {
-            tracing::info!(tokens = legacy.len(), "plaintext tokens rewritten hashed");
+        self.reload().await?;
+        if migrated > 0 {
+            tracing::info!(tokens = migrated, "plaintext tokens rewritten hashed");
         }
-        Ok(legacy.len())
+        Ok(migrated)
     }
 
     /// How many tokens this gateway's copy holds in plaintext.

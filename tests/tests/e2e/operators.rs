@@ -283,7 +283,9 @@ async fn queue_and_dead_letter_routes_need_the_admin_password() {
     let admin = Api::new(gw.admin(), None);
     for path in [
         "/namespaces/ns/queues",
+        "/namespaces/ns/queues/q",
         "/namespaces/ns/queues/q/deadletter",
+        "/pools/default",
     ] {
         assert_eq!(admin.get(path).await.status, 401, "{path}");
     }

@@ -289,6 +289,8 @@ async fn bad_scopes_are_refused_and_change_nothing() {
         "queues=a",
         "scope=read&queues=*",
         "scope=read&queues=_x",
+        "scope=read&queues=,",
+        "scope=read&queues=a,,b",
     ] {
         let r = admin
             .post(&format!("/token/ns?description=d&{query}"))
@@ -308,6 +310,8 @@ async fn bad_scopes_are_refused_and_change_nothing() {
         "{}",
         r#"{"scopes":[]}"#,
         r#"{"scopes":["read"],"queues":[]}"#,
+        r#"{"scopes":["read"],"queues":[" "]}"#,
+        r#"{"scopes":["read"],"queues":["a,b"]}"#,
         r#"{"scopes":["read"],"extra":1}"#,
         r#"{"scopes":["admin"]}"#,
     ] {

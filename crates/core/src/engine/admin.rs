@@ -56,6 +56,24 @@ impl Shard {
         Ok(v.as_i64().unwrap_or(0) > 0)
     }
 
+    /// Rewrites a plaintext token field as its hashed field (`value`), with
+    /// its limit, in one script; `false` if the plaintext field was gone.
+    pub async fn token_rehash(
+        &self,
+        plain: &str,
+        hashed: &str,
+        value: &str,
+    ) -> Result<bool, EngineError> {
+        let v = self
+            .eval(
+                &SCRIPTS.token_rehash,
+                keysets::token_rehash(self.admin_keys()),
+                vec![plain.into(), hashed.into(), value.into()],
+            )
+            .await?;
+        Ok(v.as_i64().unwrap_or(0) > 0)
+    }
+
     /// Counts one request on a fixed-window counter (`delta` 1), or refunds
     /// one (`delta` -1); returns the count in the current window.
     pub async fn rate(&self, key: &str, window_ms: u64, delta: i64) -> Result<u64, EngineError> {

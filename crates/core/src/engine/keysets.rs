@@ -129,6 +129,15 @@ pub(crate) fn table_change(admin: &AdminKeys, table: keys::AdminTable) -> Vec<St
     vec![admin.table(table).to_owned(), admin.version.to_owned()]
 }
 
+/// `token_rehash.lua`: both tables and their version.
+pub(crate) fn token_rehash(admin: &AdminKeys) -> Vec<String> {
+    vec![
+        admin.tokens.to_owned(),
+        admin.limits.to_owned(),
+        admin.version.to_owned(),
+    ]
+}
+
 /// Every script's keys, for a sample slot and queue, as a cluster shard
 /// would call them.
 pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
@@ -159,5 +168,6 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
             "table_change",
             table_change(admin, keys::AdminTable::Limits),
         ),
+        ("token_rehash", token_rehash(admin)),
     ]
 }

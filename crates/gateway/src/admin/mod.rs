@@ -1,8 +1,8 @@
 //! The admin API, on its own listener: tokens, limits, reload, queues and
 //! dead letters, pools, info, drains and version. Token routes need HTTP
 //! basic auth when accounts are configured (so do the rate-limit, reload,
-//! queue and dead-letter routes); the rest are read-only and open, as in
-//! lmstfy. (`/live`, `/ready` and `/metrics` are
+//! queue, dead-letter and pool-status routes); the rest are read-only and
+//! open, as in lmstfy. (`/live`, `/ready` and `/metrics` are
 //! the binary's, shared with `sundial pumpd`: see [`readiness`].)
 
 mod info;
@@ -61,11 +61,13 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
             post(queues::dead_delete),
         )
         .route("/reload", post(reload))
+        // One read per slot and shard per call: not for anyone who can
+        // reach the listener.
+        .route("/pools/{pool}", get(info::pool_status))
         .route_layer(middleware::from_fn_with_state(state.clone(), basic_auth));
     Router::new()
         .merge(guarded)
         .route("/pools", get(info::pools))
-        .route("/pools/{pool}", get(info::pool_status))
         .route("/drains", get(info::drains))
         .route("/info", get(info::info))
         .route("/version", get(info::version))

@@ -202,6 +202,16 @@ pub(super) async fn set_scope(
             "the queue list is empty; leave it out to allow every queue",
         ));
     }
+    if wanted
+        .queues
+        .iter()
+        .flatten()
+        .any(|q| q.trim().is_empty() || q.contains(','))
+    {
+        return Err(ApiError::bad(
+            "a queue name in the list is empty or has a comma",
+        ));
+    }
     let grant = Grant::parse(
         &wanted.scopes.join(","),
         wanted.queues.map(|q| q.join(",")).as_deref(),
