@@ -31,6 +31,16 @@ pub struct SundialConfig {
 }
 
 impl SundialConfig {
+    /// The `[pools.default]` table of these (name, server) shards, each of
+    /// weight 1, with the default slot and lane counts.
+    pub fn default_pool(shards: &[(&str, &crate::RedisServer)]) -> String {
+        let list: Vec<String> = shards
+            .iter()
+            .map(|(name, r)| format!("{{ name = \"{name}\", url = \"{}\" }}", r.url()))
+            .collect();
+        format!("[pools.default]\nshards = [{}]\n", list.join(", "))
+    }
+
     pub fn new(redis_url: impl Into<String>) -> Self {
         Self {
             redis_url: redis_url.into(),

@@ -300,16 +300,9 @@ async fn pool_status_and_a_drain_are_watched_from_the_cli() {
         RedisServer::start(),
         RedisServer::start(),
     );
-    let pool = |shards: &[(&str, &RedisServer)]| -> String {
-        let list: Vec<String> = shards
-            .iter()
-            .map(|(name, r)| format!("{{ name = \"{name}\", url = \"{}\" }}", r.url()))
-            .collect();
-        format!("[pools.default]\nshards = [{}]\n", list.join(", "))
-    };
     let mut cfg = SundialConfig::new(a.url());
     cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
-    cfg.pools = Some(pool(&[("a", &a), ("b", &b)]));
+    cfg.pools = Some(SundialConfig::default_pool(&[("a", &a), ("b", &b)]));
     let mut gw = Sundial::start(&cfg);
     let api = Api::new(gw.api(), Some(&create_token(&gw.admin(), "ns").await));
     let r = gw.cli(&["drain", "status"], &[]);
@@ -319,7 +312,11 @@ async fn pool_status_and_a_drain_are_watched_from_the_cli() {
     for q in &queues {
         api.publish("ns", q, "", b"move me").await;
     }
-    cfg.pools = Some(pool(&[("a", &a), ("b", &b), ("c", &c)]));
+    cfg.pools = Some(SundialConfig::default_pool(&[
+        ("a", &a),
+        ("b", &b),
+        ("c", &c),
+    ]));
     gw.rewrite(&cfg);
     assert_eq!(Api::new(gw.admin(), None).post("/reload").await.status, 200);
 

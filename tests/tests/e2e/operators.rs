@@ -373,16 +373,9 @@ async fn a_pool_status_shows_a_drain_and_a_shard_that_is_down() {
         RedisServer::start(),
         RedisServer::start(),
     );
-    let pool = |shards: &[(&str, &RedisServer)]| -> String {
-        let list: Vec<String> = shards
-            .iter()
-            .map(|(name, r)| format!("{{ name = \"{name}\", url = \"{}\" }}", r.url()))
-            .collect();
-        format!("[pools.default]\nshards = [{}]\n", list.join(", "))
-    };
     let mut cfg = SundialConfig::new(a.url());
     cfg.extra = "watch_config = false".to_owned();
-    cfg.pools = Some(pool(&[("a", &a), ("b", &b)]));
+    cfg.pools = Some(SundialConfig::default_pool(&[("a", &a), ("b", &b)]));
     let mut gw = Sundial::start(&cfg);
     let admin = Api::new(gw.admin(), None);
     let api = Api::new(gw.api(), Some(&create_token(&gw.admin(), "ns").await));
@@ -392,7 +385,11 @@ async fn a_pool_status_shows_a_drain_and_a_shard_that_is_down() {
         api.publish("ns", &format!("q{i}"), "delay=3600", b"later")
             .await;
     }
-    cfg.pools = Some(pool(&[("a", &a), ("b", &b), ("c", &c)]));
+    cfg.pools = Some(SundialConfig::default_pool(&[
+        ("a", &a),
+        ("b", &b),
+        ("c", &c),
+    ]));
     gw.rewrite(&cfg);
     assert_eq!(admin.post("/reload").await.status, 200);
 
