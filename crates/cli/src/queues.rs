@@ -86,6 +86,38 @@ pub struct Which {
     all: bool,
 }
 
+/// Follows an admin listing's `next_cursor` from its first page: the
+/// entries under `field` of each page of `base` (a path ending in `?` or
+/// `&`), at most `max` of them (0: all).
+async fn pages(
+    c: &Client,
+    base: &str,
+    pool: Option<&String>,
+    field: &str,
+    max: u64,
+) -> Outcome<Vec<Value>> {
+    let mut all = Vec::new();
+    let mut cursor = String::new();
+    while max == 0 || (all.len() as u64) < max {
+        let want = if max == 0 {
+            500
+        } else {
+            (max - all.len() as u64).min(500)
+        };
+        let mut path = format!("{base}limit={want}&cursor={}", seg(&cursor));
+        if let Some(p) = pool {
+            path.push_str(&format!("&pool={}", seg(p)));
+        }
+        let page = c.admin_get(&path).await?;
+        all.extend(page[field].as_array().cloned().unwrap_or_default());
+        match page["next_cursor"].as_str() {
+            Some(next) => next.clone_into(&mut cursor),
+            None => break,
+        }
+    }
+    Ok(all)
+}
+
 fn pool_query(pool: Option<&String>) -> String {
     pool.map(|p| format!("?pool={}", seg(p)))
         .unwrap_or_default()
@@ -127,24 +159,8 @@ const STATS_HEADER: [&str; 9] = [
 pub(crate) async fn run(c: Client, cmd: QueueCmd) -> Outcome {
     match cmd {
         QueueCmd::List { namespace, pool } => {
-            let mut all = Vec::new();
-            let mut cursor = String::new();
-            loop {
-                let mut path = format!(
-                    "/namespaces/{}/queues?limit=500&cursor={}",
-                    seg(&namespace),
-                    seg(&cursor)
-                );
-                if let Some(p) = &pool {
-                    path.push_str(&format!("&pool={}", seg(p)));
-                }
-                let page = c.admin_get(&path).await?;
-                all.extend(page["queues"].as_array().cloned().unwrap_or_default());
-                match page["next_cursor"].as_str() {
-                    Some(next) => next.clone_into(&mut cursor),
-                    None => break,
-                }
-            }
+            let base = format!("/namespaces/{}/queues?", seg(&namespace));
+            let all = pages(&c, &base, pool.as_ref(), "queues", 0).await?;
             c.show(&Value::Array(all), |all| {
                 let rows: Vec<Vec<String>> = all
                     .as_array()
@@ -286,29 +302,8 @@ pub(crate) async fn run_dead(c: Client, cmd: DeadCmd) -> Outcome {
             pool,
             limit,
         } => {
-            let mut jobs = Vec::new();
-            let mut cursor = String::new();
-            while limit == 0 || (jobs.len() as u64) < limit {
-                let want = if limit == 0 {
-                    500
-                } else {
-                    (limit - jobs.len() as u64).min(500)
-                };
-                let mut path = format!(
-                    "{}/deadletter?limit={want}&preview=64&cursor={}",
-                    queue_path(&namespace, &queue),
-                    seg(&cursor)
-                );
-                if let Some(p) = &pool {
-                    path.push_str(&format!("&pool={}", seg(p)));
-                }
-                let page = c.admin_get(&path).await?;
-                jobs.extend(page["jobs"].as_array().cloned().unwrap_or_default());
-                match page["next_cursor"].as_str() {
-                    Some(next) => next.clone_into(&mut cursor),
-                    None => break,
-                }
-            }
+            let base = format!("{}/deadletter?preview=64&", queue_path(&namespace, &queue));
+            let jobs = pages(&c, &base, pool.as_ref(), "jobs", limit).await?;
             c.show(&Value::Array(jobs), |jobs| {
                 let rows: Vec<Vec<String>> = jobs
                     .as_array()

@@ -442,4 +442,13 @@ async fn a_pool_status_shows_a_drain_and_a_shard_that_is_down() {
         "{status}"
     );
     assert!(status["draining"]["error"].is_string(), "{status}");
+
+    // Back (empty: it lost its jobs), it shows as up again, and the pump
+    // leases its slots anew.
+    b.restart();
+    let status = wait_for(&admin, "b to be up and pumped again", |s| {
+        s["shards"][1]["health"]["up"] == true && s["shards"][1]["pumps"]["unleased"] == 0
+    })
+    .await;
+    assert!(status["draining"].is_array(), "{status}");
 }

@@ -66,6 +66,20 @@ fn names(ns: &str, queue: Option<&str>) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The opening of every route on one queue: its query, checked names,
+/// and the pool it names.
+fn queue_route(
+    state: &AppState,
+    ns: &str,
+    queue: &str,
+    uri: &Uri,
+) -> Result<(Params, Arc<Pool>), ApiError> {
+    let params = Params::new(uri);
+    names(ns, Some(queue))?;
+    let pool = pool(state, &params)?;
+    Ok((params, pool))
+}
+
 fn page_size(params: &Params) -> Result<u64, ApiError> {
     match params.uint("limit", PAGE)? {
         n @ 1..=MAX_PAGE => Ok(n),
@@ -116,9 +130,7 @@ pub(super) async fn one(
     Path((ns, queue)): Path<(String, String)>,
     uri: Uri,
 ) -> Result<impl IntoResponse, ApiError> {
-    let params = Params::new(&uri);
-    names(&ns, Some(&queue))?;
-    let pool = pool(&state, &params)?;
+    let (_, pool) = queue_route(&state, &ns, &queue, &uri)?;
     let c = counts_of(&pool, &ns, &queue).await?;
     let mut out = stats_of(&state, pool.name(), &ns, &queue, &c);
     out["pool"] = pool.name().into();
@@ -143,9 +155,7 @@ pub(super) async fn dead_list(
     Path((ns, queue)): Path<(String, String)>,
     uri: Uri,
 ) -> Result<impl IntoResponse, ApiError> {
-    let params = Params::new(&uri);
-    names(&ns, Some(&queue))?;
-    let pool = pool(&state, &params)?;
+    let (params, pool) = queue_route(&state, &ns, &queue, &uri)?;
     let limit = page_size(&params)?;
     let preview = match params.uint("preview", PREVIEW)? {
         n @ 0..=MAX_PREVIEW => n as usize,
@@ -244,9 +254,7 @@ async fn pick(
     body: Body,
     mode: &'static str,
 ) -> Result<impl IntoResponse, ApiError> {
-    let params = Params::new(&uri);
-    names(&ns, Some(&queue))?;
-    let pool = pool(&state, &params)?;
+    let (_, pool) = queue_route(&state, &ns, &queue, &uri)?;
     let read = crate::api::body::read(&state.bodies, body, 256 * 1024, "body too large").await?;
     let pick: Pick = serde_json::from_slice(&read.bytes).map_err(|_| {
         ApiError::bad(
