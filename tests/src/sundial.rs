@@ -337,7 +337,7 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
 /// `tests/run` builds it before the tests; a plain `cargo test` needs
 /// `cargo build --bin sundial` first (a nested cargo would wait on the
 /// build lock that the running `cargo test` holds).
-fn binary() -> PathBuf {
+pub fn binary() -> PathBuf {
     if let Some(p) = std::env::var_os("SUNDIAL_BIN") {
         return PathBuf::from(p);
     }

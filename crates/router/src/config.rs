@@ -68,6 +68,40 @@ pub struct ShardConfig {
     /// Answer a publish only once this many replicas hold it (`WAIT`).
     #[serde(default)]
     pub wait: Option<WaitConfig>,
+    /// The CA to trust and the client certificate to show, for a shard
+    /// reached over TLS (`rediss://` or `cluster.tls`).
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+}
+
+/// Files for a shard's TLS connections, PEM. Paths are read when the shard
+/// connects (at start and when a reload changes the shard's config): a
+/// renewed certificate is taken up by a restart, or by a reload that names
+/// new paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Certificates to trust instead of the system's roots.
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// The client certificate (chain), for servers with
+    /// `tls-auth-clients yes`.
+    #[serde(default)]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The private key of `cert_file`.
+    #[serde(default)]
+    pub key_file: Option<std::path::PathBuf>,
+}
+
+impl TlsConfig {
+    /// What the engine connects with.
+    pub fn files(&self) -> sundial_core::engine::TlsFiles {
+        sundial_core::engine::TlsFiles {
+            ca_file: self.ca_file.clone(),
+            cert_file: self.cert_file.clone(),
+            key_file: self.key_file.clone(),
+        }
+    }
 }
 
 /// `WAIT`-based durability: a publish (or republish) is answered 201 only
@@ -208,7 +242,35 @@ impl ShardConfig {
             connections: default_connections(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
             wait: None,
+            tls: None,
         }
+    }
+
+    /// Whether the shard's connections use TLS.
+    fn uses_tls(&self) -> bool {
+        match (&self.url, &self.cluster) {
+            (Some(url), _) => url.starts_with("rediss://") || url.starts_with("valkeys://"),
+            (None, Some(c)) => c.tls,
+            (None, None) => false,
+        }
+    }
+
+    /// Checks the `tls` table: that the shard uses TLS, and that its files
+    /// can be read and go together.
+    fn check_tls(&self) -> Result<(), String> {
+        let Some(tls) = &self.tls else {
+            return Ok(());
+        };
+        if self.sentinel.is_some() {
+            return Err("a `tls` table is not supported on a Sentinel shard".to_owned());
+        }
+        if !self.uses_tls() {
+            return Err(
+                "a `tls` table needs a TLS connection: a rediss:// url, or cluster.tls = true"
+                    .to_owned(),
+            );
+        }
+        tls.files().config().map(drop)
     }
 
     /// The shard's name on the ring.
@@ -318,6 +380,7 @@ impl PoolConfig {
         let mut seen = BTreeSet::new();
         for s in &self.shards {
             s.connect_url()
+                .and_then(|_| s.check_tls())
                 .map_err(|e| format!("pool {name}, shard {}: {e}", s.ring_name()))?;
             let n = s.ring_name();
             if n.is_empty()
@@ -362,6 +425,7 @@ mod tests {
             connections: 1,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             wait: None,
+            tls: None,
         }
     }
 

@@ -250,6 +250,7 @@ pub fn connect(
                         replicas: w.replicas,
                         timeout: std::time::Duration::from_millis(w.timeout_ms),
                     });
+                    opts.tls = sc.tls.as_ref().map(|t| t.files());
                     Shard::connect(format!("{name}/{}", sc.ring_name()), &opts)?
                 }
             };
@@ -338,6 +339,7 @@ mod tests {
             connections: 1,
             timeout_ms: crate::config::DEFAULT_TIMEOUT_MS,
             wait: None,
+            tls: None,
         }
     }
 

@@ -45,3 +45,4 @@ mod pumpd;
 mod reload;
 mod scopes;
 mod sentinel;
+mod tls;

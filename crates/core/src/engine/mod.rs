@@ -18,6 +18,7 @@ mod pump;
 mod queue;
 mod shard;
 mod slots;
+mod tls;
 
 pub use admin::AdminTables;
 pub use checks::ShardCheck;
@@ -30,3 +31,4 @@ pub use queue::{Counts, DeadJob, DeadPage};
 pub use shard::{
     ClusterPrimary, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, ReplicaWait, Shard, ShardOptions,
 };
+pub use tls::TlsFiles;

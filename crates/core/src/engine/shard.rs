@@ -40,6 +40,10 @@ pub struct ShardOptions {
     pub connect_timeout: Duration,
     /// Publishes wait for replicas (`WAIT`) before they are answered.
     pub wait: Option<ReplicaWait>,
+    /// The CA and client certificate of a TLS URL (`rediss://`,
+    /// `rediss-cluster://`); `None`: the system's roots, no client
+    /// certificate.
+    pub tls: Option<super::TlsFiles>,
 }
 
 /// `WAIT`-based durability (see [`Shard::eval_replicated`]).
@@ -83,6 +87,7 @@ impl ShardOptions {
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             connect_timeout: Duration::from_secs(2),
             wait: None,
+            tls: None,
         }
     }
 }
@@ -135,10 +140,22 @@ impl Shard {
     /// fail fast with [`EngineError::Unavailable`], and it reconnects by itself.
     pub fn connect(name: impl Into<String>, opts: &ShardOptions) -> Result<Self, EngineError> {
         let name = name.into();
-        let config = Config::from_url(&opts.url).map_err(|e| EngineError::Unsafe {
+        let mut config = Config::from_url(&opts.url).map_err(|e| EngineError::Unsafe {
             shard: name.clone(),
             what: format!("invalid redis url: {e}"),
         })?;
+        if let Some(files) = &opts.tls {
+            if config.tls.is_none() {
+                return Err(EngineError::Unsafe {
+                    shard: name,
+                    what: "TLS files are set but the URL does not use TLS (rediss://)".into(),
+                });
+            }
+            config.tls = Some(files.config().map_err(|what| EngineError::Unsafe {
+                shard: name.clone(),
+                what,
+            })?);
+        }
         let conns = if config.server.is_clustered() {
             Conns::Cluster(Cluster::connect(&name, config, opts)?)
         } else {
