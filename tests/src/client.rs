@@ -17,6 +17,8 @@ pub struct Api {
     pub base: String,
     pub token: Option<String>,
     pub http: reqwest::Client,
+    /// HTTP basic auth (user, password), for the admin listener.
+    pub basic: Option<(String, String)>,
 }
 
 impl Api {
@@ -25,7 +27,14 @@ impl Api {
             base: base.into(),
             token: token.map(str::to_owned),
             http: reqwest::Client::new(),
+            basic: None,
         }
+    }
+
+    /// The same, sending HTTP basic auth with every call.
+    pub fn with_basic_auth(mut self, user: &str, password: &str) -> Self {
+        self.basic = Some((user.to_owned(), password.to_owned()));
+        self
     }
 
     /// Sends `method path` with an optional body and extra headers.
@@ -39,6 +48,9 @@ impl Api {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
         if let Some(t) = &self.token {
             req = req.header("X-Token", t);
+        }
+        if let Some((user, password)) = &self.basic {
+            req = req.basic_auth(user, Some(password));
         }
         for (k, v) in headers {
             req = req.header(*k, *v);

@@ -18,7 +18,9 @@
 pub mod admin;
 pub mod api;
 pub mod batch;
+pub mod history;
 pub mod http;
+pub mod openapi;
 pub mod server;
 pub mod state;
 pub mod wakeups;

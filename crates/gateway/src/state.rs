@@ -101,6 +101,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Samples for the rates of `GET …/stats`.
     pub rates: Rates,
+    /// The last minutes of the queues whose counters were read.
+    pub history: crate::history::History,
     ready: AtomicBool,
 }
 
@@ -125,6 +127,7 @@ impl AppState {
             accounts: settings.accounts,
             shutdown,
             rates: Rates::default(),
+            history: crate::history::History::default(),
             ready: AtomicBool::new(false),
         })
     }

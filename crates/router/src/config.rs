@@ -246,15 +246,6 @@ impl ShardConfig {
         }
     }
 
-    /// Whether the shard's connections use TLS.
-    fn uses_tls(&self) -> bool {
-        match (&self.url, &self.cluster) {
-            (Some(url), _) => url.starts_with("rediss://") || url.starts_with("valkeys://"),
-            (None, Some(c)) => c.tls,
-            (None, None) => false,
-        }
-    }
-
     /// Checks the `tls` table: that the shard uses TLS, and that its files
     /// can be read and go together.
     fn check_tls(&self) -> Result<(), String> {
@@ -264,9 +255,13 @@ impl ShardConfig {
         if self.sentinel.is_some() {
             return Err("a `tls` table is not supported on a Sentinel shard".to_owned());
         }
-        if !self.uses_tls() {
+        if !self
+            .connect_url()
+            .is_ok_and(|url| sundial_core::engine::url_uses_tls(&url))
+        {
             return Err(
-                "a `tls` table needs a TLS connection: a rediss:// url, or cluster.tls = true"
+                "a `tls` table needs a TLS connection: a rediss:// (or rediss-cluster://) url, \
+                 or cluster.tls = true"
                     .to_owned(),
             );
         }

@@ -564,6 +564,20 @@ impl TokenStore {
         Ok(changed)
     }
 
+    /// The namespaces of `pool` that have a token, sorted, from this
+    /// gateway's copy of the table (as fresh as token checks are); `None`
+    /// while the table has never been loaded.
+    pub fn namespaces(&self, pool: &str) -> Option<Vec<String>> {
+        let table = self.table.load_full()?;
+        let set: std::collections::BTreeSet<&str> = table
+            .index
+            .values()
+            .filter(|(info, _)| info.pool == pool)
+            .map(|(info, _)| info.ns.as_str())
+            .collect();
+        Some(set.into_iter().map(str::to_owned).collect())
+    }
+
     /// The tokens of a namespace in a pool, oldest first. Read from Redis,
     /// not the cache, so it is exact.
     pub async fn list(&self, pool: &str, ns: &str) -> Result<Vec<TokenInfo>, EngineError> {

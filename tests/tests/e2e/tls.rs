@@ -256,13 +256,19 @@ fn tls_files_that_cannot_work_are_refused_before_connecting() {
         assert!(!ok, "{url} {tls}: accepted");
         assert!(out.contains(why), "{url} {tls}: {out}");
     }
-    let (ok, out) = check_config(
+    // Every TLS form of a URL takes the files: standalone and cluster.
+    for url in [
         "rediss://127.0.0.1:1",
-        &format!(
-            "ca_file = \"{ca}\", cert_file = \"{}\", key_file = \"{}\"",
-            certs.path("client.pem").display(),
-            certs.path("client.key").display()
-        ),
-    );
-    assert!(ok, "{out}");
+        "rediss-cluster://127.0.0.1:1?node=127.0.0.1:2",
+    ] {
+        let (ok, out) = check_config(
+            url,
+            &format!(
+                "ca_file = \"{ca}\", cert_file = \"{}\", key_file = \"{}\"",
+                certs.path("client.pem").display(),
+                certs.path("client.key").display()
+            ),
+        );
+        assert!(ok, "{url}: {out}");
+    }
 }

@@ -31,4 +31,4 @@ pub use queue::{Counts, DeadJob, DeadPage};
 pub use shard::{
     ClusterPrimary, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, ReplicaWait, Shard, ShardOptions,
 };
-pub use tls::TlsFiles;
+pub use tls::{TlsFiles, url_uses_tls};

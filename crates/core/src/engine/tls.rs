@@ -66,6 +66,13 @@ impl TlsFiles {
     }
 }
 
+/// Whether fred connects to `url` with TLS (`rediss://`,
+/// `rediss-cluster://`, `valkeys://`…), as [`super::Shard::connect`] reads
+/// it.
+pub fn url_uses_tls(url: &str) -> bool {
+    fred::types::config::Config::from_url(url).is_ok_and(|c| c.tls.is_some())
+}
+
 /// Every certificate of a PEM file; an error if it holds none.
 fn certificates(path: &PathBuf) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs = CertificateDer::pem_file_iter(path)

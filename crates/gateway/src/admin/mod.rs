@@ -1,10 +1,12 @@
-//! The admin API, on its own listener: tokens, limits, reload, queues and
-//! dead letters, pools, info, drains and version. Token routes need HTTP
-//! basic auth when accounts are configured (so do the rate-limit, reload,
-//! queue, dead-letter and pool-status routes); the rest are read-only and
-//! open, as in lmstfy. (`/live`, `/ready` and `/metrics` are
+//! The admin API, on its own listener: tokens, limits, reload, namespaces,
+//! queues and dead letters, pools, info, drains, version, the OpenAPI
+//! document, and the web dashboard. Token routes need HTTP basic auth when
+//! accounts are configured (so do the rate-limit, reload, namespace,
+//! queue, dead-letter, pool-status and dashboard routes); the rest are
+//! read-only and open, as in lmstfy. (`/live`, `/ready` and `/metrics` are
 //! the binary's, shared with `sundial pumpd`: see [`readiness`].)
 
+mod dashboard;
 mod info;
 mod limits;
 mod queues;
@@ -46,8 +48,13 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
                 .delete(limits::delete),
         )
         .route("/limits", get(limits::list))
+        .route("/namespaces", get(queues::namespaces))
         .route("/namespaces/{ns}/queues", get(queues::list))
         .route("/namespaces/{ns}/queues/{queue}", get(queues::one))
+        .route(
+            "/namespaces/{ns}/queues/{queue}/history",
+            get(queues::history),
+        )
         .route(
             "/namespaces/{ns}/queues/{queue}/deadletter",
             get(queues::dead_list),
@@ -64,6 +71,8 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
         // One read per slot and shard per call: not for anyone who can
         // reach the listener.
         .route("/pools/{pool}", get(info::pool_status))
+        .route("/dashboard", get(dashboard::index))
+        .route("/dashboard/{file}", get(dashboard::file))
         .route_layer(middleware::from_fn_with_state(state.clone(), basic_auth));
     Router::new()
         .merge(guarded)
@@ -71,6 +80,7 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
         .route("/drains", get(info::drains))
         .route("/info", get(info::info))
         .route("/version", get(info::version))
+        .route("/openapi.json", get(crate::openapi::document))
         .layer(axum::Extension(reloader))
         .with_state(state)
         .merge(health)
@@ -94,6 +104,9 @@ async fn not_found() -> ApiError {
 }
 
 async fn basic_auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if cross_site(&req) {
+        return ApiError::Forbidden("cross-site request refused".to_owned()).into_response();
+    }
     if state.accounts.is_empty() || authorized(&state, &req) {
         return next.run(req).await;
     }
@@ -103,6 +116,33 @@ async fn basic_auth(State(state): State<Arc<AppState>>, req: Request, next: Next
         axum::http::HeaderValue::from_static("Basic realm=\"sundial\""),
     );
     resp
+}
+
+/// Whether a browser sent this change from a page of another site. A
+/// browser that holds the admin password (the dashboard's) would send it
+/// along with a form or `fetch` from any page (cross-site request
+/// forgery); such requests carry `Sec-Fetch-Site` or an `Origin` that is
+/// not this listener's. Reads are let through: another site cannot see
+/// their answers. The CLI and curl send neither header.
+fn cross_site(req: &Request) -> bool {
+    use axum::http::{Method, header};
+    if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return false;
+    }
+    let headers = req.headers();
+    if let Some(site) = headers.get("sec-fetch-site") {
+        return !matches!(site.as_bytes(), b"same-origin" | b"none");
+    }
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return false;
+    };
+    let origin_host = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, host)| host);
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    origin_host.is_none() || origin_host != host
 }
 
 fn authorized(state: &AppState, req: &Request) -> bool {
@@ -138,7 +178,56 @@ fn password_matches(expected: Option<&str>, given: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::password_matches;
+    use super::{cross_site, password_matches};
+
+    fn req(method: &str, headers: &[(&str, &str)]) -> axum::extract::Request {
+        let mut b = axum::http::Request::builder()
+            .method(method)
+            .uri("/reload")
+            .header("host", "127.0.0.1:7778");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(axum::body::Body::empty()).expect("request")
+    }
+
+    #[test]
+    fn changes_sent_from_another_site_are_told_apart() {
+        // The CLI, curl, and the dashboard's own calls.
+        assert!(!cross_site(&req("POST", &[])));
+        assert!(!cross_site(&req(
+            "POST",
+            &[("sec-fetch-site", "same-origin")]
+        )));
+        assert!(!cross_site(&req("POST", &[("sec-fetch-site", "none")])));
+        assert!(!cross_site(&req(
+            "POST",
+            &[("origin", "http://127.0.0.1:7778")]
+        )));
+        // Another site's form or fetch, as browsers mark it.
+        assert!(cross_site(&req(
+            "POST",
+            &[("sec-fetch-site", "cross-site")]
+        )));
+        assert!(cross_site(&req(
+            "DELETE",
+            &[("sec-fetch-site", "same-site")]
+        )));
+        assert!(cross_site(&req(
+            "PUT",
+            &[("origin", "http://evil.example")]
+        )));
+        assert!(cross_site(&req("POST", &[("origin", "null")])));
+        assert!(cross_site(&req(
+            "POST",
+            &[("origin", "http://127.0.0.1:7779")]
+        )));
+        // Reads show nothing to another site: let through.
+        assert!(!cross_site(&req(
+            "GET",
+            &[("sec-fetch-site", "cross-site")]
+        )));
+    }
 
     #[test]
     fn passwords_match_exactly() {

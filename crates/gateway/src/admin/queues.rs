@@ -112,7 +112,7 @@ pub(super) async fn list(
         futures::future::try_join_all(queues.iter().map(|q| counts_of(&pool, &ns, q))).await?;
     let mut out = Vec::with_capacity(queues.len());
     for (queue, c) in queues.iter().zip(counted) {
-        out.push(stats_of(&state, pool.name(), &ns, queue, &c));
+        out.push(stats_of(&state, pool.name(), &ns, queue, &c, true));
     }
     let next = (queues.len() as u64 == limit).then(|| queues.last().cloned());
     Ok(Json(json!({
@@ -132,9 +132,48 @@ pub(super) async fn one(
 ) -> Result<impl IntoResponse, ApiError> {
     let (_, pool) = queue_route(&state, &ns, &queue, &uri)?;
     let c = counts_of(&pool, &ns, &queue).await?;
-    let mut out = stats_of(&state, pool.name(), &ns, &queue, &c);
+    let mut out = stats_of(&state, pool.name(), &ns, &queue, &c, true);
     out["pool"] = pool.name().into();
     Ok(Json(out))
+}
+
+/// `GET /namespaces?pool=`: the namespaces of the pool that have a token,
+/// sorted (a namespace is made by its first token). From this gateway's
+/// copy of the token table: no Redis call.
+pub(super) async fn namespaces(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+) -> Result<impl IntoResponse, ApiError> {
+    let pool = pool(&state, &Params::new(&uri))?;
+    let namespaces = state
+        .tokens
+        .namespaces(pool.name())
+        .ok_or_else(ApiError::tokens_not_loaded)?;
+    Ok(Json(
+        json!({ "pool": pool.name(), "namespaces": namespaces }),
+    ))
+}
+
+/// `GET /namespaces/{ns}/queues/{queue}/history?pool=`: the readings of
+/// the queue's backlog and rates this gateway kept (see
+/// [`crate::history`]), oldest first.
+pub(super) async fn history(
+    State(state): State<Arc<AppState>>,
+    Path((ns, queue)): Path<(String, String)>,
+    uri: Uri,
+) -> Result<impl IntoResponse, ApiError> {
+    use crate::history::{INTERVAL_MS, WINDOW_MS};
+    let (_, pool) = queue_route(&state, &ns, &queue, &uri)?;
+    let key = format!("{}/{ns}/{queue}", pool.name());
+    let points = state.history.points(&key, crate::api::queue::unix_ms());
+    Ok(Json(json!({
+        "pool": pool.name(),
+        "namespace": ns,
+        "queue": queue,
+        "interval_s": INTERVAL_MS / 1000,
+        "window_s": WINDOW_MS / 1000,
+        "points": points,
+    })))
 }
 
 /// A place in a dead letter: the index of one of the queue's places

@@ -56,6 +56,18 @@ impl ApiError {
     pub fn bad(msg: impl Into<String>) -> Self {
         Self::BadRequest(msg.into())
     }
+
+    /// 503: the token table has not been loaded yet (its Redis has not
+    /// answered since the gateway started).
+    pub fn tokens_not_loaded() -> Self {
+        Self::Unavailable(EngineError::Unavailable {
+            shard: "admin".to_owned(),
+            source: fred::error::Error::new(
+                fred::error::ErrorKind::IO,
+                "the token table has not been loaded yet",
+            ),
+        })
+    }
 }
 
 impl From<EngineError> for ApiError {

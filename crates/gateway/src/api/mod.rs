@@ -46,6 +46,7 @@ pub fn router(state: Arc<AppState>) -> Router {
                 .delete(deadletter::delete),
         )
         .route("/api/{ns}/{queue}/deadletter/size", get(deadletter::size))
+        .route("/openapi.json", get(crate::openapi::document))
         .fallback(not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .with_state(state)

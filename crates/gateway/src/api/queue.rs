@@ -63,24 +63,32 @@ pub(super) async fn stats(
 ) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let c = counts(&tenant, queue).await?;
-    let mut out = stats_of(&state, tenant.pool.name(), &tenant.ns, queue, &c);
+    let mut out = stats_of(&state, tenant.pool.name(), &tenant.ns, queue, &c, false);
     out["namespace"] = tenant.ns.clone().into();
     Ok(Json(out))
 }
 
 /// A queue's stats as `GET …/stats` and the admin queue listing show them:
 /// `queue`, the counts per state, the running totals, and the rates since
-/// this gateway's previous sample.
+/// this gateway's previous sample. With `keep`, the reading is also kept
+/// for the dashboard's charts ([`crate::history`]): the admin API's reads
+/// are, a tenant's `stats` are not (so that a tenant cannot push other
+/// queues' history out).
 pub(crate) fn stats_of(
     state: &crate::state::AppState,
     pool: &str,
     ns: &str,
     queue: &str,
     c: &Counts,
+    keep: bool,
 ) -> serde_json::Value {
-    let rates = state
-        .rates
-        .observe(&format!("{pool}/{ns}/{queue}"), c.published, c.delivered);
+    let key = format!("{pool}/{ns}/{queue}");
+    let rates = state.rates.observe(&key, c.published, c.delivered);
+    if keep {
+        state
+            .history
+            .record(&key, crate::history::Point::new(unix_ms(), c, rates));
+    }
     json!({
         "queue": queue,
         "ready": c.ready,
@@ -92,6 +100,13 @@ pub(crate) fn stats_of(
         "publish_rate": rates.map(|r| r.0),
         "consume_rate": rates.map(|r| r.1),
     })
+}
+
+/// This gateway's clock, Unix ms.
+pub(crate) fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// `DELETE /api/{ns}/{queue}`: deletes the queue's ready jobs.

@@ -111,15 +111,7 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
                 })
             }
             Check::Invalid => Err(ApiError::Unauthorized("invalid token")),
-            Check::Unknown => Err(ApiError::Unavailable(
-                sundial_core::EngineError::Unavailable {
-                    shard: "admin".to_owned(),
-                    source: fred::error::Error::new(
-                        fred::error::ErrorKind::IO,
-                        "the token table has not been loaded yet",
-                    ),
-                },
-            )),
+            Check::Unknown => Err(ApiError::tokens_not_loaded()),
         }
     }
 }

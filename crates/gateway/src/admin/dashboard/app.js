@@ -1,0 +1,405 @@
+// Sundial's dashboard: one page over the admin API of the gateway that
+// serves it. No framework and no build step; everything the page shows
+// comes from the same origin (the Content-Security-Policy allows nothing
+// else), with the browser's basic-auth credentials.
+//
+// Views, by the URL's hash:
+//   #/                     the pool: shards, health, pump leases, drains
+//   #/namespaces           namespaces of the pool (those with a token)
+//   #/ns/NS                a namespace's queues, backlog and rates
+//   #/ns/NS/QUEUE          one queue: charts and its dead letter
+"use strict";
+
+const REFRESH_MS = 5000;
+const view = document.getElementById("view");
+const statusLine = document.getElementById("status");
+const poolSelect = document.getElementById("pool");
+
+let pool = new URLSearchParams(location.search).get("pool") || localStorage.getItem("sundial.pool") || "default";
+let refreshTimer = null;
+// Bumped at each navigation: a slow answer for a view left meanwhile is
+// dropped instead of drawn over the new one.
+let generation = 0;
+
+// ---- small helpers -------------------------------------------------------
+
+/** An element with attributes (on* are listeners) and children (text is
+ *  set as text, never as HTML: job bodies and names are shown as given). */
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    // Through the CSSOM: the page's policy refuses inline style attributes.
+    else if (k === "style") Object.assign(el.style, v);
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+const enc = encodeURIComponent;
+const fmt = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
+const rate = (r) => (r === null || r === undefined ? "–" : `${r < 10 ? r.toFixed(1) : Math.round(r)}/s`);
+const when = (ms) => (ms ? new Date(ms).toLocaleString() : "–");
+
+/** A JSON call to the admin API; throws with the API's own message. */
+async function api(path, options = {}) {
+  const resp = await fetch(path, {
+    credentials: "same-origin",
+    headers: options.body ? { "Content-Type": "application/json" } : {},
+    ...options,
+  });
+  let body = null;
+  try { body = await resp.json(); } catch (_) { /* not JSON */ }
+  if (!resp.ok) {
+    const msg = (body && (body.error || body.msg)) || `HTTP ${resp.status}`;
+    throw new Error(`${msg} (${resp.status})`);
+  }
+  return body;
+}
+
+function withPool(path) {
+  return path + (path.includes("?") ? "&" : "?") + "pool=" + enc(pool);
+}
+
+function setStatus(text, error) {
+  statusLine.textContent = text;
+  statusLine.classList.toggle("error", !!error);
+}
+
+function notice(text, error) {
+  return h("div", { class: error ? "notice error" : "notice", role: error ? "alert" : "status" }, text);
+}
+
+function table(headers, rows, empty) {
+  if (!rows.length) return h("p", { class: "muted" }, empty);
+  return h("table", {},
+    h("thead", {}, h("tr", {}, headers.map(([label, cls]) => h("th", { class: cls }, label)))),
+    h("tbody", {}, rows));
+}
+
+// ---- charts --------------------------------------------------------------
+
+const COLORS = {
+  ready: "#2f6fdb", delayed: "#8e44ad", reserved: "#e67e22", dead: "#c0392b",
+  publish_rate: "#1a8a4a", consume_rate: "#2f6fdb",
+};
+
+/** A line chart of `fields` of `points` (each `{t, …}`), over the window. */
+function chart(title, points, fields, windowS, unit) {
+  const W = 600, H = 180, L = 48, B = 22, T = 8, R = 8;
+  const svgNS = "http://www.w3.org/2000/svg";
+  const el = (tag, attrs) => {
+    const e = document.createElementNS(svgNS, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    return e;
+  };
+  const now = Date.now();
+  const t0 = now - windowS * 1000;
+  let max = 0;
+  for (const p of points) for (const f of fields) max = Math.max(max, p[f] || 0);
+  const top = niceCeil(max);
+  const x = (t) => L + ((t - t0) / (now - t0)) * (W - L - R);
+  const y = (v) => T + (1 - v / top) * (H - T - B);
+  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": title });
+  for (const frac of [0, 0.5, 1]) {
+    const v = top * frac;
+    svg.append(el("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "#e3e6eb" }));
+    const label = el("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#6b7280" });
+    label.textContent = fmtAxis(v) + (unit || "");
+    svg.append(label);
+  }
+  for (let m = 0; m <= windowS / 60; m += 2) {
+    const label = el("text", { x: x(now - m * 60000), y: H - 6, "text-anchor": m === 0 ? "end" : "middle", "font-size": 11, fill: "#6b7280" });
+    label.textContent = m === 0 ? "now" : `-${m}m`;
+    svg.append(label);
+  }
+  for (const f of fields) {
+    const pts = points.filter((p) => p[f] !== null && p[f] !== undefined && p.t >= t0);
+    if (!pts.length) continue;
+    const d = pts.map((p) => `${x(p.t).toFixed(1)},${y(p[f]).toFixed(1)}`).join(" ");
+    svg.append(el("polyline", { points: d, fill: "none", stroke: COLORS[f], "stroke-width": 2, "data-series": f }));
+    // The latest reading as a dot: also what shows of a single reading.
+    const last = pts[pts.length - 1];
+    svg.append(el("circle", { cx: x(last.t), cy: y(last[f]), r: 3, fill: COLORS[f] }));
+  }
+  const legend = h("div", { class: "legend" },
+    fields.map((f) => h("span", {}, h("i", { style: { background: COLORS[f] } }), f.replace("_", " "))));
+  const box = h("div", { class: "card chart" }, h("h3", {}, title), legend);
+  box.insertBefore(svg, legend);
+  if (!points.length) box.append(h("p", { class: "muted" }, "No readings yet: they are taken while someone looks."));
+  return box;
+}
+
+function niceCeil(v) {
+  if (v <= 0) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+function fmtAxis(v) {
+  if (v >= 1e6) return `${(v / 1e6).toFixed(1)}M`;
+  if (v >= 1e3) return `${(v / 1e3).toFixed(1)}k`;
+  return Number.isInteger(v) ? String(v) : v.toFixed(1);
+}
+
+// ---- views ---------------------------------------------------------------
+
+async function overview(gen) {
+  const status = await api(`/pools/${enc(pool)}`);
+  if (gen !== generation) return;
+  const anyCluster = status.shards.some((s) => s.kind === "cluster");
+  const shards = status.shards.map((s) => {
+    const health = s.health || {};
+    const pumps = s.pumps || {};
+    const processes = (pumps.processes || []).map((p) =>
+      h("div", { class: "mono" }, `${p.id}: ${p.leases} lease(s)${p.live ? "" : " (gone)"}`));
+    return h("tr", { "data-shard": s.name },
+      h("td", {}, h("strong", {}, s.name), h("div", { class: "muted" }, s.kind)),
+      h("td", {}, h("span", { class: `pill ${health.up ? "up" : "down"}` }, health.up ? "up" : "down"),
+        health.up && health.ping_ms != null ? h("div", { class: "muted" }, `${health.ping_ms.toFixed(1)} ms`) : null,
+        health.error ? h("div", { class: "muted" }, health.error) : null),
+      h("td", { class: "num" }, fmt(s.weight)),
+      h("td", { class: "num" }, fmt(s.slots)),
+      h("td", { class: "num" }, fmt(s.slots_held)),
+      h("td", {}, pumps.error ? h("span", { class: "pill down" }, pumps.error) : processes,
+        pumps.unleased ? h("div", { class: "pill warn" }, `${pumps.unleased} unleased`) : null),
+      anyCluster ? h("td", {}, (s.cluster_primaries || []).map((c) =>
+        h("div", { class: "mono" }, `${c.addr} ${c.connected ? "" : "(down) "}${c.hash_slots} hash slots`))) : null,
+    );
+  });
+  const draining = Array.isArray(status.draining) ? status.draining : [];
+  const drains = draining.map((d) => {
+    const done = d.slots_moved ? (d.slots_moved - d.slots_pending) / d.slots_moved : 1;
+    return h("tr", {},
+      h("td", { class: "mono" }, JSON.stringify(d.layout)),
+      h("td", { class: "num" }, `${fmt(d.slots_moved - d.slots_pending)} / ${fmt(d.slots_moved)}`),
+      h("td", {}, h("div", { class: "bar", title: `${Math.round(done * 100)}%` },
+        h("div", { style: { width: `${(done * 100).toFixed(1)}%` } }))),
+      h("td", { class: "num" }, fmt(d.jobs_left)));
+  });
+  view.replaceChildren(
+    h("h1", {}, `Pool ${status.pool}`),
+    h("div", { class: "tiles" },
+      tile("shards", status.shards.length),
+      tile("slots", status.slots),
+      tile("lanes per queue", status.lanes),
+      tile("shards up", status.shards.filter((s) => s.health && s.health.up).length)),
+    h("h2", {}, "Shards and pumps"),
+    table([["shard"], ["health"], ["weight", "num"], ["slots", "num"], ["slots held", "num"], ["pump processes"], ...(anyCluster ? [["cluster primaries"]] : [])],
+      shards, "No shards."),
+    h("h2", {}, "Drains"),
+    status.draining && status.draining.error ? notice(`Drains unknown: ${status.draining.error}`, true)
+      : table([["layout"], ["slots drained", "num"], ["progress"], ["jobs left", "num"]], drains,
+        "Nothing is draining: every slot's jobs are on the shard that holds it."),
+  );
+}
+
+function tile(label, value) {
+  return h("div", { class: "tile" }, h("div", { class: "label" }, label), h("div", { class: "value" }, fmt(value)));
+}
+
+async function namespaces(gen) {
+  const r = await api(withPool("/namespaces"));
+  if (gen !== generation) return;
+  view.replaceChildren(
+    h("h1", {}, `Namespaces of pool ${r.pool}`),
+    r.namespaces.length
+      ? h("div", { class: "card" }, h("ul", {}, r.namespaces.map((ns) =>
+        h("li", {}, h("a", { href: `#/ns/${enc(ns)}`, "data-namespace": ns }, ns)))))
+      : h("p", { class: "muted" }, "No namespace has a token in this pool yet."),
+  );
+}
+
+async function queues(gen, ns) {
+  // One page, read again at each refresh: each listed queue costs the
+  // gateway a read of its counters.
+  const r = await api(withPool(`/namespaces/${enc(ns)}/queues?limit=500`));
+  const all = r.queues;
+  const cursor = r.next_cursor;
+  if (gen !== generation) return;
+  const rows = all.map((q) => h("tr", { "data-queue": q.queue },
+    h("td", {}, h("a", { href: `#/ns/${enc(ns)}/${enc(q.queue)}` }, q.queue)),
+    ["ready", "delayed", "reserved", "dead"].map((k) => h("td", { class: "num" }, fmt(q[k]))),
+    h("td", { class: "num" }, rate(q.publish_rate)),
+    h("td", { class: "num" }, rate(q.consume_rate))));
+  const totals = all.reduce((t, q) => {
+    for (const k of ["ready", "delayed", "reserved", "dead"]) t[k] += q[k];
+    return t;
+  }, { ready: 0, delayed: 0, reserved: 0, dead: 0 });
+  view.replaceChildren(
+    h("div", { class: "crumbs" }, h("a", { href: "#/namespaces" }, "Namespaces"), " / ", ns),
+    h("h1", {}, `Namespace ${ns}`),
+    h("div", { class: "tiles" }, Object.entries(totals).map(([k, v]) => tile(k, v))),
+    h("h2", {}, "Queues"),
+    table([["queue"], ["ready", "num"], ["delayed", "num"], ["reserved", "num"], ["dead", "num"], ["publish", "num"], ["consume", "num"]],
+      rows, "No queue has been published to in this namespace."),
+    cursor ? h("p", { class: "muted" }, "The first 500 queues by name are shown (and counted above); `sundial queue list` pages through all.") : "",
+  );
+}
+
+// The queue view keeps its dead-letter table between refreshes (so that a
+// selection survives); only the numbers and charts are redrawn.
+async function queue(gen, ns, q) {
+  const base = `/namespaces/${enc(ns)}/queues/${enc(q)}`;
+  // Reading the queue is what records a point of its history.
+  const stats = await api(withPool(base));
+  const history = await api(withPool(`${base}/history`));
+  if (gen !== generation) return;
+  if (!document.getElementById("queue-live")) {
+    view.replaceChildren(
+      h("div", { class: "crumbs" }, h("a", { href: "#/namespaces" }, "Namespaces"), " / ",
+        h("a", { href: `#/ns/${enc(ns)}` }, ns), " / ", q),
+      h("h1", {}, `Queue ${q}`),
+      h("div", { id: "queue-live" }),
+      h("h2", {}, "Dead letter"),
+      h("div", { id: "dead" }));
+    await loadDead(ns, q, gen);
+  }
+  const live = document.getElementById("queue-live");
+  live.replaceChildren(
+    h("div", { class: "tiles" },
+      ["ready", "delayed", "reserved", "dead"].map((k) => tile(k, stats[k])),
+      tile("published", stats.published_total),
+      h("div", { class: "tile" }, h("div", { class: "label" }, "publish / consume"),
+        h("div", { class: "value" }, `${rate(stats.publish_rate)} · ${rate(stats.consume_rate)}`))),
+    h("div", { class: "charts" },
+      chart("Backlog", history.points, ["ready", "delayed", "reserved", "dead"], history.window_s),
+      chart("Rates", history.points, ["publish_rate", "consume_rate"], history.window_s, "/s")));
+}
+
+async function loadDead(ns, q, gen, message) {
+  const box = document.getElementById("dead");
+  const base = `/namespaces/${enc(ns)}/queues/${enc(q)}/deadletter`;
+  let page;
+  try {
+    page = await api(withPool(`${base}?limit=100&preview=200`));
+  } catch (e) {
+    if (gen === generation) {
+      box.replaceChildren(notice(`The dead letter could not be read: ${e.message}`, true),
+        h("button", { onclick: () => loadDead(ns, q, generation) }, "Reload"));
+    }
+    return;
+  }
+  if (gen !== generation) return;
+  const selected = new Set();
+  const buttons = [];
+  const act = async (what, body, confirmText) => {
+    if (confirmText && !confirm(confirmText)) return;
+    buttons.forEach((b) => { b.disabled = true; });
+    try {
+      const r = await api(withPool(`${base}/${what}`), { method: "POST", body: JSON.stringify(body) });
+      const n = what === "respawn" ? r.respawned : r.deleted;
+      const missing = r.not_found && r.not_found.length ? `, ${r.not_found.length} no longer dead` : "";
+      await loadDead(ns, q, gen, notice(`${what === "respawn" ? "Respawned" : "Deleted"} ${n} job(s)${missing}; ${r.deadletter_size} left in the dead letter.`));
+    } catch (e) {
+      await loadDead(ns, q, gen, notice(`Failed: ${e.message}`, true));
+    }
+  };
+  const pick = (b) => { buttons.push(b); return b; };
+  const respawnSel = pick(h("button", { class: "primary", disabled: true, "data-action": "respawn-selected",
+    onclick: () => act("respawn", { ids: [...selected] }) }, "Respawn selected"));
+  const deleteSel = pick(h("button", { class: "danger", disabled: true, "data-action": "delete-selected",
+    onclick: () => act("delete", { ids: [...selected] }, `Delete ${selected.size} dead job(s) for good?`) }, "Delete selected"));
+  const onPick = () => { respawnSel.disabled = deleteSel.disabled = selected.size === 0; };
+  const rows = page.jobs.map((j) => h("tr", { "data-job": j.job_id },
+    h("td", {}, h("input", { type: "checkbox", "aria-label": `select ${j.job_id}`,
+      onchange: (e) => { e.target.checked ? selected.add(j.job_id) : selected.delete(j.job_id); onPick(); } })),
+    h("td", { class: "mono" }, j.job_id),
+    h("td", {}, when(j.died_at_ms)),
+    h("td", { class: "num" }, fmt(j.remain_tries)),
+    h("td", { class: "mono preview" }, preview(j.body_preview, j.body_size),
+      j.attributes ? h("div", { class: "muted" }, JSON.stringify(j.attributes)) : null)));
+  box.replaceChildren(
+    message || "",
+    h("div", { class: "actions" }, respawnSel, deleteSel,
+      pick(h("button", { "data-action": "respawn-all", disabled: !page.jobs.length,
+        onclick: () => act("respawn", { all: true }, "Respawn every dead job of this queue?") }, "Respawn all")),
+      pick(h("button", { class: "danger", "data-action": "delete-all", disabled: !page.jobs.length,
+        onclick: () => act("delete", { all: true }, "Delete every dead job of this queue for good?") }, "Delete all")),
+      h("button", { onclick: () => loadDead(ns, q, generation) }, "Reload")),
+    table([[""], ["job"], ["died"], ["tries left", "num"], ["body"]], rows, "The dead letter is empty."),
+    page.next_cursor ? h("p", { class: "muted" }, "The first 100 dead jobs are shown; respawn or delete them to see more, or use `sundial deadletter list`.") : "",
+  );
+}
+
+/** The body preview as text when it reads as UTF-8, else as bytes. A
+ *  preview cut inside a character is still text: streaming, the decoder
+ *  keeps an unfinished last character instead of refusing it. */
+function preview(b64, size) {
+  const bytes = Uint8Array.from(atob(b64 || ""), (c) => c.charCodeAt(0));
+  let text;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes, { stream: size > bytes.length });
+  } catch (_) { text = `${bytes.length} bytes (binary)`; }
+  return size > bytes.length ? `${text}… (${fmt(size)} bytes)` : text;
+}
+
+// ---- navigation ----------------------------------------------------------
+
+function route() {
+  let parts;
+  try {
+    parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  } catch (_) {
+    parts = []; // a hash that is not valid percent-encoding: the pool page
+  }
+  if (parts[0] === "namespaces") return { nav: "namespaces", run: (gen) => namespaces(gen) };
+  if (parts[0] === "ns" && parts.length === 2) return { nav: "namespaces", run: (gen) => queues(gen, parts[1]) };
+  if (parts[0] === "ns" && parts.length === 3) return { nav: "namespaces", run: (gen) => queue(gen, parts[1], parts[2]) };
+  return { nav: "overview", run: (gen) => overview(gen) };
+}
+
+async function show() {
+  clearTimeout(refreshTimer);
+  const gen = ++generation;
+  const r = route();
+  document.querySelectorAll("header nav a").forEach((a) => a.classList.toggle("active", a.dataset.nav === r.nav));
+  const tick = async () => {
+    // A tab in the background asks nothing: each refresh costs the gateway
+    // reads of Redis.
+    if (document.hidden) {
+      refreshTimer = setTimeout(tick, REFRESH_MS);
+      return;
+    }
+    try {
+      await r.run(gen);
+      if (gen === generation) setStatus(`updated ${new Date().toLocaleTimeString()}`);
+    } catch (e) {
+      if (gen !== generation) return;
+      setStatus(e.message, true);
+      if (!view.querySelector("h1")) view.replaceChildren(notice(e.message, true));
+    }
+    if (gen === generation) refreshTimer = setTimeout(tick, REFRESH_MS);
+  };
+  view.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+  await tick();
+}
+
+async function start() {
+  try {
+    const pools = await api("/pools");
+    if (!pools.includes(pool)) pool = pools.includes("default") ? "default" : pools[0];
+    poolSelect.replaceChildren(...pools.map((p) => h("option", { value: p, selected: p === pool }, p)));
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+  poolSelect.addEventListener("change", () => {
+    pool = poolSelect.value;
+    localStorage.setItem("sundial.pool", pool);
+    // Back to the pool page (a namespace belongs to one pool); a hash
+    // change shows it, else show it here.
+    if (location.hash && location.hash !== "#/") location.hash = "#/";
+    else show();
+  });
+  window.addEventListener("hashchange", show);
+  show();
+}
+
+start();

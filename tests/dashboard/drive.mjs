@@ -1,0 +1,105 @@
+// Drives Sundial's dashboard in Debian's headless Chromium, as an operator
+// would: opens it with the admin password, checks the pool page, goes to a
+// namespace, then a queue, picks one dead job and respawns it.
+// tests/tests/e2e/dashboard.rs starts the gateway, makes the dead jobs,
+// runs this, and checks in Redis what the click did.
+//
+// Environment:
+//   SUNDIAL_ADMIN_URL   the admin listener, e.g. http://127.0.0.1:7778
+//   SUNDIAL_ADMIN_USER, SUNDIAL_ADMIN_PASSWORD
+//   NAMESPACE, QUEUE    where the dead jobs are
+//   RESPAWN             the id of the dead job to respawn
+//   SCREENSHOTS         a folder to save the pages in (optional)
+//   CHROMIUM            the browser (default /usr/bin/chromium)
+//
+// Prints `respawned <id>` and exits 0, or prints why and exits 1.
+import { chromium } from "playwright-core";
+
+const env = (name, fallback) => {
+  const v = process.env[name] ?? fallback;
+  if (v === undefined) throw new Error(`${name} is not set`);
+  return v;
+};
+const admin = env("SUNDIAL_ADMIN_URL");
+const ns = env("NAMESPACE");
+const queue = env("QUEUE");
+const respawn = env("RESPAWN");
+const shots = process.env.SCREENSHOTS;
+const origin = new URL(admin).origin;
+
+const browser = await chromium.launch({
+  executablePath: env("CHROMIUM", "/usr/bin/chromium"),
+  // No sandbox: CI runs as root. The rest keeps Chromium off the network
+  // (this machine has none, and the page must not need any).
+  args: [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+const problems = [];
+try {
+  const context = await browser.newContext({
+    httpCredentials: { username: env("SUNDIAL_ADMIN_USER"), password: env("SUNDIAL_ADMIN_PASSWORD") },
+    viewport: { width: 1280, height: 860 },
+  });
+  const page = await context.newPage();
+  // Everything the page loads comes from the gateway; no script error, no
+  // refused content (a policy violation is logged as a console error).
+  page.on("request", (r) => {
+    if (!r.url().startsWith(origin) && !r.url().startsWith("data:")) problems.push(`fetched ${r.url()}`);
+  });
+  page.on("console", (m) => { if (m.type() === "error") problems.push(`console: ${m.text()}`); });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("dialog", (d) => d.accept());
+  const shot = async (name) => {
+    if (shots) await page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
+  };
+
+  // The pool: its shard is up and its slots are leased.
+  await page.goto(`${admin}/dashboard`);
+  await page.getByRole("heading", { name: "Pool default" }).waitFor();
+  await page.locator("tr[data-shard] .pill.up").first().waitFor();
+  await shot("pool");
+
+  // Namespaces → the namespace → its queues, with the dead jobs counted.
+  await page.getByRole("link", { name: "Namespaces" }).click();
+  await page.locator(`a[data-namespace="${ns}"]`).click();
+  await page.getByRole("heading", { name: `Namespace ${ns}` }).waitFor();
+  const row = page.locator(`tr[data-queue="${queue}"]`);
+  await row.waitFor();
+  const dead = Number((await row.locator("td").nth(4).innerText()).replace(/,/g, ""));
+  if (!(dead >= 1)) throw new Error(`the queue list shows ${dead} dead jobs`);
+  await shot("namespace");
+
+  // The queue: its charts, and its dead letter with our job in it.
+  await row.getByRole("link", { name: queue }).click();
+  await page.getByRole("heading", { name: `Queue ${queue}` }).waitFor();
+  await page.locator(".chart svg").first().waitFor();
+  const job = page.locator(`tr[data-job="${respawn}"]`);
+  await job.waitFor();
+  // Let the charts gather a second reading (one per 5 s) before the picture.
+  if (shots) {
+    await page.waitForFunction(
+      () => [...document.querySelectorAll(".chart polyline")].some((l) => l.getAttribute("points").includes(" ")),
+      null, { timeout: 15000 });
+  }
+  await shot("queue");
+
+  // Respawn that one job.
+  await job.locator("input[type=checkbox]").check();
+  await page.locator('[data-action="respawn-selected"]').click();
+  await page.getByText("Respawned 1 job(s)").waitFor();
+  if (await page.locator(`tr[data-job="${respawn}"]`).count() !== 0) {
+    throw new Error("the respawned job is still listed as dead");
+  }
+  await shot("respawned");
+} catch (e) {
+  problems.push(e.stack || String(e));
+} finally {
+  await browser.close();
+}
+if (problems.length) {
+  console.error(problems.join("\n"));
+  process.exit(1);
+}
+console.log(`respawned ${respawn}`);

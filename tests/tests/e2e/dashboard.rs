@@ -1,0 +1,286 @@
+//! The web dashboard: served by the admin listener behind its password,
+//! with what it reads (namespaces, a queue's history); and driven in a
+//! real browser (Debian's headless Chromium, by `tests/dashboard/drive.mjs`)
+//! to respawn a dead job, checked afterwards in Redis.
+
+use std::{path::PathBuf, time::Duration};
+
+use redis::Commands;
+use serde_json::json;
+use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, wait_until_async};
+
+const USER: &str = "ops";
+const PASSWORD: &str = "s3cret";
+
+async fn gateway() -> (RedisServer, Sundial, String) {
+    let redis = RedisServer::start();
+    let mut cfg = SundialConfig::new(redis.url());
+    cfg.accounts = vec![(USER.to_owned(), PASSWORD.to_owned())];
+    let gw = Sundial::start(&cfg);
+    let token = new_token(&gw, "shop").await;
+    (redis, gw, token)
+}
+
+fn admin(gw: &Sundial) -> Api {
+    Api::new(gw.admin(), None).with_basic_auth(USER, PASSWORD)
+}
+
+async fn new_token(gw: &Sundial, ns: &str) -> String {
+    let r = admin(gw).post(&format!("/token/{ns}?description=t")).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    r.json["token"].as_str().expect("token").to_owned()
+}
+
+/// Publishes `n` jobs of one try and lets them die (consumed, never acked,
+/// TTR 1 s); returns their ids.
+async fn dead_jobs(api: &Api, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(
+            api.publish(
+                "shop",
+                "emails",
+                "tries=1",
+                format!("{{\"n\":{i}}}").as_bytes(),
+            )
+            .await,
+        );
+    }
+    for _ in 0..n {
+        assert_eq!(api.get("/api/shop/emails?ttr=1").await.status, 200);
+    }
+    wait_until_async(Duration::from_secs(10), "the jobs to die", || async {
+        api.get("/api/shop/emails/deadletter/size").await.json["size"] == n
+    })
+    .await;
+    ids
+}
+
+/// The job ids in the queue's ready and dead lists, as Redis holds them.
+fn lists(redis: &RedisServer) -> (Vec<String>, Vec<String>) {
+    let mut c = redis.client();
+    let mut read = |kind: &str| -> Vec<String> {
+        let keys: Vec<String> = c.keys(format!("sd:*:{kind}:shop/emails")).expect("KEYS");
+        let mut ids = Vec::new();
+        for k in keys {
+            let more: Vec<String> = c.lrange(&k, 0, -1).expect("LRANGE");
+            ids.extend(more);
+        }
+        ids.sort();
+        ids
+    };
+    (read("r"), read("d"))
+}
+
+#[tokio::test]
+async fn the_dashboard_is_served_behind_the_admin_password_with_nothing_from_elsewhere() {
+    let (_redis, gw, token) = gateway().await;
+    let open = Api::new(gw.admin(), None);
+    for path in [
+        "/dashboard",
+        "/dashboard/app.js",
+        "/namespaces",
+        "/namespaces/shop/queues/emails/history",
+    ] {
+        assert_eq!(open.get(path).await.status, 401, "{path}");
+    }
+    let client = reqwest::Client::new();
+    for (path, kind) in [
+        ("/dashboard", "text/html"),
+        ("/dashboard/app.js", "text/javascript"),
+        ("/dashboard/app.css", "text/css"),
+    ] {
+        let r = client
+            .get(format!("{}{path}", gw.admin()))
+            .basic_auth(USER, Some(PASSWORD))
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(r.status(), 200, "{path}");
+        let header = |name: &str| {
+            r.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert!(header("content-type").starts_with(kind), "{path}");
+        assert!(
+            header("content-security-policy").starts_with("default-src 'self'"),
+            "{path}"
+        );
+        // Nothing outside the gateway is named: no CDN, no font service
+        // (SVG's namespace is a name, not a fetch).
+        let body = r
+            .text()
+            .await
+            .expect("body")
+            .replace("http://www.w3.org/2000/svg", "");
+        assert!(
+            !body.contains("http://") && !body.contains("https://"),
+            "{path}"
+        );
+    }
+    // The password a browser holds for the dashboard does not let another
+    // site's page change anything: a dead-letter delete sent from it (as a
+    // browser marks it) is refused, and the job stays.
+    let api = Api::new(gw.api(), Some(&token));
+    let ids = dead_jobs(&api, 1).await;
+    for headers in [
+        [("Origin", "http://evil.example"), ("X-Test", "origin")],
+        [
+            ("Sec-Fetch-Site", "cross-site"),
+            ("Origin", "http://evil.example"),
+        ],
+    ] {
+        let r = admin(&gw)
+            .call(
+                reqwest::Method::POST,
+                "/namespaces/shop/queues/emails/deadletter/delete",
+                Some(br#"{"all":true}"#.to_vec()),
+                &headers,
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.json),
+            (403, json!({"error": "cross-site request refused"}))
+        );
+    }
+    assert_eq!(
+        api.get("/api/shop/emails/deadletter/size").await.json["size"],
+        1,
+        "{ids:?}"
+    );
+    let r = admin(&gw).get("/dashboard/other.js").await;
+    assert_eq!((r.status, r.json), (404, json!({"error": "api not found"})));
+}
+
+#[tokio::test]
+async fn namespaces_are_listed_and_a_queue_keeps_the_readings_taken_of_it() {
+    let (_redis, gw, token) = gateway().await;
+    let admin = admin(&gw);
+    new_token(&gw, "billing").await;
+    wait_until_async(Duration::from_secs(5), "both namespaces", || async {
+        admin.get("/namespaces").await.json
+            == json!({"pool": "default", "namespaces": ["billing", "shop"]})
+    })
+    .await;
+    assert_eq!(admin.get("/namespaces?pool=nope").await.status, 404);
+
+    // No reading taken yet: no history.
+    let r = admin.get("/namespaces/shop/queues/emails/history").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        (r.json["interval_s"].clone(), r.json["window_s"].clone()),
+        (json!(5), json!(600))
+    );
+    assert_eq!(r.json["points"], json!([]));
+
+    // A tenant's own `stats` keep nothing (a tenant cannot fill the
+    // history with made-up queues); each admin read of the queue is a
+    // reading, at most one per 5 s.
+    let api = Api::new(gw.api(), Some(&token));
+    api.publish("shop", "emails", "", b"x").await;
+    api.publish("shop", "emails", "delay=600", b"later").await;
+    assert_eq!(api.get("/api/shop/emails/stats").await.status, 200);
+    assert_eq!(
+        admin
+            .get("/namespaces/shop/queues/emails/history")
+            .await
+            .json["points"],
+        json!([])
+    );
+    assert_eq!(
+        admin.get("/namespaces/shop/queues/emails").await.status,
+        200
+    );
+    assert_eq!(admin.get("/namespaces/shop/queues").await.status, 200);
+    let points = admin
+        .get("/namespaces/shop/queues/emails/history")
+        .await
+        .json["points"]
+        .clone();
+    let points = points.as_array().expect("points");
+    assert_eq!(points.len(), 1, "{points:?}");
+    assert_eq!(
+        (points[0]["ready"].clone(), points[0]["delayed"].clone()),
+        (json!(1), json!(1)),
+        "{points:?}"
+    );
+    for bad in [
+        "/namespaces/shop/queues/_x/history",
+        "/namespaces/s%20p/queues/q/history",
+    ] {
+        assert_eq!(admin.get(bad).await.status, 400, "{bad}");
+    }
+}
+
+/// Where the browser test lives, with its `node_modules` installed.
+fn drive_script() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("dashboard");
+    assert!(
+        dir.join("node_modules/playwright-core").exists(),
+        "{} has no node_modules: run `npm ci` there (tests/run does)",
+        dir.display()
+    );
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists()
+            || std::env::var_os("CHROMIUM").is_some(),
+        "Chromium is missing: apt-get install chromium (tests/run does), or set CHROMIUM"
+    );
+    dir.join("drive.mjs")
+}
+
+#[tokio::test]
+async fn an_operator_respawns_a_dead_job_from_the_dashboard_in_a_real_browser() {
+    let script = drive_script();
+    let (redis, gw, token) = gateway().await;
+    let api = Api::new(gw.api(), Some(&token));
+    let ids = dead_jobs(&api, 3).await;
+    let chosen = ids[1].clone();
+    assert_eq!(
+        lists(&redis),
+        (vec![], {
+            let mut d = ids.clone();
+            d.sort();
+            d
+        })
+    );
+
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg(&script)
+        .env("SUNDIAL_ADMIN_URL", gw.admin())
+        .env("SUNDIAL_ADMIN_USER", USER)
+        .env("SUNDIAL_ADMIN_PASSWORD", PASSWORD)
+        .env("NAMESPACE", "shop")
+        .env("QUEUE", "emails")
+        .env("RESPAWN", &chosen);
+    // To renew the pictures in docs/: SUNDIAL_SCREENSHOTS=<folder>.
+    match std::env::var_os("SUNDIAL_SCREENSHOTS") {
+        Some(dir) => cmd.env("SCREENSHOTS", dir),
+        None => cmd.env_remove("SCREENSHOTS"),
+    };
+    // Killed when the time is up (the future is dropped with it).
+    cmd.kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("the browser test did not end within 120 s")
+        .expect("run node (tests/run installs nodejs)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(&format!("respawned {chosen}")), "{stdout}");
+
+    // In Redis: the chosen job is ready again, the other two still dead.
+    let (ready, dead) = lists(&redis);
+    assert_eq!(ready, std::slice::from_ref(&chosen));
+    let mut others: Vec<String> = ids.into_iter().filter(|i| *i != chosen).collect();
+    others.sort();
+    assert_eq!(dead, others);
+    // And a worker gets it.
+    let r = api.get("/api/shop/emails").await;
+    assert_eq!((r.status, r.json["job_id"].clone()), (200, json!(chosen)));
+}
