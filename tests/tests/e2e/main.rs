@@ -34,6 +34,7 @@ mod cluster;
 mod dashboard;
 mod deploy;
 mod durability;
+mod examples;
 mod faults;
 mod http_abuse;
 mod leases;

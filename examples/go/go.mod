@@ -1,0 +1,3 @@
+module sundial.example/workers
+
+go 1.19
