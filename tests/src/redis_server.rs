@@ -153,6 +153,19 @@ impl RedisServer {
         n.first().map_or(0, |(_, n)| *n)
     }
 
+    /// Job records held in the slots of a pool of the default 128 slots
+    /// (each slot's job hash), read from Redis.
+    pub fn job_records(&self) -> u64 {
+        use redis::Commands;
+        let mut c = self.client();
+        (0..128)
+            .map(|s| {
+                c.hlen::<_, u64>(sundial_core::keys::SlotKeys::new(s).jobs())
+                    .expect("HLEN")
+            })
+            .sum()
+    }
+
     /// Bytes of memory Redis reports as used (`INFO memory`, `used_memory`).
     pub fn used_memory(&self) -> u64 {
         let info: String = redis::cmd("INFO")

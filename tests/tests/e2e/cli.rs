@@ -5,7 +5,6 @@
 
 use std::{process::Stdio, time::Duration};
 
-use redis::Commands;
 use serde_json::json;
 use sundial_tests::{
     Api, CliRun, RedisServer, Sundial, SundialConfig, create_token, token_id, wait_until_async,
@@ -153,17 +152,6 @@ async fn tokens_scopes_and_limits_are_managed_from_the_cli() {
     assert!(r.stderr.contains("unknown scope"), "{r:?}");
 }
 
-/// Every job record any slot of the default pool holds, read from Redis.
-fn jobs_in_redis(redis: &RedisServer) -> u64 {
-    let mut c = redis.client();
-    (0..128)
-        .map(|s| {
-            c.hlen::<_, u64>(sundial_core::keys::SlotKeys::new(s).jobs())
-                .expect("HLEN")
-        })
-        .sum()
-}
-
 #[tokio::test]
 async fn queues_dead_letters_and_jobs_are_driven_from_the_cli() {
     let redis = RedisServer::start();
@@ -256,7 +244,7 @@ async fn queues_dead_letters_and_jobs_are_driven_from_the_cli() {
         &[],
     );
     assert_eq!(r.json()["deleted"], 3, "{r:?}");
-    assert_eq!(jobs_in_redis(&redis), 1, "only the respawned job is left");
+    assert_eq!(redis.job_records(), 1, "only the respawned job is left");
 
     let r = gw.cli(&["queue", "peek", "ns", "q"], &with_token);
     ok(&r);
@@ -264,7 +252,7 @@ async fn queues_dead_letters_and_jobs_are_driven_from_the_cli() {
     let r = gw.cli(&["consume", "ns", "q", "--ack"], &with_token);
     ok(&r);
     assert!(r.stdout.contains("hello"), "{r:?}");
-    assert_eq!(jobs_in_redis(&redis), 0, "acknowledged");
+    assert_eq!(redis.job_records(), 0, "acknowledged");
     let r = gw.cli(&["consume", "ns", "q"], &with_token);
     assert_eq!(
         (r.code, r.stderr.trim()),
@@ -283,7 +271,7 @@ async fn queues_dead_letters_and_jobs_are_driven_from_the_cli() {
     let r = gw.cli(&["queue", "destroy", "ns", "q2", "--yes"], &with_token);
     ok(&r);
     assert!(r.stdout.contains("(5 before)"), "{r:?}");
-    assert_eq!(jobs_in_redis(&redis), 0);
+    assert_eq!(redis.job_records(), 0);
 
     let r = gw.cli(
         &["queue", "list", "ns", "--admin", "http://127.0.0.1:1"],

@@ -14,7 +14,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use redis::Commands;
 use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token};
 
 #[tokio::test]
@@ -202,17 +201,6 @@ fn run(
     run
 }
 
-/// Every job record any slot of the default pool holds, read from Redis.
-fn jobs_in_redis(redis: &RedisServer) -> u64 {
-    let mut c = redis.client();
-    (0..128)
-        .map(|s| {
-            c.hlen::<_, u64>(sundial_core::keys::SlotKeys::new(s).jobs())
-                .expect("HLEN")
-        })
-        .sum()
-}
-
 /// The producer publishes ten jobs, every fifth asking to fail; the worker,
 /// with a TTR of one second, acks eight, leaves the two others unacked on
 /// both their tries, sees them land in the dead letter, and stops.
@@ -327,5 +315,5 @@ async fn producer_and_worker(lang: Lang) {
         }
     }
     // And what Redis holds: the two dead jobs' records, nothing else.
-    assert_eq!(jobs_in_redis(&redis), 2);
+    assert_eq!(redis.job_records(), 2);
 }

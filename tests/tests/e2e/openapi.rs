@@ -118,6 +118,46 @@ fn every_route_is_documented_with_its_methods_and_nothing_else_is() {
     }
 }
 
+/// Every source file under `crates/*/src`, recursively.
+fn sources(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read a source folder") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_route_is_added_outside_the_scanned_tables() {
+    let mut files = Vec::new();
+    for krate in std::fs::read_dir(root().join("crates")).expect("crates") {
+        let src = krate.expect("crate").path().join("src");
+        if src.is_dir() {
+            sources(&src, &mut files);
+        }
+    }
+    let mut with_routes = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read");
+        // `.route("/path", …)`, the path on the same line or the next.
+        let routes = text
+            .match_indices(".route(")
+            .any(|(i, _)| text[i + ".route(".len()..].trim_start().starts_with('"'));
+        if routes {
+            let rel = file.strip_prefix(root()).expect("under the root");
+            with_routes.insert(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    let tables: BTreeSet<String> = TABLES.iter().map(|t| (*t).to_owned()).collect();
+    assert_eq!(
+        with_routes, tables,
+        "routes are declared outside the files this test scans: add the file to TABLES"
+    );
+}
+
 #[test]
 fn the_route_scanner_reads_method_routers_as_axum_writes_them() {
     let source = r#"

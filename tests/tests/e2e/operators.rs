@@ -95,16 +95,28 @@ async fn a_dead_letter_is_browsed_page_by_page_and_chosen_jobs_respawned_or_dele
     assert_eq!(listed, want, "every dead job listed once");
 
     // Bad requests change nothing.
-    for (body, why) in [
-        (json!({}), "neither ids nor all"),
-        (json!({"ids": [dead[0]], "all": true}), "both"),
-        (json!({"ids": ["not-an-id"]}), "a malformed id"),
+    for (op, body, why) in [
+        ("respawn", json!({}), "neither ids nor all"),
+        ("respawn", json!({"ids": [dead[0]], "all": true}), "both"),
+        ("respawn", json!({"ids": ["not-an-id"]}), "a malformed id"),
         (
+            "respawn",
             json!({"ids": [dead[0]], "color": "red"}),
             "an unknown field",
         ),
+        (
+            "respawn",
+            json!({"ids": [dead[0]], "limit": 1}),
+            "a limit with ids",
+        ),
+        (
+            "delete",
+            json!({"all": true, "ttl": 60}),
+            "a ttl on a delete",
+        ),
     ] {
-        let r = post_json(&admin, "/namespaces/ns/queues/q/deadletter/respawn", body).await;
+        let path = format!("/namespaces/ns/queues/q/deadletter/{op}");
+        let r = post_json(&admin, &path, body).await;
         assert_eq!(r.status, 400, "{why}: {r:?}");
         assert!(r.json["error"].is_string(), "{why}: {r:?}");
     }
@@ -234,6 +246,16 @@ async fn a_namespaces_queues_are_listed_with_their_backlog_page_by_page() {
         }
     }
     assert_eq!(names, ["a", "b", "c", "d", "e"], "in name order, once each");
+    // A last page that is exactly full says it is the last.
+    let r = admin.get("/namespaces/ns/queues?limit=5").await;
+    assert_eq!(
+        (
+            r.json["queues"].as_array().map(Vec::len),
+            r.json["next_cursor"].clone()
+        ),
+        (Some(5), Value::Null),
+        "{r:?}"
+    );
     for bad in ["limit=0", "limit=501", "cursor=a/b"] {
         let r = admin.get(&format!("/namespaces/ns/queues?{bad}")).await;
         assert_eq!(r.status, 400, "{bad}: {r:?}");

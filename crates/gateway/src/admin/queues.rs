@@ -103,18 +103,21 @@ pub(super) async fn list(
     if let Some(c) = &cursor {
         check_queue(c).map_err(|_| ApiError::bad("invalid cursor"))?;
     }
-    let queues = state
+    // One more than the page, to know whether another page follows.
+    let mut queues = state
         .tokens
         .redis()
-        .indexed_queues(pool.name(), &ns, cursor.as_deref(), limit)
+        .indexed_queues(pool.name(), &ns, cursor.as_deref(), limit + 1)
         .await?;
+    let more = queues.len() as u64 > limit;
+    queues.truncate(limit as usize);
     let counted =
         futures::future::try_join_all(queues.iter().map(|q| counts_of(&pool, &ns, q))).await?;
     let mut out = Vec::with_capacity(queues.len());
     for (queue, c) in queues.iter().zip(counted) {
         out.push(stats_of(&state, pool.name(), &ns, queue, &c, true));
     }
-    let next = (queues.len() as u64 == limit).then(|| queues.last().cloned());
+    let next = more.then(|| queues.last().cloned());
     Ok(Json(json!({
         "pool": pool.name(),
         "namespace": ns,
@@ -312,6 +315,13 @@ async fn pick(
     }
     if pick.limit == Some(0) {
         return Err(ApiError::bad("invalid limit"));
+    }
+    // What would be ignored is refused, so that a caller learns it.
+    if pick.limit.is_some() && !pick.all {
+        return Err(ApiError::bad("limit goes with all, not with ids"));
+    }
+    if mode == "delete" && pick.ttl.is_some() {
+        return Err(ApiError::bad("a delete takes no ttl"));
     }
     let ttl_ms = match (mode, pick.ttl) {
         ("respawn", Some(t)) => u64::from(t) * 1000,
