@@ -1,18 +1,22 @@
 // Drives Sundial's dashboard in Debian's headless Chromium, as an operator
 // would: opens it with the admin password, checks the pool page, goes to a
-// namespace, then a queue, picks one dead job and respawns it.
-// tests/tests/e2e/dashboard.rs starts the gateway, makes the dead jobs,
-// runs this, and checks in Redis what the click did.
+// namespace, then a queue, picks one dead job and respawns it. With
+// DRAIN=1 it checks instead that the pool page shows a drain in progress.
+// tests/tests/e2e/dashboard.rs starts the gateway, makes the dead jobs (or
+// the drain), runs this, and checks in Redis what the click did.
 //
 // Environment:
 //   SUNDIAL_ADMIN_URL   the admin listener, e.g. http://127.0.0.1:7778
 //   SUNDIAL_ADMIN_USER, SUNDIAL_ADMIN_PASSWORD
 //   NAMESPACE, QUEUE    where the dead jobs are
 //   RESPAWN             the id of the dead job to respawn
+//   DRAIN=1             only check the pool page's drain (no NAMESPACE,
+//                       QUEUE or RESPAWN then)
 //   SCREENSHOTS         a folder to save the pages in (optional)
 //   CHROMIUM            the browser (default /usr/bin/chromium)
 //
-// Prints `respawned <id>` and exits 0, or prints why and exits 1.
+// Prints `respawned <id>` (or `drain pending=<slots> jobs_left=<n>`) and
+// exits 0, or prints why and exits 1.
 import { chromium } from "playwright-core";
 
 const env = (name, fallback) => {
@@ -21,9 +25,7 @@ const env = (name, fallback) => {
   return v;
 };
 const admin = env("SUNDIAL_ADMIN_URL");
-const ns = env("NAMESPACE");
-const queue = env("QUEUE");
-const respawn = env("RESPAWN");
+const drain = process.env.DRAIN === "1";
 const shots = process.env.SCREENSHOTS;
 const origin = new URL(admin).origin;
 
@@ -37,6 +39,7 @@ const browser = await chromium.launch({
   ],
 });
 const problems = [];
+let done = "";
 try {
   const context = await browser.newContext({
     httpCredentials: { username: env("SUNDIAL_ADMIN_USER"), password: env("SUNDIAL_ADMIN_PASSWORD") },
@@ -55,10 +58,45 @@ try {
     if (shots) await page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
   };
 
-  // The pool: its shard is up and its slots are leased.
+  // The pool: its shards are up.
   await page.goto(`${admin}/dashboard`);
   await page.getByRole("heading", { name: "Pool default" }).waitFor();
   await page.locator("tr[data-shard] .pill.up").first().waitFor();
+  done = drain ? await showsDrain(page, shot) : await respawnOne(page, shot);
+} catch (e) {
+  problems.push(e.stack || String(e));
+} finally {
+  await browser.close();
+}
+if (problems.length) {
+  console.error(problems.join("\n"));
+  process.exit(1);
+}
+console.log(done);
+
+/** The pool page's drain: slots still to move, a progress bar, jobs left. */
+async function showsDrain(page, shot) {
+  // The shard that joined shows up once probed (the page reads again every 5 s).
+  await page.waitForFunction(() => {
+    const shards = document.querySelectorAll("tr[data-shard]");
+    return shards.length > 1 && document.querySelectorAll("tr[data-shard] .pill.up").length === shards.length;
+  }, null, { timeout: 20000 });
+  const row = page.locator("tr[data-drain]").first();
+  await row.waitFor();
+  const pending = Number(await row.getAttribute("data-drain"));
+  const left = Number((await row.locator("td").nth(3).innerText()).replace(/,/g, ""));
+  if (!(pending > 0 && left > 0)) throw new Error(`the drain shows ${pending} slots and ${left} jobs to move`);
+  await row.locator(".bar > div").waitFor({ state: "attached" });
+  await shot("drain");
+  return `drain pending=${pending} jobs_left=${left}`;
+}
+
+/** Namespaces → the namespace → its queues, then the queue, and one dead
+ *  job respawned. */
+async function respawnOne(page, shot) {
+  const ns = env("NAMESPACE");
+  const queue = env("QUEUE");
+  const respawn = env("RESPAWN");
   await shot("pool");
 
   // Namespaces → the namespace → its queues, with the dead jobs counted.
@@ -93,13 +131,5 @@ try {
     throw new Error("the respawned job is still listed as dead");
   }
   await shot("respawned");
-} catch (e) {
-  problems.push(e.stack || String(e));
-} finally {
-  await browser.close();
+  return `respawned ${respawn}`;
 }
-if (problems.length) {
-  console.error(problems.join("\n"));
-  process.exit(1);
-}
-console.log(`respawned ${respawn}`);

@@ -215,8 +215,10 @@ async fn namespaces_are_listed_and_a_queue_keeps_the_readings_taken_of_it() {
     }
 }
 
-/// Where the browser test lives, with its `node_modules` installed.
-fn drive_script() -> PathBuf {
+/// Runs the browser test (`tests/dashboard/drive.mjs`) against `gw` with
+/// `env`, to its end (killed after 120 s); returns what it printed. Fails
+/// the test if it failed.
+async fn drive(gw: &Sundial, env: &[(&str, &str)]) -> String {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("dashboard");
     assert!(
         dir.join("node_modules/playwright-core").exists(),
@@ -228,12 +230,34 @@ fn drive_script() -> PathBuf {
             || std::env::var_os("CHROMIUM").is_some(),
         "Chromium is missing: apt-get install chromium (tests/run does), or set CHROMIUM"
     );
-    dir.join("drive.mjs")
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg(dir.join("drive.mjs"))
+        .env("SUNDIAL_ADMIN_URL", gw.admin())
+        .env("SUNDIAL_ADMIN_USER", USER)
+        .env("SUNDIAL_ADMIN_PASSWORD", PASSWORD)
+        .envs(env.iter().copied());
+    // To renew the pictures in docs/: SUNDIAL_SCREENSHOTS=<folder>.
+    match std::env::var_os("SUNDIAL_SCREENSHOTS") {
+        Some(dir) => cmd.env("SCREENSHOTS", dir),
+        None => cmd.env_remove("SCREENSHOTS"),
+    };
+    // Killed when the time is up (the future is dropped with it).
+    cmd.kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("the browser test did not end within 120 s")
+        .expect("run node (tests/run installs nodejs)");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }
 
 #[tokio::test]
 async fn an_operator_respawns_a_dead_job_from_the_dashboard_in_a_real_browser() {
-    let script = drive_script();
     let (redis, gw, token) = gateway().await;
     let api = Api::new(gw.api(), Some(&token));
     let ids = dead_jobs(&api, 3).await;
@@ -247,31 +271,15 @@ async fn an_operator_respawns_a_dead_job_from_the_dashboard_in_a_real_browser() 
         })
     );
 
-    let mut cmd = tokio::process::Command::new("node");
-    cmd.arg(&script)
-        .env("SUNDIAL_ADMIN_URL", gw.admin())
-        .env("SUNDIAL_ADMIN_USER", USER)
-        .env("SUNDIAL_ADMIN_PASSWORD", PASSWORD)
-        .env("NAMESPACE", "shop")
-        .env("QUEUE", "emails")
-        .env("RESPAWN", &chosen);
-    // To renew the pictures in docs/: SUNDIAL_SCREENSHOTS=<folder>.
-    match std::env::var_os("SUNDIAL_SCREENSHOTS") {
-        Some(dir) => cmd.env("SCREENSHOTS", dir),
-        None => cmd.env_remove("SCREENSHOTS"),
-    };
-    // Killed when the time is up (the future is dropped with it).
-    cmd.kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("the browser test did not end within 120 s")
-        .expect("run node (tests/run installs nodejs)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the browser test failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = drive(
+        &gw,
+        &[
+            ("NAMESPACE", "shop"),
+            ("QUEUE", "emails"),
+            ("RESPAWN", &chosen),
+        ],
+    )
+    .await;
     assert!(stdout.contains(&format!("respawned {chosen}")), "{stdout}");
 
     // In Redis: the chosen job is ready again, the other two still dead.
@@ -283,4 +291,43 @@ async fn an_operator_respawns_a_dead_job_from_the_dashboard_in_a_real_browser() 
     // And a worker gets it.
     let r = api.get("/api/shop/emails").await;
     assert_eq!((r.status, r.json["job_id"].clone()), (200, json!(chosen)));
+}
+
+#[tokio::test]
+async fn the_pool_page_shows_a_drain_in_progress_in_a_real_browser() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.accounts = vec![(USER.to_owned(), PASSWORD.to_owned())];
+    cfg.extra = "watch_config = false".to_owned();
+    cfg.pools = Some(SundialConfig::default_pool(&[("a", &a)]));
+    let mut gw = Sundial::start(&cfg);
+    let api = Api::new(gw.api(), Some(&new_token(&gw, "shop").await));
+    // Jobs due in an hour, in many queues: the slots that move to b when it
+    // joins keep them, so the old layout drains while the page is read.
+    for i in 0..40 {
+        api.publish("shop", &format!("q{i}"), "delay=3600", b"later")
+            .await;
+    }
+    cfg.pools = Some(SundialConfig::default_pool(&[("a", &a), ("b", &b)]));
+    gw.rewrite(&cfg);
+    let admin = admin(&gw);
+    assert_eq!(admin.post("/reload").await.status, 200);
+    wait_until_async(Duration::from_secs(10), "a drain", || async {
+        admin.get("/drains").await.json["pools"][0]["draining"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty())
+    })
+    .await;
+    let drains = admin.get("/drains").await.json;
+    let drain = &drains["pools"][0]["draining"][0];
+
+    let stdout = drive(&gw, &[("DRAIN", "1")]).await;
+    // What the page showed is what the admin API says.
+    assert!(
+        stdout.contains(&format!(
+            "drain pending={} jobs_left={}",
+            drain["slots_pending"], drain["jobs_left"]
+        )),
+        "{stdout}\n{drains}"
+    );
 }

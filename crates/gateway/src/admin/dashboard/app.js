@@ -162,7 +162,10 @@ async function overview(gen) {
       h("div", { class: "mono" }, `${p.id}: ${p.leases} lease(s)${p.live ? "" : " (gone)"}`));
     return h("tr", { "data-shard": s.name },
       h("td", {}, h("strong", {}, s.name), h("div", { class: "muted" }, s.kind)),
-      h("td", {}, h("span", { class: `pill ${health.up ? "up" : "down"}` }, health.up ? "up" : "down"),
+      // A shard that joined a moment ago has no probe yet.
+      h("td", {}, s.health
+        ? h("span", { class: `pill ${health.up ? "up" : "down"}` }, health.up ? "up" : "down")
+        : h("span", { class: "pill warn" }, "not probed yet"),
         health.up && health.ping_ms != null ? h("div", { class: "muted" }, `${health.ping_ms.toFixed(1)} ms`) : null,
         health.error ? h("div", { class: "muted" }, health.error) : null),
       h("td", { class: "num" }, fmt(s.weight)),
@@ -177,7 +180,7 @@ async function overview(gen) {
   const draining = Array.isArray(status.draining) ? status.draining : [];
   const drains = draining.map((d) => {
     const done = d.slots_moved ? (d.slots_moved - d.slots_pending) / d.slots_moved : 1;
-    return h("tr", {},
+    return h("tr", { "data-drain": d.slots_pending },
       h("td", { class: "mono" }, JSON.stringify(d.layout)),
       h("td", { class: "num" }, `${fmt(d.slots_moved - d.slots_pending)} / ${fmt(d.slots_moved)}`),
       h("td", {}, h("div", { class: "bar", title: `${Math.round(done * 100)}%` },
