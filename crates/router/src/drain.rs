@@ -7,10 +7,16 @@
 //!
 //! - reports, per draining layout, how many moved slots still hold jobs and
 //!   how many jobs (`GET /drains`, gauges `sundial_drain_*`);
-//! - announces in every shard which layouts this gateway may write to: its
-//!   current one, and for [`WRITE_GRACE`] after a reload the previous one (a
-//!   publish re-reads the topology after its body, so its write lands within
-//!   a command timeout of choosing its layout);
+//! - announces in every shard which layouts this gateway may write to (the
+//!   one it writes to, its current one, and for [`WRITE_GRACE`] after a
+//!   change the one it wrote to before: a publish re-reads the topology
+//!   after its body, so its write lands within a command timeout of
+//!   choosing its layout), and which layouts it knows (reads);
+//! - holds writes on a layout every live gateway knows ([`settle_writes`]):
+//!   after a reload to a new layout, writes stay where they went until every
+//!   other live gateway announces that it knows the new layout too, so a
+//!   gateway whose config is behind still finds every job (by id, for a
+//!   peek or an ack) where it looks;
 //! - retires a draining layout (removes it from the shards' pins, then
 //!   reloads) once no live gateway may write to it and its moved slots are
 //!   empty, checked in that order so a late write cannot slip in between.
@@ -33,6 +39,10 @@ use crate::{Layout, LiveTopology, Pins, Pool, reload::Reloader};
 pub const WRITE_GRACE: Duration = Duration::from_secs(10);
 /// How long an announced view lives unless renewed.
 const VIEW_TTL: Duration = Duration::from_secs(15);
+/// What marks a view entry as a layout the gateway knows (reads), rather
+/// than one it may write to. Layout names never hold a space, and earlier
+/// versions read such an entry as a layout no pool has.
+const KNOWS: &str = "knows ";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LayoutReport {
@@ -51,6 +61,9 @@ pub struct LayoutReport {
 pub struct PoolReport {
     pub pool: String,
     pub current: Layout,
+    /// The layout this gateway writes to: `current`, unless writes are held
+    /// on an earlier one until every gateway knows the current one.
+    pub writes: Layout,
     pub draining: Vec<LayoutReport>,
 }
 
@@ -64,6 +77,7 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
                 .live_views()
                 .await?
                 .iter()
+                .filter(|v| !v.starts_with(KNOWS))
                 .filter_map(|v| v.parse::<Layout>().ok()),
         );
     }
@@ -97,8 +111,64 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
     Ok(PoolReport {
         pool: pool.name().to_owned(),
         current: pool.layout().clone(),
+        writes: pool.write_layout().clone(),
         draining,
     })
+}
+
+/// Points `pool`'s writes at the newest layout (the current one first,
+/// then those that drain, in that order) that every other live gateway
+/// knows, by the views announced in the pool's shards (`me`: this
+/// gateway's own view, left out: it knows all of the pool's layouts). A
+/// view of an earlier version lists no known layouts; the layouts it may
+/// write to stand for them. When no layout is known to all, writes go to
+/// the current one.
+pub async fn settle_writes(pool: &Pool, me: Option<&str>) -> Result<(), EngineError> {
+    if pool.draining().next().is_none() {
+        pool.set_write_layout(pool.layout());
+        return Ok(());
+    }
+    let mut views: HashMap<String, Vec<String>> = HashMap::new();
+    for shard in pool.shards() {
+        for (instance, entries) in shard.live_view_sets().await? {
+            if Some(instance.as_str()) != me {
+                views.entry(instance).or_default().extend(entries);
+            }
+        }
+    }
+    let known: Vec<Vec<Layout>> = views.values().map(|v| known_by(v)).collect();
+    let chosen = pool
+        .layouts()
+        .find(|l| known.iter().all(|k| k.contains(l)))
+        .unwrap_or_else(|| pool.layout())
+        .clone();
+    if pool.set_write_layout(&chosen) {
+        if chosen == *pool.layout() {
+            tracing::info!(pool = pool.name(), layout = %chosen, "every gateway knows the current layout: writes follow it");
+        } else {
+            tracing::info!(
+                pool = pool.name(),
+                writes = %chosen,
+                current = %pool.layout(),
+                "writes stay on a layout every gateway knows until each knows the current one"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The layouts a view says its gateway knows.
+fn known_by(entries: &[String]) -> Vec<Layout> {
+    let marked: Vec<Layout> = entries
+        .iter()
+        .filter_map(|e| e.strip_prefix(KNOWS))
+        .filter_map(|l| l.parse().ok())
+        .collect();
+    if marked.is_empty() {
+        entries.iter().filter_map(|l| l.parse().ok()).collect()
+    } else {
+        marked
+    }
 }
 
 /// Removes a drained layout from every shard's pins.
@@ -128,15 +198,22 @@ pub async fn run(
     let mut views = Views::new();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A reload announces what this gateway now knows at once, rather than
+    // at the next tick: the others may be holding their writes for it.
+    let mut changes = live.changes();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
+            Ok(()) = changes.changed() => {}
             () = shutdown.cancelled() => break,
         }
         let topology = live.topology();
         let mut retired = false;
         for pool in topology.pools() {
             views.announce(pool).await;
+            if let Err(e) = settle_writes(pool, Some(&views.instance)).await {
+                tracing::warn!(pool = pool.name(), error = %e, "cannot read the gateways' views; writes stay where they go");
+            }
             retired |= retire_drained(pool).await;
         }
         drop(topology);
@@ -149,11 +226,11 @@ pub async fn run(
     }
 }
 
-/// What this gateway announces of the layouts it may write to.
+/// What this gateway announces of the layouts it may write to and knows.
 struct Views {
     instance: String,
-    /// Per pool: the current layout, and the previous one with when it
-    /// stopped being current.
+    /// Per pool: the layout written to, and the previous one with when it
+    /// stopped being written to.
     layouts: HashMap<String, (Layout, Option<(Layout, Instant)>)>,
 }
 
@@ -166,22 +243,29 @@ impl Views {
     }
 
     /// Announces in every shard of `pool` the layouts this gateway may
-    /// write to: the current one, and the previous one for [`WRITE_GRACE`].
+    /// write to (the one it writes to, the current one, and the one it
+    /// wrote to before for [`WRITE_GRACE`]) and those it knows.
     async fn announce(&mut self, pool: &Pool) {
+        let writes = pool.write_layout();
         let entry = self
             .layouts
             .entry(pool.name().to_owned())
-            .or_insert_with(|| (pool.layout().clone(), None));
-        if entry.0 != *pool.layout() {
-            let previous = std::mem::replace(&mut entry.0, pool.layout().clone());
+            .or_insert_with(|| (writes.clone(), None));
+        if entry.0 != *writes {
+            let previous = std::mem::replace(&mut entry.0, writes.clone());
             entry.1 = Some((previous, Instant::now()));
         }
         let mut mine = vec![entry.0.to_string()];
+        if *pool.layout() != entry.0 {
+            mine.push(pool.layout().to_string());
+        }
         if let Some((prev, since)) = &entry.1
             && since.elapsed() < WRITE_GRACE
+            && !mine.contains(&prev.to_string())
         {
             mine.push(prev.to_string());
         }
+        mine.extend(pool.layouts().map(|l| format!("{KNOWS}{l}")));
         for shard in pool.shards() {
             if let Err(e) = shard.announce_view(&self.instance, &mine, VIEW_TTL).await {
                 tracing::warn!(shard = shard.name(), error = %e, "cannot announce this gateway's layouts");
@@ -232,4 +316,33 @@ async fn retire_drained(pool: &Pool) -> bool {
 fn gauges(pool: &str, slots: u64, jobs: u64) {
     metrics::gauge!("sundial_drain_slots_pending", "pool" => pool.to_owned()).set(slots as f64);
     metrics::gauge!("sundial_drain_jobs_left", "pool" => pool.to_owned()).set(jobs as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(s: &str) -> Layout {
+        s.parse().expect("layout")
+    }
+
+    #[test]
+    fn a_view_knows_what_it_marks_or_else_what_it_writes() {
+        // This version: known layouts are marked; the written ones are not
+        // all of them.
+        let view = [
+            "a:1,b:1".to_owned(),
+            format!("{KNOWS}a:1,b:1"),
+            format!("{KNOWS}a:1,b:1,c:1"),
+        ];
+        assert_eq!(known_by(&view), [layout("a:1,b:1"), layout("a:1,b:1,c:1")]);
+        // An earlier version's view lists only what it may write to.
+        assert_eq!(known_by(&["a:1,b:1".to_owned()]), [layout("a:1,b:1")]);
+        // A marked entry is never read as a layout that writers hold.
+        assert!(
+            format!("{KNOWS}a:1")
+                .parse::<Layout>()
+                .is_ok_and(|l| l != layout("a:1"))
+        );
+    }
 }

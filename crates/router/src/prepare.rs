@@ -93,6 +93,17 @@ async fn prepare_connected(
             Pins::write(shard, pool.layout(), &draining).await?;
         }
     }
+    // Which layout writes go to: on a reload, the one they went to (the
+    // drain loop moves them on once every gateway knows the new layout);
+    // at start, the newest layout every live gateway knows.
+    match previous {
+        Some(before) => topology.keep_writes_of(before),
+        None => {
+            for pool in topology.pools() {
+                crate::drain::settle_writes(pool, None).await?;
+            }
+        }
+    }
     Ok(topology)
 }
 
@@ -146,9 +157,12 @@ async fn check_shard(
 /// them with the current one once the whole topology is valid).
 ///
 /// Every layout any shard has pinned and that differs from the config's is
-/// one whose moved slots may still hold jobs at their old shard, so it
-/// drains: reads and pumps also cover it. A pool that holds no jobs drops
-/// them all. (A layout leaves the list when `GET /drains` finds it empty.)
+/// one whose moved slots may still hold jobs at their old shard, or that
+/// another gateway still writes to (its config is behind), so it drains:
+/// reads and pumps also cover it, and writes stay on it until every
+/// gateway knows the new one. Also in a pool that holds no jobs now. (A
+/// layout leaves the list once no gateway may write to it and its moved
+/// slots are empty: see `crate::drain`.)
 async fn settle_layouts(
     name: &str,
     pool: &PoolConfig,
@@ -156,10 +170,6 @@ async fn settle_layouts(
 ) -> anyhow::Result<Vec<Layout>> {
     let current = pool.layout();
     let seen = pinned_except(shards, &current).await?;
-    let mut holds_jobs = false;
-    for shard in shards {
-        holds_jobs |= shard.holds_jobs(pool.slots).await?;
-    }
     // A layout that gave slots to a shard the config no longer lists
     // cannot be shown empty (that shard is out of reach): the shard must
     // stay, with weight 0, until its slots have drained.
@@ -172,11 +182,7 @@ async fn settle_layouts(
             );
         }
     }
-    let draining: Vec<Layout> = if holds_jobs {
-        seen.into_iter().collect()
-    } else {
-        Vec::new()
-    };
+    let draining: Vec<Layout> = seen.into_iter().collect();
     if !draining.is_empty() {
         tracing::info!(
             pool = name,

@@ -3,9 +3,16 @@
 //! A topology is built in two steps: [`connect`] opens (or reuses) the
 //! shards' connections, so that their pins can be read; [`Topology::new`]
 //! then builds it whole from the config, those connections and the layouts
-//! that still drain. It never changes afterwards.
+//! that still drain. It never changes afterwards, but for one thing: which
+//! of its layouts each pool writes to (see [`Pool::shard_for`]).
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
 
 use sundial_core::{EngineError, ReplicaWait, Shard, ShardOptions, keys};
 
@@ -87,6 +94,10 @@ pub struct Pool {
     /// Per shard (same order as `shards`): the slots it may hold, in the
     /// current layout or one that drains; sorted.
     held: Vec<Arc<[u32]>>,
+    /// The ring (index in `rings`) that writes go to: the current one (0),
+    /// or, while some live gateway does not know the current layout yet, a
+    /// layout that every gateway reads (`crate::drain` decides).
+    write: AtomicUsize,
 }
 
 impl Pool {
@@ -133,10 +144,43 @@ impl Pool {
         out
     }
 
-    /// The shard where `slot` is written now.
+    /// The shard where `slot` is written now: by the current layout, or by
+    /// the layout writes are held on while some gateway does not know the
+    /// current one yet (see [`Pool::write_layout`]).
     pub fn shard_for(&self, slot: u32) -> &Shard {
+        let ring = &self.rings[self.write.load(Ordering::Acquire).min(self.rings.len() - 1)];
+        match ring.shard_of(slot) {
+            Some(i) => &self.shards[i],
+            None => self.home_of(slot),
+        }
+    }
+
+    /// The shard the current layout gives `slot`, where it is written once
+    /// every gateway knows that layout.
+    pub fn home_of(&self, slot: u32) -> &Shard {
         // Validation guarantees a shard with weight, so the ring answers.
         &self.shards[self.rings[0].shard_of(slot).unwrap_or(0)]
+    }
+
+    /// The layout writes go to: the current one, unless they are held on
+    /// an earlier one (still draining) that every live gateway reads.
+    pub fn write_layout(&self) -> &Layout {
+        &self.rings[self.write.load(Ordering::Acquire).min(self.rings.len() - 1)].layout
+    }
+
+    /// Writes go to `layout` from now on, if it is one of this pool's
+    /// (current or draining); returns whether that changed anything.
+    pub fn set_write_layout(&self, layout: &Layout) -> bool {
+        match self.rings.iter().position(|r| r.layout == *layout) {
+            Some(i) => self.write.swap(i, Ordering::AcqRel) != i,
+            None => false,
+        }
+    }
+
+    /// Every layout this pool reads: the current one first, then those that
+    /// drain.
+    pub fn layouts(&self) -> impl Iterator<Item = &Layout> {
+        self.rings.iter().map(|r| &r.layout)
     }
 
     /// Every shard that may hold jobs of `slot`: where it is written now
@@ -304,10 +348,23 @@ impl Topology {
                 specs: pc.shards.clone(),
                 rings,
                 held: held.into_iter().map(Arc::from).collect(),
+                write: AtomicUsize::new(0),
             };
             pools.insert(name.clone(), Arc::new(pool));
         }
         Ok(Self { pools })
+    }
+
+    /// Each pool keeps writing to the layout its predecessor in `previous`
+    /// wrote to, if it still reads that layout: a reload to a new layout
+    /// holds writes on the one every gateway knew until `crate::drain`
+    /// finds that every live gateway knows the new one too.
+    pub fn keep_writes_of(&self, previous: &Topology) {
+        for pool in self.pools() {
+            if let Some(before) = previous.pool(pool.name()) {
+                pool.set_write_layout(before.write_layout());
+            }
+        }
     }
 
     /// Every shard of every pool.

@@ -1,5 +1,6 @@
 //! Adding and removing a shard of a pool that holds jobs, under load, with
-//! two gateways that reload a moment apart.
+//! two gateways that reload a moment apart (each with its own config file,
+//! as on two machines), consumers acknowledging on the other gateway.
 //!
 //! Length: each test is one scenario, written top to bottom as an operator
 //! would run it (start, act, break something, check what Redis and clients
@@ -108,15 +109,19 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
                     tokio::time::sleep(Duration::from_millis(3)).await;
                 }
             }));
+            // Each job is acknowledged on the other gateway, and comes back
+            // 10 s later if that ack did nothing: a job delivered twice is
+            // an ack lost while the gateways disagreed.
             let (api, stop, consumed) = (api.clone(), stop_consuming.clone(), consumed.clone());
+            let acker = apis[1 - i].clone();
             consumers.push(tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
-                    let r = api.get("/api/ns/q?timeout=1&count=10&ttr=600").await;
+                    let r = api.get("/api/ns/q?timeout=1&count=10&ttr=10").await;
                     match r.status {
                         200 => {
                             for j in r.json.as_array().expect("array") {
                                 let id = j["job_id"].as_str().expect("id").to_owned();
-                                let ack = api.delete(&format!("/api/ns/q/job/{id}")).await;
+                                let ack = acker.delete(&format!("/api/ns/q/job/{id}")).await;
                                 assert_eq!(ack.status, 204);
                                 consumed.lock().expect("lock").push(id);
                             }
@@ -225,5 +230,121 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
     eprintln!(
         "{} jobs published and consumed across an added and a removed shard",
         expected.len()
+    );
+}
+
+/// Where Redis holds job `id`: (shard name, slot), or `None`.
+fn where_is(id: &str, shards: &[(&str, &RedisServer)]) -> Option<(String, u32)> {
+    for (name, srv) in shards {
+        for slot in 0..SLOTS {
+            let held: bool = srv
+                .client()
+                .hexists(sundial_core::keys::SlotKeys::new(slot).jobs(), id)
+                .expect("hexists");
+            if held {
+                return Some(((*name).to_owned(), slot));
+            }
+        }
+    }
+    None
+}
+
+#[tokio::test]
+async fn a_gateway_whose_config_is_behind_finds_every_job_by_id() {
+    let (a, b, c) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let shards = [("a", &a), ("b", &b), ("c", &c)];
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
+    let mut behind = Sundial::start(&cfg);
+    let mut ahead = Sundial::start(&cfg);
+    let token = create_token(&behind.admin(), "ns").await;
+    let (old, new) = (
+        Api::new(behind.api(), Some(&token)),
+        Api::new(ahead.api(), Some(&token)),
+    );
+    wait_until_async(Duration::from_secs(5), "the token on both", || async {
+        new.get("/api/ns/q/size").await.status == 200
+    })
+    .await;
+
+    // One gateway (its own config file, as on another machine) gets shard
+    // c; the other's file does not have it yet, so it cannot follow.
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1), ("c", &c, 1)]));
+    reload(&mut ahead, &cfg).await;
+    let admin = Api::new(ahead.admin(), None);
+    let drains = admin.get("/drains").await.json;
+    let pool_report = &drains["pools"][0];
+    assert_ne!(pool_report["writes"], pool_report["current"], "{drains}");
+    // Long enough for several rounds of views: writes must stay held.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // Jobs published where the config is ahead, in queues over every slot:
+    // each is found, peeked and acknowledged where the config is behind.
+    let mut ids = Vec::new();
+    for i in 0..60 {
+        let queue = format!("q{i}");
+        ids.push((queue.clone(), new.publish("ns", &queue, "", b"x").await));
+    }
+    assert_eq!(
+        jobs_on(&c),
+        0,
+        "no job goes to c while a gateway cannot see it"
+    );
+    for (queue, id) in &ids {
+        let r = old.get(&format!("/api/ns/{queue}/job/{id}")).await;
+        assert_eq!(r.status, 200, "peek {id} where the config is behind: {r:?}");
+        let r = new.get(&format!("/api/ns/{queue}?ttr=600")).await;
+        assert_eq!(r.json["job_id"], id.as_str(), "{r:?}");
+        assert_eq!(
+            old.delete(&format!("/api/ns/{queue}/job/{id}"))
+                .await
+                .status,
+            204
+        );
+        assert_eq!(
+            where_is(id, &shards),
+            None,
+            "{id} acknowledged where the config is behind"
+        );
+    }
+
+    // Once the other gateway has c too, writes follow the current layout.
+    reload(&mut behind, &cfg).await;
+    wait_until_async(
+        Duration::from_secs(10),
+        "writes to follow the new layout",
+        || async {
+            let r = admin.get("/drains").await.json;
+            r["pools"][0]["writes"] == r["pools"][0]["current"]
+        },
+    )
+    .await;
+    let mut on_c = 0;
+    for i in 0..60 {
+        let queue = format!("q{i}");
+        let id = new.publish("ns", &queue, "", b"y").await;
+        if where_is(&id, &shards).is_some_and(|(s, _)| s == "c") {
+            on_c += 1;
+        }
+        assert_eq!(
+            old.get(&format!("/api/ns/{queue}/job/{id}")).await.status,
+            200
+        );
+        assert_eq!(
+            old.delete(&format!("/api/ns/{queue}/job/{id}"))
+                .await
+                .status,
+            204
+        );
+        assert_eq!(where_is(&id, &shards), None);
+    }
+    assert!(
+        on_c > 0,
+        "c takes its slots' jobs once every gateway knows it"
     );
 }

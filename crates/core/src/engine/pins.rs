@@ -96,13 +96,24 @@ impl Shard {
     /// The layouts that live gateway instances may write to; forgets
     /// instances whose view expired.
     pub async fn live_views(&self) -> Result<Vec<String>, EngineError> {
+        Ok(self
+            .live_view_sets()
+            .await?
+            .into_iter()
+            .flat_map(|(_, entries)| entries)
+            .collect())
+    }
+
+    /// Each live gateway instance with the entries of its view; forgets
+    /// instances whose view expired.
+    pub async fn live_view_sets(&self) -> Result<Vec<(String, Vec<String>)>, EngineError> {
         let instances: Vec<String> = self
             .idempotent(
                 keys::VIEWS,
                 |c| async move { c.smembers(keys::VIEWS).await },
             )
             .await?;
-        let mut layouts = Vec::new();
+        let mut views = Vec::new();
         for instance in instances {
             let view = keys::view(&instance);
             let v: Option<String> = self
@@ -112,7 +123,7 @@ impl Shard {
                 })
                 .await?;
             match v.and_then(|v| parse_string_list(&v)) {
-                Some(l) => layouts.extend(l),
+                Some(l) => views.push((instance, l)),
                 None => {
                     let instance = &instance;
                     let _: i64 = self
@@ -123,7 +134,7 @@ impl Shard {
                 }
             }
         }
-        Ok(layouts)
+        Ok(views)
     }
 }
 

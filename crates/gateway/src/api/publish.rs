@@ -258,15 +258,19 @@ pub(super) async fn republish(
         .ok_or(ApiError::NotFound("pool not found"))?;
     let slot = pool.slot_of(&tenant.ns, p.queue, lane);
     let qualified = keys::qualified(&tenant.ns, p.queue);
-    let existed = pool
-        .shard_for(slot)
+    let written = pool.shard_for(slot);
+    let existed = written
         .republish(slot, &qualified, &old, &p.schedule, &job)
         .await?;
-    // While the slot moves, the old job may still be where it drains from:
-    // it goes after the new one is stored (a crash in between leaves both,
+    // While the slot moves, the old job may be at its other location: it
+    // goes after the new one is stored (a crash in between leaves both,
     // never neither).
     if !existed {
-        for other in pool.locations(slot).into_iter().skip(1) {
+        for other in pool
+            .locations(slot)
+            .into_iter()
+            .filter(|s| !s.same(written))
+        {
             if other.delete(slot, &qualified, &old).await? {
                 break;
             }
