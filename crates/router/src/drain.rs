@@ -37,8 +37,14 @@ use crate::{Layout, LiveTopology, Pins, Pool, reload::Reloader};
 /// How long after a reload a gateway still counts as a writer of its
 /// previous layout.
 pub const WRITE_GRACE: Duration = Duration::from_secs(10);
-/// How long an announced view lives unless renewed.
-const VIEW_TTL: Duration = Duration::from_secs(15);
+/// How long an announced view lives unless renewed: this, or three rounds
+/// of announcements if that is longer.
+const VIEW_TTL: Duration = Duration::from_secs(20);
+
+/// This process's name in the views: one per process, so that a topology
+/// built on a reload can leave this gateway's own (older) view out.
+pub static INSTANCE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| ulid::Ulid::new().to_string());
 /// What marks a view entry as a layout the gateway knows (reads), rather
 /// than one it may write to. Layout names never hold a space, and earlier
 /// versions read such an entry as a layout no pool has.
@@ -116,32 +122,66 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
     })
 }
 
-/// Points `pool`'s writes at the newest layout (the current one first,
-/// then those that drain, in that order) that every other live gateway
-/// knows, by the views announced in the pool's shards (`me`: this
-/// gateway's own view, left out: it knows all of the pool's layouts). A
-/// view of an earlier version lists no known layouts; the layouts it may
-/// write to stand for them. When no layout is known to all, writes go to
-/// the current one.
+/// Points `pool`'s writes at a layout every other live gateway knows, by
+/// the views announced in the pool's shards (`me`: this gateway's own
+/// view, left out: it knows all of the pool's layouts), in this order: the
+/// current layout; else the layout written to now; else, among those all
+/// know, the one the most other gateways write to (their views keep it
+/// from being retired). A view of an earlier version lists no known
+/// layouts; the layouts it may write to stand for them. The shards that
+/// answer are enough (every gateway announces in each of the pool's).
 pub async fn settle_writes(pool: &Pool, me: Option<&str>) -> Result<(), EngineError> {
     if pool.draining().next().is_none() {
         pool.set_write_layout(pool.layout());
         return Ok(());
     }
     let mut views: HashMap<String, Vec<String>> = HashMap::new();
+    let mut failed = None;
+    let mut answered = false;
     for shard in pool.shards() {
-        for (instance, entries) in shard.live_view_sets().await? {
-            if Some(instance.as_str()) != me {
-                views.entry(instance).or_default().extend(entries);
+        match shard.live_view_sets().await {
+            Ok(sets) => {
+                answered = true;
+                for (instance, entries) in sets {
+                    if Some(instance.as_str()) != me {
+                        views.entry(instance).or_default().extend(entries);
+                    }
+                }
+            }
+            Err(e) => failed = Some(e),
+        }
+    }
+    if !answered && let Some(e) = failed {
+        return Err(e);
+    }
+    let known: Vec<Vec<Layout>> = views.values().map(|v| known_by(v)).collect();
+    let all_know = |l: &Layout| known.iter().all(|k| k.contains(l));
+    let (current, writes) = (pool.layout(), pool.write_layout());
+    let chosen = if all_know(current) {
+        current
+    } else if all_know(writes) {
+        writes
+    } else {
+        let written: Vec<Layout> = views
+            .values()
+            .flatten()
+            .filter(|e| !e.starts_with(KNOWS))
+            .filter_map(|e| e.parse().ok())
+            .collect();
+        match pool
+            .layouts()
+            .filter(|l| all_know(l))
+            .max_by_key(|l| written.iter().filter(|w| w == l).count())
+            .filter(|l| written.contains(l))
+        {
+            Some(l) => l,
+            None => {
+                tracing::warn!(pool = pool.name(), writes = %writes, "no layout is known to every live gateway; writes stay where they go");
+                writes
             }
         }
     }
-    let known: Vec<Vec<Layout>> = views.values().map(|v| known_by(v)).collect();
-    let chosen = pool
-        .layouts()
-        .find(|l| known.iter().all(|k| k.contains(l)))
-        .unwrap_or_else(|| pool.layout())
-        .clone();
+    .clone();
     if pool.set_write_layout(&chosen) {
         if chosen == *pool.layout() {
             tracing::info!(pool = pool.name(), layout = %chosen, "every gateway knows the current layout: writes follow it");
@@ -195,7 +235,7 @@ pub async fn run(
     every: Duration,
     shutdown: CancellationToken,
 ) {
-    let mut views = Views::new();
+    let mut views = Views::new(VIEW_TTL.max(every * 3));
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // A reload announces what this gateway now knows at once, rather than
@@ -229,15 +269,18 @@ pub async fn run(
 /// What this gateway announces of the layouts it may write to and knows.
 struct Views {
     instance: String,
+    /// How long an announcement lives unless renewed.
+    ttl: Duration,
     /// Per pool: the layout written to, and the previous one with when it
     /// stopped being written to.
     layouts: HashMap<String, (Layout, Option<(Layout, Instant)>)>,
 }
 
 impl Views {
-    fn new() -> Self {
+    fn new(ttl: Duration) -> Self {
         Self {
-            instance: ulid::Ulid::new().to_string(),
+            instance: INSTANCE.clone(),
+            ttl,
             layouts: HashMap::new(),
         }
     }
@@ -267,7 +310,7 @@ impl Views {
         }
         mine.extend(pool.layouts().map(|l| format!("{KNOWS}{l}")));
         for shard in pool.shards() {
-            if let Err(e) = shard.announce_view(&self.instance, &mine, VIEW_TTL).await {
+            if let Err(e) = shard.announce_view(&self.instance, &mine, self.ttl).await {
                 tracing::warn!(shard = shard.name(), error = %e, "cannot announce this gateway's layouts");
             }
         }

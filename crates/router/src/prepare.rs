@@ -96,13 +96,12 @@ async fn prepare_connected(
     // Which layout writes go to: on a reload, the one they went to (the
     // drain loop moves them on once every gateway knows the new layout);
     // at start, the newest layout every live gateway knows.
-    match previous {
+    let unsettled: Vec<_> = match previous {
         Some(before) => topology.keep_writes_of(before),
-        None => {
-            for pool in topology.pools() {
-                crate::drain::settle_writes(pool, None).await?;
-            }
-        }
+        None => topology.pools().collect(),
+    };
+    for pool in unsettled {
+        crate::drain::settle_writes(pool, Some(crate::drain::INSTANCE.as_str())).await?;
     }
     Ok(topology)
 }

@@ -359,12 +359,21 @@ impl Topology {
     /// wrote to, if it still reads that layout: a reload to a new layout
     /// holds writes on the one every gateway knew until `crate::drain`
     /// finds that every live gateway knows the new one too.
-    pub fn keep_writes_of(&self, previous: &Topology) {
+    /// Returns the pools where that layout is gone (they write to the
+    /// current one until settled again).
+    pub fn keep_writes_of(&self, previous: &Topology) -> Vec<&Arc<Pool>> {
+        let mut unsettled = Vec::new();
         for pool in self.pools() {
             if let Some(before) = previous.pool(pool.name()) {
-                pool.set_write_layout(before.write_layout());
+                let kept = before.write_layout();
+                if pool.layouts().any(|l| l == kept) {
+                    pool.set_write_layout(kept);
+                } else {
+                    unsettled.push(pool);
+                }
             }
         }
+        unsettled
     }
 
     /// Every shard of every pool.

@@ -109,14 +109,14 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
                     tokio::time::sleep(Duration::from_millis(3)).await;
                 }
             }));
-            // Each job is acknowledged on the other gateway, and comes back
-            // 10 s later if that ack did nothing: a job delivered twice is
-            // an ack lost while the gateways disagreed.
+            // Each job is acknowledged on the other gateway. An ack that did
+            // nothing shows as the job delivered twice (after its TTR of
+            // 30 s) or, if the test ends first, as a job left at the end.
             let (api, stop, consumed) = (api.clone(), stop_consuming.clone(), consumed.clone());
             let acker = apis[1 - i].clone();
             consumers.push(tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
-                    let r = api.get("/api/ns/q?timeout=1&count=10&ttr=10").await;
+                    let r = api.get("/api/ns/q?timeout=1&count=10&ttr=30").await;
                     match r.status {
                         200 => {
                             for j in r.json.as_array().expect("array") {
@@ -347,4 +347,46 @@ async fn a_gateway_whose_config_is_behind_finds_every_job_by_id() {
         on_c > 0,
         "c takes its slots' jobs once every gateway knows it"
     );
+}
+
+#[tokio::test]
+async fn a_gateway_that_starts_ahead_holds_its_writes_for_the_one_behind() {
+    let (a, b, c) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let shards = [("a", &a), ("b", &b), ("c", &c)];
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
+    let behind = Sundial::start(&cfg);
+    let token = create_token(&behind.admin(), "ns").await;
+    let old = Api::new(behind.api(), Some(&token));
+    old.publish("ns", "q0", "", b"before").await;
+    // Let the running gateway announce what it knows and writes.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // A new gateway starts with shard c in its config.
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1), ("c", &c, 1)]));
+    let ahead = Sundial::start(&cfg);
+    let new = Api::new(ahead.api(), Some(&token));
+    let drains = Api::new(ahead.admin(), None).get("/drains").await.json;
+    assert_eq!(drains["pools"][0]["writes"], "a:1,b:1", "{drains}");
+    for i in 0..40 {
+        let queue = format!("q{i}");
+        let id = new.publish("ns", &queue, "", b"x").await;
+        assert_ne!(where_is(&id, &shards).map(|(s, _)| s), Some("c".to_owned()));
+        assert_eq!(
+            old.get(&format!("/api/ns/{queue}/job/{id}")).await.status,
+            200
+        );
+        assert_eq!(
+            old.delete(&format!("/api/ns/{queue}/job/{id}"))
+                .await
+                .status,
+            204
+        );
+        assert_eq!(where_is(&id, &shards), None);
+    }
 }
