@@ -233,6 +233,20 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
     );
 }
 
+/// Job `id` of `queue` is peeked and acknowledged through `api`, and is
+/// then gone from every shard.
+async fn found_and_acked(api: &Api, queue: &str, id: &str, shards: &[(&str, &RedisServer)]) {
+    let r = api.get(&format!("/api/ns/{queue}/job/{id}")).await;
+    assert_eq!(r.status, 200, "peek {id}: {r:?}");
+    assert_eq!(
+        api.delete(&format!("/api/ns/{queue}/job/{id}"))
+            .await
+            .status,
+        204
+    );
+    assert_eq!(where_is(id, shards), None, "{id} is gone once acknowledged");
+}
+
 /// Where Redis holds job `id`: (shard name, slot), or `None`.
 fn where_is(id: &str, shards: &[(&str, &RedisServer)]) -> Option<(String, u32)> {
     for (name, srv) in shards {
@@ -331,17 +345,7 @@ async fn a_gateway_whose_config_is_behind_finds_every_job_by_id() {
         if where_is(&id, &shards).is_some_and(|(s, _)| s == "c") {
             on_c += 1;
         }
-        assert_eq!(
-            old.get(&format!("/api/ns/{queue}/job/{id}")).await.status,
-            200
-        );
-        assert_eq!(
-            old.delete(&format!("/api/ns/{queue}/job/{id}"))
-                .await
-                .status,
-            204
-        );
-        assert_eq!(where_is(&id, &shards), None);
+        found_and_acked(&old, &queue, &id, &shards).await;
     }
     assert!(
         on_c > 0,
@@ -377,16 +381,6 @@ async fn a_gateway_that_starts_ahead_holds_its_writes_for_the_one_behind() {
         let queue = format!("q{i}");
         let id = new.publish("ns", &queue, "", b"x").await;
         assert_ne!(where_is(&id, &shards).map(|(s, _)| s), Some("c".to_owned()));
-        assert_eq!(
-            old.get(&format!("/api/ns/{queue}/job/{id}")).await.status,
-            200
-        );
-        assert_eq!(
-            old.delete(&format!("/api/ns/{queue}/job/{id}"))
-                .await
-                .status,
-            204
-        );
-        assert_eq!(where_is(&id, &shards), None);
+        found_and_acked(&old, &queue, &id, &shards).await;
     }
 }
