@@ -233,6 +233,15 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
     );
 }
 
+/// Gateways that reload only when told (each its own file) and check the
+/// pins often, on a pool of shards a and b.
+fn skew_config(a: &RedisServer, b: &RedisServer) -> SundialConfig {
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(pool(&[("a", a, 1), ("b", b, 1)]));
+    cfg
+}
+
 /// Job `id` of `queue` is peeked and acknowledged through `api`, and is
 /// then gone from every shard.
 async fn found_and_acked(api: &Api, queue: &str, id: &str, shards: &[(&str, &RedisServer)]) {
@@ -271,9 +280,7 @@ async fn a_gateway_whose_config_is_behind_finds_every_job_by_id() {
         RedisServer::start(),
     );
     let shards = [("a", &a), ("b", &b), ("c", &c)];
-    let mut cfg = SundialConfig::new(a.url());
-    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
-    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
+    let mut cfg = skew_config(&a, &b);
     let mut behind = Sundial::start(&cfg);
     let mut ahead = Sundial::start(&cfg);
     let token = create_token(&behind.admin(), "ns").await;
@@ -361,9 +368,7 @@ async fn a_gateway_that_starts_ahead_holds_its_writes_for_the_one_behind() {
         RedisServer::start(),
     );
     let shards = [("a", &a), ("b", &b), ("c", &c)];
-    let mut cfg = SundialConfig::new(a.url());
-    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
-    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
+    let mut cfg = skew_config(&a, &b);
     let behind = Sundial::start(&cfg);
     let token = create_token(&behind.admin(), "ns").await;
     let old = Api::new(behind.api(), Some(&token));
