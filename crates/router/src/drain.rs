@@ -241,6 +241,9 @@ pub async fn run(
     // A reload announces what this gateway now knows at once, rather than
     // at the next tick: the others may be holding their writes for it.
     let mut changes = live.changes();
+    // The shards this gateway announced in: one that leaves the topology
+    // gets its view withdrawn, so that it can be wiped at once.
+    let mut announced: Vec<Shard> = Vec::new();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -248,6 +251,15 @@ pub async fn run(
             () = shutdown.cancelled() => break,
         }
         let topology = live.topology();
+        for gone in announced
+            .iter()
+            .filter(|s| !topology.shards().any(|t| t.same(s)))
+        {
+            if let Err(e) = gone.withdraw_view(&views.instance).await {
+                tracing::warn!(shard = gone.name(), error = %e, "cannot withdraw this gateway's view from a shard it left; it expires by itself");
+            }
+        }
+        announced = topology.shards().cloned().collect();
         let mut retired = false;
         for pool in topology.pools() {
             views.announce(pool).await;

@@ -2,7 +2,8 @@
 //!
 //! - [`config`]: the config file and `SUNDIAL_*` variables (figment).
 //! - [`telemetry`]: logs and the metrics recorder.
-//! - [`serve`], [`pumpd`], [`check_config`]: one module per command.
+//! - [`serve`], [`pumpd`], [`check_config`], [`wipe_shard`]: one module per
+//!   command.
 //! - [`health`]: `/live`, `/ready` and `/metrics`, the same for every
 //!   command that listens.
 //! - [`process`]: what every long-running command does to its process
@@ -19,5 +20,6 @@ pub mod process;
 pub mod pumpd;
 pub mod serve;
 pub mod telemetry;
+pub mod wipe_shard;
 
 pub use config::Config;

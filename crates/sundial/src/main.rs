@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use sundial::{check_config, process::Source, pumpd, serve};
+use sundial::{check_config, process::Source, pumpd, serve, wipe_shard};
 
 // glibc's malloc took about a fifth of the gateway's CPU under load (perf);
 // mimalloc is markedly cheaper for its many small, short-lived allocations.
@@ -44,6 +44,17 @@ enum Command {
         #[arg(long, short, env = "SUNDIAL_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Remove Sundial's keys from a Redis that left its pool (once drained
+    /// and out of every gateway's config); refuses while it holds a job,
+    /// a gateway lists it, or a pump process runs on it.
+    WipeShard {
+        /// The shard's Redis, `redis://[[user]:password@]host:port[/db]`.
+        #[arg(long)]
+        url: String,
+        /// Go ahead (without it, nothing is done).
+        #[arg(long)]
+        yes: bool,
+    },
     #[command(flatten)]
     Operator(Box<sundial_cli::Command>),
 }
@@ -55,6 +66,7 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
         Command::Serve { config } => serve::run(Source::read(config)?).await.map(|()| ok),
         Command::Pumpd { config } => pumpd::run(Source::read(config)?).await.map(|()| ok),
         Command::CheckConfig { config } => check_config::run(config.as_deref()).map(|()| ok),
+        Command::WipeShard { url, yes } => wipe_shard::run(&url, yes).await.map(|()| ok),
         Command::Operator(command) => Ok(sundial_cli::run(*command).await),
     }
 }

@@ -243,6 +243,8 @@ async fn startup_says_which_shard_it_waits_for_and_why() {
         log.contains("shard=\"default/main\""),
         "names the shard: {log}"
     );
-    assert!(log.contains("Connection refused"), "says why: {log}");
+    // Why: the connection's error (refused, unless another test's server
+    // took the free port meanwhile and answered in another protocol).
+    assert!(log.contains("last_error=\""), "says why: {log}");
     gw.kill();
 }

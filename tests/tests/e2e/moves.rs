@@ -389,3 +389,107 @@ async fn a_gateway_that_starts_ahead_holds_its_writes_for_the_one_behind() {
         found_and_acked(&old, &queue, &id, &shards).await;
     }
 }
+
+/// `sundial wipe-shard --url <shard> --yes`, run to its end.
+fn wipe(gw: &Sundial, shard: &RedisServer) -> sundial_tests::CliRun {
+    gw.cli(&["wipe-shard", "--url", &shard.url(), "--yes"], &[])
+}
+
+#[tokio::test]
+async fn a_shard_that_left_its_pool_is_wiped_of_every_key() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
+    let mut gw = Sundial::start(&cfg);
+    let api = Api::new(gw.api(), Some(&create_token(&gw.admin(), "ns").await));
+    // Queues over every slot, all consumed: b keeps their tables and totals.
+    for i in 0..40 {
+        let queue = format!("q{i}");
+        let id = api.publish("ns", &queue, "", b"x").await;
+        assert_eq!(
+            api.delete(&format!("/api/ns/{queue}/job/{id}"))
+                .await
+                .status,
+            204
+        );
+    }
+    // Jobs due in an hour, some of them on b.
+    let mut later = Vec::new();
+    for i in 0..20 {
+        let queue = format!("q{i}");
+        later.push((
+            queue.clone(),
+            api.publish("ns", &queue, "delay=3600", b"later").await,
+        ));
+    }
+    let on_b = jobs_on(&b);
+    assert!(on_b > 0, "some of them on b");
+
+    // Refused, with the reason, and nothing removed: a job is there, then a
+    // gateway still lists the shard.
+    let keys = |r: &RedisServer| r.client().keys::<_, Vec<String>>("*").expect("keys");
+    let before = keys(&b).len();
+    let r = gw.cli(&["wipe-shard", "--url", &b.url()], &[]);
+    assert!(r.code != 0 && r.stderr.contains("--yes"), "{r:?}");
+    let r = wipe(&gw, &b);
+    assert!(
+        r.code != 0 && r.stderr.contains(&format!("holds {on_b} job(s)")),
+        "{r:?}"
+    );
+    assert_eq!(keys(&b).len(), before, "a refused wipe removes nothing");
+    for (queue, id) in &later {
+        let r = api.delete(&format!("/api/ns/{queue}/job/{id}")).await;
+        assert_eq!(r.status, 204);
+    }
+    let before = keys(&b).len();
+    let r = wipe(&gw, &b);
+    assert!(r.code != 0 && r.stderr.contains("live gateway"), "{r:?}");
+    assert_eq!(keys(&b).len(), before, "a refused wipe removes nothing");
+
+    // b leaves: weight 0, drained, then out of the config.
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 0)]));
+    reload(&mut gw, &cfg).await;
+    let admin = Api::new(gw.admin(), None);
+    wait_until_async(Duration::from_secs(30), "b's layout to retire", || async {
+        draining(&admin).await == 0
+    })
+    .await;
+    cfg.pools = Some(pool(&[("a", &a, 1)]));
+    reload(&mut gw, &cfg).await;
+    // What it keeps is the documented set: per slot its queue table,
+    // totals, lease and wheel index, wheel lists of the delayed jobs deleted
+    // early, and the shard's own three keys (and expiring views).
+    let left = keys(&b);
+    fn per_slot(k: &str) -> bool {
+        k.split_once("}:").is_some_and(|(_, rest)| {
+            ["c", "q", "lease", "s"].contains(&rest) || rest.starts_with("w:")
+        })
+    }
+    let odd: Vec<&String> = left
+        .iter()
+        .filter(|k| {
+            !per_slot(k)
+                && !["sd:meta", "sd:pumps", "sd:views"].contains(&k.as_str())
+                && !k.starts_with("sd:view:")
+        })
+        .collect();
+    assert!(odd.is_empty(), "undocumented keys left: {odd:?}");
+    let bounded = left.iter().filter(|k| !k.contains("}:w:")).count();
+    assert!(bounded <= 4 * SLOTS as usize + 4, "{left:?}");
+    // Its view is withdrawn at once; its pump heartbeat lapses in 3 s.
+    wait_until_async(
+        Duration::from_secs(15),
+        "the wipe to be allowed",
+        || async { wipe(&gw, &b).code == 0 },
+    )
+    .await;
+    assert_eq!(
+        keys(&b),
+        Vec::<String>::new(),
+        "nothing of Sundial's is left"
+    );
+    // The pool goes on without it.
+    let id = api.publish("ns", "q0", "", b"after").await;
+    assert_eq!(api.get("/api/ns/q0").await.json["job_id"], id.as_str());
+}

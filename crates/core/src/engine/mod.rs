@@ -19,6 +19,7 @@ mod queue;
 mod shard;
 mod slots;
 mod tls;
+mod wipe;
 
 pub use admin::AdminTables;
 pub use checks::ShardCheck;
@@ -32,3 +33,4 @@ pub use shard::{
     ClusterPrimary, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, ReplicaWait, Shard, ShardOptions,
 };
 pub use tls::{TlsFiles, url_uses_tls};
+pub use wipe::Wiped;
