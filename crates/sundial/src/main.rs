@@ -45,8 +45,9 @@ enum Command {
         config: Option<PathBuf>,
     },
     /// Remove Sundial's keys from a Redis that left its pool (once drained
-    /// and out of every gateway's config); refuses while it holds a job,
-    /// a gateway lists it, or a pump process runs on it.
+    /// and out of every gateway's config); refuses on an admin Redis, and
+    /// while it holds a job, a gateway lists it, or a pump process runs on
+    /// it.
     WipeShard {
         /// The shard's Redis, `redis://[[user]:password@]host:port[/db]`.
         #[arg(long)]

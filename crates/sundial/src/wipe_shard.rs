@@ -18,7 +18,7 @@ pub async fn run(url: &str, yes: bool) -> anyhow::Result<()> {
         "this removes every key of Sundial's from {}; add --yes to go ahead",
         redacted(url)
     );
-    let shard = Shard::connect("leaving", &ShardOptions::new(url))?;
+    let shard = Shard::connect(redacted(url), &ShardOptions::new(url))?;
     shard
         .wait_connected(WAIT)
         .await

@@ -432,6 +432,9 @@ async fn a_shard_that_left_its_pool_is_wiped_of_every_key() {
     let before = keys(&b).len();
     let r = gw.cli(&["wipe-shard", "--url", &b.url()], &[]);
     assert!(r.code != 0 && r.stderr.contains("--yes"), "{r:?}");
+    // a holds the token table (the default pool's first shard): never wiped.
+    let r = wipe(&gw, &a);
+    assert!(r.code != 0 && r.stderr.contains("token table"), "{r:?}");
     let r = wipe(&gw, &b);
     assert!(
         r.code != 0 && r.stderr.contains(&format!("holds {on_b} job(s)")),

@@ -34,11 +34,25 @@ const ALL_SLOTS: u32 = 16_384;
 
 impl Shard {
     /// Removes every key of Sundial's from a shard that left its pool,
-    /// after checking that it holds no job, that no live gateway announces
+    /// after checking that it is not an admin Redis (it holds no token
+    /// table), that it holds no job, that no live gateway announces
     /// a view in it (a gateway whose config still lists it) and that no
     /// live pump process runs on it. Refuses with the reason otherwise,
     /// having removed nothing.
     pub async fn wipe(&self) -> Result<Wiped, EngineError> {
+        // The admin tables are not a shard's: a Redis that holds them is an
+        // admin Redis (or the default pool's first shard, which holds them
+        // when no `admin_redis` is set), and stays one.
+        let tokens = self.admin_keys().table(keys::AdminTable::Tokens);
+        let admin: bool = self
+            .idempotent(tokens, |c| async move { c.exists(tokens).await })
+            .await?;
+        if admin {
+            return Err(self.refuse(format!(
+                "it holds the token table ({tokens}): it is an admin Redis; move the tables \
+                 (admin_redis) before wiping it"
+            )));
+        }
         let slots = self.pinned_slots().await?.unwrap_or(ALL_SLOTS);
         let all: Vec<u32> = (0..slots).collect();
         let jobs: u64 = self.slot_jobs(&all).await?.iter().sum();
