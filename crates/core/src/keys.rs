@@ -34,8 +34,8 @@
 //! | --- | --- | --- |
 //! | `sd:meta` | hash | `format` → the data layout version ([`FORMAT`]); `slots`, `lanes` → the pool's slot and lane counts, fixed once written; `ring` → the pool's shards (`name:weight,...`); `draining` → earlier layouts whose moved slots still drain |
 //! | `sd:pumps` | zset | live pump processes → when their heartbeat expires (ms) |
-//! | `sd:views` | set | gateway instances that announced the layouts they write to |
-//! | `sd:view:<instance>` | string | those layouts, JSON; expires (15 s) unless the gateway renews it |
+//! | `sd:views` | set | gateway instances that announced the layouts they write to and know |
+//! | `sd:view:<instance>` | string | those layouts (JSON list; a known one is written `knows <layout>`); expires (20 s, or three `layout_check_ms`) unless the gateway renews it |
 //!
 //! Admin Redis (tokens): `sd:tokens` hash `<pool>/<ns>/sha256:<hex digest of
 //! the secret>` → JSON (description, scopes, queues, creation time; a token

@@ -79,6 +79,7 @@ scripts! {
     claim,
     table_change,
     token_rehash,
+    wipe_slot,
 }
 
 /// Checks that the keys a script is called with lie in one Redis Cluster

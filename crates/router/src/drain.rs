@@ -251,15 +251,6 @@ pub async fn run(
             () = shutdown.cancelled() => break,
         }
         let topology = live.topology();
-        for gone in announced
-            .iter()
-            .filter(|s| !topology.shards().any(|t| t.same(s)))
-        {
-            if let Err(e) = gone.withdraw_view(&views.instance).await {
-                tracing::warn!(shard = gone.name(), error = %e, "cannot withdraw this gateway's view from a shard it left; it expires by itself");
-            }
-        }
-        announced = topology.shards().cloned().collect();
         let mut retired = false;
         for pool in topology.pools() {
             views.announce(pool).await;
@@ -268,6 +259,18 @@ pub async fn run(
             }
             retired |= retire_drained(pool).await;
         }
+        // After announcing in the shards it has: a shard that is still a
+        // member under a new connection (its weight or timeout changed)
+        // keeps the view just renewed.
+        for gone in announced
+            .iter()
+            .filter(|s| !topology.shards().any(|t| t.name() == s.name()))
+        {
+            if let Err(e) = gone.withdraw_view(&views.instance).await {
+                tracing::warn!(shard = gone.name(), error = %e, "cannot withdraw this gateway's view from a shard it left; it expires by itself");
+            }
+        }
+        announced = topology.shards().cloned().collect();
         drop(topology);
         if retired {
             let _ = reloader.reload("a drain completed").await;

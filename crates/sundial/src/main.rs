@@ -45,12 +45,14 @@ enum Command {
         config: Option<PathBuf>,
     },
     /// Remove Sundial's keys from a Redis that left its pool (once drained
-    /// and out of every gateway's config); refuses on an admin Redis, and
-    /// while it holds a job, a gateway lists it, or a pump process runs on
-    /// it.
+    /// and out of every gateway's config); refuses while a gateway lists
+    /// it, a pump process runs on it, or it holds a job. Admin tables it
+    /// also holds are kept.
     WipeShard {
-        /// The shard's Redis, `redis://[[user]:password@]host:port[/db]`.
-        #[arg(long)]
+        /// The shard's Redis as its config's `url` gives it
+        /// (`redis://[[user]:password@]host:port[/db]`, `rediss://`,
+        /// `redis-sentinel://…`, `redis-cluster://…`).
+        #[arg(long, env = "SUNDIAL_WIPE_URL")]
         url: String,
         /// Go ahead (without it, nothing is done).
         #[arg(long)]

@@ -402,7 +402,8 @@ async fn a_shard_that_left_its_pool_is_wiped_of_every_key() {
     cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
     cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
     let mut gw = Sundial::start(&cfg);
-    let api = Api::new(gw.api(), Some(&create_token(&gw.admin(), "ns").await));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
     // Queues over every slot, all consumed: b keeps their tables and totals.
     for i in 0..40 {
         let queue = format!("q{i}");
@@ -426,29 +427,47 @@ async fn a_shard_that_left_its_pool_is_wiped_of_every_key() {
     let on_b = jobs_on(&b);
     assert!(on_b > 0, "some of them on b");
 
-    // Refused, with the reason, and nothing removed: a job is there, then a
-    // gateway still lists the shard.
+    // Refused, with the reason, and nothing removed: a gateway still lists
+    // the shard; then (the gateway stopped, withdrawing its view) a job is
+    // there.
     let keys = |r: &RedisServer| r.client().keys::<_, Vec<String>>("*").expect("keys");
-    let before = keys(&b).len();
     let r = gw.cli(&["wipe-shard", "--url", &b.url()], &[]);
     assert!(r.code != 0 && r.stderr.contains("--yes"), "{r:?}");
-    // a holds the token table (the default pool's first shard): never wiped.
-    let r = wipe(&gw, &a);
-    assert!(r.code != 0 && r.stderr.contains("token table"), "{r:?}");
+    // A Redis that is not a shard is not touched.
+    let stranger = RedisServer::start();
+    let _: () = stranger.client().set("sd:mine", "x").expect("set");
+    let r = wipe(&gw, &stranger);
+    assert!(
+        r.code != 0 && r.stderr.contains("not a Sundial shard"),
+        "{r:?}"
+    );
+    assert_eq!(keys(&stranger), ["sd:mine"]);
+    // The shard's data: its slots' keys and sd:meta (views and pump leases
+    // come and go with the processes).
+    let data = |r: &RedisServer| {
+        keys(r)
+            .into_iter()
+            .filter(|k| (k.contains("}:") && !k.ends_with(":lease")) || k == "sd:meta")
+            .count()
+    };
+    let before = data(&b);
+    let r = wipe(&gw, &b);
+    assert!(r.code != 0 && r.stderr.contains("live gateway"), "{r:?}");
+    assert_eq!(data(&b), before, "a refused wipe removes nothing");
+    gw.signal("TERM");
+    assert!(gw.wait_exit(Duration::from_secs(15)).is_some(), "stopped");
     let r = wipe(&gw, &b);
     assert!(
         r.code != 0 && r.stderr.contains(&format!("holds {on_b} job(s)")),
         "{r:?}"
     );
-    assert_eq!(keys(&b).len(), before, "a refused wipe removes nothing");
+    assert_eq!(data(&b), before, "a refused wipe removes nothing");
+    gw.restart();
+    let api = Api::new(gw.api(), Some(&token));
     for (queue, id) in &later {
         let r = api.delete(&format!("/api/ns/{queue}/job/{id}")).await;
         assert_eq!(r.status, 204);
     }
-    let before = keys(&b).len();
-    let r = wipe(&gw, &b);
-    assert!(r.code != 0 && r.stderr.contains("live gateway"), "{r:?}");
-    assert_eq!(keys(&b).len(), before, "a refused wipe removes nothing");
 
     // b leaves: weight 0, drained, then out of the config.
     cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 0)]));
@@ -460,13 +479,31 @@ async fn a_shard_that_left_its_pool_is_wiped_of_every_key() {
     .await;
     cfg.pools = Some(pool(&[("a", &a, 1)]));
     reload(&mut gw, &cfg).await;
+    // An id left in a ready list after its job went (as a deletion from
+    // far inside a long list leaves it): wiped with the rest.
+    let (stale_slot, stale_queue) = (0..SLOTS)
+        .find_map(|s| {
+            let table = sundial_core::keys::SlotKeys::new(s).queues();
+            let names: Vec<String> = b.client().hkeys(table).expect("hkeys");
+            names
+                .into_iter()
+                .find(|n| !n.starts_with('#'))
+                .map(|n| (s, n))
+        })
+        .expect("a queue table on b");
+    let stale = sundial_core::keys::SlotKeys::new(stale_slot).ready(&stale_queue);
+    let _: () = b
+        .client()
+        .rpush(&stale, "01J00000000000000000000000")
+        .expect("rpush");
     // What it keeps is the documented set: per slot its queue table,
     // totals, lease and wheel index, wheel lists of the delayed jobs deleted
     // early, and the shard's own three keys (and expiring views).
     let left = keys(&b);
     fn per_slot(k: &str) -> bool {
         k.split_once("}:").is_some_and(|(_, rest)| {
-            ["c", "q", "lease", "s"].contains(&rest) || rest.starts_with("w:")
+            ["c", "q", "lease", "s"].contains(&rest)
+                || ["w:", "r:", "d:"].iter().any(|p| rest.starts_with(p))
         })
     }
     let odd: Vec<&String> = left
@@ -478,7 +515,10 @@ async fn a_shard_that_left_its_pool_is_wiped_of_every_key() {
         })
         .collect();
     assert!(odd.is_empty(), "undocumented keys left: {odd:?}");
-    let bounded = left.iter().filter(|k| !k.contains("}:w:")).count();
+    let bounded = left
+        .iter()
+        .filter(|k| !["}:w:", "}:r:", "}:d:"].iter().any(|p| k.contains(p)))
+        .count();
     assert!(bounded <= 4 * SLOTS as usize + 4, "{left:?}");
     // Its view is withdrawn at once; its pump heartbeat lapses in 3 s.
     wait_until_async(

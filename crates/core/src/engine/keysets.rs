@@ -109,6 +109,19 @@ pub(crate) fn pump(k: &SlotKeys) -> Vec<String> {
     ]
 }
 
+/// `wipe_slot.lua`.
+pub(crate) fn wipe_slot(k: &SlotKeys) -> Vec<String> {
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.wheel_index(),
+        k.counters(),
+        k.queues(),
+        k.lease(),
+        k.guard(),
+    ]
+}
+
 /// `claim.lua`.
 pub(crate) fn claim(k: &SlotKeys) -> Vec<String> {
     vec![k.lease()]
@@ -169,5 +182,6 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
             table_change(admin, keys::AdminTable::Limits),
         ),
         ("token_rehash", token_rehash(admin)),
+        ("wipe_slot", wipe_slot(&k)),
     ]
 }

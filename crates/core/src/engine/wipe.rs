@@ -3,34 +3,36 @@
 //!
 //! A shard that held slots keeps, once its jobs are gone, a bounded set of
 //! keys: per slot it held, the queue table (`q`) and the running counters
-//! (`c`), which outlive the jobs on purpose (a queue's totals and rates);
-//! maybe a pump lease (`lease`, which expires); and the shard's own
-//! `sd:meta` (format, slot and lane counts, layout pins), `sd:pumps` (pump
-//! processes) and `sd:views` (gateway views, each `sd:view:*` expiring on
-//! its own). Job records, timers, and ready and dead lists are gone with
-//! the last job (Redis deletes an empty hash, list or sorted set). A
-//! delayed job deleted before it was due leaves its id in the wheel list of
-//! its second (`w:<second>`, indexed in `s`) until the pump reaches that
-//! second, which never comes once the shard left. So at most 3 keys per
-//! slot plus 3, and one list per second in which a delayed job was deleted
-//! early, whatever the number of queues.
+//! (`c`), which outlive the jobs on purpose (a queue's totals and rates),
+//! the pump lease (`lease`, which names its last holder and does not
+//! expire) and the wheel index (`s`); and the shard's own `sd:meta`
+//! (format, slot and lane counts, layout pins), `sd:pumps` (pump processes)
+//! and `sd:views` (gateway views, each `sd:view:*` expiring on its own).
+//! Job records and timers are gone with the last job (Redis deletes an
+//! empty hash or sorted set). Ids can outlive their job in lists: a delayed
+//! job deleted before it was due stays in the wheel list of its second
+//! (`w:<second>`, indexed in `s`) until the pump reaches that second, which
+//! never comes once the shard left; and a job deleted from far inside a
+//! long ready or dead list stays listed there (`r:<ns>/<queue>`,
+//! `d:<ns>/<queue>`) until a consume or respawn reaches it. So at most 4
+//! keys per slot plus 3, and those lists, whatever the number of tenants.
+//! Admin tables (tokens, limits, the queue index), when this Redis also
+//! holds them, are not a shard's and are kept.
 
-use fred::prelude::*;
+use fred::{prelude::*, types::Value};
 
-use crate::{EngineError, Shard, keys};
+use crate::{EngineError, Shard, keys, scripts::SCRIPTS};
 
 /// What [`Shard::wipe`] found and removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Wiped {
-    /// The slot count the shard's `sd:meta` gave (or the most a pool may
-    /// have, when it gave none).
+    /// The slot count the shard's `sd:meta` gave.
     pub slots: u32,
     /// Keys removed.
     pub keys: u64,
+    /// Whether the Redis holds admin tables (tokens), which were kept.
+    pub admin_kept: bool,
 }
-
-/// The most slots a pool may have: swept when a shard no longer says.
-const ALL_SLOTS: u32 = 16_384;
 
 impl Shard {
     /// Removes every key of Sundial's from a shard that left its pool,
@@ -40,33 +42,27 @@ impl Shard {
     /// live pump process runs on it. Refuses with the reason otherwise,
     /// having removed nothing.
     pub async fn wipe(&self) -> Result<Wiped, EngineError> {
-        // The admin tables are not a shard's: a Redis that holds them is an
-        // admin Redis (or the default pool's first shard, which holds them
-        // when no `admin_redis` is set), and stays one.
-        let tokens = self.admin_keys().table(keys::AdminTable::Tokens);
-        let admin: bool = self
-            .idempotent(tokens, |c| async move { c.exists(tokens).await })
-            .await?;
-        if admin {
-            return Err(self.refuse(format!(
-                "it holds the token table ({tokens}): it is an admin Redis; move the tables \
-                 (admin_redis) before wiping it"
-            )));
+        // Only a shard of this build's format: an older one keeps its jobs
+        // under other keys, and a Redis without `sd:meta` is not a shard.
+        let (format, slots) = self.meta_format_and_slots().await?;
+        match format {
+            Some(f) if f == keys::FORMAT => {}
+            Some(f) => {
+                return Err(self.refuse(format!(
+                    "it holds Sundial's data format {f}, not {}: run the build that reads it",
+                    keys::FORMAT
+                )));
+            }
+            None => return Err(self.refuse("it has no sd:meta: not a Sundial shard".into())),
         }
-        let slots = self.pinned_slots().await?.unwrap_or(ALL_SLOTS);
-        let all: Vec<u32> = (0..slots).collect();
-        let jobs: u64 = self.slot_jobs(&all).await?.iter().sum();
-        if jobs > 0 {
-            return Err(self.refuse(format!(
-                "it still holds {jobs} job(s): it has not drained (GET /drains), or it is \
-                 still in a pool"
-            )));
-        }
+        let slots = slots.ok_or_else(|| self.refuse("its sd:meta names no slot count".into()))?;
+        // Writers first, then jobs (as a drain retires a layout): a gateway
+        // that still lists the shard may still write to it.
         let views = self.live_view_sets().await?;
         if !views.is_empty() {
             return Err(self.refuse(format!(
-                "{} live gateway(s) still list it in their config (their views here expire \
-                 within a minute of a reload without it)",
+                "{} live gateway(s) still list it in their config (a gateway withdraws its view \
+                 when a reload drops the shard; a view also expires once not renewed)",
                 views.len()
             )));
         }
@@ -78,57 +74,57 @@ impl Shard {
                 p.id
             )));
         }
+        let all: Vec<u32> = (0..slots).collect();
+        let jobs: u64 = self.slot_jobs(&all).await?.iter().sum();
+        if jobs > 0 {
+            return Err(self.refuse(format!(
+                "it still holds {jobs} job(s): it has not drained (GET /drains), or it is \
+                 still in a pool"
+            )));
+        }
+        // Each slot in one script that refuses a slot a job reached since.
         let mut removed = 0u64;
-        // Wheel lists outlive a delayed job deleted before its second: its
-        // id stays listed until the pump reaches that second, which never
-        // comes on a shard that left. The slot's wheel index names them.
-        for slot in &all {
-            let k = keys::SlotKeys::new(*slot);
-            let index = k.wheel_index();
-            let seconds: Vec<u64> = self
-                .idempotent(&index, |c| {
-                    let index = &index;
-                    async move { c.zrange(index, 0, -1, None, false, None, false).await }
-                })
+        for slot in all {
+            let k = keys::SlotKeys::new(slot);
+            let args: Vec<Value> = vec![k.prefix().into()];
+            let n = self
+                .eval(&SCRIPTS.wipe_slot, super::keysets::wipe_slot(&k), args)
                 .await?;
-            for second in seconds {
-                let wheel = k.wheel(second);
-                let n: u64 = self
-                    .idempotent(&wheel, |c| {
-                        let wheel = &wheel;
-                        async move { c.del(wheel).await }
-                    })
-                    .await?;
-                removed += n;
+            match n.as_i64() {
+                Some(n) if n >= 0 => removed += n as u64,
+                _ => {
+                    return Err(self.refuse(format!(
+                        "a job reached slot {slot} while it was wiped (a gateway or pump still \
+                         uses the shard); the slots before it are wiped, sd:meta is kept: run \
+                         it again once nothing uses the shard"
+                    )));
+                }
             }
         }
-        for key in [
-            keys::SlotKeys::counters,
-            keys::SlotKeys::queues,
-            keys::SlotKeys::lease,
-            keys::SlotKeys::wheel_index,
-            keys::SlotKeys::timer,
-            keys::SlotKeys::jobs,
-        ] {
-            let n: Vec<u64> = self.per_slot("DEL", &all, key).await?;
-            removed += n.iter().sum::<u64>();
-        }
-        for key in [keys::META, keys::PUMPS, keys::VIEWS] {
+        // The shard's own keys last; the admin tables (tokens, limits, the
+        // queue index), if this Redis held them, are not a shard's: kept.
+        for key in [keys::PUMPS, keys::VIEWS, keys::META] {
             let n: u64 = self
                 .idempotent(key, |c| async move { c.del(key).await })
                 .await?;
             removed += n;
         }
+        let tokens = self.admin_keys().table(keys::AdminTable::Tokens);
+        let admin_kept: bool = self
+            .idempotent(tokens, |c| async move { c.exists(tokens).await })
+            .await?;
         Ok(Wiped {
             slots,
             keys: removed,
+            admin_kept,
         })
     }
 
-    /// The slot count this shard's `sd:meta` pins, if any.
-    async fn pinned_slots(&self) -> Result<Option<u32>, EngineError> {
+    /// The data format and slot count this shard's `sd:meta` pins.
+    async fn meta_format_and_slots(&self) -> Result<(Option<u32>, Option<u32>), EngineError> {
         self.idempotent(keys::META, |c| async move {
-            c.hget(keys::META, keys::META_SLOTS).await
+            c.hmget(keys::META, vec![keys::META_FORMAT, keys::META_SLOTS])
+                .await
         })
         .await
     }

@@ -1,0 +1,24 @@
+-- Removes what one slot of a shard that left its pool keeps: the wheel
+-- lists its wheel index names (ids of delayed jobs deleted before their
+-- second), the ready and dead lists of the queues its table names (ids left
+-- behind by deletions the lists were not searched for), and the slot's own
+-- keys. Refuses, removing nothing, while the slot holds a job record or a
+-- timer entry (a job that arrived since the caller's checks).
+-- KEYS: jobs, timer, wheel index, counters, queues, lease, guard.
+-- ARGV: the slot's key prefix.
+-- Returns the keys removed, or -1 when refused.
+if redis.call('HLEN', KEYS[1]) > 0 or redis.call('ZCARD', KEYS[2]) > 0 then
+  return -1
+end
+local prefix = ARGV[1]
+local removed = 0
+for _, second in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+  removed = removed + redis.call('DEL', prefix .. 'w:' .. second)
+end
+for _, field in ipairs(redis.call('HKEYS', KEYS[5])) do
+  -- `<ns>/<queue>` names a queue; `#…` fields number them.
+  if string.sub(field, 1, 1) ~= '#' then
+    removed = removed + redis.call('DEL', prefix .. 'r:' .. field, prefix .. 'd:' .. field)
+  end
+end
+return removed + redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
