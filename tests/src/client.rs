@@ -99,7 +99,6 @@ impl Api {
     }
 }
 
-/// Creates a token for `ns` through the admin API.
 /// A token's id as the admin API shows it: the first 16 hex digits of the
 /// secret's SHA-256, with the token's `pool:` prefix. Computed here, not by
 /// Sundial's code, so that tests check the scheme.
@@ -113,10 +112,17 @@ pub fn token_id(token: &str) -> String {
     format!("{prefix}{}", &hex[..16])
 }
 
+/// Creates a token for `ns` through the admin API at `admin_base`.
 pub async fn create_token(admin_base: &str, ns: &str) -> String {
-    let r = Api::new(admin_base, None)
-        .post(&format!("/token/{ns}?description=test"))
-        .await;
-    assert_eq!(r.status, 201, "create token: {r:?}");
-    r.json["token"].as_str().expect("token").to_owned()
+    Api::new(admin_base, None).create_token(ns).await
+}
+
+impl Api {
+    /// Creates a token for `ns` through this admin API client (with its
+    /// basic auth, if it has one).
+    pub async fn create_token(&self, ns: &str) -> String {
+        let r = self.post(&format!("/token/{ns}?description=test")).await;
+        assert_eq!(r.status, 201, "create token: {r:?}");
+        r.json["token"].as_str().expect("token").to_owned()
+    }
 }

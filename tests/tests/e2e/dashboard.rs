@@ -17,18 +17,12 @@ async fn gateway() -> (RedisServer, Sundial, String) {
     let mut cfg = SundialConfig::new(redis.url());
     cfg.accounts = vec![(USER.to_owned(), PASSWORD.to_owned())];
     let gw = Sundial::start(&cfg);
-    let token = new_token(&gw, "shop").await;
+    let token = admin(&gw).create_token("shop").await;
     (redis, gw, token)
 }
 
 fn admin(gw: &Sundial) -> Api {
     Api::new(gw.admin(), None).with_basic_auth(USER, PASSWORD)
-}
-
-async fn new_token(gw: &Sundial, ns: &str) -> String {
-    let r = admin(gw).post(&format!("/token/{ns}?description=t")).await;
-    assert_eq!(r.status, 201, "{r:?}");
-    r.json["token"].as_str().expect("token").to_owned()
 }
 
 /// Publishes `n` jobs of one try and lets them die (consumed, never acked,
@@ -159,7 +153,7 @@ async fn the_dashboard_is_served_behind_the_admin_password_with_nothing_from_els
 async fn namespaces_are_listed_and_a_queue_keeps_the_readings_taken_of_it() {
     let (_redis, gw, token) = gateway().await;
     let admin = admin(&gw);
-    new_token(&gw, "billing").await;
+    admin.create_token("billing").await;
     wait_until_async(Duration::from_secs(5), "both namespaces", || async {
         admin.get("/namespaces").await.json
             == json!({"pool": "default", "namespaces": ["billing", "shop"]})
@@ -301,7 +295,7 @@ async fn the_pool_page_shows_a_drain_in_progress_in_a_real_browser() {
     cfg.extra = "watch_config = false".to_owned();
     cfg.pools = Some(SundialConfig::default_pool(&[("a", &a)]));
     let mut gw = Sundial::start(&cfg);
-    let api = Api::new(gw.api(), Some(&new_token(&gw, "shop").await));
+    let api = Api::new(gw.api(), Some(&admin(&gw).create_token("shop").await));
     // Jobs due in an hour, in many queues: the slots that move to b when it
     // joins keep them, so the old layout drains while the page is read.
     for i in 0..40 {
