@@ -369,3 +369,26 @@ local function first_live(jkey, lkey, state, now, max_scan)
   end
   return nil
 end
+
+-- Jobs on their way to another shard (the mover: `src/engine/mover.rs`)
+-- wait in the slot's transit hash (`sd:T:m`), out of every list, timer and
+-- count, until their copy there is safe. An entry is packed as: the job's
+-- timer deadline while reserved (`I6`, ms, this shard's clock; 0 in other
+-- states), its qualified queue (`Hc0`), the destination shard's name
+-- (`Hc0`), then the job's record as it was. A job deleted (acked) while in
+-- transit leaves `x<queue>` in its place, so that the mover deletes the
+-- copy it may have made.
+local function transit_pack(deadline, queue, dest, raw)
+  return struct.pack('>I6H', deadline, #queue) .. queue .. struct.pack('>H', #dest) .. dest .. raw
+end
+
+-- An entry of the transit hash, unpacked ({deadline, queue, dest, raw}),
+-- or nil for the mark of a job deleted in transit.
+local function transit_unpack(v)
+  if string.sub(v, 1, 1) == 'x' then return nil end
+  local deadline, qlen, pos = struct.unpack('>I6H', v)
+  local queue = string.sub(v, pos, pos + qlen - 1)
+  local dlen, at = struct.unpack('>H', v, pos + qlen)
+  return { deadline = deadline, queue = queue, dest = string.sub(v, at, at + dlen - 1),
+           raw = string.sub(v, at + dlen) }
+end

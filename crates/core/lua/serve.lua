@@ -10,7 +10,8 @@
 -- popped and deleted.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash
 -- KEYS[4]: the queue's ready list   KEYS[5]: the queue's dead list   KEYS[6]: queue table
--- KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
+-- KEYS[7]: transit hash (jobs on their way to another shard: `move_out.lua`)
+-- KEYS[8]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: qualified queue   ARGV[2]: timer channel   ARGV[3]: slot number
 -- ARGV[4]: the number of acks, a   ARGV[5..4+a]: their job ids
 -- ARGV[5+a..]: per consumer, count and ttr ms
@@ -85,6 +86,22 @@ if acks > 0 then
       local lkey = rkey
       if st == DEAD then lkey = KEYS[5] end
       unlist(lkey, jkey, ckey, st, queue, ARGV[i])
+    end
+  end
+  -- A job that a mover took out of the slot is deleted in transit: its
+  -- entry becomes a mark, and the mover deletes the copy it may have made.
+  if redis.call('EXISTS', KEYS[7]) == 1 then
+    for i = 5, 4 + acks do
+      local id = ARGV[i]
+      if out[i - 3] == 0 and not gone[id] then
+        local v = redis.call('HGET', KEYS[7], id)
+        local e = v and transit_unpack(v)
+        if e and e.queue == queue then
+          redis.call('HSET', KEYS[7], id, 'x' .. queue)
+          out[i - 3] = head(e.raw)
+          gone[id] = true
+        end
+      end
     end
   end
 end

@@ -4,10 +4,12 @@
 -- behind by deletions the lists were not searched for), and the slot's own
 -- keys. Refuses, removing nothing, while the slot holds a job record or a
 -- timer entry (a job that arrived since the caller's checks).
--- KEYS: jobs, timer, wheel index, counters, queues, lease, guard.
+-- KEYS: jobs, timer, wheel index, counters, queues, lease, transit, copy
+-- marks, mover lease, guard.
 -- ARGV: the slot's key prefix.
 -- Returns the keys removed, or -1 when refused.
-if redis.call('HLEN', KEYS[1]) > 0 or redis.call('ZCARD', KEYS[2]) > 0 then
+if redis.call('HLEN', KEYS[1]) > 0 or redis.call('ZCARD', KEYS[2]) > 0
+    or redis.call('HLEN', KEYS[7]) > 0 then
   return -1
 end
 local prefix = ARGV[1]
@@ -21,4 +23,4 @@ for _, field in ipairs(redis.call('HKEYS', KEYS[5])) do
     removed = removed + redis.call('DEL', prefix .. 'r:' .. field, prefix .. 'd:' .. field)
   end
 end
-return removed + redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+return removed + redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8], KEYS[9])

@@ -23,6 +23,9 @@
 //! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib.lua`); the list goes when the slot holds no ready job of the queue |
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
 //! | `sd:T:lease` | string | the id of the pump process that pumps this slot | changed only by the lease scripts; the pump script checks it |
+//! | `sd:T:m` | hash | job id → transit entry: a job the mover took out of this slot (its record, queue, reservation deadline and destination), or `x<ns>/<queue>` for one deleted in transit | only on a shard the slot moved away from, while the mover copies it; peek and ack by id read it |
+//! | `sd:T:i` | zset | job id → when the mover copied it here (ms) | only on a shard the slot moved to; entries older than a minute go, and the key expires two minutes after the last copy |
+//! | `sd:T:mover` | string | the gateway instance that moves the slot's jobs away from this shard | set and renewed by `move_out.lua` (expires unless renewed); gone when the slot is clear |
 //!
 //! So a namespace has no key of its own: an idle tenant costs its jobs'
 //! records and, per queue that holds jobs, its ready and dead lists (and
@@ -274,6 +277,23 @@ impl SlotKeys {
         format!("{}lease", self.prefix)
     }
 
+    /// Jobs taken out of the slot by the mover, on their way to the slot's
+    /// new shard (see `engine::mover`).
+    pub fn transit(&self) -> String {
+        format!("{}m", self.prefix)
+    }
+
+    /// On the slot's new shard: the jobs the mover copied here lately.
+    pub fn copies(&self) -> String {
+        format!("{}i", self.prefix)
+    }
+
+    /// The slot's mover lease: the gateway instance that moves its jobs
+    /// away from this shard.
+    pub fn mover(&self) -> String {
+        format!("{}mover", self.prefix)
+    }
+
     /// The ready list of a qualified queue (`<ns>/<queue>`).
     pub fn ready(&self, qualified: &str) -> String {
         format!("{}r:{qualified}", self.prefix)
@@ -323,6 +343,9 @@ mod tests {
             k.wheel(9),
             k.queues(),
             k.lease(),
+            k.transit(),
+            k.copies(),
+            k.mover(),
             k.guard(),
             k.ready("ns/q"),
             k.dead("ns/q"),

@@ -24,9 +24,9 @@ pub mod keys;
 pub mod scripts;
 
 pub use engine::{
-    AdminTables, ClusterPrimary, Counts, DeadJob, DeadPage, Delivery, Handler, Heard, JobView,
-    Listening, NewJob, PubSub, Publication, PumpOutcome, PumpProcess, ReplicaWait, Schedule,
-    Served, Shard, ShardCheck, ShardOptions, Want, state,
+    AdminTables, ClusterPrimary, Copied, Counts, DeadJob, DeadPage, Delivery, Handler, Heard,
+    InTransit, JobView, Listening, MoveMode, NewJob, PubSub, Publication, PumpOutcome, PumpProcess,
+    ReplicaWait, Schedule, Served, Shard, ShardCheck, ShardOptions, Taken, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

@@ -80,6 +80,9 @@ scripts! {
     table_change,
     token_rehash,
     wipe_slot,
+    move_out,
+    move_in,
+    move_done,
 }
 
 /// Checks that the keys a script is called with lie in one Redis Cluster

@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use redis::Commands;
 use sundial_core::{
-    Counts, Delivery, EngineError, JobId, JobView, NewJob, Schedule, Shard, ShardOptions,
+    Counts, Delivery, EngineError, JobId, JobView, MoveMode, NewJob, Schedule, Shard, ShardOptions,
     keys::{self, SlotKeys},
 };
 use sundial_tests::{RedisServer, wait_until_async};
@@ -1290,4 +1290,291 @@ async fn a_token_is_rehashed_with_its_limit_and_never_brought_back_once_revoked(
     assert!(tokens.is_empty(), "{tokens:?}");
     let version: i64 = c.get("sd:tokens:version").expect("GET");
     assert_eq!(version, 1, "no change, no new version");
+}
+
+/// A shard named `name` (the mover records its destination by name).
+async fn named_shard(redis: &RedisServer, name: &str) -> Shard {
+    let s = Shard::connect(name, &ShardOptions::new(redis.url())).expect("connect");
+    s.wait_connected(Duration::from_secs(5))
+        .await
+        .expect("connected");
+    s
+}
+
+/// Publishes one job into lane 0 of `queue` (so that all share one slot).
+async fn publish_one(s: &Shard, queue: &str, sched: Schedule, attrs: &str, body: &str) -> JobId {
+    let job = NewJob {
+        id: JobId::mint_in_lane(false, 0, L),
+        attrs: attrs.to_owned(),
+        body: Bytes::from(body.to_owned()),
+    };
+    s.publish(
+        keys::slot_of("ns", queue, 0, S),
+        &qn(queue),
+        &sched,
+        std::slice::from_ref(&job),
+    )
+    .await
+    .expect("publish");
+    job.id
+}
+
+/// Moves everything of `slot` from `a` to `b` as the mover does, in
+/// batches of `batch`, letting each batch go at once; returns the jobs
+/// copied.
+async fn move_all(a: &Shard, b: &Shard, slot: u32, owner: &str, batch: u32) -> u64 {
+    let (mut cursor, mut copied) = ("0".to_owned(), 0);
+    for _ in 0..1000 {
+        let t = a
+            .move_out(
+                slot,
+                owner,
+                Duration::from_secs(30),
+                MoveMode::Take,
+                batch,
+                b.name(),
+                &cursor,
+            )
+            .await
+            .expect("move out")
+            .expect("lease");
+        if t.cleared {
+            return copied;
+        }
+        copied += b
+            .move_in(slot, t.now_ms, &t.jobs, Duration::from_secs(120))
+            .await
+            .expect("move in")
+            .copied;
+        let ids: Vec<String> = t.jobs.iter().map(|j| j.id.clone()).collect();
+        assert!(a.move_done(slot, &ids).await.expect("done").is_empty());
+        cursor = t.cursor;
+    }
+    panic!("the slot never cleared");
+}
+
+/// The shard's clock, ms.
+fn redis_now_ms(r: &mut redis::Connection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(r).expect("time");
+    s * 1000 + us / 1000
+}
+
+#[tokio::test]
+async fn a_moved_slot_arrives_whole_with_every_job_as_it_was() {
+    let (ra, rb) = (RedisServer::start(), RedisServer::start());
+    let (a, b) = (named_shard(&ra, "p/a").await, named_shard(&rb, "p/b").await);
+    let q = "mv";
+    let sl = keys::slot_of("ns", q, 0, S);
+    // Two dead jobs (one try, TTR run out, pumped).
+    let mut dead = Vec::new();
+    for i in 0..2 {
+        dead.push(publish_one(&a, q, now_sched(1), "", &format!("dead-{i}")).await);
+    }
+    assert_eq!(a.consume(sl, &qn(q), 2, 1).await.expect("consume").len(), 2);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(a.pump(sl, 100, None).await.expect("pump").dead, 2);
+    // Three reserved for a minute, with tries left.
+    let mut reserved = Vec::new();
+    for i in 0..3 {
+        reserved.push(publish_one(&a, q, sched(0, 3_600_000, 3), "", &format!("res-{i}")).await);
+    }
+    assert_eq!(
+        a.consume(sl, &qn(q), 3, 60_000)
+            .await
+            .expect("consume")
+            .len(),
+        3
+    );
+    // Six ready, in publish order; some with attributes and a TTL.
+    let mut ready = Vec::new();
+    for i in 0..6 {
+        let (attrs, ttl) = if i % 2 == 0 {
+            (r#"{"k":"v"}"#, 3_600_000)
+        } else {
+            ("", 0)
+        };
+        ready.push(publish_one(&a, q, sched(0, ttl, 2), attrs, &format!("ready-{i}")).await);
+    }
+    // Four delayed by an hour (in the timer wheel).
+    let mut delayed = Vec::new();
+    for i in 0..4 {
+        delayed.push(
+            publish_one(
+                &a,
+                q,
+                sched(3_600_000, 0, 4),
+                r#"{"d":1}"#,
+                &format!("del-{i}"),
+            )
+            .await,
+        );
+    }
+    let all: Vec<&JobId> = dead
+        .iter()
+        .chain(&reserved)
+        .chain(&ready)
+        .chain(&delayed)
+        .collect();
+    let mut before = Vec::new();
+    for id in &all {
+        before.push(
+            a.peek_job(sl, &qn(q), id)
+                .await
+                .expect("peek")
+                .expect("there"),
+        );
+    }
+    let mut ra_c = ra.client();
+    let deadline_a: u64 = ra_c
+        .zscore(SlotKeys::new(sl).timer(), reserved[0].as_str())
+        .expect("zscore");
+    let left_a = deadline_a - redis_now_ms(&mut ra_c);
+
+    // Batches of 4: the lists move over several calls.
+    assert_eq!(move_all(&a, &b, sl, "mover", 4).await, 15);
+
+    for (id, was) in all.iter().zip(&before) {
+        let now = b
+            .peek_job(sl, &qn(q), id)
+            .await
+            .expect("peek")
+            .expect("moved");
+        assert_eq!(
+            (&now.state, &now.tries_left, &now.attrs, &now.body),
+            (&was.state, &was.tries_left, &was.attrs, &was.body),
+            "{id}"
+        );
+        assert!(
+            now.ttl_ms <= was.ttl_ms && was.ttl_ms - now.ttl_ms < 2_000,
+            "{id}: ttl kept"
+        );
+        assert!(
+            now.elapsed_ms >= was.elapsed_ms && now.elapsed_ms - was.elapsed_ms < 2_000,
+            "{id}: age kept"
+        );
+    }
+    let c = counts(&b, q).await.expect("counts");
+    assert_eq!((c.delayed, c.ready, c.reserved, c.dead), (4, 6, 3, 2));
+    assert_eq!(counts(&a, q).await.expect("counts").live(), 0);
+    // The reservation's deadline, moved onto the new shard's clock.
+    let mut rb_c = rb.client();
+    let deadline_b: u64 = rb_c
+        .zscore(SlotKeys::new(sl).timer(), reserved[0].as_str())
+        .expect("zscore");
+    let left_b = deadline_b - redis_now_ms(&mut rb_c);
+    assert!(
+        left_b <= left_a && left_a - left_b < 2_000,
+        "TTR kept: {left_a} then {left_b}"
+    );
+    // The delayed jobs wait in the new shard's wheel.
+    assert_eq!(wheel(&rb, sl).1, 4);
+    // Ready jobs come out in publish order.
+    let got: Vec<String> = b
+        .consume(sl, &qn(q), 10, 1_000)
+        .await
+        .expect("consume")
+        .into_iter()
+        .map(|d| d.job.id)
+        .collect();
+    let want: Vec<String> = ready.iter().map(|id| id.as_str().to_owned()).collect();
+    assert_eq!(got, want);
+    // The old shard keeps nothing of the slot.
+    let left: Vec<String> = ra_c.keys(format!("sd:{{{sl}}}:*")).expect("keys");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
+async fn a_move_cut_at_any_step_ends_with_every_job_once() {
+    let (ra, rb) = (RedisServer::start(), RedisServer::start());
+    let (a, b) = (named_shard(&ra, "p/a").await, named_shard(&rb, "p/b").await);
+    let q = "cut";
+    let sl = keys::slot_of("ns", q, 0, S);
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        ids.push(publish_one(&a, q, now_sched(2), "", &format!("j{i}")).await);
+    }
+    let lease = Duration::from_millis(300);
+    let out = |owner: &'static str, mode, limit| {
+        let (a, name) = (&a, b.name().to_owned());
+        async move {
+            a.move_out(sl, owner, lease, mode, limit, &name, "0")
+                .await
+                .expect("move out")
+        }
+    };
+    // Mover 1 takes four jobs out, then dies before it copies them.
+    let t1 = out("m1", MoveMode::Take, 4).await.expect("lease");
+    assert_eq!(t1.jobs.len(), 4);
+    // While its lease lives, nobody else moves the slot.
+    assert_eq!(out("m2", MoveMode::Take, 4).await, Err("m1".to_owned()));
+    // A job in transit is still found by id, and its ack counts.
+    let in_transit = JobId::parse(&t1.jobs[0].id).expect("id");
+    assert!(
+        a.peek_job(sl, &qn(q), &in_transit)
+            .await
+            .expect("peek")
+            .is_some()
+    );
+    assert!(a.delete(sl, &qn(q), &in_transit).await.expect("ack"));
+    assert!(
+        a.peek_job(sl, &qn(q), &in_transit)
+            .await
+            .expect("peek")
+            .is_none()
+    );
+    assert!(!a.delete(sl, &qn(q), &in_transit).await.expect("ack twice"));
+    // The lease lapses; mover 2 reads back what is in transit and copies it.
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    let p = out("m2", MoveMode::Pending, 100).await.expect("lease");
+    assert_eq!(p.jobs.len(), 4);
+    let keep = Duration::from_secs(120);
+    let c = b.move_in(sl, p.now_ms, &p.jobs, keep).await.expect("copy");
+    assert_eq!((c.copied, c.skipped), (3, 1), "the acked job is not copied");
+    // The new shard restarts without its last writes: copied again, once.
+    let _: () = redis::cmd("FLUSHALL")
+        .query(&mut rb.client())
+        .expect("flush");
+    let c = b.move_in(sl, p.now_ms, &p.jobs, keep).await.expect("copy");
+    assert_eq!(c.copied, 3);
+    // The mover dies after copying; the next copies nothing twice.
+    let c = b.move_in(sl, p.now_ms, &p.jobs, keep).await.expect("copy");
+    assert_eq!(c.copied, 0);
+    // A copy acked at the new shard is not brought back by a late copy.
+    let copied_id = p
+        .jobs
+        .iter()
+        .map(|j| JobId::parse(&j.id).expect("id"))
+        .find(|id| *id != in_transit)
+        .expect("a copied job");
+    assert!(b.delete(sl, &qn(q), &copied_id).await.expect("ack copy"));
+    assert_eq!(
+        b.move_in(sl, p.now_ms, &p.jobs, keep)
+            .await
+            .expect("copy")
+            .copied,
+        0
+    );
+    // The entries go; the job acked in transit comes back for its copy to
+    // be deleted (it has none), then its mark goes.
+    let ids_p: Vec<String> = p.jobs.iter().map(|j| j.id.clone()).collect();
+    let deleted = a.move_done(sl, &ids_p).await.expect("done");
+    assert_eq!(deleted, vec![(in_transit.clone(), qn(q))]);
+    assert!(!b.delete(sl, &qn(q), &in_transit).await.expect("no copy"));
+    a.move_forget(sl, &[in_transit.as_str().to_owned()])
+        .await
+        .expect("forget");
+    // The rest moves; every job but the two acked is at the new shard once.
+    assert_eq!(move_all(&a, &b, sl, "m2", 3).await, 6);
+    let mut rb_c = rb.client();
+    let there: std::collections::BTreeSet<String> =
+        rb_c.hkeys(SlotKeys::new(sl).jobs()).expect("hkeys");
+    let want: std::collections::BTreeSet<String> = ids
+        .iter()
+        .filter(|id| **id != in_transit && **id != copied_id)
+        .map(|id| id.as_str().to_owned())
+        .collect();
+    assert_eq!(there, want);
+    assert_eq!(counts(&b, q).await.expect("counts").ready, 8);
+    let left: Vec<String> = ra.client().keys(format!("sd:{{{sl}}}:*")).expect("keys");
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -48,7 +48,7 @@ pub static INSTANCE: std::sync::LazyLock<String> =
 /// What marks a view entry as a layout the gateway knows (reads), rather
 /// than one it may write to. Layout names never hold a space, and earlier
 /// versions read such an entry as a layout no pool has.
-const KNOWS: &str = "knows ";
+pub(crate) const KNOWS: &str = "knows ";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LayoutReport {
@@ -71,6 +71,8 @@ pub struct PoolReport {
     /// on an earlier one until every gateway knows the current one.
     pub writes: Layout,
     pub draining: Vec<LayoutReport>,
+    /// What this gateway's mover does in the pool.
+    pub mover: crate::mover::MoverStatus,
 }
 
 /// The drain progress of one pool. Views are read before jobs are counted.
@@ -119,6 +121,7 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
         current: pool.layout().clone(),
         writes: pool.write_layout().clone(),
         draining,
+        mover: crate::mover::status(pool.name()),
     })
 }
 
@@ -198,7 +201,7 @@ pub async fn settle_writes(pool: &Pool, me: Option<&str>) -> Result<(), EngineEr
 }
 
 /// The layouts a view says its gateway knows.
-fn known_by(entries: &[String]) -> Vec<Layout> {
+pub(crate) fn known_by(entries: &[String]) -> Vec<Layout> {
     let marked: Vec<Layout> = entries
         .iter()
         .filter_map(|e| e.strip_prefix(KNOWS))

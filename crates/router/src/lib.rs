@@ -13,6 +13,7 @@
 //! - [`live`]: the topology in force ([`LiveTopology`]) and its change signal.
 //! - [`reload`]: hot reload on a file change, SIGHUP or the admin API.
 //! - [`drain`]: progress of moved slots, and retiring drained layouts.
+//! - [`mover`]: copying the jobs of moved slots to their new shard.
 //! - [`health`]: every shard probed each second, for `/ready` and metrics.
 //!
 //! A topology is immutable once built: a reload prepares a new one and
@@ -27,6 +28,7 @@ pub mod drain;
 pub mod health;
 pub mod layout;
 pub mod live;
+pub mod mover;
 pub mod prepare;
 pub mod reload;
 pub mod ring;

@@ -177,6 +177,14 @@ impl Pool {
         }
     }
 
+    /// The shard `layout` (one of this pool's) places `slot` on: `None`
+    /// when the pool does not know that layout, `Some(None)` when the
+    /// layout gives the slot no shard.
+    pub fn placed(&self, layout: &Layout, slot: u32) -> Option<Option<&Shard>> {
+        let ring = self.rings.iter().find(|r| r.layout == *layout)?;
+        Some(ring.shard_of(slot).map(|i| &self.shards[i]))
+    }
+
     /// Every layout this pool reads: the current one first, then those that
     /// drain.
     pub fn layouts(&self) -> impl Iterator<Item = &Layout> {

@@ -42,6 +42,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub http: HttpConfig,
     pub pump: PumpConfig,
+    pub mover: MoverConfig,
     pub log: LogConfig,
     pub pools: BTreeMap<String, PoolConfig>,
     /// `SUNDIAL_*` environment variables that name no config key, ignored
@@ -102,6 +103,36 @@ pub struct PumpConfig {
     pub metrics_interval_ms: u64,
 }
 
+/// The mover, which copies the jobs of moved slots to their new shard
+/// (`sundial_router::mover`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoverConfig {
+    /// Run it inside `sundial serve` (else drains wait for their jobs to
+    /// be consumed, acknowledged, expire or be deleted).
+    pub enabled: bool,
+    /// Jobs per batch.
+    pub batch: u32,
+    /// Slots one gateway moves at once.
+    pub slots_at_once: usize,
+    /// How long a copy waits before the old shard lets its job go (ms).
+    pub settle_ms: u64,
+    /// How long a mover's lease on a slot lasts unless renewed (ms).
+    pub lease_ms: u64,
+}
+
+impl From<&sundial_router::mover::MoverOptions> for MoverConfig {
+    fn from(o: &sundial_router::mover::MoverOptions) -> Self {
+        Self {
+            enabled: true,
+            batch: o.batch,
+            slots_at_once: o.slots_at_once,
+            settle_ms: o.settle.as_millis() as u64,
+            lease_ms: o.lease.as_millis() as u64,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
@@ -143,6 +174,7 @@ impl Default for Config {
                 body_memory_mb: 256,
             },
             pump: PumpConfig::from(&sundial_pumpd::PumpOptions::default()),
+            mover: MoverConfig::from(&sundial_router::mover::MoverOptions::default()),
             log: LogConfig {
                 format: "text".to_owned(),
                 level: "info".to_owned(),
@@ -319,6 +351,24 @@ impl Config {
         );
         anyhow::ensure!(self.pump.batch >= 1, "pump.batch must be at least 1");
         anyhow::ensure!(
+            (1..=10_000).contains(&self.mover.batch),
+            "mover.batch must be within 1 and 10000"
+        );
+        anyhow::ensure!(
+            (1..=128).contains(&self.mover.slots_at_once),
+            "mover.slots_at_once must be within 1 and 128"
+        );
+        anyhow::ensure!(
+            (1_000..=60_000).contains(&self.mover.lease_ms),
+            "mover.lease_ms must be within 1000 and 60000 (copies are remembered for {} s)",
+            sundial_router::mover::COPY_MEMORY.as_secs()
+        );
+        anyhow::ensure!(
+            self.mover.settle_ms <= 60_000,
+            "mover.settle_ms must be at most 60000 (copies are remembered for {} s)",
+            sundial_router::mover::COPY_MEMORY.as_secs()
+        );
+        anyhow::ensure!(
             self.pump.lease_ttl_ms >= 200,
             "pump.lease_ttl_ms must be at least 200"
         );
@@ -372,6 +422,15 @@ impl Config {
             limits: self.limits.limits(),
             bodies: self.http.bodies(),
             accounts: self.accounts.clone(),
+        }
+    }
+
+    pub fn mover_options(&self) -> sundial_router::mover::MoverOptions {
+        sundial_router::mover::MoverOptions {
+            batch: self.mover.batch,
+            slots_at_once: self.mover.slots_at_once,
+            settle: Duration::from_millis(self.mover.settle_ms),
+            lease: Duration::from_millis(self.mover.lease_ms),
         }
     }
 

@@ -178,6 +178,12 @@ fn background(
     }
     let every = config.layout_check();
     loops.add("reload", source.reload_loop(reloader));
+    if config.mover.enabled {
+        let (moved, opts) = (live.clone(), config.mover_options());
+        loops.add("mover", move |stop| {
+            sundial_router::mover::run(moved.clone(), opts.clone(), every, stop)
+        });
+    }
     let (drained, retire) = (live, reloader.clone());
     loops.add("drains", move |stop| {
         drain::run(drained.clone(), retire.clone(), every, stop)

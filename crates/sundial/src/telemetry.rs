@@ -155,4 +155,12 @@ fn describe() {
         "sundial_drain_jobs_left",
         "Jobs still at the old shards of moved slots"
     );
+    describe_counter!(
+        "sundial_mover_jobs_total",
+        "Jobs this gateway's mover copied to the new shard of their slot"
+    );
+    describe_gauge!(
+        "sundial_mover_slots",
+        "Slots this gateway's mover is moving now"
+    );
 }

@@ -479,22 +479,18 @@ async fn a_shard_that_left_its_pool_is_wiped_of_every_key() {
     .await;
     cfg.pools = Some(pool(&[("a", &a, 1)]));
     reload(&mut gw, &cfg).await;
-    // An id left in a ready list after its job went (as a deletion from
-    // far inside a long list leaves it): wiped with the rest.
-    let (stale_slot, stale_queue) = (0..SLOTS)
-        .find_map(|s| {
-            let table = sundial_core::keys::SlotKeys::new(s).queues();
-            let names: Vec<String> = b.client().hkeys(table).expect("hkeys");
-            names
-                .into_iter()
-                .find(|n| !n.starts_with('#'))
-                .map(|n| (s, n))
-        })
-        .expect("a queue table on b");
-    let stale = sundial_core::keys::SlotKeys::new(stale_slot).ready(&stale_queue);
+    // The mover cleared the slots b gave away. What a drain without the
+    // mover leaves (it waits for the jobs to go): a queue table, and an id
+    // left in a ready list after its job went (as a deletion from far
+    // inside a long list leaves it). Wiped with the rest.
+    let k0 = sundial_core::keys::SlotKeys::new(0);
     let _: () = b
         .client()
-        .rpush(&stale, "01J00000000000000000000000")
+        .hset_multiple(k0.queues(), &[("ns/q0", "1"), ("#1", "ns/q0"), ("#", "1")])
+        .expect("hset");
+    let _: () = b
+        .client()
+        .rpush(k0.ready("ns/q0"), "01J00000000000000000000000")
         .expect("rpush");
     // What it keeps is the documented set: per slot its queue table,
     // totals, lease and wheel index, wheel lists of the delayed jobs deleted
@@ -535,4 +531,295 @@ async fn a_shard_that_left_its_pool_is_wiped_of_every_key() {
     // The pool goes on without it.
     let id = api.publish("ns", "q0", "", b"after").await;
     assert_eq!(api.get("/api/ns/q0").await.json["job_id"], id.as_str());
+}
+
+/// Publishes `n` jobs to `queue` in bulks of 64; returns their ids.
+async fn bulk(api: &Api, queue: &str, query: &str, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    while ids.len() < n {
+        let k = (n - ids.len()).min(64);
+        let body = format!("[{}]", vec!["{\"n\":1}"; k].join(","));
+        let r = api
+            .put(&format!("/api/ns/{queue}/bulk?{query}"), body.as_bytes())
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        for id in r.json["job_ids"].as_array().expect("ids") {
+            ids.push(id.as_str().expect("id").to_owned());
+        }
+    }
+    ids
+}
+
+/// Every job id the servers hold, in any state or in transit to another
+/// shard, with how many times it is held (a cluster's masters are listed
+/// one by one).
+fn held(shards: &[&RedisServer]) -> std::collections::HashMap<String, usize> {
+    let mut out = std::collections::HashMap::new();
+    for srv in shards {
+        let mut c = srv.client();
+        // The keys this server holds (a cluster master holds its slots').
+        let mut hashes: Vec<String> = c.keys("sd:{*}:j").expect("keys");
+        hashes.extend(c.keys::<_, Vec<String>>("sd:{*}:m").expect("keys"));
+        for key in hashes {
+            let ids: Vec<String> = c.hkeys(key).expect("hkeys");
+            for id in ids {
+                *out.entry(id).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Each of `ids` is held exactly once, and nothing else is.
+fn each_once(shards: &[&RedisServer], ids: &[String]) {
+    let held = held(shards);
+    let twice: Vec<(&String, &usize)> = held.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "held more than once: {twice:?}");
+    let missing: Vec<&String> = ids.iter().filter(|id| !held.contains_key(*id)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} lost, first {:?}",
+        missing.len(),
+        missing.first()
+    );
+    assert_eq!(held.len(), ids.len(), "no job appeared from nowhere");
+}
+
+/// What a peek by id shows, without the fields that change with time.
+async fn peek(api: &Api, queue: &str, id: &str) -> (serde_json::Value, u64, u64) {
+    let r = api.get(&format!("/api/ns/{queue}/job/{id}")).await;
+    assert_eq!(r.status, 200, "peek {id}: {r:?}");
+    let mut j = r.json;
+    let ttl = j["ttl"].as_u64().expect("ttl");
+    let age = j["elapsed_ms"].as_u64().expect("elapsed");
+    j["ttl"] = serde_json::Value::Null;
+    j["elapsed_ms"] = serde_json::Value::Null;
+    (j, ttl, age)
+}
+
+#[tokio::test]
+async fn a_drain_moves_the_jobs_nobody_consumes_each_once_and_as_it_was() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(pool(&[("a", &a, 1)]));
+    let mut gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    // What made a drain wait forever: jobs due in an hour, ready jobs with
+    // no worker, a worker that went away with its jobs, dead jobs.
+    let mut jobs: Vec<(String, String)> = Vec::new();
+    for i in 0..20 {
+        let q = format!("later{i}");
+        for id in bulk(&api, &q, "delay=3600&ttl=7200&tries=3", 10).await {
+            jobs.push((q.clone(), id));
+        }
+    }
+    for i in 0..5 {
+        let q = format!("idle{i}");
+        for id in bulk(&api, &q, "tries=2", 10).await {
+            jobs.push((q.clone(), id));
+        }
+    }
+    for id in bulk(&api, "dead", "tries=1", 20).await {
+        jobs.push(("dead".to_owned(), id));
+    }
+    let r = api.get("/api/ns/dead?count=20&ttr=1").await;
+    assert_eq!(r.json.as_array().map(Vec::len), Some(20), "{r:?}");
+    for id in bulk(&api, "gone", "tries=3&ttl=7200", 10).await {
+        jobs.push(("gone".to_owned(), id));
+    }
+    let r = api.get("/api/ns/gone?count=10&ttr=600").await;
+    assert_eq!(r.json.as_array().map(Vec::len), Some(10), "{r:?}");
+    wait_until_async(Duration::from_secs(10), "20 dead jobs", || async {
+        api.get("/api/ns/dead/deadletter/size").await.json["size"] == 20
+    })
+    .await;
+    let mut before = Vec::new();
+    for (q, id) in &jobs {
+        before.push(peek(&api, q, id).await);
+    }
+    let ids: Vec<String> = jobs.iter().map(|(_, id)| id.clone()).collect();
+
+    // A shard is added: its slots' jobs move to it, though nobody consumes.
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
+    let admin = Api::new(gw.admin(), None);
+    let started = std::time::Instant::now();
+    reload(&mut gw, &cfg).await;
+    wait_until_async(Duration::from_secs(60), "the drain to end", || async {
+        draining(&admin).await == 0
+    })
+    .await;
+    let took = started.elapsed();
+    assert!(jobs_on(&b) > 0, "b took its slots' jobs");
+    each_once(&[&a, &b], &ids);
+    for ((q, id), (was, ttl, age)) in jobs.iter().zip(&before) {
+        let (now, ttl_now, age_now) = peek(&api, q, id).await;
+        assert_eq!(&now, was, "{q}/{id}");
+        assert!(
+            ttl_now <= *ttl && ttl - ttl_now <= 90,
+            "{id}: ttl {ttl} then {ttl_now}"
+        );
+        assert!(age_now >= *age, "{id}: age {age} then {age_now}");
+    }
+    assert_eq!(
+        api.get("/api/ns/dead/deadletter/size").await.json["size"],
+        20
+    );
+    let mover = &admin.get("/drains").await.json["pools"][0]["mover"];
+    eprintln!("{} jobs moved in {took:?}: {mover}", mover["jobs_moved"]);
+
+    // The first shard then leaves at once: every job moves to b.
+    cfg.pools = Some(pool(&[("a", &a, 0), ("b", &b, 1)]));
+    reload(&mut gw, &cfg).await;
+    wait_until_async(Duration::from_secs(60), "a's drain to end", || async {
+        draining(&admin).await == 0
+    })
+    .await;
+    assert_eq!(jobs_on(&a), 0);
+    each_once(&[&a, &b], &ids);
+    let slot_keys: Vec<String> = a
+        .client()
+        .keys::<_, Vec<String>>("sd:{*")
+        .expect("keys")
+        .into_iter()
+        .filter(|k| !k.ends_with(":lease"))
+        .collect();
+    assert!(
+        slot_keys.is_empty(),
+        "a keeps only pump leases: {slot_keys:?}"
+    );
+    // The moved jobs still work: a ready job is consumed and acknowledged.
+    let r = api.get("/api/ns/idle0?ttr=30").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let id = r.json["job_id"].as_str().expect("id");
+    assert_eq!(
+        api.delete(&format!("/api/ns/idle0/job/{id}")).await.status,
+        204
+    );
+    assert!(!held(&[&a, &b]).contains_key(id));
+}
+
+#[tokio::test]
+async fn a_mover_killed_and_a_redis_restarted_mid_move_lose_and_double_no_job() {
+    let a = RedisServer::start();
+    // The new shard writes to disk each second, as is usual.
+    let b = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let mut b = b;
+    let mut cfg = SundialConfig::new(a.url());
+    // One job per batch, one slot at a time: slow enough to cut mid-move.
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300\n\
+                 [mover]\nbatch = 1\nslots_at_once = 1\nlease_ms = 1000"
+        .to_owned();
+    cfg.pools = Some(pool(&[("a", &a, 1)]));
+    let mut gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let mut ids = Vec::new();
+    for i in 0..8 {
+        ids.extend(bulk(&api, &format!("q{i}"), "delay=3600&tries=2", 500).await);
+    }
+    let sample = [&ids[0], &ids[1_000], &ids[3_999]];
+    let mut before = Vec::new();
+    for (i, id) in sample.iter().enumerate() {
+        before.push(peek(&api, &format!("q{}", [0, 2, 7][i]), id).await);
+    }
+
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
+    reload(&mut gw, &cfg).await;
+    let on_b = |n: u64| {
+        let b = &b;
+        move || std::future::ready(jobs_on(b) >= n)
+    };
+    wait_until_async(Duration::from_secs(30), "the move to start", on_b(300)).await;
+    // The mover dies mid-move, and starts again.
+    gw.kill();
+    let cut = jobs_on(&b);
+    gw.restart();
+    wait_until_async(
+        Duration::from_secs(30),
+        "the move to go on",
+        on_b(cut + 300),
+    )
+    .await;
+    // The new shard's Redis dies mid-move and comes back from its disk.
+    b.restart();
+    let admin = Api::new(gw.admin(), None);
+    wait_until_async(Duration::from_secs(90), "the drain to end", || async {
+        draining(&admin).await == 0
+    })
+    .await;
+    assert!(jobs_on(&b) > 0);
+    each_once(&[&a, &b], &ids);
+    let api = Api::new(gw.api(), Some(&token));
+    for (i, id) in sample.iter().enumerate() {
+        let (now, ttl, _) = peek(&api, &format!("q{}", [0, 2, 7][i]), id).await;
+        assert_eq!(now, before[i].0, "{id}");
+        assert!(
+            ttl <= before[i].1 && before[i].1 - ttl <= 120,
+            "{id}: ttl kept"
+        );
+    }
+}
+
+#[tokio::test]
+async fn jobs_move_from_a_standalone_shard_to_a_cluster_and_back() {
+    let a = RedisServer::start();
+    let c = sundial_tests::RedisCluster::start(3, 0);
+    let shards = |wa: u32, wc: u32| {
+        format!(
+            "[pools.default]\nslots = {SLOTS}\nlanes = 8\nshards = [\
+             {{ name = \"a\", url = \"{}\", weight = {wa} }}, \
+             {{ name = \"c\", url = \"{}\", weight = {wc} }}]\n",
+            a.url(),
+            c.url()
+        )
+    };
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(shards(1, 0));
+    let mut gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let admin = Api::new(gw.admin(), None);
+    let mut jobs: Vec<(String, String)> = Vec::new();
+    for i in 0..8 {
+        let q = format!("q{i}");
+        for id in bulk(&api, &q, "delay=3600&tries=3", 20).await {
+            jobs.push((q.clone(), id));
+        }
+        for id in bulk(&api, &q, "tries=2", 10).await {
+            jobs.push((q.clone(), id));
+        }
+    }
+    let r = api.get("/api/ns/q0?count=5&ttr=600").await;
+    assert_eq!(r.json.as_array().map(Vec::len), Some(5), "{r:?}");
+    let ids: Vec<String> = jobs.iter().map(|(_, id)| id.clone()).collect();
+    let mut before = Vec::new();
+    for (q, id) in &jobs {
+        before.push(peek(&api, q, id).await);
+    }
+    let mut servers: Vec<&RedisServer> = c.masters();
+    servers.push(&a);
+    // All to the cluster, then all back.
+    for (wa, wc) in [(0, 1), (1, 0)] {
+        cfg.pools = Some(shards(wa, wc));
+        reload(&mut gw, &cfg).await;
+        wait_until_async(Duration::from_secs(60), "the drain to end", || async {
+            draining(&admin).await == 0
+        })
+        .await;
+        each_once(&servers, &ids);
+        let on_a = held(&[&a]).len();
+        assert_eq!(
+            on_a,
+            if wa == 1 { ids.len() } else { 0 },
+            "weights {wa}/{wc}"
+        );
+        for ((q, id), (was, ttl, _)) in jobs.iter().zip(&before) {
+            let (now, ttl_now, _) = peek(&api, q, id).await;
+            assert_eq!(&now, was, "{q}/{id}");
+            assert!(ttl_now <= *ttl && ttl - ttl_now <= 120, "{id}: ttl kept");
+        }
+    }
 }

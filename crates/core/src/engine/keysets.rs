@@ -41,6 +41,7 @@ pub(crate) fn serve(k: &SlotKeys, qualified: &str) -> Vec<String> {
         k.ready(qualified),
         k.dead(qualified),
         k.queues(),
+        k.transit(),
         k.guard(),
     ]
 }
@@ -58,7 +59,7 @@ pub(crate) fn release(k: &SlotKeys, qualified: &str) -> Vec<String> {
 
 /// `peek_job.lua`.
 pub(crate) fn peek_job(k: &SlotKeys) -> Vec<String> {
-    vec![k.jobs(), k.queues()]
+    vec![k.jobs(), k.queues(), k.transit()]
 }
 
 /// `peek_queue.lua`.
@@ -118,8 +119,43 @@ pub(crate) fn wipe_slot(k: &SlotKeys) -> Vec<String> {
         k.counters(),
         k.queues(),
         k.lease(),
+        k.transit(),
+        k.copies(),
+        k.mover(),
         k.guard(),
     ]
+}
+
+/// `move_out.lua`.
+pub(crate) fn move_out(k: &SlotKeys) -> Vec<String> {
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.counters(),
+        k.queues(),
+        k.wheel_index(),
+        k.transit(),
+        k.mover(),
+        k.guard(),
+    ]
+}
+
+/// `move_in.lua`.
+pub(crate) fn move_in(k: &SlotKeys) -> Vec<String> {
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.counters(),
+        k.queues(),
+        k.wheel_index(),
+        k.copies(),
+        k.guard(),
+    ]
+}
+
+/// `move_done.lua`.
+pub(crate) fn move_done(k: &SlotKeys) -> Vec<String> {
+    vec![k.transit(), k.guard()]
 }
 
 /// `claim.lua`.
@@ -183,5 +219,8 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ),
         ("token_rehash", token_rehash(admin)),
         ("wipe_slot", wipe_slot(&k)),
+        ("move_out", move_out(&k)),
+        ("move_in", move_in(&k)),
+        ("move_done", move_done(&k)),
     ]
 }

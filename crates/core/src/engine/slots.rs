@@ -17,9 +17,16 @@ impl Shard {
         Ok(self.slot_jobs(&all).await?.iter().any(|n| *n > 0))
     }
 
-    /// How many jobs (records in any state) each of `slots` holds here.
+    /// How many jobs each of `slots` holds here: records in any state,
+    /// and jobs in transit to another shard (whose copy may not be safe
+    /// yet: see `engine::mover`).
     pub async fn slot_jobs(&self, slots: &[u32]) -> Result<Vec<u64>, EngineError> {
-        self.per_slot("HLEN", slots, SlotKeys::jobs).await
+        let (held, moving): (Vec<u64>, Vec<u64>) = futures::future::try_join(
+            self.per_slot("HLEN", slots, SlotKeys::jobs),
+            self.per_slot("HLEN", slots, SlotKeys::transit),
+        )
+        .await?;
+        Ok(held.iter().zip(&moving).map(|(h, m)| h + m).collect())
     }
 
     /// The qualified queues that have been published to in `slots` here

@@ -121,6 +121,7 @@ pub(super) async fn pool_status(
         "layout": pool.layout(),
         "shards": shards,
         "draining": drains,
+        "mover": sundial_router::mover::status(pool.name()),
     })))
 }
 

@@ -142,7 +142,7 @@ pub(crate) async fn lateness(
     Ok(())
 }
 
-fn base64_decode(s: &str) -> String {
+pub(crate) fn base64_decode(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD
         .decode(s)

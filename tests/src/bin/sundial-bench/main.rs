@@ -25,6 +25,7 @@ mod cpu;
 mod idle;
 mod lateness;
 mod memory;
+mod rebalance;
 mod wire;
 
 use anyhow::{Context, bail};
@@ -96,6 +97,21 @@ enum Cmd {
     Backlog {
         #[arg(long, default_value_t = 1_000_000)]
         jobs: u64,
+    },
+    /// Fill `jobs` far-delayed jobs, then replace the gateway's config by
+    /// `config_after` (a shard added) and reload: jobs/s moved, Redis CPU
+    /// per moved job, and the lateness of jobs due at `rate`/s meanwhile.
+    Move {
+        #[arg(long, default_value_t = 200_000)]
+        jobs: u64,
+        #[arg(long, default_value_t = 200)]
+        rate: u64,
+        /// The gateway's config file.
+        #[arg(long)]
+        config: String,
+        /// The config to reload to.
+        #[arg(long)]
+        config_after: String,
     },
     /// Redis bytes per delayed job: `INFO memory` before and after publishing `jobs`.
     Memory {
@@ -185,6 +201,23 @@ async fn main() -> anyhow::Result<()> {
         } => lateness::lateness(ctx, cli.concurrency, rate, secs, min_delay, max_delay).await,
         Cmd::Memory { redis, jobs } => memory::memory(ctx, &redis, jobs).await,
         Cmd::Backlog { jobs } => backlog::backlog(ctx, jobs).await,
+        Cmd::Move {
+            jobs,
+            rate,
+            config,
+            config_after,
+        } => {
+            rebalance::rebalance(
+                ctx,
+                &cli.admin,
+                cli.concurrency,
+                jobs,
+                rate,
+                &config,
+                &config_after,
+            )
+            .await
+        }
         Cmd::Idle {
             redis,
             namespaces,

@@ -201,7 +201,19 @@ async function overview(gen) {
     status.draining && status.draining.error ? notice(`Drains unknown: ${status.draining.error}`, true)
       : table([["layout"], ["slots drained", "num"], ["progress"], ["jobs left", "num"]], drains,
         "Nothing is draining: every slot's jobs are on the shard that holds it."),
+    mover(status.mover),
   );
+}
+
+// What this gateway's mover does: it copies the jobs of moved slots to
+// their new shard (each gateway moves the slots whose lease it holds).
+function mover(m) {
+  if (!m || m.state === "idle") return null;
+  const text = m.state === "waiting"
+    ? `Mover waiting: ${m.reason || "not yet"}`
+    : `Mover on this gateway: moving ${fmt(m.slots_moving)} slot(s)`;
+  return h("p", { class: "muted", "data-mover": m.state },
+    text, `; ${fmt(m.jobs_moved)} job(s) moved by this gateway.`);
 }
 
 function tile(label, value) {

@@ -1,0 +1,75 @@
+-- Stores copies of jobs that `move_out.lua` took out of this slot's old
+-- shard, each as it was there: its state, tries, attributes, body, and its
+-- times moved onto this shard's clock (publish, expiry, due or death time,
+-- TTR deadline), so that a delayed job is due when it was due. Ready and
+-- dead jobs are appended at the consuming end of their list, in the order
+-- given (newest first), so that they come before the jobs written here
+-- since. A job already copied is skipped: the slot's copy marks (`sd:T:i`,
+-- id → when copied) remember each copy for `retention` ms, so that a copy
+-- made again after a crash of the mover, or by a mover that lost its
+-- lease, does not bring back a job acked here since. A mark outlives its
+-- transit entry (the mover lets entries go well within that time).
+-- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: queue table
+-- KEYS[5]: wheel index zset   KEYS[6]: copy marks zset
+-- KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
+-- ARGV[1]: slot key prefix   ARGV[2]: timer channel   ARGV[3]: slot number
+-- ARGV[4]: ready channel prefix (channel = prefix .. queue)
+-- ARGV[5]: the old shard's time when it gave the entries (ms)   ARGV[6]: retention ms
+-- ARGV[7..]: per job, id and transit entry
+-- Returns {copied, skipped}.
+local now = now_ms()
+local shift = now - tonumber(ARGV[5])
+local retention = tonumber(ARGV[6])
+local jkey, tkey, ckey, ikey = KEYS[1], KEYS[2], KEYS[3], KEYS[6]
+redis.call('ZREMRANGEBYSCORE', ikey, '-inf', now - retention)
+local k = { j = jkey, t = tkey, s = KEYS[5], prefix = ARGV[1] }
+local wake = next_wake(tkey, KEYS[5])
+local t = tally()
+local ready, marks = {}, {}
+local copied, skipped = 0, 0
+local function moved(at)
+  if at == 0 then return 0 end
+  return math.max(1, at + shift)
+end
+for i = 7, #ARGV, 2 do
+  local id = ARGV[i]
+  local e = transit_unpack(ARGV[i + 1])
+  if e == nil or redis.call('ZSCORE', ikey, id) or redis.call('HEXISTS', jkey, id) == 1 then
+    skipped = skipped + 1
+  else
+    local r = decode(e.raw)
+    r.queue, r.qn = e.queue, qn_make(KEYS[4], e.queue)
+    r.pub = math.max(0, r.pub + shift)
+    r.expire = moved(r.expire)
+    if r.state == DELAYED or r.died then r.due = moved(r.due) end
+    redis.call('HSET', jkey, id, encode(r))
+    if r.state == DELAYED then
+      wake = delay(k, id, r.due, now, wake, ARGV[2], ARGV[3])
+    elseif r.state == RESERVED then
+      local at = moved(e.deadline)
+      if at == 0 then at = now end
+      redis.call('ZADD', tkey, at, id)
+      if wake == nil or at < wake then
+        announce(ARGV[2], ARGV[3])
+        wake = at
+      end
+    else
+      local kind = 'r:'
+      if r.state == DEAD then kind = 'd:' end
+      redis.call('RPUSH', ARGV[1] .. kind .. r.queue, id)
+      arm_expiry(tkey, id, r)
+      if r.state == READY then ready[r.queue] = (ready[r.queue] or 0) + 1 end
+    end
+    t.state(r.state, r.queue, 1)
+    marks[#marks + 1] = now
+    marks[#marks + 1] = id
+    copied = copied + 1
+  end
+end
+t.flush(ckey)
+if #marks > 0 then
+  call_many('ZADD', ikey, marks, 2)
+  redis.call('PEXPIRE', ikey, 2 * retention)
+end
+for queue, n in pairs(ready) do announce(ARGV[4] .. queue, n) end
+return { copied, skipped }

@@ -1,0 +1,118 @@
+-- Takes jobs out of a slot whose writes have moved to another shard, for
+-- the mover (`src/engine/mover.rs`), which copies them there
+-- (`move_in.lua`) and then lets them go here (`move_done.lua`). A taken job
+-- leaves its lists, its timer entry and its count, and waits in the
+-- transit hash (see `transit_pack` in `lib.lua`), where peek and ack by id
+-- still find it, until its copy is safe.
+-- Ready and dead jobs are taken newest first from each queue's list (the
+-- copy appends them at the consuming end, so the list keeps its order);
+-- then every other job, with HSCAN over the jobs hash from `cursor`.
+-- A slot with no job left, here or in transit, is cleared: its wheel, its
+-- lists (stale ids only), its queue table and counters, and the mover's
+-- lease (the pump's lease stays with the pump).
+-- The mover's lease (KEYS[7]) fences every call: one mover per slot.
+-- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: queue table
+-- KEYS[5]: wheel index zset   KEYS[6]: transit hash   KEYS[7]: mover lease
+-- KEYS[8]: the slot's guard (never read: see `SlotKeys::guard`)
+-- ARGV[1]: owner   ARGV[2]: lease ttl ms   ARGV[3]: mode: `take`, `pending` (the transit
+--          entries, from `cursor`) or `release` (the lease, if held)
+-- ARGV[4]: at most this many jobs   ARGV[5]: destination shard's name
+-- ARGV[6]: slot key prefix   ARGV[7]: cursor (`0` to start)
+-- Returns {-1, holder} and no change when another owner holds the lease;
+-- else {now, next cursor, cleared (1: the slot held nothing and is clear),
+-- then per job: id, transit entry}.
+local owner, mode = ARGV[1], ARGV[3]
+local holder = redis.call('GET', KEYS[7])
+if holder and holder ~= owner then return { -1, holder } end
+if mode == 'release' then
+  if holder then redis.call('DEL', KEYS[7]) end
+  return { 0, '0', 0 }
+end
+redis.call('SET', KEYS[7], owner, 'PX', ARGV[2])
+local now = now_ms()
+local limit, dest, prefix, cursor = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+local jkey, tkey, ckey, mkey = KEYS[1], KEYS[2], KEYS[3], KEYS[6]
+local out = { now, '0', 0 }
+
+if mode == 'pending' then
+  local r = redis.call('HSCAN', mkey, cursor, 'COUNT', math.max(limit, 1))
+  out[2] = r[1]
+  for _, v in ipairs(r[2]) do out[#out + 1] = v end
+  return out
+end
+
+local t = tally()
+local seen, taken, entries = {}, {}, {}
+local function take(id, raw, queue, deadline)
+  if seen[id] then return end
+  seen[id] = true
+  taken[#taken + 1] = id
+  local e = transit_pack(deadline, queue, dest, raw)
+  entries[#entries + 1] = id
+  entries[#entries + 1] = e
+  out[#out + 1] = id
+  out[#out + 1] = e
+  t.state(head(raw), queue, -1)
+end
+
+-- Ready and dead lists, newest first, while their counts say they hold jobs.
+for _, field in ipairs(redis.call('HKEYS', ckey)) do
+  if #taken >= limit then break end
+  local kind = string.sub(field, 1, 1)
+  if kind == 'r' or kind == 'd' then
+    local queue = string.sub(field, 2)
+    local state = READY
+    if kind == 'd' then state = DEAD end
+    local lkey = prefix .. kind .. ':' .. queue
+    while #taken < limit do
+      local ids = redis.call('LRANGE', lkey, 0, math.min(limit - #taken, 1000) - 1)
+      if #ids == 0 then break end
+      local raws = hmget_many(jkey, ids)
+      for x = 1, #ids do
+        local raw = raws[x]
+        if raw and head(raw) == state then take(ids[x], raw, queue, 0) end
+      end
+      redis.call('LTRIM', lkey, #ids, -1)
+    end
+  end
+end
+
+-- Every other job (delayed, reserved, and any that became ready or dead
+-- since the lists were read).
+if #taken < limit then
+  local qname = qnames(KEYS[4])
+  repeat
+    local r = redis.call('HSCAN', jkey, cursor, 'COUNT', limit - #taken)
+    cursor = r[1]
+    local kv = r[2]
+    for x = 1, #kv, 2 do
+      local id, raw = kv[x], kv[x + 1]
+      if not seen[id] then
+        local st, qn = head(raw)
+        local deadline = 0
+        if st == RESERVED then deadline = tonumber(redis.call('ZSCORE', tkey, id) or '0') end
+        take(id, raw, qname(qn), deadline)
+      end
+    end
+  until cursor == '0' or #taken >= limit
+  out[2] = cursor
+end
+
+if #taken > 0 then
+  call_many('HDEL', jkey, taken, 1)
+  call_many('ZREM', tkey, taken, 1)
+  call_many('HSET', mkey, entries, 2)
+  t.flush(ckey)
+elseif redis.call('HLEN', jkey) == 0 and redis.call('HLEN', mkey) == 0 then
+  for _, second in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
+    redis.call('DEL', prefix .. 'w:' .. second)
+  end
+  for _, field in ipairs(redis.call('HKEYS', KEYS[4])) do
+    if string.sub(field, 1, 1) ~= '#' then
+      redis.call('DEL', prefix .. 'r:' .. field, prefix .. 'd:' .. field)
+    end
+  end
+  redis.call('DEL', KEYS[5], tkey, ckey, KEYS[4], KEYS[7])
+  out[3] = 1
+end
+return out

@@ -1,0 +1,282 @@
+//! Moving a slot's jobs from a shard the slot left to the shard that holds
+//! it now, a batch at a time. The router decides which slots move, when,
+//! and where (`sundial_router::mover`); these are its three steps, each
+//! one script on one shard:
+//!
+//! 1. [`Shard::move_out`] on the old shard takes a batch out of the slot:
+//!    each job leaves its lists, timer and counts and waits in the slot's
+//!    transit hash, where peek and ack by id still find it (an ack there
+//!    leaves a mark). The mover's lease on the slot fences it.
+//! 2. [`Shard::move_in`] on the new shard stores the copies, each with its
+//!    state, tries, attributes and body and its times moved onto the new
+//!    shard's clock, and marks each copy for a while: a copy sent again
+//!    (after a crash, or by a mover that lost its lease) is skipped.
+//! 3. [`Shard::move_done`] on the old shard lets the transit entries go
+//!    once the copies are safe, and returns the jobs acked in transit, whose
+//!    copies the mover deletes ([`Shard::move_forget`] then drops their
+//!    marks).
+//!
+//! A crash between any two steps loses nothing: the transit entries stay
+//! until step 3, and a mover that takes the lease over reads them back
+//! ([`MoveMode::Pending`]) and copies them again (step 2 skips those already
+//! there).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use fred::types::Value;
+
+use super::{decode::Fields, keysets};
+use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
+
+/// What [`Shard::move_out`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveMode {
+    /// Takes up to `limit` jobs out of the slot (clears the slot when it
+    /// holds none, here or in transit).
+    Take,
+    /// Reads back up to about `limit` transit entries, from `cursor` (a
+    /// mover that starts on a slot finishes what an earlier one left).
+    Pending,
+}
+
+/// A job in transit, as [`Shard::move_out`] gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InTransit {
+    pub id: String,
+    /// The qualified queue, `<ns>/<queue>`.
+    pub queue: String,
+    /// The shard (by name) it is copied to; `None` for a job deleted
+    /// (acked) in transit, whose copy, if any, must go.
+    pub dest: Option<String>,
+    /// The transit entry, as `move_in.lua` reads it.
+    entry: Bytes,
+}
+
+/// What one [`Shard::move_out`] call answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Taken {
+    /// The old shard's time (ms), by which the copies' times are moved.
+    pub now_ms: u64,
+    /// Where the next call goes on (`"0"`: the walk is complete).
+    pub cursor: String,
+    /// The slot held nothing, here or in transit, and is now clear.
+    pub cleared: bool,
+    pub jobs: Vec<InTransit>,
+}
+
+/// What one [`Shard::move_in`] call did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Copied {
+    pub copied: u64,
+    /// Jobs already there (copied before), or deleted in transit.
+    pub skipped: u64,
+}
+
+fn be(b: &[u8]) -> usize {
+    b.iter().fold(0, |n, &x| (n << 8) | usize::from(x))
+}
+
+impl InTransit {
+    /// Unpacks a transit entry (see `transit_pack` in `lua/lib.lua`).
+    fn parse(id: String, entry: Bytes) -> Option<Self> {
+        if let Some(queue) = entry.strip_prefix(b"x") {
+            return Some(Self {
+                id,
+                queue: String::from_utf8(queue.to_vec()).ok()?,
+                dest: None,
+                entry,
+            });
+        }
+        let qlen = be(entry.get(6..8)?);
+        let queue = entry.get(8..8 + qlen)?;
+        let dlen = be(entry.get(8 + qlen..10 + qlen)?);
+        let dest = entry.get(10 + qlen..10 + qlen + dlen)?;
+        Some(Self {
+            queue: String::from_utf8(queue.to_vec()).ok()?,
+            dest: Some(String::from_utf8(dest.to_vec()).ok()?),
+            id,
+            entry,
+        })
+    }
+}
+
+impl Shard {
+    /// Step 1 (see the module): takes jobs of `slot` out on their way to
+    /// `dest` (a shard's name), or reads back those in transit, for mover
+    /// `owner`, whose lease on the slot this call takes or renews for
+    /// `lease`. `Err(holder)` inside: another mover holds the lease.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn move_out(
+        &self,
+        slot: u32,
+        owner: &str,
+        lease: Duration,
+        mode: MoveMode,
+        limit: u32,
+        dest: &str,
+        cursor: &str,
+    ) -> Result<Result<Taken, String>, EngineError> {
+        let k = SlotKeys::new(slot);
+        let mode = match mode {
+            MoveMode::Take => "take",
+            MoveMode::Pending => "pending",
+        };
+        let args: Vec<Value> = vec![
+            owner.into(),
+            (lease.as_millis().max(1) as i64).into(),
+            mode.into(),
+            i64::from(limit).into(),
+            dest.into(),
+            k.prefix().into(),
+            cursor.into(),
+        ];
+        let v = self
+            .eval(&SCRIPTS.move_out, keysets::move_out(&k), args)
+            .await?;
+        let mut f = Fields::new(self, v)?;
+        let now = f.int()?;
+        if now < 0 {
+            return Ok(Err(f.string()?));
+        }
+        let cursor = f.string()?;
+        let cleared = f.uint()? == 1;
+        let mut jobs = Vec::with_capacity(f.len() / 2);
+        while f.len() > 0 {
+            let id = f.string()?;
+            let entry = f.bytes()?;
+            jobs.push(
+                InTransit::parse(id, entry)
+                    .ok_or_else(|| self.bad_reply("an unreadable transit entry"))?,
+            );
+        }
+        Ok(Ok(Taken {
+            now_ms: now as u64,
+            cursor,
+            cleared,
+            jobs,
+        }))
+    }
+
+    /// Gives up the mover's lease on `slot`, if `owner` holds it.
+    pub async fn move_release(&self, slot: u32, owner: &str) -> Result<(), EngineError> {
+        let k = SlotKeys::new(slot);
+        let args: Vec<Value> = vec![
+            owner.into(),
+            1.into(),
+            "release".into(),
+            0.into(),
+            "".into(),
+            k.prefix().into(),
+            "0".into(),
+        ];
+        self.eval(&SCRIPTS.move_out, keysets::move_out(&k), args)
+            .await?;
+        Ok(())
+    }
+
+    /// Step 2: stores copies of `jobs` (taken out of `slot` on a shard
+    /// whose time was `from_now_ms`) in the same slot here, skipping those
+    /// already copied within `retention` and those deleted in transit. When
+    /// the shard is configured to wait for replicas, it waits as a publish
+    /// does.
+    pub async fn move_in(
+        &self,
+        slot: u32,
+        from_now_ms: u64,
+        jobs: &[InTransit],
+        retention: Duration,
+    ) -> Result<Copied, EngineError> {
+        if jobs.is_empty() {
+            return Ok(Copied::default());
+        }
+        let k = SlotKeys::new(slot);
+        let mut args: Vec<Value> = Vec::with_capacity(6 + 2 * jobs.len());
+        args.extend([
+            k.prefix().into(),
+            self.timer_channel(slot).into(),
+            i64::from(slot).into(),
+            self.ready_channel_prefix(slot).into(),
+            (from_now_ms as i64).into(),
+            (retention.as_millis().max(1) as i64).into(),
+        ]);
+        for j in jobs {
+            args.push(j.id.as_str().into());
+            args.push(j.entry.clone().into());
+        }
+        let v = self
+            .eval_replicated(&SCRIPTS.move_in, keysets::move_in(&k), args)
+            .await?;
+        let mut f = Fields::new(self, v)?;
+        Ok(Copied {
+            copied: f.uint()?,
+            skipped: f.uint()?,
+        })
+    }
+
+    /// Step 3: lets the transit entries of `ids` go; returns the jobs among
+    /// them that were deleted in transit (id, queue), whose entries stay
+    /// until [`Shard::move_forget`].
+    pub async fn move_done(
+        &self,
+        slot: u32,
+        ids: &[String],
+    ) -> Result<Vec<(JobId, String)>, EngineError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = SlotKeys::new(slot);
+        let mut args: Vec<Value> = Vec::with_capacity(1 + ids.len());
+        args.push("done".into());
+        args.extend(ids.iter().map(|id| Value::from(id.as_str())));
+        let v = self
+            .eval(&SCRIPTS.move_done, keysets::move_done(&k), args)
+            .await?;
+        let mut f = Fields::new(self, v)?;
+        let mut out = Vec::new();
+        while f.len() > 0 {
+            let id = f.string()?;
+            let queue = f.string()?;
+            let id = JobId::parse(&id)
+                .map_err(|_| self.bad_reply(format!("a transit entry of a bad id {id:?}")))?;
+            out.push((id, queue));
+        }
+        Ok(out)
+    }
+
+    /// Drops the transit entries of `ids`, whatever they hold.
+    pub async fn move_forget(&self, slot: u32, ids: &[String]) -> Result<(), EngineError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let k = SlotKeys::new(slot);
+        let mut args: Vec<Value> = Vec::with_capacity(1 + ids.len());
+        args.push("forget".into());
+        args.extend(ids.iter().map(|id| Value::from(id.as_str())));
+        self.eval(&SCRIPTS.move_done, keysets::move_done(&k), args)
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transit_entries_unpack_as_lua_packs_them() {
+        // struct.pack('>I6H', 1234, 4) .. 'ns/q' .. struct.pack('>H', 3) .. 'p/b' .. 'RAW'
+        let mut e = vec![0, 0, 0, 0, 0x04, 0xd2, 0, 4];
+        e.extend(b"ns/q");
+        e.extend([0, 3]);
+        e.extend(b"p/bRAW");
+        let t = InTransit::parse("id".into(), Bytes::from(e)).expect("entry");
+        assert_eq!((t.queue.as_str(), t.dest.as_deref()), ("ns/q", Some("p/b")));
+        let t = InTransit::parse("id".into(), Bytes::from_static(b"xns/q")).expect("mark");
+        assert_eq!((t.queue.as_str(), t.dest), ("ns/q", None));
+        assert_eq!(
+            InTransit::parse("id".into(), Bytes::from_static(b"\0\0\0\0\0\0\0\x09ns")),
+            None
+        );
+    }
+}

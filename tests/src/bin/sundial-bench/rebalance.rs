@@ -1,0 +1,224 @@
+//! `move`: how fast the mover moves a backlog to an added shard, what it
+//! costs Redis, and how late jobs that fall due meanwhile arrive.
+//!
+//! Method: `jobs` jobs delayed by an hour go to 64 queues (so that they
+//! fill every slot); a stream of jobs delayed 1–3 s runs at `rate`/s on
+//! another queue, consumed by long polls that record how late each
+//! arrives. After `settle` seconds of that stream, `config_after` replaces
+//! the gateway's config and the gateway reloads. The move is timed from the
+//! first moment `GET /drains` shows the mover moving to the moment no
+//! layout drains; Redis CPU is read over the same span (both shards, via
+//! `--redis-cpu`). Lateness is reported apart for jobs due before the
+//! reload and jobs due while the slots moved.
+//!
+//! Length: one measurement, top to bottom, so that its method reads in one
+//! place.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use hdrhistogram::Histogram;
+use tokio::sync::Mutex;
+
+use crate::{Ctx, fill, lateness::base64_decode, now_ms};
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn rebalance(
+    ctx: Arc<Ctx>,
+    admin: &str,
+    concurrency: usize,
+    jobs: u64,
+    rate: u64,
+    config: &str,
+    config_after: &str,
+) -> anyhow::Result<()> {
+    print!("filling {jobs} jobs delayed by an hour... ");
+    let fillers: Vec<_> = (0..64u64)
+        .map(|i| {
+            let ctx = ctx.clone();
+            let share = jobs / 64 + u64::from(i < jobs % 64);
+            tokio::spawn(async move { fill(&ctx, &format!("later{i}"), share, "delay=3600").await })
+        })
+        .collect();
+    for f in fillers {
+        f.await??;
+    }
+    println!("done");
+
+    // Due jobs: published at `rate`, consumed by long polls. Each records
+    // (due ms, lateness µs); the split by window is made at the end.
+    let seen: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let published = Arc::new(AtomicU64::new(0));
+    let mut consumers = Vec::new();
+    for _ in 0..concurrency {
+        let (ctx, seen, stop) = (ctx.clone(), seen.clone(), stop.clone());
+        consumers.push(tokio::spawn(async move {
+            let mut local = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let r = ctx
+                    .http
+                    .get(format!(
+                        "{}/api/{}/due?timeout=1&count=10&ttr=600",
+                        ctx.api, ctx.ns
+                    ))
+                    .header("X-Token", &ctx.token)
+                    .send()
+                    .await;
+                let Ok(r) = r else { continue };
+                if r.status() != 200 {
+                    continue;
+                }
+                let arrived = now_ms();
+                let Ok(serde_json::Value::Array(items)) = r.json().await else {
+                    continue;
+                };
+                for j in items {
+                    let data = j["data"].as_str().unwrap_or_default();
+                    let due: u64 = base64_decode(data).trim().parse().unwrap_or(0);
+                    local.push((due, arrived.saturating_sub(due) * 1000));
+                    let id = j["job_id"].as_str().unwrap_or_default();
+                    let _ = ctx
+                        .http
+                        .delete(format!("{}/api/{}/due/job/{id}", ctx.api, ctx.ns))
+                        .header("X-Token", &ctx.token)
+                        .send()
+                        .await;
+                }
+            }
+            seen.lock().await.extend(local);
+        }));
+    }
+    let publisher = {
+        let (ctx, stop, published) = (ctx.clone(), stop.clone(), published.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(10));
+            let per_tick = (rate / 100).max(1);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                tick.tick().await;
+                for _ in 0..per_tick {
+                    let delay = 1 + n % 3;
+                    let due = now_ms() + delay * 1000;
+                    if ctx
+                        .put(
+                            &format!("/api/{}/due?delay={delay}", ctx.ns),
+                            due.to_string().into_bytes(),
+                        )
+                        .await
+                        .is_ok()
+                    {
+                        published.fetch_add(1, Ordering::Relaxed);
+                    }
+                    n += 1;
+                }
+            }
+        })
+    };
+    // The due stream alone, for its share of Redis CPU.
+    let base = ctx.cpu.sample();
+    let base_at = Instant::now();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let stream_cpu = match (base.1, ctx.cpu.sample().1) {
+        (Some(b), Some(a)) => (a - b) / base_at.elapsed().as_secs_f64(),
+        _ => 0.0,
+    };
+
+    let reloaded_ms = now_ms();
+    std::fs::copy(config_after, config).context("replace the gateway's config")?;
+    let r = ctx.http.post(format!("{admin}/reload")).send().await?;
+    anyhow::ensure!(r.status() == 200, "reload answered {}", r.status());
+    let drains = |ctx: Arc<Ctx>| {
+        let url = format!("{admin}/drains");
+        async move {
+            let v: serde_json::Value = ctx.http.get(url).send().await?.json().await?;
+            anyhow::Ok(v["pools"][0].clone())
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let (mut started, mut moving_ms, mut cpu) = (None, 0, None);
+    loop {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the drain did not end in 10 minutes"
+        );
+        let p = drains(ctx.clone()).await?;
+        if started.is_none() && p["mover"]["slots_moving"].as_u64().unwrap_or(0) > 0 {
+            started = Some(Instant::now());
+            moving_ms = now_ms();
+            cpu = Some(ctx.cpu.sample());
+        }
+        if p["draining"].as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ended_ms = now_ms();
+    let secs = started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+    let moved = drains(ctx.clone()).await?["mover"]["jobs_moved"]
+        .as_u64()
+        .unwrap_or(0);
+    // Redis CPU over the move (both shards), less the due stream's share
+    // (measured alone before the reload).
+    let cost = match (cpu.and_then(|c| c.1), ctx.cpu.sample().1) {
+        (Some(b), Some(a)) => {
+            let used = a - b;
+            let net = (used - stream_cpu * secs).max(0.0);
+            format!(
+                "Redis CPU {used:.2} s over the move ({:.0}% of a core), {:.1} µs per moved job \
+                 without the due stream's share ({:.0}% of a core alone)",
+                used * 100.0 / secs.max(0.001),
+                net * 1e6 / moved.max(1) as f64,
+                stream_cpu * 100.0
+            )
+        }
+        _ => "Redis CPU n/a".to_owned(),
+    };
+    // Jobs due by the end are in by now plus their lateness.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    stop.store(true, Ordering::Relaxed);
+    publisher.await?;
+    for c in consumers {
+        c.await?;
+    }
+    let seen = seen.lock().await;
+    let mut before = Histogram::<u64>::new(3)?;
+    let mut during = Histogram::<u64>::new(3)?;
+    for (due, late) in seen.iter() {
+        if *due < reloaded_ms {
+            before.record(*late)?;
+        } else if (moving_ms..=ended_ms).contains(due) {
+            during.record(*late)?;
+        }
+    }
+    println!(
+        "move: {moved} jobs moved in {secs:.1}s = {:.0} jobs/s (first batch to the drain's end; \
+         it started {:.1}s after the reload)",
+        moved as f64 / secs.max(0.001),
+        moving_ms.saturating_sub(reloaded_ms) as f64 / 1000.0
+    );
+    println!("  {cost}");
+    let q = |h: &Histogram<u64>| {
+        format!(
+            "{} jobs, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            h.len(),
+            h.value_at_quantile(0.5) as f64 / 1000.0,
+            h.value_at_quantile(0.99) as f64 / 1000.0,
+            h.max() as f64 / 1000.0
+        )
+    };
+    println!("  lateness of jobs due before the reload: {}", q(&before));
+    println!("  lateness of jobs due while slots moved: {}", q(&during));
+    println!(
+        "  {} due jobs published, {} received",
+        published.load(Ordering::Relaxed),
+        seen.len()
+    );
+    Ok(())
+}
