@@ -95,8 +95,9 @@ pub(crate) async fn rebalance(
             seen.lock().await.extend(local);
         }));
     }
+    let stop_publishing = Arc::new(AtomicBool::new(false));
     let publisher = {
-        let (ctx, stop, published) = (ctx.clone(), stop.clone(), published.clone());
+        let (ctx, stop, published) = (ctx.clone(), stop_publishing.clone(), published.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(10));
             let per_tick = (rate / 100).max(1);
@@ -133,7 +134,8 @@ pub(crate) async fn rebalance(
     let reloaded_ms = now_ms();
     std::fs::copy(config_after, config).context("replace the gateway's config")?;
     let r = ctx.http.post(format!("{admin}/reload")).send().await?;
-    anyhow::ensure!(r.status() == 200, "reload answered {}", r.status());
+    let status = r.status();
+    anyhow::ensure!(status == 200, "reload answered {status}: {}", r.text().await?);
     let drains = |ctx: Arc<Ctx>| {
         let url = format!("{admin}/drains");
         async move {
@@ -180,10 +182,11 @@ pub(crate) async fn rebalance(
         }
         _ => "Redis CPU n/a".to_owned(),
     };
-    // Jobs due by the end are in by now plus their lateness.
+    // The stream stops; its last jobs (due within 3 s) come in.
+    stop_publishing.store(true, Ordering::Relaxed);
+    publisher.await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
     stop.store(true, Ordering::Relaxed);
-    publisher.await?;
     for c in consumers {
         c.await?;
     }
