@@ -206,32 +206,95 @@ impl Client {
         if (200..300).contains(&status) {
             return Ok(Reply { json });
         }
-        let said = json
-            .get("error")
-            .or_else(|| json.get("msg"))
-            .and_then(Value::as_str)
-            .map_or_else(|| json.to_string(), str::to_owned);
-        let (code, hint) = match (status, to) {
-            (401, Listener::Admin) => (
-                exit::DENIED,
-                " (the admin API wants --user and --password, or SUNDIAL_ADMIN_USER and SUNDIAL_ADMIN_PASSWORD)",
-            ),
-            (401, Listener::Api) => (exit::DENIED, " (check --token or SUNDIAL_TOKEN)"),
-            (403, _) => (
-                exit::DENIED,
-                " (the token's scope: see `sundial token scope`)",
-            ),
-            (404, _) => (exit::NOT_FOUND, ""),
-            (429, _) => (exit::UNAVAILABLE, " (rate limited: try again later)"),
-            (503, _) => (exit::UNAVAILABLE, " (try again later)"),
-            _ => (exit::FAILED, ""),
-        };
-        Err(Failure::new(
-            code,
-            format!("{said}{hint} [{method} {path}: {status}]"),
-        ))
+        Err(refused(status, &json, to, &method, path))
     }
 
+    /// `GET path` on the admin API, its body written to `out` as it
+    /// arrives (no time limit on the whole; each chunk within
+    /// `--request-timeout`). Returns the bytes written.
+    pub(crate) async fn admin_stream(
+        &self,
+        path: &str,
+        out: &mut (dyn std::io::Write + Send),
+    ) -> Outcome<u64> {
+        let url = format!("{}{path}", self.global.admin.trim_end_matches('/'));
+        let wait = Duration::from_secs(self.global.request_timeout.max(1));
+        let http = reqwest::Client::builder()
+            .connect_timeout(wait)
+            .build()
+            .map_err(|e| Failure::new(exit::FAILED, format!("cannot make an HTTP client: {e}")))?;
+        let mut req = http.get(&url);
+        if let Some(user) = &self.global.user {
+            req = req.basic_auth(user, self.global.password.as_deref());
+        }
+        let cut = |why: String| {
+            Failure::new(
+                exit::UNAVAILABLE,
+                format!(
+                    "GET {url}: {why}; is Sundial running there? (--admin or SUNDIAL_ADMIN_URL)"
+                ),
+            )
+        };
+        let mut resp = tokio::time::timeout(wait, req.send())
+            .await
+            .map_err(|_| cut("no answer in time".into()))?
+            .map_err(|e| cut(e.to_string()))?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            let text = resp.text().await.unwrap_or_default();
+            let json = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            return Err(refused(status, &json, Listener::Admin, &Method::GET, path));
+        }
+        let mut written = 0u64;
+        loop {
+            let chunk = tokio::time::timeout(wait, resp.chunk())
+                .await
+                .map_err(|_| cut("the answer stopped coming".into()))?
+                .map_err(|e| {
+                    Failure::new(
+                        exit::UNAVAILABLE,
+                        format!(
+                            "GET {url}: the answer broke off ({e}): what was written is incomplete"
+                        ),
+                    )
+                })?;
+            let Some(chunk) = chunk else { break };
+            out.write_all(&chunk)
+                .map_err(|e| Failure::new(exit::FAILED, format!("cannot write: {e}")))?;
+            written += chunk.len() as u64;
+        }
+        out.flush()
+            .map_err(|e| Failure::new(exit::FAILED, format!("cannot write: {e}")))?;
+        Ok(written)
+    }
+}
+
+/// What a refused call says, with a hint and the exit code for its status.
+fn refused(status: u16, json: &Value, to: Listener, method: &Method, path: &str) -> Failure {
+    let said = json
+        .get("error")
+        .or_else(|| json.get("msg"))
+        .and_then(Value::as_str)
+        .map_or_else(|| json.to_string(), str::to_owned);
+    let (code, hint) = match (status, to) {
+        (401, Listener::Admin) => (
+            exit::DENIED,
+            " (the admin API wants --user and --password, or SUNDIAL_ADMIN_USER and SUNDIAL_ADMIN_PASSWORD)",
+        ),
+        (401, Listener::Api) => (exit::DENIED, " (check --token or SUNDIAL_TOKEN)"),
+        (403, _) => (
+            exit::DENIED,
+            " (the token's scope: see `sundial token scope`)",
+        ),
+        (404, _) => (exit::NOT_FOUND, ""),
+        (429, _) => (exit::UNAVAILABLE, " (rate limited: try again later)"),
+        (503, _) => (exit::UNAVAILABLE, " (try again later)"),
+        _ => (exit::FAILED, ""),
+    };
+    Failure::new(code, format!("{said}{hint} [{method} {path}: {status}]"))
+}
+
+impl Client {
     pub(crate) async fn admin_get(&self, path: &str) -> Outcome<Value> {
         Ok(self
             .call(Listener::Admin, Method::GET, path, None)

@@ -5,13 +5,15 @@
 //! scripts; exit codes in [`exit`].
 //!
 //! - [`client`]: the HTTP client, and how failures become messages and exit codes.
-//! - `tokens`, `limits`, `queues`, `pools`, `jobs`: one file per noun.
+//! - `tokens`, `limits`, `queues`, `pools`, `jobs`, `portable`
+//!   (namespaces' export and import): one file per noun.
 //! - `table`: plain-text tables and formats.
 
 mod client;
 pub mod jobs;
 pub mod limits;
 pub mod pools;
+pub mod portable;
 pub mod queues;
 mod table;
 pub mod tokens;
@@ -37,6 +39,8 @@ pub enum Command {
     Pool(Group<pools::PoolCmd>),
     /// Moved slots still draining, once or until done (admin API).
     Drain(Group<pools::DrainCmd>),
+    /// Export a namespace's jobs as NDJSON, or import them (admin API).
+    Namespace(Group<portable::NamespaceCmd>),
     /// Publish one job (job API; for debugging).
     Publish(jobs::Publish),
     /// Consume jobs, and optionally acknowledge them (job API; for debugging).
@@ -62,6 +66,7 @@ pub async fn run(command: Command) -> ExitCode {
         Command::Deadletter(g) => with(g.global, |c| queues::run_dead(c, g.cmd)).await,
         Command::Pool(g) => with(g.global, |c| pools::run(c, g.cmd)).await,
         Command::Drain(g) => with(g.global, |c| pools::run_drain(c, g.cmd)).await,
+        Command::Namespace(g) => with(g.global, |c| portable::run(c, g.cmd)).await,
         Command::Publish(p) => {
             let global = p.global.clone();
             with(global, |c| jobs::publish(c, p)).await

@@ -83,6 +83,7 @@ scripts! {
     move_out,
     move_in,
     move_done,
+    export,
 }
 
 /// Checks that the keys a script is called with lie in one Redis Cluster

@@ -38,10 +38,7 @@ use crate::{
     drain::{INSTANCE, KNOWS, known_by},
 };
 
-/// How long the new shard remembers each copy it got (so that a copy sent
-/// again is skipped): far longer than a copy waits before its transit
-/// entry goes ([`MoverOptions::settle`]) plus a lease.
-pub const COPY_MEMORY: Duration = Duration::from_secs(120);
+pub use sundial_core::COPY_MEMORY;
 
 /// How the mover works.
 #[derive(Debug, Clone)]

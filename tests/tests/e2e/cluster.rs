@@ -419,7 +419,19 @@ async fn a_gateway_started_while_its_cluster_is_down_waits_for_it() {
         }
     }
     for q in on.values() {
-        let id = api.publish("ns", q, "delay_ms=200", b"x").await;
+        // The cluster says ok; the gateway's connections to the restarted
+        // master may take a moment more (a clear 503 meanwhile).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let id = loop {
+            let r = api.put(&format!("/api/ns/{q}?delay_ms=200"), b"x").await;
+            match r.status {
+                201 => break r.json["job_id"].as_str().expect("id").to_owned(),
+                503 if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                _ => panic!("publish once the cluster is back: {r:?}"),
+            }
+        };
         let r = api.get(&format!("/api/ns/{q}?timeout=10")).await;
         assert_eq!(
             (r.status, r.json["job_id"].as_str()),

@@ -44,6 +44,7 @@ mod openapi;
 mod operators;
 mod outages;
 mod pools;
+mod portable;
 mod pumpd;
 mod reload;
 mod scopes;

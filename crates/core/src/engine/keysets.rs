@@ -153,6 +153,11 @@ pub(crate) fn move_in(k: &SlotKeys) -> Vec<String> {
     ]
 }
 
+/// `export.lua` (reads only: no guard).
+pub(crate) fn export(k: &SlotKeys) -> Vec<String> {
+    vec![k.jobs(), k.timer(), k.queues()]
+}
+
 /// `move_done.lua`.
 pub(crate) fn move_done(k: &SlotKeys) -> Vec<String> {
     vec![k.transit(), k.guard()]
@@ -222,5 +227,6 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("move_out", move_out(&k)),
         ("move_in", move_in(&k)),
         ("move_done", move_done(&k)),
+        ("export", export(&k)),
     ]
 }

@@ -27,6 +27,11 @@ use bytes::Bytes;
 use fred::types::Value;
 
 use super::{decode::Fields, keysets};
+
+/// How long a shard remembers each copy the mover (or an import) stored
+/// there, so that a copy sent again is skipped: far longer than a copy
+/// waits before its transit entry goes, plus a mover's lease.
+pub const COPY_MEMORY: Duration = Duration::from_secs(120);
 use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
 /// What [`Shard::move_out`] does.
@@ -79,7 +84,7 @@ fn be(b: &[u8]) -> usize {
 
 impl InTransit {
     /// Unpacks a transit entry (see `transit_pack` in `lua/lib.lua`).
-    fn parse(id: String, entry: Bytes) -> Option<Self> {
+    pub(crate) fn parse(id: String, entry: Bytes) -> Option<Self> {
         if let Some(queue) = entry.strip_prefix(b"x") {
             return Some(Self {
                 id,

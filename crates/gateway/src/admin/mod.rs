@@ -9,6 +9,7 @@
 mod dashboard;
 mod info;
 mod limits;
+mod portable;
 mod queues;
 mod tokens;
 
@@ -49,6 +50,8 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
         )
         .route("/limits", get(limits::list))
         .route("/namespaces", get(queues::namespaces))
+        .route("/namespaces/{ns}/export", get(portable::export))
+        .route("/namespaces/{ns}/import", post(portable::import))
         .route("/namespaces/{ns}/queues", get(queues::list))
         .route("/namespaces/{ns}/queues/{queue}", get(queues::one))
         .route(

@@ -45,7 +45,7 @@ const MAX_PREVIEW: u64 = 4096;
 const MAX_IDS: usize = 1000;
 
 /// The pool named by `?pool=` (default `default`).
-fn pool(state: &AppState, params: &Params) -> Result<Arc<Pool>, ApiError> {
+pub(super) fn pool(state: &AppState, params: &Params) -> Result<Arc<Pool>, ApiError> {
     let name = params.get("pool").filter(|p| !p.is_empty()).map_or_else(
         || sundial_router::token::DEFAULT_POOL.to_owned(),
         |p| p.into_owned(),
@@ -58,7 +58,7 @@ fn pool(state: &AppState, params: &Params) -> Result<Arc<Pool>, ApiError> {
         .ok_or(ApiError::NotFound("pool not found"))
 }
 
-fn names(ns: &str, queue: Option<&str>) -> Result<(), ApiError> {
+pub(super) fn names(ns: &str, queue: Option<&str>) -> Result<(), ApiError> {
     check_namespace(ns).map_err(|e| ApiError::bad(e.to_string()))?;
     if let Some(q) = queue {
         check_queue(q).map_err(|e| ApiError::bad(e.to_string()))?;

@@ -41,8 +41,14 @@ impl Bodies {
         }
     }
 
+    /// How long a body (or, for a body read as a stream, each of its
+    /// chunks) may take to arrive.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Takes room for `bytes` more of buffer, or says the gateway is busy.
-    fn take(&self, bytes: usize) -> Result<OwnedSemaphorePermit, ApiError> {
+    pub(crate) fn take(&self, bytes: usize) -> Result<OwnedSemaphorePermit, ApiError> {
         let kib = bytes.div_ceil(1024).max(1);
         if kib > self.budget_kib {
             return Err(ApiError::Busy);

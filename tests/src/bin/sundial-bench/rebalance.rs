@@ -135,7 +135,11 @@ pub(crate) async fn rebalance(
     std::fs::copy(config_after, config).context("replace the gateway's config")?;
     let r = ctx.http.post(format!("{admin}/reload")).send().await?;
     let status = r.status();
-    anyhow::ensure!(status == 200, "reload answered {status}: {}", r.text().await?);
+    anyhow::ensure!(
+        status == 200,
+        "reload answered {status}: {}",
+        r.text().await?
+    );
     let drains = |ctx: Arc<Ctx>| {
         let url = format!("{admin}/drains");
         async move {

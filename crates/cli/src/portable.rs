@@ -1,0 +1,134 @@
+//! `sundial namespace export|import`: a namespace's jobs as NDJSON, for
+//! backups and for moving a tenant to another installation or pool.
+
+use std::{
+    fs::File,
+    io::{BufRead, BufReader, Write},
+};
+
+use clap::Subcommand;
+use reqwest::Method;
+use serde_json::json;
+
+use crate::client::{Client, Failure, Listener, Outcome, exit, seg};
+
+/// Bytes of lines sent per import request: each request is stored before
+/// the next is read, so a failure loses at most this much progress (an
+/// import run again skips what is there).
+const CHUNK: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, Subcommand)]
+pub enum NamespaceCmd {
+    /// Write every job of a namespace as NDJSON (one job per line), to a
+    /// file or to standard output.
+    Export {
+        ns: String,
+        #[arg(long, default_value = "default")]
+        pool: String,
+        /// The file to write (default: standard output).
+        #[arg(long, short)]
+        out: Option<String>,
+    },
+    /// Store the jobs of an NDJSON export in a namespace (any namespace
+    /// and pool: the lines do not name them). Jobs whose id is there
+    /// already are skipped, so an import may run again after a failure.
+    Import {
+        ns: String,
+        #[arg(long, default_value = "default")]
+        pool: String,
+        /// The file to read (default: standard input).
+        file: Option<String>,
+    },
+}
+
+pub(crate) async fn run(c: Client, cmd: NamespaceCmd) -> Outcome {
+    match cmd {
+        NamespaceCmd::Export { ns, pool, out } => {
+            let path = format!("/namespaces/{}/export?pool={}", seg(&ns), seg(&pool));
+            let written = match &out {
+                Some(f) => {
+                    let mut file = File::create(f).map_err(|e| {
+                        Failure::new(exit::FAILED, format!("cannot create {f}: {e}"))
+                    })?;
+                    c.admin_stream(&path, &mut file).await?
+                }
+                None => {
+                    let mut stdout = std::io::BufWriter::new(std::io::stdout());
+                    c.admin_stream(&path, &mut stdout).await?
+                }
+            };
+            if let Some(f) = out {
+                eprintln!("{ns}: {written} bytes written to {f}");
+            }
+            Ok(())
+        }
+        NamespaceCmd::Import { ns, pool, file } => import(&c, &ns, &pool, file.as_deref()).await,
+    }
+}
+
+async fn import(c: &Client, ns: &str, pool: &str, file: Option<&str>) -> Outcome {
+    let input: Box<dyn BufRead + Send> = match file {
+        Some(f) if f != "-" => {
+            Box::new(BufReader::new(File::open(f).map_err(|e| {
+                Failure::new(exit::FAILED, format!("cannot open {f}: {e}"))
+            })?))
+        }
+        _ => Box::new(BufReader::new(std::io::stdin())),
+    };
+    let path = format!("/namespaces/{}/import?pool={}", seg(ns), seg(pool));
+    let (mut imported, mut existing) = (0u64, 0u64);
+    let mut chunk: Vec<u8> = Vec::new();
+    // The input line the chunk starts at, to name a bad line as the
+    // input numbers it.
+    let (mut first, mut next) = (1u64, 1u64);
+    let mut lines = input.split(b'\n');
+    loop {
+        let line = lines
+            .next()
+            .transpose()
+            .map_err(|e| Failure::new(exit::FAILED, format!("cannot read the input: {e}")))?;
+        let end = line.is_none();
+        if let Some(mut l) = line {
+            l.push(b'\n');
+            chunk.extend_from_slice(&l);
+            next += 1;
+        }
+        if chunk.len() >= CHUNK || (end && !chunk.is_empty()) {
+            let sent = std::mem::take(&mut chunk);
+            let r = c
+                .call_raw(Listener::Admin, Method::POST, &path, Some(sent), None)
+                .await
+                .map_err(|f| renumber(f, first, imported, existing))?;
+            imported += r.json["imported"].as_u64().unwrap_or(0);
+            existing += r.json["existing"].as_u64().unwrap_or(0);
+            first = next;
+        }
+        if end {
+            break;
+        }
+    }
+    let out = json!({ "pool": pool, "namespace": ns, "imported": imported, "existing": existing });
+    c.show(&out, |_| {
+        println!("{ns}: {imported} job(s) imported, {existing} there already");
+    });
+    let _ = std::io::stdout().flush();
+    Ok(())
+}
+
+/// A failure of the chunk that starts at input line `first`: its `line N`
+/// made the input's, and what earlier chunks stored said.
+fn renumber(f: Failure, first: u64, imported: u64, existing: u64) -> Failure {
+    let message = match f
+        .message
+        .strip_prefix("line ")
+        .and_then(|rest| rest.split_once(':'))
+        .and_then(|(n, rest)| Some((n.parse::<u64>().ok()?, rest)))
+    {
+        Some((n, rest)) => format!("line {}:{rest}", first + n - 1),
+        None => f.message,
+    };
+    Failure::new(
+        f.code,
+        format!("{message}; before this request: {imported} imported, {existing} there already"),
+    )
+}

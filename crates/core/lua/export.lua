@@ -1,0 +1,57 @@
+-- Reads a page of one namespace's jobs in a slot, for an export, without
+-- changing anything. Two modes:
+-- `scan`: HSCAN of the jobs hash from `cursor`; returns the namespace's
+--   delayed and reserved jobs (ready and dead jobs are read from their lists,
+--   in order, by `list`).
+-- `list`: a page of a queue's ready or dead list from its head (newest
+--   first: an import appends them at the consuming end in this order, so
+--   the list keeps its order), skipping stale ids.
+-- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: queue table
+-- ARGV[1]: mode   ARGV[2]: cursor (scan) or entries passed (list)   ARGV[3]: page size
+-- ARGV[4]: `<ns>/` (scan) or the list's key (list)
+-- ARGV[5]: (list) the state its jobs are in   ARGV[6]: (list) the qualified queue
+-- Returns {now, next (cursor, or entries passed; `0`/`-1` at the end), then per
+-- job: id, qualified queue, TTR deadline (reserved, else 0), record}.
+local mode, count = ARGV[1], tonumber(ARGV[3])
+local out = { now_ms(), '0' }
+if mode == 'scan' then
+  local prefix = ARGV[4]
+  local qname = qnames(KEYS[3])
+  local r = redis.call('HSCAN', KEYS[1], ARGV[2], 'COUNT', count)
+  out[2] = r[1]
+  local kv = r[2]
+  for x = 1, #kv, 2 do
+    local st, qn = head(kv[x + 1])
+    if st == DELAYED or st == RESERVED then
+      local q = qname(qn)
+      if string.sub(q, 1, #prefix) == prefix then
+        local deadline = 0
+        if st == RESERVED then deadline = tonumber(redis.call('ZSCORE', KEYS[2], kv[x]) or '0') end
+        out[#out + 1] = kv[x]
+        out[#out + 1] = q
+        out[#out + 1] = deadline
+        out[#out + 1] = kv[x + 1]
+      end
+    end
+  end
+  return out
+end
+local passed, state, queue = tonumber(ARGV[2]), tonumber(ARGV[5]), ARGV[6]
+local ids = redis.call('LRANGE', ARGV[4], passed, passed + count - 1)
+if #ids < count then out[2] = '-1' else out[2] = tostring(passed + #ids) end
+local qn = qn_of(KEYS[3], queue)
+if #ids == 0 or not qn then return out end
+local raws = hmget_many(KEYS[1], ids)
+for x = 1, #ids do
+  local raw = raws[x]
+  if raw then
+    local st, q = head(raw)
+    if st == state and q == qn then
+      out[#out + 1] = ids[x]
+      out[#out + 1] = queue
+      out[#out + 1] = 0
+      out[#out + 1] = raw
+    end
+  end
+end
+return out

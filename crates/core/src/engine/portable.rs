@@ -1,0 +1,233 @@
+//! Jobs out of and into a shard for export and import (NDJSON, by the
+//! gateway): each job with its times relative to the moment it was read,
+//! so that it can be stored again on any shard, whose clock may differ.
+//!
+//! An export reads, per slot, the namespace's delayed and reserved jobs
+//! (HSCAN of the jobs hash) and then each queue's ready and dead lists
+//! newest first; an import stores jobs as the mover stores its copies
+//! (`move_in.lua`): a job whose id exists is skipped, and ready and dead
+//! jobs are appended at the consuming end in the order given, so a list
+//! exported newest first is imported in its order.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use fred::types::Value;
+
+use super::{
+    decode::{Fields, state},
+    keysets,
+    mover::{COPY_MEMORY, Copied, InTransit},
+};
+use crate::{EngineError, Shard, keys::SlotKeys, scripts::SCRIPTS};
+
+/// A job as an export carries it, times relative to when it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortableJob {
+    pub id: String,
+    /// The qualified queue, `<ns>/<queue>`.
+    pub queue: String,
+    /// One of [`state`]'s values.
+    pub state: u8,
+    /// Whether it has been delivered at least once.
+    pub delivered: bool,
+    /// Deliveries left.
+    pub tries: u16,
+    /// Since it was published, ms.
+    pub age_ms: u64,
+    /// Until it expires, ms; 0 = never.
+    pub ttl_ms: u64,
+    /// Delayed: until it is due, ms (0: due already).
+    pub due_in_ms: u64,
+    /// Reserved: until its TTR runs out, ms.
+    pub ttr_ms: u64,
+    /// Dead: since it died, ms, when known.
+    pub dead_for_ms: Option<u64>,
+    /// Attributes as JSON text; empty for none.
+    pub attrs: String,
+    pub body: Bytes,
+}
+
+/// One page of an export.
+#[derive(Debug, Clone, Default)]
+pub struct ExportPage {
+    /// Where the next page starts: a hash cursor (`"0"` at the end) or
+    /// list entries passed (`None` at the end).
+    pub next: Option<String>,
+    pub jobs: Vec<PortableJob>,
+}
+
+/// The clock an import's records are written on before `move_in.lua`
+/// moves them onto the shard's (any value far from 0 and from overflow).
+const BASE_MS: u64 = 1 << 40;
+
+impl PortableJob {
+    /// The job as a transit entry (see `transit_pack` in `lua/lib.lua`) on
+    /// a clock that reads [`BASE_MS`] now.
+    fn entry(&self) -> Option<InTransit> {
+        let now = BASE_MS;
+        let flags = self.state
+            + if self.delivered { 16 } else { 0 }
+            + if self.dead_for_ms.is_some() && self.state == state::DEAD {
+                32
+            } else {
+                0
+            };
+        let expire = if self.ttl_ms == 0 {
+            0
+        } else {
+            now + self.ttl_ms
+        };
+        let due = match (self.state, self.dead_for_ms) {
+            (state::DELAYED, _) => now + self.due_in_ms,
+            (state::DEAD, Some(ago)) => now.saturating_sub(ago),
+            _ => 0,
+        };
+        let deadline = if self.state == state::RESERVED {
+            now + self.ttr_ms
+        } else {
+            0
+        };
+        let attrs_len = u16::try_from(self.attrs.len()).ok()?;
+        let queue_len = u16::try_from(self.queue.len()).ok()?;
+        let mut raw = BytesMut::with_capacity(32 + self.attrs.len() + self.body.len());
+        raw.put_u8(flags);
+        raw.put_u16(self.tries);
+        for t in [now.saturating_sub(self.age_ms), expire, due] {
+            raw.put_slice(&t.to_be_bytes()[2..]);
+        }
+        raw.put_slice(&[0, 0, 0]); // the queue number: the shard gives it
+        raw.put_u16(attrs_len);
+        raw.put_slice(self.attrs.as_bytes());
+        raw.put_slice(&self.body);
+        let mut e = BytesMut::with_capacity(10 + self.queue.len() + raw.len());
+        e.put_slice(&deadline.to_be_bytes()[2..]);
+        e.put_u16(queue_len);
+        e.put_slice(self.queue.as_bytes());
+        e.put_u16(0); // no destination name
+        e.put_slice(&raw);
+        InTransit::parse(self.id.clone(), e.freeze())
+    }
+}
+
+impl Shard {
+    /// A page of `ns`'s delayed and reserved jobs in `slot`, from the hash
+    /// cursor `cursor` (`"0"` to start), about `count` records read.
+    pub async fn export_scan(
+        &self,
+        slot: u32,
+        ns: &str,
+        cursor: &str,
+        count: u32,
+    ) -> Result<ExportPage, EngineError> {
+        let k = SlotKeys::new(slot);
+        let args: Vec<Value> = vec![
+            "scan".into(),
+            cursor.into(),
+            i64::from(count.max(1)).into(),
+            format!("{ns}/").into(),
+        ];
+        let v = self
+            .eval(&SCRIPTS.export, keysets::export(&k), args)
+            .await?;
+        let (next, jobs) = self.portable(v)?;
+        Ok(ExportPage {
+            next: (next != "0").then_some(next),
+            jobs,
+        })
+    }
+
+    /// A page of the ready (or, with `dead`, the dead) list of a queue in
+    /// `slot`, newest first, after `passed` entries.
+    pub async fn export_list(
+        &self,
+        slot: u32,
+        qualified: &str,
+        dead: bool,
+        passed: u64,
+        count: u32,
+    ) -> Result<ExportPage, EngineError> {
+        let k = SlotKeys::new(slot);
+        let (list, st) = if dead {
+            (k.dead(qualified), state::DEAD)
+        } else {
+            (k.ready(qualified), state::READY)
+        };
+        let args: Vec<Value> = vec![
+            "list".into(),
+            (passed as i64).into(),
+            i64::from(count.max(1)).into(),
+            list.into(),
+            i64::from(st).into(),
+            qualified.into(),
+        ];
+        let v = self
+            .eval(&SCRIPTS.export, keysets::export(&k), args)
+            .await?;
+        let (next, jobs) = self.portable(v)?;
+        Ok(ExportPage {
+            next: (next != "-1").then_some(next),
+            jobs,
+        })
+    }
+
+    /// The reply of `export.lua`: where to go on, and the jobs (times
+    /// made relative to the reply's).
+    fn portable(&self, v: Value) -> Result<(String, Vec<PortableJob>), EngineError> {
+        let mut f = Fields::new(self, v)?;
+        let now = f.uint()?;
+        let next = f.string()?;
+        let mut jobs = Vec::with_capacity(f.len() / 4);
+        while f.len() > 0 {
+            let id = f.string()?;
+            let queue = f.string()?;
+            let deadline = f.uint()?;
+            let raw = f.bytes()?;
+            let due = raw
+                .get(15..21)
+                .map_or(0, |b| b.iter().fold(0u64, |n, &x| (n << 8) | u64::from(x)));
+            let r = super::decode::Record::unpack(raw)
+                .ok_or_else(|| self.bad_reply("a job record too short"))?;
+            jobs.push(PortableJob {
+                id,
+                queue,
+                state: r.state,
+                delivered: r.delivered,
+                tries: r.tries,
+                age_ms: now.saturating_sub(r.published_ms),
+                ttl_ms: if r.expire_ms == 0 {
+                    0
+                } else {
+                    r.expire_ms.saturating_sub(now).max(1)
+                },
+                due_in_ms: if r.state == state::DELAYED {
+                    due.saturating_sub(now)
+                } else {
+                    0
+                },
+                ttr_ms: if r.state == state::RESERVED {
+                    deadline.saturating_sub(now)
+                } else {
+                    0
+                },
+                dead_for_ms: r.died_ms.map(|d| now.saturating_sub(d)),
+                attrs: String::from_utf8(r.attrs.to_vec())
+                    .map_err(|_| self.bad_reply("attributes are not utf-8"))?,
+                body: r.body,
+            });
+        }
+        Ok((next, jobs))
+    }
+
+    /// Stores `jobs` (all of `slot`) as they were exported, each with its
+    /// state, tries, attributes, body and times; a job whose id is here
+    /// already (or was copied here by the mover lately) is skipped.
+    pub async fn import(&self, slot: u32, jobs: &[PortableJob]) -> Result<Copied, EngineError> {
+        let entries: Vec<InTransit> = jobs
+            .iter()
+            .map(|j| {
+                j.entry()
+                    .ok_or_else(|| self.bad_reply("a job's queue or attributes are too long"))
+            })
+            .collect::<Result<_, _>>()?;
+        self.move_in(slot, BASE_MS, &entries, COPY_MEMORY).await
+    }
+}
