@@ -12,11 +12,13 @@
 //   RESPAWN             the id of the dead job to respawn
 //   DRAIN=1             only check the pool page's drain (no NAMESPACE,
 //                       QUEUE or RESPAWN then)
+//   MOVE=<state>        only check that NAMESPACE's page shows its move to
+//                       another pool in that state
 //   SCREENSHOTS         a folder to save the pages in (optional)
 //   CHROMIUM            the browser (default /usr/bin/chromium)
 //
-// Prints `respawned <id>` (or `drain pending=<slots> jobs_left=<n>`) and
-// exits 0, or prints why and exits 1.
+// Prints `respawned <id>` (or `drain pending=<slots> jobs_left=<n>`, or
+// the move's line) and exits 0, or prints why and exits 1.
 import { chromium } from "playwright-core";
 
 const env = (name, fallback) => {
@@ -26,6 +28,7 @@ const env = (name, fallback) => {
 };
 const admin = env("SUNDIAL_ADMIN_URL");
 const drain = process.env.DRAIN === "1";
+const move = process.env.MOVE;
 const shots = process.env.SCREENSHOTS;
 const origin = new URL(admin).origin;
 
@@ -62,7 +65,9 @@ try {
   await page.goto(`${admin}/dashboard`);
   await page.getByRole("heading", { name: "Pool default" }).waitFor();
   await page.locator("tr[data-shard] .pill.up").first().waitFor();
-  done = drain ? await showsDrain(page, shot) : await respawnOne(page, shot);
+  done = drain ? await showsDrain(page, shot)
+    : move ? await showsMove(page, move)
+    : await respawnOne(page, shot);
 } catch (e) {
   problems.push(e.stack || String(e));
 } finally {
@@ -89,6 +94,17 @@ async function showsDrain(page, shot) {
   await row.locator(".bar > div").waitFor({ state: "attached" });
   await shot("drain");
   return `drain pending=${pending} jobs_left=${left}`;
+}
+
+/** The namespace's page: a line that says where it moves, in `state`. */
+async function showsMove(page, state) {
+  const ns = env("NAMESPACE");
+  await page.getByRole("link", { name: "Namespaces" }).click();
+  await page.locator(`a[data-namespace="${ns}"]`).click();
+  await page.getByRole("heading", { name: `Namespace ${ns}` }).waitFor();
+  const line = page.locator(`[data-move="${state}"]`);
+  await line.waitFor();
+  return (await line.innerText()).toLowerCase();
 }
 
 /** Namespaces → the namespace → its queues, then the queue, and one dead

@@ -39,7 +39,8 @@ pub enum Command {
     Pool(Group<pools::PoolCmd>),
     /// Moved slots still draining, once or until done (admin API).
     Drain(Group<pools::DrainCmd>),
-    /// Export a namespace's jobs as NDJSON, or import them (admin API).
+    /// Move a namespace to another pool; export its jobs as NDJSON, or
+    /// import them (admin API).
     Namespace(Group<portable::NamespaceCmd>),
     /// Publish one job (job API; for debugging).
     Publish(jobs::Publish),

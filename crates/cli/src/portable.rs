@@ -1,5 +1,6 @@
 //! `sundial namespace export|import`: a namespace's jobs as NDJSON, for
-//! backups and for moving a tenant to another installation or pool.
+//! backups and for moving a tenant to another installation; `sundial
+//! namespace move|moving`: moving it to another pool of this one.
 
 use std::{
     fs::File,
@@ -19,6 +20,36 @@ const CHUNK: usize = 4 * 1024 * 1024;
 
 #[derive(Debug, Subcommand)]
 pub enum NamespaceCmd {
+    /// Move a namespace to another pool while its producers and workers go
+    /// on: its tokens (of `--pool`) are served from the new pool, and its
+    /// jobs are carried there.
+    Move {
+        ns: String,
+        /// The pool to move it to.
+        #[arg(long)]
+        to: String,
+        /// The pool of its tokens.
+        #[arg(long, default_value = "default")]
+        pool: String,
+        /// Follow the move until it is done (exit 0), redrawing every
+        /// `--every` seconds.
+        #[arg(long)]
+        watch: bool,
+        #[arg(long, default_value_t = 2)]
+        every: u64,
+    },
+    /// Where a namespace that moved (or moves) is served from, and how far
+    /// its move has come.
+    Moving {
+        ns: String,
+        #[arg(long, default_value = "default")]
+        pool: String,
+        /// Follow the move until it is done (exit 0).
+        #[arg(long)]
+        watch: bool,
+        #[arg(long, default_value_t = 2)]
+        every: u64,
+    },
     /// Write every job of a namespace as NDJSON (one job per line), to a
     /// file or to standard output.
     Export {
@@ -43,6 +74,42 @@ pub enum NamespaceCmd {
 
 pub(crate) async fn run(c: Client, cmd: NamespaceCmd) -> Outcome {
     match cmd {
+        NamespaceCmd::Move {
+            ns,
+            to,
+            pool,
+            watch,
+            every,
+        } => {
+            let path = format!("/namespaces/{}/move?pool={}", seg(&ns), seg(&pool));
+            let r = c
+                .call(
+                    Listener::Admin,
+                    Method::POST,
+                    &path,
+                    Some(json!({ "to": to })),
+                )
+                .await?;
+            if watch {
+                return follow(&c, &path, every).await;
+            }
+            c.show(&r.json, print_move);
+            Ok(())
+        }
+        NamespaceCmd::Moving {
+            ns,
+            pool,
+            watch,
+            every,
+        } => {
+            let path = format!("/namespaces/{}/move?pool={}", seg(&ns), seg(&pool));
+            if watch {
+                return follow(&c, &path, every).await;
+            }
+            let v = c.admin_get(&path).await?;
+            c.show(&v, print_move);
+            Ok(())
+        }
         NamespaceCmd::Export { ns, pool, out } => {
             let path = format!("/namespaces/{}/export?pool={}", seg(&ns), seg(&pool));
             let written = match &out {
@@ -63,6 +130,36 @@ pub(crate) async fn run(c: Client, cmd: NamespaceCmd) -> Outcome {
             Ok(())
         }
         NamespaceCmd::Import { ns, pool, file } => import(&c, &ns, &pool, file.as_deref()).await,
+    }
+}
+
+fn print_move(v: &serde_json::Value) {
+    let s = |k: &str| crate::table::cell(&v[k]);
+    let left = if v["jobs_left"].is_null() {
+        String::new()
+    } else {
+        format!(", {} job(s) left in {}", s("jobs_left"), s("from"))
+    };
+    println!(
+        "{} (tokens of pool {}): {} from {} to {}{left}; {} moved by this gateway",
+        s("namespace"),
+        s("pool"),
+        s("state"),
+        s("from"),
+        s("to"),
+        s("jobs_moved"),
+    );
+}
+
+/// Prints the move every `every` seconds until it is done.
+async fn follow(c: &Client, path: &str, every: u64) -> Outcome {
+    loop {
+        let v = c.admin_get(path).await?;
+        c.show(&v, print_move);
+        if v["state"] == "moved" {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(every.max(1))).await;
     }
 }
 

@@ -6,6 +6,10 @@
 -- `list`: a page of a queue's ready or dead list from its head (newest
 --   first: an import appends them at the consuming end in this order, so
 --   the list keeps its order), skipping stale ids.
+-- `transit`: HSCAN of the transit hash from `cursor`: the namespace's jobs
+--   a mover has taken out of the slot and not let go yet (whatever their
+--   state), as they were taken.
+-- KEYS[4]: the transit hash
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: queue table
 -- ARGV[1]: mode   ARGV[2]: cursor (scan) or entries passed (list)   ARGV[3]: page size
 -- ARGV[4]: `<ns>/` (scan) or the list's key (list)
@@ -14,6 +18,22 @@
 -- job: id, qualified queue, TTR deadline (reserved, else 0), record}.
 local mode, count = ARGV[1], tonumber(ARGV[3])
 local out = { now_ms(), '0' }
+if mode == 'transit' then
+  local prefix = ARGV[4]
+  local r = redis.call('HSCAN', KEYS[4], ARGV[2], 'COUNT', count)
+  out[2] = r[1]
+  local kv = r[2]
+  for x = 1, #kv, 2 do
+    local e = transit_unpack(kv[x + 1])
+    if e and string.sub(e.queue, 1, #prefix) == prefix then
+      out[#out + 1] = kv[x]
+      out[#out + 1] = e.queue
+      out[#out + 1] = e.deadline
+      out[#out + 1] = e.raw
+    end
+  end
+  return out
+end
 if mode == 'scan' then
   local prefix = ARGV[4]
   local qname = qnames(KEYS[3])

@@ -4,24 +4,25 @@
 -- TTR deadline), so that a delayed job is due when it was due. Ready and
 -- dead jobs are appended at the consuming end of their list, in the order
 -- given (newest first), so that they come before the jobs written here
--- since. A job already copied is skipped: the slot's copy marks (`sd:T:i`,
--- id → when copied) remember each copy for `retention` ms, so that a copy
--- made again after a crash of the mover, or by a mover that lost its
--- lease, does not bring back a job acked here since. A mark outlives its
--- transit entry (the mover lets entries go well within that time).
+-- since. A job already here is skipped, and so is one copied here before:
+-- with `mark`, each copy is remembered in the slot's copy marks (`sd:T:i`,
+-- id → when copied) until the mover removes the mark, once the job's
+-- transit entry at the old shard is gone for good, so that a copy made
+-- again (after a crash of the mover or of a Redis, or by a mover that lost
+-- its lease) does not bring back a job acked here since. The key expires a
+-- day after its last mark, as a backstop.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: queue table
 -- KEYS[5]: wheel index zset   KEYS[6]: copy marks zset
 -- KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: slot key prefix   ARGV[2]: timer channel   ARGV[3]: slot number
 -- ARGV[4]: ready channel prefix (channel = prefix .. queue)
--- ARGV[5]: the old shard's time when it gave the entries (ms)   ARGV[6]: retention ms
+-- ARGV[5]: the old shard's time when it gave the entries (ms)   ARGV[6]: `1` to mark the copies
 -- ARGV[7..]: per job, id and transit entry
 -- Returns {copied, skipped}.
 local now = now_ms()
 local shift = now - tonumber(ARGV[5])
-local retention = tonumber(ARGV[6])
+local mark = ARGV[6] == '1'
 local jkey, tkey, ckey, ikey = KEYS[1], KEYS[2], KEYS[3], KEYS[6]
-redis.call('ZREMRANGEBYSCORE', ikey, '-inf', now - retention)
 local k = { j = jkey, t = tkey, s = KEYS[5], prefix = ARGV[1] }
 local wake = next_wake(tkey, KEYS[5])
 local t = tally()
@@ -34,7 +35,7 @@ end
 for i = 7, #ARGV, 2 do
   local id = ARGV[i]
   local e = transit_unpack(ARGV[i + 1])
-  if e == nil or redis.call('ZSCORE', ikey, id) or redis.call('HEXISTS', jkey, id) == 1 then
+  if e == nil or redis.call('HEXISTS', jkey, id) == 1 or (mark and redis.call('ZSCORE', ikey, id)) then
     skipped = skipped + 1
   else
     local r = decode(e.raw)
@@ -61,15 +62,17 @@ for i = 7, #ARGV, 2 do
       if r.state == READY then ready[r.queue] = (ready[r.queue] or 0) + 1 end
     end
     t.state(r.state, r.queue, 1)
-    marks[#marks + 1] = now
-    marks[#marks + 1] = id
+    if mark then
+      marks[#marks + 1] = now
+      marks[#marks + 1] = id
+    end
     copied = copied + 1
   end
 end
 t.flush(ckey)
 if #marks > 0 then
   call_many('ZADD', ikey, marks, 2)
-  redis.call('PEXPIRE', ikey, 2 * retention)
+  redis.call('PEXPIRE', ikey, 86400000)
 end
 for queue, n in pairs(ready) do announce(ARGV[4] .. queue, n) end
 return { copied, skipped }

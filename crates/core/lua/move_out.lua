@@ -10,34 +10,57 @@
 -- A slot with no job left, here or in transit, is cleared: its wheel, its
 -- lists (stale ids only), its queue table and counters, and the mover's
 -- lease (the pump's lease stays with the pump).
+-- With a queue prefix (`<ns>/`: a namespace moving to another pool), only
+-- that namespace's jobs are taken, and the slot is never cleared.
 -- The mover's lease (KEYS[7]) fences every call: one mover per slot.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: queue table
 -- KEYS[5]: wheel index zset   KEYS[6]: transit hash   KEYS[7]: mover lease
 -- KEYS[8]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: owner   ARGV[2]: lease ttl ms   ARGV[3]: mode: `take`, `pending` (the transit
---          entries, from `cursor`) or `release` (the lease, if held)
+--          entries, from `cursor`), `read` (the transit entries of the ids ARGV[9..],
+--          as they are now) or `release` (the lease, if held)
 -- ARGV[4]: at most this many jobs   ARGV[5]: destination shard's name
 -- ARGV[6]: slot key prefix   ARGV[7]: cursor (`0` to start)
+-- ARGV[8]: queue prefix (`` for every queue)
 -- Returns {-1, holder} and no change when another owner holds the lease;
 -- else {now, next cursor, cleared (1: the slot held nothing and is clear),
--- then per job: id, transit entry}.
+-- transit entries left, then per job: id, transit entry}.
 local owner, mode = ARGV[1], ARGV[3]
 local holder = redis.call('GET', KEYS[7])
 if holder and holder ~= owner then return { -1, holder } end
 if mode == 'release' then
   if holder then redis.call('DEL', KEYS[7]) end
-  return { 0, '0', 0 }
+  return { 0, '0', 0, 0 }
 end
 redis.call('SET', KEYS[7], owner, 'PX', ARGV[2])
 local now = now_ms()
 local limit, dest, prefix, cursor = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+local only = ARGV[8] or ''
 local jkey, tkey, ckey, mkey = KEYS[1], KEYS[2], KEYS[3], KEYS[6]
-local out = { now, '0', 0 }
+local out = { now, '0', 0, 0 }
+local function ours(queue)
+  return only == '' or string.sub(queue, 1, #only) == only
+end
+
+if mode == 'read' then
+  local ids = {}
+  for i = 9, #ARGV do ids[#ids + 1] = ARGV[i] end
+  local vals = hmget_many(mkey, ids)
+  for x = 1, #ids do
+    if vals[x] then
+      out[#out + 1] = ids[x]
+      out[#out + 1] = vals[x]
+    end
+  end
+  out[4] = redis.call('HLEN', mkey)
+  return out
+end
 
 if mode == 'pending' then
   local r = redis.call('HSCAN', mkey, cursor, 'COUNT', math.max(limit, 1))
   out[2] = r[1]
   for _, v in ipairs(r[2]) do out[#out + 1] = v end
+  out[4] = redis.call('HLEN', mkey)
   return out
 end
 
@@ -55,16 +78,21 @@ local function take(id, raw, queue, deadline)
   t.state(head(raw), queue, -1)
 end
 
--- Ready and dead lists, newest first, while their counts say they hold jobs.
+-- Ready and dead lists, newest first, of the queues whose counts say they
+-- hold ready or dead jobs.
 for _, field in ipairs(redis.call('HKEYS', ckey)) do
   if #taken >= limit then break end
   local kind = string.sub(field, 1, 1)
-  if kind == 'r' or kind == 'd' then
+  if (kind == 'r' or kind == 'd') and ours(string.sub(field, 2)) then
     local queue = string.sub(field, 2)
     local state = READY
     if kind == 'd' then state = DEAD end
     local lkey = prefix .. kind .. ':' .. queue
-    while #taken < limit do
+    -- Bounded: a run of stale ids (jobs deleted while listed) is trimmed
+    -- over several calls.
+    local pages = 0
+    while #taken < limit and pages < 10 do
+      pages = pages + 1
       local ids = redis.call('LRANGE', lkey, 0, math.min(limit - #taken, 1000) - 1)
       if #ids == 0 then break end
       local raws = hmget_many(jkey, ids)
@@ -81,20 +109,25 @@ end
 -- since the lists were read).
 if #taken < limit then
   local qname = qnames(KEYS[4])
+  local scanned = 0
   repeat
-    local r = redis.call('HSCAN', jkey, cursor, 'COUNT', limit - #taken)
+    local r = redis.call('HSCAN', jkey, cursor, 'COUNT', math.max(limit - #taken, 10))
     cursor = r[1]
     local kv = r[2]
     for x = 1, #kv, 2 do
       local id, raw = kv[x], kv[x + 1]
-      if not seen[id] then
-        local st, qn = head(raw)
+      local st, qn = head(raw)
+      local queue = qname(qn)
+      if not seen[id] and ours(queue) then
         local deadline = 0
         if st == RESERVED then deadline = tonumber(redis.call('ZSCORE', tkey, id) or '0') end
-        take(id, raw, qname(qn), deadline)
+        take(id, raw, queue, deadline)
       end
     end
-  until cursor == '0' or #taken >= limit
+    scanned = scanned + #kv / 2
+  -- Bounded: a namespace's few jobs among many others' are found over
+  -- several calls, each a short script.
+  until cursor == '0' or #taken >= limit or scanned >= 20 * limit
   out[2] = cursor
 end
 
@@ -103,7 +136,7 @@ if #taken > 0 then
   call_many('ZREM', tkey, taken, 1)
   call_many('HSET', mkey, entries, 2)
   t.flush(ckey)
-elseif redis.call('HLEN', jkey) == 0 and redis.call('HLEN', mkey) == 0 then
+elseif only == '' and redis.call('HLEN', jkey) == 0 and redis.call('HLEN', mkey) == 0 then
   for _, second in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
     redis.call('DEL', prefix .. 'w:' .. second)
   end
@@ -115,4 +148,5 @@ elseif redis.call('HLEN', jkey) == 0 and redis.call('HLEN', mkey) == 0 then
   redis.call('DEL', KEYS[5], tkey, ckey, KEYS[4], KEYS[7])
   out[3] = 1
 end
+out[4] = redis.call('HLEN', mkey)
 return out

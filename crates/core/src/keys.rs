@@ -24,7 +24,7 @@
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
 //! | `sd:T:lease` | string | the id of the pump process that pumps this slot | changed only by the lease scripts; the pump script checks it |
 //! | `sd:T:m` | hash | job id → transit entry: a job the mover took out of this slot (its record, queue, reservation deadline and destination), or `x<ns>/<queue>` for one deleted in transit | only on a shard the slot moved away from, while the mover copies it; peek and ack by id read it |
-//! | `sd:T:i` | zset | job id → when the mover copied it here (ms) | only on a shard the slot moved to; entries older than a minute go, and the key expires two minutes after the last copy |
+//! | `sd:T:i` | zset | job id → when the mover copied it here (ms) | only on a shard the slot moved to; a mark goes once its job's transit entry at the old shard is gone for good; the key expires a day after its last mark, as a backstop |
 //! | `sd:T:mover` | string | the gateway instance that moves the slot's jobs away from this shard | set and renewed by `move_out.lua` (expires unless renewed); gone when the slot is clear |
 //!
 //! So a namespace has no key of its own: an idle tenant costs its jobs'
@@ -50,9 +50,14 @@
 //! with their window; `sd:queues:<pool>/<ns>`, a sorted set of the queues
 //! the namespace has been published to (score 0, ordered by name), for the
 //! admin listing: gateways add a queue when they first publish to it, and
-//! at start every queue their pools' slots hold. An admin Redis that is a
-//! cluster names the three tables `sd:{admin}:tokens`, `sd:{admin}:limits`
-//! and `sd:{admin}:tokens:version` ([`AdminKeys`]): one hash tag, so that a
+//! at start every queue their pools' slots hold; `sd:homes` hash
+//! `<pool>/<ns>` → JSON `{"to","from","state","since_ms"}`: the pool the
+//! namespace's tokens of that pool are served from, while it moves there
+//! from `from` (`state` `announced`, then `moving`) and once it has moved
+//! (`moved`), changed with the other tables' version. An admin Redis that is a
+//! cluster names the tables `sd:{admin}:tokens`, `sd:{admin}:limits`,
+//! `sd:{admin}:homes` and `sd:{admin}:tokens:version` ([`AdminKeys`]): one
+//! hash tag, so that a
 //! change and its version bump stay one script in one cluster slot; the
 //! queue indexes carry the same tag (`sd:{admin}:queues:<pool>/<ns>`).
 //!
@@ -104,6 +109,9 @@ pub const LIMITS: &str = "sd:limits";
 pub enum AdminTable {
     Tokens,
     Limits,
+    /// Where a namespace's tokens are served from, while and after it
+    /// moves to another pool.
+    Homes,
 }
 
 /// The names of the admin tables on one kind of admin Redis.
@@ -111,6 +119,7 @@ pub enum AdminTable {
 pub struct AdminKeys {
     pub tokens: &'static str,
     pub limits: &'static str,
+    pub homes: &'static str,
     pub version: &'static str,
     /// Prefix of the queue indexes ([`AdminKeys::queues`]).
     queues: &'static str,
@@ -120,6 +129,7 @@ pub struct AdminKeys {
 const ADMIN_KEYS: AdminKeys = AdminKeys {
     tokens: TOKENS,
     limits: LIMITS,
+    homes: "sd:homes",
     version: TOKENS_VERSION,
     queues: "sd:queues:",
 };
@@ -128,6 +138,7 @@ const ADMIN_KEYS: AdminKeys = AdminKeys {
 const CLUSTER_ADMIN_KEYS: AdminKeys = AdminKeys {
     tokens: "sd:{admin}:tokens",
     limits: "sd:{admin}:limits",
+    homes: "sd:{admin}:homes",
     version: "sd:{admin}:tokens:version",
     queues: "sd:{admin}:queues:",
 };
@@ -153,6 +164,7 @@ impl AdminKeys {
         match table {
             AdminTable::Tokens => self.tokens,
             AdminTable::Limits => self.limits,
+            AdminTable::Homes => self.homes,
         }
     }
 }

@@ -24,10 +24,10 @@ pub mod keys;
 pub mod scripts;
 
 pub use engine::{
-    AdminTables, COPY_MEMORY, ClusterPrimary, Copied, Counts, DeadJob, DeadPage, Delivery,
-    ExportPage, Handler, Heard, InTransit, JobView, Listening, MoveMode, NewJob, PortableJob,
-    PubSub, Publication, PumpOutcome, PumpProcess, ReplicaWait, Schedule, Served, Shard,
-    ShardCheck, ShardOptions, Taken, Want, state,
+    AdminTables, ClusterPrimary, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage, Handler,
+    Heard, InTransit, JobView, Listening, MoveMode, NewJob, PortableJob, PubSub, Publication,
+    PumpOutcome, PumpProcess, ReplicaWait, Schedule, Served, Shard, ShardCheck, ShardOptions,
+    Taken, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

@@ -1334,6 +1334,7 @@ async fn move_all(a: &Shard, b: &Shard, slot: u32, owner: &str, batch: u32) -> u
                 batch,
                 b.name(),
                 &cursor,
+                "",
             )
             .await
             .expect("move out")
@@ -1342,12 +1343,13 @@ async fn move_all(a: &Shard, b: &Shard, slot: u32, owner: &str, batch: u32) -> u
             return copied;
         }
         copied += b
-            .move_in(slot, t.now_ms, &t.jobs, Duration::from_secs(120))
+            .move_in(slot, t.now_ms, &t.jobs, true)
             .await
             .expect("move in")
             .copied;
         let ids: Vec<String> = t.jobs.iter().map(|j| j.id.clone()).collect();
         assert!(a.move_done(slot, &ids).await.expect("done").is_empty());
+        b.move_unmark(slot, &ids).await.expect("unmark");
         cursor = t.cursor;
     }
     panic!("the slot never cleared");
@@ -1497,7 +1499,7 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
     let out = |owner: &'static str, mode, limit| {
         let (a, name) = (&a, b.name().to_owned());
         async move {
-            a.move_out(sl, owner, lease, mode, limit, &name, "0")
+            a.move_out(sl, owner, lease, mode, limit, &name, "0", "")
                 .await
                 .expect("move out")
         }
@@ -1527,7 +1529,7 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
     tokio::time::sleep(lease + Duration::from_millis(100)).await;
     let p = out("m2", MoveMode::Pending, 100).await.expect("lease");
     assert_eq!(p.jobs.len(), 4);
-    let keep = Duration::from_secs(120);
+    let keep = true;
     let c = b.move_in(sl, p.now_ms, &p.jobs, keep).await.expect("copy");
     assert_eq!((c.copied, c.skipped), (3, 1), "the acked job is not copied");
     // The new shard restarts without its last writes: copied again, once.

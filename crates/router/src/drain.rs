@@ -18,8 +18,10 @@
 //!   gateway whose config is behind still finds every job (by id, for a
 //!   peek or an ack) where it looks;
 //! - retires a draining layout (removes it from the shards' pins, then
-//!   reloads) once no live gateway may write to it and its moved slots are
-//!   empty, checked in that order so a late write cannot slip in between.
+//!   reloads) once no live gateway may write to it, its moved slots are
+//!   empty and no mover works on them (a mover clears a slot's keys at its
+//!   old shard, then gives up its lease), checked in that order so a late
+//!   write cannot slip in between.
 //!   Other processes notice the pins changed and reload too.
 
 use std::{
@@ -49,6 +51,9 @@ pub static INSTANCE: std::sync::LazyLock<String> =
 /// than one it may write to. Layout names never hold a space, and earlier
 /// versions read such an entry as a layout no pool has.
 pub(crate) const KNOWS: &str = "knows ";
+/// What marks a view entry as a namespace's move this gateway knows
+/// (`home <pool>/<ns> <to> <state>`, see [`crate::homes`]).
+pub(crate) const HOME: &str = "home ";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LayoutReport {
@@ -59,6 +64,9 @@ pub struct LayoutReport {
     pub slots_pending: u64,
     /// Jobs still at the old shards of moved slots.
     pub jobs_left: u64,
+    /// Moved slots a mover works on (it holds their lease: it has not
+    /// cleared them yet).
+    pub slots_moving: u64,
     /// Live gateways that may still write to this layout.
     pub writers: u64,
 }
@@ -92,7 +100,7 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
     let moved = pool.moved();
     let mut draining = Vec::new();
     for layout in pool.draining() {
-        let (mut moved_here, mut pending, mut left) = (0, 0, 0);
+        let (mut moved_here, mut pending, mut left, mut moving) = (0, 0, 0, 0);
         let mut per_shard: BTreeMap<&str, (&Shard, Vec<u32>)> = BTreeMap::new();
         for (shard, slot, _) in moved.iter().filter(|(_, _, l)| *l == layout) {
             moved_here += 1;
@@ -107,12 +115,19 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
                 pending += u64::from(n > 0);
                 left += n;
             }
+            moving += shard
+                .slot_movers(&slots)
+                .await?
+                .into_iter()
+                .filter(|held| *held)
+                .count() as u64;
         }
         draining.push(LayoutReport {
             layout: layout.clone(),
             slots_moved: moved_here,
             slots_pending: pending,
             jobs_left: left,
+            slots_moving: moving,
             writers: writers.iter().filter(|w| *w == layout).count() as u64,
         });
     }
@@ -235,6 +250,7 @@ async fn retire(pool: &Pool, layout: &Layout) -> Result<(), EngineError> {
 pub async fn run(
     live: Arc<LiveTopology>,
     reloader: Arc<Reloader>,
+    tokens: Arc<crate::tokens::TokenStore>,
     every: Duration,
     shutdown: CancellationToken,
 ) {
@@ -255,8 +271,9 @@ pub async fn run(
         }
         let topology = live.topology();
         let mut retired = false;
+        let homes = tokens.homes();
         for pool in topology.pools() {
-            views.announce(pool).await;
+            views.announce(pool, &homes).await;
             if let Err(e) = settle_writes(pool, Some(&views.instance)).await {
                 tracing::warn!(pool = pool.name(), error = %e, "cannot read the gateways' views; writes stay where they go");
             }
@@ -306,7 +323,7 @@ impl Views {
     /// Announces in every shard of `pool` the layouts this gateway may
     /// write to (the one it writes to, the current one, and the one it
     /// wrote to before for [`WRITE_GRACE`]) and those it knows.
-    async fn announce(&mut self, pool: &Pool) {
+    async fn announce(&mut self, pool: &Pool, homes: &[(String, String, crate::homes::Home)]) {
         let writes = pool.write_layout();
         let entry = self
             .layouts
@@ -327,6 +344,14 @@ impl Views {
             mine.push(prev.to_string());
         }
         mine.extend(pool.layouts().map(|l| format!("{KNOWS}{l}")));
+        // The moves of namespaces out of this pool, in the state known here.
+        mine.extend(
+            homes
+                .iter()
+                .filter(|(_, _, h)| h.from == pool.name())
+                .filter(|(_, _, h)| h.state != crate::homes::MoveState::Moved)
+                .map(|(p, ns, h)| h.view_entry(p, ns)),
+        );
         for shard in pool.shards() {
             if let Err(e) = shard.announce_view(&self.instance, &mine, self.ttl).await {
                 tracing::warn!(shard = shard.name(), error = %e, "cannot announce this gateway's layouts");
@@ -359,7 +384,7 @@ async fn retire_drained(pool: &Pool) -> bool {
     for l in r
         .draining
         .iter()
-        .filter(|l| l.writers == 0 && l.jobs_left == 0)
+        .filter(|l| l.writers == 0 && l.jobs_left == 0 && l.slots_moving == 0)
     {
         match retire(pool, &l.layout).await {
             Ok(()) => {

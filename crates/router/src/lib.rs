@@ -3,6 +3,7 @@
 //!
 //! - [`token`]: the `pool:secret` token format that routes a tenant to a pool.
 //! - [`tokens`]: the token and limit tables, replicated into every gateway.
+//! - [`homes`]: where a namespace that moved to another pool is served from.
 //! - [`scope`]: what a token may do, and on which queues.
 //! - [`config`]: what the operator writes about pools and shards.
 //! - [`layout`]: a pool's ring membership, and how shards pin it.
@@ -26,6 +27,7 @@
 pub mod config;
 pub mod drain;
 pub mod health;
+pub mod homes;
 pub mod layout;
 pub mod live;
 pub mod mover;

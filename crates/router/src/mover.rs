@@ -5,22 +5,26 @@
 //!
 //! Every gateway runs [`run`]; a slot is moved by one at a time, the holder
 //! of the slot's mover lease on the old shard (`sd:{<slot>}:mover`, taken
-//! and renewed by each batch, expiring [`MoverOptions::lease`] after the last). A slot
+//! and renewed by each batch, expiring [`MoverOptions::lease`] after the
+//! last). A slot
 //! moves only once nothing can write to it at the old shard any more
 //! ([`movable`]): this gateway writes to the current layout, and every live
 //! gateway knows that layout and writes to no layout that places the slot
 //! at the old shard. Until then reads cover both shards, as they do while a
 //! drain waits.
 //!
-//! A slot moves in batches of three steps (see `sundial_core`'s
-//! `engine::mover`): take out at the old shard (each job waits in transit,
-//! where peek and ack by id still find it), copy to the new one, and, once
-//! the copy has had [`MoverOptions::settle`] to reach the new shard's disk
-//! and replicas, let the transit entries go. A mover that crashes, loses
-//! its lease or whose Redis restarts leaves transit entries behind; the
-//! next holder of the lease copies them again first (copies already made
-//! are skipped, for [`COPY_MEMORY`]), so every job ends up at the new shard
-//! exactly once.
+//! A slot moves in batches of four steps (see `sundial_core`'s
+//! `engine::mover`), [`MoverOptions::settle`] apart so that each step's
+//! writes are on the shards' disks (and replicas) before the next relies on
+//! them: take out at the old shard (each job waits in transit, where peek
+//! and ack by id still find it), read again and copy to the new one
+//! (marking each copy), let the transit entries go, remove the marks. A
+//! mover that crashes, loses its lease or whose Redis restarts leaves
+//! transit entries behind; the next holder of the lease reads them back
+//! and copies them again first (copies already made are skipped by their
+//! marks), so every job ends up at the new shard once. A namespace that
+//! moves to another pool is carried the same way ([`crate::homes`]), and a
+//! sweep finishes transit entries that no move would (a slot moved back).
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet, VecDeque},
@@ -29,16 +33,16 @@ use std::{
 };
 
 use serde::Serialize;
-use sundial_core::{EngineError, InTransit, MoveMode, Shard, Taken};
+use sundial_core::{EngineError, InTransit, JobId, MoveMode, Shard, Taken, keys};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Layout, LiveTopology, Pool,
-    drain::{INSTANCE, KNOWS, known_by},
+    Layout, LiveTopology, Pool, Topology,
+    drain::{HOME, INSTANCE, KNOWS, known_by},
+    homes::{Home, MoveState},
+    tokens::TokenStore,
 };
-
-pub use sundial_core::COPY_MEMORY;
 
 /// How the mover works.
 #[derive(Debug, Clone)]
@@ -47,10 +51,11 @@ pub struct MoverOptions {
     pub batch: u32,
     /// Slots this gateway moves at once.
     pub slots_at_once: usize,
-    /// How long a copy waits before the old shard lets its job go: long
-    /// enough for the new shard to write it to disk (`appendfsync
-    /// everysec` writes each second) so that a restart of that Redis
-    /// cannot lose the only copy.
+    /// How long each batch waits between its steps: long enough for what
+    /// one step wrote to reach the shard's disk (`appendfsync everysec`
+    /// writes each second) before the next relies on it, so that a restart
+    /// of either Redis cannot lose the only copy of a job, or bring back
+    /// one that was taken out.
     pub settle: Duration,
     /// How long a mover's lease on a slot lasts unless a batch renews it:
     /// how soon another gateway goes on with a slot whose mover died.
@@ -83,6 +88,17 @@ pub struct MoverStatus {
 }
 
 static STATUS: LazyLock<Mutex<BTreeMap<String, MoverStatus>>> = LazyLock::new(Mutex::default);
+/// Jobs this gateway moved per namespace moving out of a pool: (pool it
+/// leaves, namespace) → jobs.
+static NAMESPACES: LazyLock<Mutex<HashMap<(String, String), u64>>> = LazyLock::new(Mutex::default);
+
+/// Jobs this gateway moved of namespace `ns` out of pool `from`.
+pub fn namespace_moved(from: &str, ns: &str) -> u64 {
+    lock(&NAMESPACES)
+        .get(&(from.to_owned(), ns.to_owned()))
+        .copied()
+        .unwrap_or(0)
+}
 
 /// This gateway's mover, per pool.
 pub fn status(pool: &str) -> MoverStatus {
@@ -106,18 +122,25 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A slot to move: the pool, the shard it left, the slot, and the shard
-/// that holds it now.
+/// A slot to move: the pool, the shard it left, the slot, and where its
+/// jobs go: the shard that holds the slot now (`dest` is its name), or,
+/// for a namespace moving to another pool, that pool (`dest` is
+/// `@<pool>`, and only the queues that start with `only`, `<ns>/`, move).
+/// Without `take`, only what is in transit is finished (a sweep).
 #[derive(Debug, Clone)]
 struct Move {
+    topology: Arc<Topology>,
     pool: Arc<Pool>,
     from: Shard,
     slot: u32,
-    to: Shard,
+    dest: String,
+    only: String,
+    take: bool,
 }
 
-/// A slot to move, by name: pool, old shard, slot.
-type SlotKey = (String, String, u32);
+/// A slot to move, by name: pool, old shard, slot, queue prefix, and
+/// whether it takes jobs (a sweep does not).
+type SlotKey = (String, String, u32, String, bool);
 
 impl Move {
     fn key(&self) -> SlotKey {
@@ -125,9 +148,16 @@ impl Move {
             self.pool.name().to_owned(),
             self.from.name().to_owned(),
             self.slot,
+            self.only.clone(),
+            self.take,
         )
     }
 }
+
+/// Every this many checks, each shard's slots are swept for transit
+/// entries that no move will finish (a move cut short by a reload that
+/// moved the slot back, say).
+const SWEEP_EVERY: u64 = 12;
 
 /// How a slot's move ended.
 #[derive(Debug)]
@@ -146,6 +176,7 @@ enum Ended {
 /// topology change) which slots may move, until `shutdown`.
 pub async fn run(
     live: Arc<LiveTopology>,
+    tokens: Arc<TokenStore>,
     opts: MoverOptions,
     every: Duration,
     shutdown: CancellationToken,
@@ -163,9 +194,10 @@ pub async fn run(
         let mut cleared: HashSet<SlotKey> = HashSet::new();
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks = 0u64;
         let more = loop {
             tokio::select! {
-                _ = tick.tick() => {}
+                _ = tick.tick() => ticks += 1,
                 Some(done) = tasks.join_next() => {
                     if let Ok((key, ended)) = done {
                         running.remove(&key);
@@ -197,7 +229,7 @@ pub async fn run(
                     });
                     continue;
                 }
-                let moves = match movable(pool).await {
+                let moves = match movable(&topology, pool).await {
                     Ok(m) => m,
                     Err(reason) => {
                         set_status(pool.name(), |s| {
@@ -215,38 +247,226 @@ pub async fn run(
                     if running.len() >= opts.slots_at_once.max(1) {
                         break;
                     }
-                    let key = m.key();
-                    if running.contains(&key) || cleared.contains(&key) {
+                    spawn(m, &mut tasks, &mut running, &cleared, &opts, &stop);
+                }
+            }
+            if ticks % SWEEP_EVERY == 1 {
+                for m in sweep(&topology).await {
+                    if running.len() >= opts.slots_at_once.max(1) {
+                        break;
+                    }
+                    spawn(m, &mut tasks, &mut running, &cleared, &opts, &stop);
+                }
+            }
+            // Namespaces moving to another pool.
+            for (token_pool, ns, home) in tokens.homes() {
+                if home.state == MoveState::Moved {
+                    continue;
+                }
+                let moves = match namespace_step(&topology, &tokens, &token_pool, &ns, &home).await
+                {
+                    Ok(Some(moves)) => moves,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::warn!(pool = token_pool, namespace = ns, error = %e, "a namespace's move cannot go on now; tried again at the next check");
                         continue;
                     }
-                    running.insert(key.clone());
-                    set_status(&key.0, |s| s.slots_moving += 1);
-                    let (opts, stop) = (opts.clone(), stop.clone());
-                    tasks.spawn(async move { (key, move_slot(m, &opts, &stop).await) });
+                };
+                if moves.iter().all(|m| cleared.contains(&m.key())) {
+                    let mut done = home.clone();
+                    done.state = MoveState::Moved;
+                    done.since_ms = unix_ms();
+                    match tokens
+                        .set_home(&token_pool, &ns, Some(&done), Some(&home))
+                        .await
+                    {
+                        Ok(true) => tracing::info!(
+                            pool = token_pool,
+                            namespace = ns,
+                            to = home.to,
+                            "namespace moved: its jobs are all in its new pool"
+                        ),
+                        Ok(false) => {}
+                        Err(e) => {
+                            tracing::warn!(pool = token_pool, namespace = ns, error = %e, "cannot mark a namespace moved")
+                        }
+                    }
+                    continue;
+                }
+                for m in moves {
+                    if running.len() >= opts.slots_at_once.max(1) {
+                        break;
+                    }
+                    spawn(m, &mut tasks, &mut running, &cleared, &opts, &stop);
                 }
             }
         };
         stop.cancel();
+        let mut held: Vec<(Shard, u32)> = Vec::new();
         while let Some(done) = tasks.join_next().await {
             if let Ok((key, _)) = done {
                 set_status(&key.0, |s| {
                     s.slots_moving = s.slots_moving.saturating_sub(1)
                 });
+                if let Some(shard) = topology
+                    .pool(&key.0)
+                    .and_then(|p| p.shards().find(|s| s.name() == key.1))
+                {
+                    held.push((shard.clone(), key.2));
+                }
             }
         }
         if !more {
             // Leave the leases to the other gateways at once (bounded: a
             // shard that is down lets them expire).
             let release = async {
-                for pool in topology.pools() {
-                    for (from, slot, _) in pool.moved() {
-                        let _ = from.move_release(slot, &INSTANCE).await;
-                    }
+                for (shard, slot) in &held {
+                    let _ = shard.move_release(*slot, &INSTANCE).await;
                 }
             };
             let _ = tokio::time::timeout(Duration::from_secs(2), release).await;
             return;
         }
+    }
+}
+
+/// The slots whose shards hold transit entries, to finish (each entry
+/// goes where it is bound, or to the slot's shard now: see [`place_of`]).
+async fn sweep(topology: &Arc<Topology>) -> Vec<Move> {
+    let mut out = Vec::new();
+    for pool in topology.pools() {
+        for (shard, slots) in pool.groups() {
+            let Ok(counts) = shard.slot_transit(slots).await else {
+                continue;
+            };
+            for (&slot, n) in slots.iter().zip(counts) {
+                if n > 0 {
+                    out.push(Move {
+                        topology: topology.clone(),
+                        pool: pool.clone(),
+                        from: shard.clone(),
+                        slot,
+                        dest: pool.home_of(slot).name().to_owned(),
+                        only: String::new(),
+                        take: false,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Starts moving one slot, unless it moves already or was found clear
+/// under this topology.
+fn spawn(
+    m: Move,
+    tasks: &mut JoinSet<(SlotKey, Result<Ended, EngineError>)>,
+    running: &mut HashSet<SlotKey>,
+    cleared: &HashSet<SlotKey>,
+    opts: &MoverOptions,
+    stop: &CancellationToken,
+) {
+    let key = m.key();
+    // One move of a slot at a time here (a slot's, a namespace's, a sweep):
+    // they share the slot's lease and transit entries.
+    let busy = running
+        .iter()
+        .any(|k| (&k.0, &k.1, k.2) == (&key.0, &key.1, key.2));
+    if busy || cleared.contains(&key) {
+        return;
+    }
+    running.insert(key.clone());
+    set_status(&key.0, |s| s.slots_moving += 1);
+    let (opts, stop) = (opts.clone(), stop.clone());
+    tasks.spawn(async move { (key, move_slot(m, &opts, &stop).await) });
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// One step of the move of namespace `ns` of `token_pool` (see
+/// [`crate::homes`]): from `announced` to `moving` once every live gateway
+/// (its view in the shards of the pool it leaves) knows the move; then,
+/// once every live gateway writes to the new pool, the places that may
+/// hold its jobs in the old pool, to move (`Some`). `None`: not yet.
+async fn namespace_step(
+    topology: &Arc<Topology>,
+    tokens: &TokenStore,
+    token_pool: &str,
+    ns: &str,
+    home: &Home,
+) -> Result<Option<Vec<Move>>, EngineError> {
+    let (Some(from), Some(_)) = (topology.pool(&home.from), topology.pool(&home.to)) else {
+        return Ok(None);
+    };
+    let knows = format!("{HOME}{token_pool}/{ns} {} ", home.to);
+    let moving = format!("{knows}{}", MoveState::Moving.as_str());
+    let mut all_know = true;
+    let mut all_write = true;
+    for shard in from.shards() {
+        for (_, entries) in shard.live_view_sets().await? {
+            all_know &= entries.iter().any(|e| e.starts_with(&knows));
+            all_write &= entries.contains(&moving);
+        }
+    }
+    match home.state {
+        MoveState::Announced if all_know => {
+            let mut next = home.clone();
+            next.state = MoveState::Moving;
+            next.since_ms = unix_ms();
+            if tokens
+                .set_home(token_pool, ns, Some(&next), Some(home))
+                .await?
+            {
+                tracing::info!(
+                    pool = token_pool,
+                    namespace = ns,
+                    to = home.to,
+                    "every gateway knows the namespace's move: writes go to its new pool"
+                );
+            }
+            Ok(None)
+        }
+        // Every gateway writes to the new pool, and has for a while (a
+        // publish decided before its gateway switched lands within that).
+        MoveState::Moving
+            if all_write
+                && unix_ms() >= home.since_ms + crate::drain::WRITE_GRACE.as_millis() as u64 =>
+        {
+            let mut at: std::collections::BTreeMap<(String, u32), Move> =
+                std::collections::BTreeMap::new();
+            let mut after: Option<String> = None;
+            loop {
+                let queues = tokens
+                    .redis()
+                    .indexed_queues(from.name(), ns, after.as_deref(), 1000)
+                    .await?;
+                for q in &queues {
+                    for (shard, slot) in from.queue_places(ns, q) {
+                        at.entry((shard.name().to_owned(), slot))
+                            .or_insert_with(|| Move {
+                                topology: topology.clone(),
+                                pool: from.clone(),
+                                from: shard.clone(),
+                                slot,
+                                dest: format!("@{}", home.to),
+                                only: format!("{ns}/"),
+                                take: true,
+                            });
+                    }
+                }
+                if queues.len() < 1000 {
+                    break;
+                }
+                after = queues.last().cloned();
+            }
+            Ok(Some(at.into_values().collect()))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -256,7 +476,7 @@ pub async fn run(
 /// current layout, and none may write to a layout that places the slot at
 /// the old shard (a view lists, for a while after a reload, the layout it
 /// wrote to before).
-async fn movable(pool: &Arc<Pool>) -> Result<Vec<Move>, String> {
+async fn movable(topology: &Arc<Topology>, pool: &Arc<Pool>) -> Result<Vec<Move>, String> {
     if pool.write_layout() != pool.layout() {
         return Err(format!(
             "this gateway still writes to {} until every gateway knows {}",
@@ -277,7 +497,10 @@ async fn movable(pool: &Arc<Pool>) -> Result<Vec<Move>, String> {
                     "gateway {instance} does not know the current layout yet"
                 ));
             }
-            for e in entries.iter().filter(|e| !e.starts_with(KNOWS)) {
+            for e in entries
+                .iter()
+                .filter(|e| !e.starts_with(KNOWS) && !e.starts_with(HOME))
+            {
                 match e.parse::<Layout>() {
                     Ok(l) => {
                         written.insert(l);
@@ -308,158 +531,282 @@ async fn movable(pool: &Arc<Pool>) -> Result<Vec<Move>, String> {
             }
         }
         out.push(Move {
+            topology: topology.clone(),
             pool: pool.clone(),
             from: from.clone(),
             slot,
-            to: pool.home_of(slot).clone(),
+            dest: pool.home_of(slot).name().to_owned(),
+            only: String::new(),
+            take: true,
         });
     }
     Ok(out)
 }
 
-/// Moves one slot until it is clear at its old shard, another gateway
-/// holds it, or `stop`.
+/// Batches of one slot in flight at once (each waits `settle` between
+/// steps, so several keep the slot moving).
+const IN_FLIGHT: usize = 4;
+
+/// The copy marks a batch left at the new shards: (shard, slot, ids).
+type Marks = Vec<(Shard, u32, Vec<String>)>;
+
+/// Moves one slot until it is clear at its old shard (or holds none of
+/// the namespace's jobs, for a namespace's move; or, for a sweep, nothing
+/// in transit), another gateway holds it, or `stop`. Each batch goes
+/// through the four steps of `sundial_core`'s `engine::mover`, `settle`
+/// apart, so that what each step wrote is on disk (and replicas) before the
+/// next relies on it.
 async fn move_slot(
     m: Move,
     opts: &MoverOptions,
     stop: &CancellationToken,
 ) -> Result<Ended, EngineError> {
-    let Move {
-        pool,
-        from,
-        slot,
-        to,
-    } = &m;
     let owner: &str = &INSTANCE;
-    // Batches copied, waiting for `settle` before their entries go.
-    let mut copied: VecDeque<(Instant, Vec<String>)> = VecDeque::new();
-    // Entries left by an earlier mover are copied first.
+    let settle = opts.settle;
+    // Step 1 done: ids whose entries settle at the old shard.
+    let mut taken: VecDeque<(Instant, Vec<String>)> = VecDeque::new();
+    // Step 2 done: ids to let go, and the marks they left.
+    let mut copied: VecDeque<(Instant, Vec<String>, Marks)> = VecDeque::new();
+    // Step 3 done: marks to remove.
+    let mut letgo: VecDeque<(Instant, Marks)> = VecDeque::new();
+    // Entries left by an earlier mover are read back first.
     let mut recover = true;
     let mut cursor = "0".to_owned();
+    // Whether the walk that began at cursor 0 took anything.
+    let mut walk_took = false;
+    // The walk found nothing to take: wait for the batches in flight.
+    let mut exhausted = false;
+    let mut in_transit = 0;
     loop {
         if stop.is_cancelled() {
             return Ok(Ended::Stopped);
         }
-        while copied
-            .front()
-            .is_some_and(|(at, _)| at.elapsed() >= opts.settle)
-        {
-            if let Some((_, ids)) = copied.pop_front() {
-                finish(pool, from, slot, &ids).await?;
+        let due = |at: &Instant| at.elapsed() >= settle;
+        // Step 4.
+        while letgo.front().is_some_and(|(at, _)| due(at)) {
+            if let Some((_, marks)) = letgo.pop_front() {
+                for (shard, slot, ids) in &marks {
+                    shard.move_unmark(*slot, ids).await?;
+                }
             }
         }
-        let mode = if recover {
-            MoveMode::Pending
-        } else {
-            MoveMode::Take
-        };
-        let sent = Instant::now();
-        let taken = match from
-            .move_out(
-                *slot,
-                owner,
-                opts.lease,
-                mode,
-                opts.batch,
-                to.name(),
-                &cursor,
-            )
-            .await?
-        {
-            Ok(t) => t,
-            Err(holder) => return Ok(Ended::Held(holder)),
-        };
-        if taken.cleared {
-            return Ok(Ended::Cleared);
+        // Step 3.
+        while copied.front().is_some_and(|(at, _, _)| due(at)) {
+            if let Some((_, ids, marks)) = copied.pop_front() {
+                finish(&m, &ids).await?;
+                letgo.push_back((Instant::now(), marks));
+            }
         }
-        let took = !taken.jobs.is_empty();
-        if took {
-            // A batch that took half the lease may belong to another mover
-            // by now: leave it in transit for whoever holds the lease.
-            if sent.elapsed() > opts.lease / 2 {
+        // Step 2.
+        while taken.front().is_some_and(|(at, _)| due(at)) {
+            let Some((_, ids)) = taken.pop_front() else {
+                break;
+            };
+            let sent = Instant::now();
+            let read = match m.from.move_read(m.slot, owner, opts.lease, &ids).await? {
+                Ok(t) => t,
+                Err(holder) => return Ok(Ended::Held(holder)),
+            };
+            // A copy sent long after its read may race another mover's
+            // steps 3 and 4 (the lease may have passed, each step waits
+            // `settle`): leave it in transit for whoever holds the lease.
+            if sent.elapsed() > (opts.lease / 2).min(settle / 2) {
                 return Ok(Ended::Stopped);
             }
-            let n = copy(pool, *slot, &taken).await?;
-            set_status(pool.name(), |s| s.jobs_moved += n);
-            metrics::counter!("sundial_mover_jobs_total", "pool" => pool.name().to_owned())
-                .increment(n);
-            copied.push_back((
-                Instant::now(),
-                taken.jobs.into_iter().map(|j| j.id).collect(),
-            ));
-        }
-        cursor = taken.cursor;
-        if cursor != "0" {
-            continue;
-        }
-        if recover {
-            recover = false;
-            continue;
-        }
-        if copied.is_empty() && !took {
-            // Nothing to take and nothing copied, yet not clear: entries in
-            // transit that this mover did not make (a mover that lost its
-            // lease, marks of jobs acked in transit).
-            recover = true;
-        }
-        if !took {
-            let wait = copied.front().map_or(opts.settle, |(at, _)| {
-                opts.settle.saturating_sub(at.elapsed())
-            });
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                () = stop.cancelled() => return Ok(Ended::Stopped),
+            let (n, done, marks) = copy(&m, &read).await?;
+            if n > 0 {
+                let pool = m.pool.name();
+                set_status(pool, |s| s.jobs_moved += n);
+                metrics::counter!("sundial_mover_jobs_total", "pool" => pool.to_owned())
+                    .increment(n);
+                if let Some(ns) = m.only.strip_suffix('/') {
+                    *lock(&NAMESPACES)
+                        .entry((pool.to_owned(), ns.to_owned()))
+                        .or_default() += n;
+                    metrics::counter!("sundial_namespace_moved_jobs_total", "pool" => pool.to_owned(), "namespace" => ns.to_owned()).increment(n);
+                }
             }
+            copied.push_back((Instant::now(), done, marks));
+        }
+        // Step 1, a few batches ahead.
+        if taken.len() < IN_FLIGHT && !exhausted {
+            let mode = if recover {
+                MoveMode::Pending
+            } else {
+                MoveMode::Take
+            };
+            let t = match m
+                .from
+                .move_out(
+                    m.slot, owner, opts.lease, mode, opts.batch, &m.dest, &cursor, &m.only,
+                )
+                .await?
+            {
+                Ok(t) => t,
+                Err(holder) => return Ok(Ended::Held(holder)),
+            };
+            if t.cleared {
+                return Ok(Ended::Cleared);
+            }
+            in_transit = t.in_transit;
+            let took = !t.jobs.is_empty();
+            if took {
+                taken.push_back((Instant::now(), t.jobs.into_iter().map(|j| j.id).collect()));
+                walk_took |= !recover;
+            }
+            cursor = t.cursor;
+            if cursor != "0" {
+                continue;
+            }
+            if recover {
+                recover = false;
+                walk_took = false;
+                if !m.take {
+                    exhausted = true;
+                }
+                continue;
+            }
+            if !walk_took {
+                exhausted = true;
+            }
+            walk_took = false;
+            continue;
+        }
+        if exhausted && taken.is_empty() && copied.is_empty() && letgo.is_empty() {
+            // Everything this mover took is through. A namespace's move (or
+            // a sweep) ends here once nothing of its is left; a slot's
+            // move takes again, to clear the slot.
+            if in_transit > 0 && !recover {
+                // Entries this mover did not make (a mover that lost its
+                // lease, marks of jobs acked in transit): read them back.
+                recover = true;
+                exhausted = false;
+                in_transit = 0;
+                continue;
+            }
+            if !m.take || !m.only.is_empty() {
+                // The slot stays (others' jobs); its lease goes at once, so
+                // that a drain waiting on it need not wait for it to expire.
+                m.from.move_release(m.slot, owner).await?;
+                return Ok(Ended::Cleared);
+            }
+            exhausted = false;
+            continue;
+        }
+        // Sleep until the next batch is due for its next step.
+        let next = [
+            taken.front().map(|(at, _)| *at),
+            copied.front().map(|(at, _, _)| *at),
+            letgo.front().map(|(at, _)| *at),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map_or(settle, |at| settle.saturating_sub(at.elapsed()));
+        tokio::select! {
+            () = tokio::time::sleep(next) => {}
+            () = stop.cancelled() => return Ok(Ended::Stopped),
         }
     }
 }
 
-/// Step 2: copies the jobs of a batch to the shards their entries name.
-/// Returns how many were copied (not skipped).
-async fn copy(pool: &Pool, slot: u32, taken: &Taken) -> Result<u64, EngineError> {
-    let mut by_dest: HashMap<&str, Vec<InTransit>> = HashMap::new();
-    for j in &taken.jobs {
-        if let Some(d) = &j.dest {
-            by_dest.entry(d.as_str()).or_default().push(j.clone());
+/// Where the copy of job `j` goes, in the slot's pool: the shard its entry
+/// names if that shard still holds the slot in some layout, else (the
+/// shard left, or the slot moved back) the shard that holds the slot now;
+/// or, for an entry bound to `@<pool>` (a namespace's move), the shard and
+/// slot that pool gives the job's queue and lane. `None`: that pool is not
+/// in this gateway's config.
+fn place_of<'a>(m: &'a Move, j: &InTransit) -> Option<(&'a Shard, u32)> {
+    let dest = j.dest.as_deref()?;
+    match dest.strip_prefix('@') {
+        Some(pool) => {
+            let pool = m.topology.pool(pool)?;
+            let (ns, queue) = keys::parse_qualified(&j.queue)?;
+            let id = JobId::parse(&j.id).ok()?;
+            let slot = pool.slot_of(ns, queue, id.lane(pool.lanes()));
+            Some((pool.shard_for(slot), slot))
+        }
+        None => {
+            let held = m.pool.locations(m.slot);
+            let shard = held
+                .iter()
+                .find(|s| s.name() == dest)
+                .copied()
+                .unwrap_or_else(|| m.pool.home_of(m.slot));
+            Some((shard, m.slot))
         }
     }
-    let mut n = 0;
-    for (dest, jobs) in by_dest {
-        let Some(to) = pool.shards().find(|s| s.name() == dest) else {
+}
+
+/// Step 2: copies the jobs read back where their entries send them.
+/// Returns how many were copied (not skipped), the ids whose entries may
+/// go (copied, there already, or acked in transit; not those bound to a
+/// pool this gateway does not know, which stay in transit), and the marks
+/// the copies left.
+async fn copy(m: &Move, read: &Taken) -> Result<(u64, Vec<String>, Marks), EngineError> {
+    let mut by_place: HashMap<(String, u32), (&Shard, Vec<InTransit>)> = HashMap::new();
+    let mut done = Vec::new();
+    for j in &read.jobs {
+        if j.dest.is_none() {
+            done.push(j.id.clone());
+            continue;
+        }
+        let Some((shard, slot)) = place_of(m, j) else {
             tracing::warn!(
-                pool = pool.name(),
-                slot,
-                dest,
-                "jobs in transit to a shard the config no longer lists stay in transit"
+                pool = m.pool.name(),
+                slot = m.slot,
+                dest = j.dest.as_deref().unwrap_or_default(),
+                "a job in transit to a pool this gateway's config does not list stays in transit"
             );
             continue;
         };
-        n += to
-            .move_in(slot, taken.now_ms, &jobs, COPY_MEMORY)
-            .await?
-            .copied;
+        by_place
+            .entry((shard.name().to_owned(), slot))
+            .or_insert_with(|| (shard, Vec::new()))
+            .1
+            .push(j.clone());
     }
-    Ok(n)
+    let (mut n, mut marks) = (0, Vec::new());
+    for ((_, slot), (to, jobs)) in by_place {
+        n += to.move_in(slot, read.now_ms, &jobs, true).await?.copied;
+        let ids: Vec<String> = jobs.into_iter().map(|j| j.id).collect();
+        done.extend(ids.iter().cloned());
+        marks.push((to.clone(), slot, ids));
+    }
+    Ok((n, done, marks))
 }
 
 /// Step 3: lets the transit entries of a settled batch go, and deletes the
-/// copies of jobs acked in transit (wherever the slot may be now but the
-/// old shard), then their marks.
-async fn finish(pool: &Pool, from: &Shard, slot: &u32, ids: &[String]) -> Result<(), EngineError> {
-    let deleted = from.move_done(*slot, ids).await?;
+/// copies of jobs acked in transit (wherever the copy may be: the slot's
+/// other locations in its pool, and, for a namespace's move, the place its
+/// new pool gives the job), then their marks.
+async fn finish(m: &Move, ids: &[String]) -> Result<(), EngineError> {
+    let deleted = m.from.move_done(m.slot, ids).await?;
     if deleted.is_empty() {
         return Ok(());
     }
     for (id, queue) in &deleted {
-        for shard in pool.locations(*slot) {
-            if !shard.same(from) {
-                shard.delete(*slot, queue, id).await?;
-            }
+        let mut places: Vec<(&Shard, u32)> = m
+            .pool
+            .locations(m.slot)
+            .into_iter()
+            .filter(|s| !s.same(&m.from))
+            .map(|s| (s, m.slot))
+            .collect();
+        if let (Some(pool), Some((ns, q))) = (
+            m.dest.strip_prefix('@').and_then(|p| m.topology.pool(p)),
+            keys::parse_qualified(queue),
+        ) {
+            let slot = pool.slot_of(ns, q, id.lane(pool.lanes()));
+            places.extend(pool.locations(slot).into_iter().map(|s| (s, slot)));
+        }
+        for (shard, slot) in places {
+            shard.delete(slot, queue, id).await?;
         }
     }
     let ids: Vec<String> = deleted
         .iter()
         .map(|(id, _)| id.as_str().to_owned())
         .collect();
-    from.move_forget(*slot, &ids).await
+    m.from.move_forget(m.slot, &ids).await
 }

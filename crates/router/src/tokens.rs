@@ -233,6 +233,9 @@ struct Snapshot {
     tokens: HashMap<String, String>,
     /// Field → limit.
     limits: HashMap<String, Limit>,
+    /// `<pool>/<ns>` → its home, as stored (compare-and-set needs it) and
+    /// parsed.
+    homes: HashMap<String, (String, crate::homes::Home)>,
     /// `<pool>/<ns>/<digest>` → the token (a hashed field wins over a
     /// plaintext one of the same secret, half-way through a migration).
     index: HashMap<String, (TokenInfo, Arc<Access>)>,
@@ -240,6 +243,25 @@ struct Snapshot {
 
 impl Snapshot {
     fn new(version: i64, tokens: HashMap<String, String>, limits: HashMap<String, Limit>) -> Self {
+        Self::with_homes(version, tokens, limits, HashMap::new())
+    }
+
+    fn with_homes(
+        version: i64,
+        tokens: HashMap<String, String>,
+        limits: HashMap<String, Limit>,
+        homes: HashMap<String, String>,
+    ) -> Self {
+        let homes = homes
+            .into_iter()
+            .filter_map(|(f, raw)| match serde_json::from_str(&raw) {
+                Ok(h) => Some((f, (raw, h))),
+                Err(e) => {
+                    tracing::warn!(field = f, error = %e, "ignoring an unreadable namespace home");
+                    None
+                }
+            })
+            .collect();
         let mut index: HashMap<String, (TokenInfo, Arc<Access>)> = HashMap::new();
         for (f, v) in &tokens {
             let Some(info) = TokenInfo::parse(f, v) else {
@@ -268,6 +290,7 @@ impl Snapshot {
             version,
             tokens,
             limits,
+            homes,
             index,
         }
     }
@@ -564,6 +587,70 @@ impl TokenStore {
         Ok(changed)
     }
 
+    /// Where the tokens of `pool` for `ns` are served from, if the
+    /// namespace moved (or moves) to another pool.
+    pub fn home(&self, pool: &str, ns: &str) -> Option<crate::homes::Home> {
+        let table = self.table.load_full()?;
+        table
+            .homes
+            .get(&crate::homes::field(pool, ns))
+            .map(|(_, h)| h.clone())
+    }
+
+    /// Every home this gateway knows: (`pool`, `ns`, home).
+    pub fn homes(&self) -> Vec<(String, String, crate::homes::Home)> {
+        let Some(table) = self.table.load_full() else {
+            return Vec::new();
+        };
+        table
+            .homes
+            .iter()
+            .filter_map(|(f, (_, h))| {
+                let (pool, ns) = f.split_once('/')?;
+                Some((pool.to_owned(), ns.to_owned(), h.clone()))
+            })
+            .collect()
+    }
+
+    /// Sets the home of `pool`'s `ns` to `new`, only if it is `expected`
+    /// now (`None`: it has none), as read from Redis; returns whether it
+    /// was set. Every gateway reloads the tables.
+    pub async fn set_home(
+        &self,
+        pool: &str,
+        ns: &str,
+        new: Option<&crate::homes::Home>,
+        expected: Option<&crate::homes::Home>,
+    ) -> Result<bool, EngineError> {
+        let field = crate::homes::field(pool, ns);
+        let current: Option<String> = self.redis().admin_home(&field).await?;
+        let parsed: Option<crate::homes::Home> = current
+            .as_deref()
+            .and_then(|c| serde_json::from_str(c).ok());
+        if parsed.as_ref() != expected {
+            return Ok(false);
+        }
+        let was = current.unwrap_or_default();
+        let changed = match new {
+            Some(h) => {
+                let value = serde_json::to_string(h).unwrap_or_default();
+                self.redis()
+                    .table_change_if(AdminTable::Homes, "cas", &field, &value, &was)
+                    .await?
+            }
+            None if was.is_empty() => false,
+            None => {
+                self.redis()
+                    .table_change(AdminTable::Homes, "del", &field, "")
+                    .await?
+            }
+        };
+        if changed {
+            self.reload().await?;
+        }
+        Ok(changed)
+    }
+
     /// The namespaces of `pool` that have a token, sorted, from this
     /// gateway's copy of the table (as fresh as token checks are); `None`
     /// while the table has never been loaded.
@@ -627,7 +714,12 @@ impl TokenStore {
                 }
             })
             .collect();
-        let loaded = Arc::new(Snapshot::new(tables.version, tables.tokens, limits));
+        let loaded = Arc::new(Snapshot::with_homes(
+            tables.version,
+            tables.tokens,
+            limits,
+            tables.homes,
+        ));
         // Reloads run concurrently (each admin change reloads at once, and
         // the poller): never replace a newer copy with an older one, or a
         // token created a moment ago would be refused until the next poll.
@@ -658,6 +750,11 @@ impl TokenStore {
                 .limits
                 .iter()
                 .map(|(f, l)| (f.clone(), serde_json::to_string(l).unwrap_or_default()))
+                .collect(),
+            homes: t
+                .homes
+                .iter()
+                .map(|(f, (raw, _))| (f.clone(), raw.clone()))
                 .collect(),
         };
         redis.restore_admin_tables(&tables).await

@@ -179,14 +179,14 @@ fn background(
     let every = config.layout_check();
     loops.add("reload", source.reload_loop(reloader));
     if config.mover.enabled {
-        let (moved, opts) = (live.clone(), config.mover_options());
+        let (moved, held, opts) = (live.clone(), state.tokens.clone(), config.mover_options());
         loops.add("mover", move |stop| {
-            sundial_router::mover::run(moved.clone(), opts.clone(), every, stop)
+            sundial_router::mover::run(moved.clone(), held.clone(), opts.clone(), every, stop)
         });
     }
-    let (drained, retire) = (live, reloader.clone());
+    let (drained, retire, homes) = (live, reloader.clone(), state.tokens.clone());
     loops.add("drains", move |stop| {
-        drain::run(drained.clone(), retire.clone(), every, stop)
+        drain::run(drained.clone(), retire.clone(), homes.clone(), every, stop)
     });
     loops
 }

@@ -163,4 +163,8 @@ fn describe() {
         "sundial_mover_slots",
         "Slots this gateway's mover is moving now"
     );
+    describe_counter!(
+        "sundial_namespace_moved_jobs_total",
+        "Jobs of a namespace moving to another pool that this gateway's mover carried out of the pool"
+    );
 }

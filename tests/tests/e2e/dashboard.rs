@@ -292,7 +292,9 @@ async fn the_pool_page_shows_a_drain_in_progress_in_a_real_browser() {
     let (a, b) = (RedisServer::start(), RedisServer::start());
     let mut cfg = SundialConfig::new(a.url());
     cfg.accounts = vec![(USER.to_owned(), PASSWORD.to_owned())];
-    cfg.extra = "watch_config = false".to_owned();
+    // No mover: the drain stays as it is while the page is read, so that
+    // the page and the admin API can be compared.
+    cfg.extra = "watch_config = false\n[mover]\nenabled = false".to_owned();
     cfg.pools = Some(SundialConfig::default_pool(&[("a", &a)]));
     let mut gw = Sundial::start(&cfg);
     let api = Api::new(gw.api(), Some(&admin(&gw).create_token("shop").await));
@@ -323,5 +325,40 @@ async fn the_pool_page_shows_a_drain_in_progress_in_a_real_browser() {
             drain["slots_pending"], drain["jobs_left"]
         )),
         "{stdout}\n{drains}"
+    );
+}
+
+#[tokio::test]
+async fn the_namespace_page_shows_its_move_to_another_pool_in_a_real_browser() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.accounts = vec![(USER.to_owned(), PASSWORD.to_owned())];
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(format!(
+        "{}[pools.big]\nshards = [{{ url = \"{}\" }}]\n",
+        SundialConfig::default_pool(&[("a", &a)]),
+        b.url()
+    ));
+    let gw = Sundial::start(&cfg);
+    let admin = admin(&gw);
+    let api = Api::new(gw.api(), Some(&admin.create_token("shop").await));
+    api.publish("shop", "emails", "delay=3600", b"later").await;
+    let r = admin
+        .call(
+            reqwest::Method::POST,
+            "/namespaces/shop/move",
+            Some(br#"{"to":"big"}"#.to_vec()),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    wait_until_async(Duration::from_secs(60), "the move to end", || async {
+        admin.get("/namespaces/shop/move").await.json["state"] == "moved"
+    })
+    .await;
+    let stdout = drive(&gw, &[("MOVE", "moved"), ("NAMESPACE", "shop")]).await;
+    assert!(
+        stdout.contains("moved from pool default to pool big"),
+        "{stdout}"
     );
 }

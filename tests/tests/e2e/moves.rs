@@ -707,9 +707,9 @@ async fn a_mover_killed_and_a_redis_restarted_mid_move_lose_and_double_no_job() 
     let b = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
     let mut b = b;
     let mut cfg = SundialConfig::new(a.url());
-    // One job per batch, one slot at a time: slow enough to cut mid-move.
+    // Small batches, one slot at a time: slow enough to cut mid-move.
     cfg.extra = "watch_config = false\nlayout_check_ms = 300\n\
-                 [mover]\nbatch = 1\nslots_at_once = 1\nlease_ms = 1000"
+                 [mover]\nbatch = 50\nslots_at_once = 1\nlease_ms = 1000\nsettle_ms = 1000"
         .to_owned();
     cfg.pools = Some(pool(&[("a", &a, 1)]));
     let mut gw = Sundial::start(&cfg);
@@ -822,4 +822,193 @@ async fn jobs_move_from_a_standalone_shard_to_a_cluster_and_back() {
             assert!(ttl_now <= *ttl && ttl - ttl_now <= 120, "{id}: ttl kept");
         }
     }
+}
+
+/// Two pools, `default` on `a` and `b` on `b`, 16 slots each (`b` with
+/// other lanes, so a job's slot differs between them).
+fn two_pools(a: &RedisServer, b: &RedisServer) -> SundialConfig {
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(format!(
+        "{}[pools.b]\nslots = 16\nlanes = 2\nshards = [{{ name = \"b\", url = \"{}\" }}]\n",
+        pool(&[("a", a, 1)]),
+        b.url()
+    ));
+    cfg
+}
+
+#[tokio::test]
+async fn a_namespace_moves_to_another_pool_under_load_and_nothing_is_lost() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let cfg = two_pools(&a, &b);
+    let gw1 = Sundial::start(&cfg);
+    let gw2 = Sundial::start(&cfg);
+    let token = create_token(&gw1.admin(), "ns").await;
+    let apis = [
+        Api::new(gw1.api(), Some(&token)),
+        Api::new(gw2.api(), Some(&token)),
+    ];
+    wait_until_async(Duration::from_secs(5), "the token on both", || async {
+        apis[1].get("/api/ns/q/size").await.status == 200
+    })
+    .await;
+    // Jobs nobody consumes during the move: due in an hour, ready in a
+    // queue without workers, dead.
+    let api = &apis[0];
+    let mut kept: Vec<(String, String)> = Vec::new();
+    for id in bulk(api, "later", "delay=3600&tries=3&ttl=7200", 100).await {
+        kept.push(("later".to_owned(), id));
+    }
+    for id in bulk(api, "idle", "tries=2", 30).await {
+        kept.push(("idle".to_owned(), id));
+    }
+    for id in bulk(api, "dead", "tries=1", 10).await {
+        kept.push(("dead".to_owned(), id));
+    }
+    let r = api.get("/api/ns/dead?count=10&ttr=1").await;
+    assert_eq!(r.json.as_array().map(Vec::len), Some(10), "{r:?}");
+    wait_until_async(Duration::from_secs(10), "10 dead jobs", || async {
+        api.get("/api/ns/dead/deadletter/size").await.json["size"] == 10
+    })
+    .await;
+    let mut before = Vec::new();
+    for (q, id) in &kept {
+        before.push(peek(api, q, id).await);
+    }
+
+    // Producers and workers on both gateways, each job acked on the other.
+    let stop_publishing = Arc::new(AtomicBool::new(false));
+    let stop_consuming = Arc::new(AtomicBool::new(false));
+    let published: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let consumed: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (mut publishers, mut consumers) = (Vec::new(), Vec::new());
+    for (i, api) in apis.iter().enumerate() {
+        let (papi, stop, published) = (api.clone(), stop_publishing.clone(), published.clone());
+        publishers.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let query = if n.is_multiple_of(4) { "delay=1" } else { "" };
+                let r = papi
+                    .put(&format!("/api/ns/q?{query}"), format!("{i}-{n}").as_bytes())
+                    .await;
+                // A publish that straddles the switch of writes is refused,
+                // nothing stored: its client tries again.
+                match r.status {
+                    201 => {
+                        published
+                            .lock()
+                            .expect("lock")
+                            .insert(r.json["job_id"].as_str().expect("id").to_owned());
+                    }
+                    503 => {}
+                    _ => panic!("publish during a move: {r:?}"),
+                }
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }));
+        let (api, stop, consumed) = (api.clone(), stop_consuming.clone(), consumed.clone());
+        let acker = apis[1 - i].clone();
+        consumers.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let r = api.get("/api/ns/q?timeout=1&count=10&ttr=30").await;
+                match r.status {
+                    200 => {
+                        for j in r.json.as_array().expect("array") {
+                            let id = j["job_id"].as_str().expect("id").to_owned();
+                            let ack = acker.delete(&format!("/api/ns/q/job/{id}")).await;
+                            assert_eq!(ack.status, 204);
+                            consumed.lock().expect("lock").push(id);
+                        }
+                    }
+                    404 => {}
+                    other => panic!("consume during a move: {other} {r:?}"),
+                }
+            }
+        }));
+    }
+    let progress = |what: &'static str| {
+        let published = published.clone();
+        async move {
+            let before = published.lock().expect("lock").len();
+            wait_until_async(Duration::from_secs(10), what, || {
+                std::future::ready(published.lock().expect("lock").len() > before + 50)
+            })
+            .await;
+        }
+    };
+    progress("load before the move").await;
+
+    // The move, through the CLI.
+    let r = gw1.cli(&["namespace", "move", "ns", "--to", "b"], &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("announced from default to b"), "{r:?}");
+    let admin = Api::new(gw2.admin(), None);
+    let r = admin.post("/namespaces/ns/move").await;
+    assert_eq!(r.status, 400, "a move needs its body: {r:?}");
+    progress("load while the namespace moves").await;
+    let r = gw2.cli(
+        &["namespace", "moving", "ns", "--watch", "--every", "1"],
+        &[],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("moved from default to b"), "{r:?}");
+    let status = admin.get("/namespaces/ns/move").await.json;
+    assert_eq!(
+        (status["state"].as_str(), status["jobs_left"].as_u64()),
+        (Some("moved"), Some(0)),
+        "{status}"
+    );
+    progress("load after the move").await;
+
+    stop_publishing.store(true, Ordering::Relaxed);
+    for p in publishers {
+        p.await.expect("publisher");
+    }
+    let expected = published.lock().expect("lock").clone();
+    wait_until_async(
+        Duration::from_secs(30),
+        "every published job to be consumed",
+        || {
+            let consumed = consumed.lock().expect("lock");
+            std::future::ready(consumed.len() >= expected.len())
+        },
+    )
+    .await;
+    stop_consuming.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.await.expect("consumer");
+    }
+    let consumed = consumed.lock().expect("lock").clone();
+    let unique: HashSet<String> = consumed.iter().cloned().collect();
+    assert_eq!(unique.len(), consumed.len(), "no job was delivered twice");
+    assert_eq!(unique, expected, "every published job consumed once");
+
+    // Nothing of the namespace is left in the old pool; the jobs nobody
+    // consumed are in the new one, as they were.
+    assert!(held(&[&a]).is_empty(), "{:?}", held(&[&a]));
+    let ids: Vec<String> = kept.iter().map(|(_, id)| id.clone()).collect();
+    each_once(&[&a, &b], &ids);
+    for ((q, id), (was, ttl, age)) in kept.iter().zip(&before) {
+        let (now, ttl_now, age_now) = peek(&apis[1], q, id).await;
+        assert_eq!(&now, was, "{q}/{id}");
+        assert!(ttl_now <= *ttl && ttl - ttl_now <= 120, "{id}: ttl kept");
+        assert!(age_now >= *age, "{id}: age kept");
+    }
+    assert_eq!(
+        apis[0].get("/api/ns/dead/deadletter/size").await.json["size"],
+        10
+    );
+    // New jobs go to the new pool, with the same token.
+    let id = apis[0].publish("ns", "after", "", b"x").await;
+    assert!(held(&[&b]).contains_key(&id));
+    // A second move while one is under way is refused; a move to where it
+    // is, too.
+    let r = gw1.cli(&["namespace", "move", "ns", "--to", "b"], &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    eprintln!(
+        "{} jobs published and consumed while the namespace moved; {} moved",
+        expected.len(),
+        status["jobs_moved"]
+    );
 }

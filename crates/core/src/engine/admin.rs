@@ -27,6 +27,8 @@ pub struct AdminTables {
     pub tokens: HashMap<String, String>,
     /// Field → the limit as JSON.
     pub limits: HashMap<String, String>,
+    /// `<pool>/<ns>` → where its tokens are served from, as JSON.
+    pub homes: HashMap<String, String>,
 }
 
 impl Shard {
@@ -37,8 +39,9 @@ impl Shard {
 
     /// Changes one field of an admin table and bumps the tables' version
     /// only when the table changed: `add` (only if absent), `set`, `xset`
-    /// (only if present), or `del` (`value` unused). Returns whether it
-    /// changed.
+    /// (only if present), `del` (`value` unused), or `cas` (only if the
+    /// field holds `expected`, or is absent when `expected` is empty).
+    /// Returns whether it changed.
     pub async fn table_change(
         &self,
         table: AdminTable,
@@ -46,11 +49,23 @@ impl Shard {
         field: &str,
         value: &str,
     ) -> Result<bool, EngineError> {
+        self.table_change_if(table, op, field, value, "").await
+    }
+
+    /// [`Self::table_change`] with `expected` for `cas`.
+    pub async fn table_change_if(
+        &self,
+        table: AdminTable,
+        op: &str,
+        field: &str,
+        value: &str,
+        expected: &str,
+    ) -> Result<bool, EngineError> {
         let v = self
             .eval(
                 &SCRIPTS.table_change,
                 keysets::table_change(self.admin_keys(), table),
-                vec![op.into(), field.into(), value.into()],
+                vec![op.into(), field.into(), value.into(), expected.into()],
             )
             .await?;
         Ok(v.as_i64().unwrap_or(0) > 0)
@@ -99,12 +114,13 @@ impl Shard {
     /// in between shows in the next version rather than being lost.
     pub async fn admin_tables(&self) -> Result<AdminTables, EngineError> {
         let names = self.admin_keys();
-        let (version, tokens, limits): (Option<i64>, _, _) = self
+        let (version, tokens, limits, homes): (Option<i64>, _, _, _) = self
             .idempotent(names.version, |c| async move {
                 let tx = c.multi();
                 let _: () = tx.get(names.version).await?;
                 let _: () = tx.hgetall(names.tokens).await?;
                 let _: () = tx.hgetall(names.limits).await?;
+                let _: () = tx.hgetall(names.homes).await?;
                 tx.exec(true).await
             })
             .await?;
@@ -112,6 +128,7 @@ impl Shard {
             version: version.unwrap_or(0),
             tokens,
             limits,
+            homes,
         })
     }
 
@@ -172,6 +189,13 @@ impl Shard {
         .await
     }
 
+    /// One field of the homes table, read from Redis.
+    pub async fn admin_home(&self, field: &str) -> Result<Option<String>, EngineError> {
+        let key = self.admin_keys().homes;
+        self.idempotent(key, |c| async move { c.hget(key, field).await })
+            .await
+    }
+
     /// The token table alone, read from Redis.
     pub async fn token_table(&self) -> Result<HashMap<String, String>, EngineError> {
         let key = self.admin_keys().tokens;
@@ -191,6 +215,7 @@ impl Shard {
                 for (table, fields) in [
                     (names.tokens, &tables.tokens),
                     (names.limits, &tables.limits),
+                    (names.homes, &tables.homes),
                 ] {
                     for (f, v) in fields {
                         let _: () = tx.hsetnx(table, f.as_str(), v.as_str()).await?;

@@ -155,7 +155,7 @@ pub(crate) fn move_in(k: &SlotKeys) -> Vec<String> {
 
 /// `export.lua` (reads only: no guard).
 pub(crate) fn export(k: &SlotKeys) -> Vec<String> {
-    vec![k.jobs(), k.timer(), k.queues()]
+    vec![k.jobs(), k.timer(), k.queues(), k.transit()]
 }
 
 /// `move_done.lua`.
@@ -222,6 +222,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
             "table_change",
             table_change(admin, keys::AdminTable::Limits),
         ),
+        ("table_change", table_change(admin, keys::AdminTable::Homes)),
         ("token_rehash", token_rehash(admin)),
         ("wipe_slot", wipe_slot(&k)),
         ("move_out", move_out(&k)),

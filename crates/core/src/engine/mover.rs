@@ -7,31 +7,32 @@
 //!    each job leaves its lists, timer and counts and waits in the slot's
 //!    transit hash, where peek and ack by id still find it (an ack there
 //!    leaves a mark). The mover's lease on the slot fences it.
-//! 2. [`Shard::move_in`] on the new shard stores the copies, each with its
-//!    state, tries, attributes and body and its times moved onto the new
-//!    shard's clock, and marks each copy for a while: a copy sent again
-//!    (after a crash, or by a mover that lost its lease) is skipped.
-//! 3. [`Shard::move_done`] on the old shard lets the transit entries go
-//!    once the copies are safe, and returns the jobs acked in transit, whose
+//! 2. Once the entries are safe at the old shard (on its disk and
+//!    replicas), [`Shard::move_read`] reads them again (a job acked in
+//!    transit meanwhile is left out), and [`Shard::move_in`] on the new
+//!    shard stores the copies, each with its state, tries, attributes and
+//!    body and its times moved onto the new shard's clock, and marks each
+//!    copy: a copy sent again (after a crash, or by a mover that lost its
+//!    lease) is skipped.
+//! 3. Once the copies are safe, [`Shard::move_done`] on the old shard lets
+//!    the transit entries go, and returns the jobs acked in transit, whose
 //!    copies the mover deletes ([`Shard::move_forget`] then drops their
-//!    marks).
+//!    entries).
+//! 4. Once that is safe too, [`Shard::move_unmark`] removes the copies'
+//!    marks: no transit entry of theirs is left to be copied again.
 //!
-//! A crash between any two steps loses nothing: the transit entries stay
-//! until step 3, and a mover that takes the lease over reads them back
-//! ([`MoveMode::Pending`]) and copies them again (step 2 skips those already
-//! there).
+//! A crash between any two steps loses nothing and doubles nothing: the
+//! transit entries stay until step 3, the marks until step 4, and a mover
+//! that takes the lease over reads the entries back ([`MoveMode::Pending`])
+//! and copies them again (step 2 skips those already there).
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use fred::types::Value;
+use fred::{prelude::*, types::Value};
 
 use super::{decode::Fields, keysets};
 
-/// How long a shard remembers each copy the mover (or an import) stored
-/// there, so that a copy sent again is skipped: far longer than a copy
-/// waits before its transit entry goes, plus a mover's lease.
-pub const COPY_MEMORY: Duration = Duration::from_secs(120);
 use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
 /// What [`Shard::move_out`] does.
@@ -65,8 +66,11 @@ pub struct Taken {
     pub now_ms: u64,
     /// Where the next call goes on (`"0"`: the walk is complete).
     pub cursor: String,
-    /// The slot held nothing, here or in transit, and is now clear.
+    /// The slot held nothing, here or in transit, and is now clear (never
+    /// with a queue prefix).
     pub cleared: bool,
+    /// Transit entries the slot holds after the call (any mover's).
+    pub in_transit: u64,
     pub jobs: Vec<InTransit>,
 }
 
@@ -107,10 +111,12 @@ impl InTransit {
 }
 
 impl Shard {
-    /// Step 1 (see the module): takes jobs of `slot` out on their way to
-    /// `dest` (a shard's name), or reads back those in transit, for mover
-    /// `owner`, whose lease on the slot this call takes or renews for
-    /// `lease`. `Err(holder)` inside: another mover holds the lease.
+    /// Step 1 (see the module): takes jobs of `slot` (of the queues that
+    /// start with `only`, when not empty: `<ns>/`) out on their way to
+    /// `dest` (a shard's name, or `@<pool>` for a namespace moving to
+    /// that pool), or reads back those in transit, for mover `owner`,
+    /// whose lease on the slot this call takes or renews for `lease`.
+    /// `Err(holder)` inside: another mover holds the lease.
     #[allow(clippy::too_many_arguments)]
     pub async fn move_out(
         &self,
@@ -121,6 +127,7 @@ impl Shard {
         limit: u32,
         dest: &str,
         cursor: &str,
+        only: &str,
     ) -> Result<Result<Taken, String>, EngineError> {
         let k = SlotKeys::new(slot);
         let mode = match mode {
@@ -135,10 +142,19 @@ impl Shard {
             dest.into(),
             k.prefix().into(),
             cursor.into(),
+            only.into(),
         ];
+        // Taken jobs wait at this shard until it has them on its replicas,
+        // when it is set to wait for them (and on disk, by the mover's
+        // settle time).
         let v = self
-            .eval(&SCRIPTS.move_out, keysets::move_out(&k), args)
+            .eval_replicated(&SCRIPTS.move_out, keysets::move_out(&k), args)
             .await?;
+        self.taken(v)
+    }
+
+    /// The reply of `move_out.lua`.
+    fn taken(&self, v: Value) -> Result<Result<Taken, String>, EngineError> {
         let mut f = Fields::new(self, v)?;
         let now = f.int()?;
         if now < 0 {
@@ -146,6 +162,7 @@ impl Shard {
         }
         let cursor = f.string()?;
         let cleared = f.uint()? == 1;
+        let in_transit = f.uint()?;
         let mut jobs = Vec::with_capacity(f.len() / 2);
         while f.len() > 0 {
             let id = f.string()?;
@@ -159,8 +176,53 @@ impl Shard {
             now_ms: now as u64,
             cursor,
             cleared,
+            in_transit,
             jobs,
         }))
+    }
+
+    /// Step 2's read: the transit entries of `ids` as they are now (a job
+    /// acked in transit shows as its mark; one whose entry went is left
+    /// out), with the old shard's time, under the lease as
+    /// [`Self::move_out`].
+    pub async fn move_read(
+        &self,
+        slot: u32,
+        owner: &str,
+        lease: Duration,
+        ids: &[String],
+    ) -> Result<Result<Taken, String>, EngineError> {
+        let k = SlotKeys::new(slot);
+        let mut args: Vec<Value> = vec![
+            owner.into(),
+            (lease.as_millis().max(1) as i64).into(),
+            "read".into(),
+            0.into(),
+            "".into(),
+            k.prefix().into(),
+            "0".into(),
+            "".into(),
+        ];
+        args.extend(ids.iter().map(|id| Value::from(id.as_str())));
+        let v = self
+            .eval(&SCRIPTS.move_out, keysets::move_out(&k), args)
+            .await?;
+        self.taken(v)
+    }
+
+    /// Step 4: removes the copy marks of `ids` in `slot` here.
+    pub async fn move_unmark(&self, slot: u32, ids: &[String]) -> Result<(), EngineError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let key = SlotKeys::new(slot).copies();
+        let _: i64 = self
+            .idempotent(&key, |c| {
+                let (key, ids) = (&key, ids.to_vec());
+                async move { c.zrem(key, ids).await }
+            })
+            .await?;
+        Ok(())
     }
 
     /// Gives up the mover's lease on `slot`, if `owner` holds it.
@@ -174,23 +236,24 @@ impl Shard {
             "".into(),
             k.prefix().into(),
             "0".into(),
+            "".into(),
         ];
         self.eval(&SCRIPTS.move_out, keysets::move_out(&k), args)
             .await?;
         Ok(())
     }
 
-    /// Step 2: stores copies of `jobs` (taken out of `slot` on a shard
-    /// whose time was `from_now_ms`) in the same slot here, skipping those
-    /// already copied within `retention` and those deleted in transit. When
-    /// the shard is configured to wait for replicas, it waits as a publish
-    /// does.
+    /// Step 2: stores copies of `jobs` (read from a shard whose time was
+    /// `from_now_ms`) in `slot` here, skipping those already here, those
+    /// copied before (with `mark`: marking each copy until
+    /// [`Self::move_unmark`]) and those deleted in transit. When the shard
+    /// is configured to wait for replicas, it waits as a publish does.
     pub async fn move_in(
         &self,
         slot: u32,
         from_now_ms: u64,
         jobs: &[InTransit],
-        retention: Duration,
+        mark: bool,
     ) -> Result<Copied, EngineError> {
         if jobs.is_empty() {
             return Ok(Copied::default());
@@ -203,7 +266,7 @@ impl Shard {
             i64::from(slot).into(),
             self.ready_channel_prefix(slot).into(),
             (from_now_ms as i64).into(),
-            (retention.as_millis().max(1) as i64).into(),
+            if mark { "1" } else { "0" }.into(),
         ]);
         for j in jobs {
             args.push(j.id.as_str().into());

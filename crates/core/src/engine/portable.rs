@@ -3,9 +3,11 @@
 //! so that it can be stored again on any shard, whose clock may differ.
 //!
 //! An export reads, per slot, the namespace's delayed and reserved jobs
-//! (HSCAN of the jobs hash) and then each queue's ready and dead lists
-//! newest first; an import stores jobs as the mover stores its copies
-//! (`move_in.lua`): a job whose id exists is skipped, and ready and dead
+//! (HSCAN of the jobs hash), its jobs in transit to another shard (HSCAN of
+//! the transit hash) and then each queue's ready and dead lists newest
+//! first; an import stores jobs as the mover stores its copies
+//! (`move_in.lua`, without copy marks): a job whose id exists is skipped,
+//! and ready and dead
 //! jobs are appended at the consuming end in the order given, so a list
 //! exported newest first is imported in its order.
 
@@ -15,7 +17,7 @@ use fred::types::Value;
 use super::{
     decode::{Fields, state},
     keysets,
-    mover::{COPY_MEMORY, Copied, InTransit},
+    mover::{Copied, InTransit},
 };
 use crate::{EngineError, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
@@ -109,18 +111,20 @@ impl PortableJob {
 }
 
 impl Shard {
-    /// A page of `ns`'s delayed and reserved jobs in `slot`, from the hash
-    /// cursor `cursor` (`"0"` to start), about `count` records read.
+    /// A page of `ns`'s delayed and reserved jobs in `slot` (with
+    /// `transit`: its jobs in transit to another shard, in any state), from
+    /// the hash cursor `cursor` (`"0"` to start), about `count` read.
     pub async fn export_scan(
         &self,
         slot: u32,
         ns: &str,
+        transit: bool,
         cursor: &str,
         count: u32,
     ) -> Result<ExportPage, EngineError> {
         let k = SlotKeys::new(slot);
         let args: Vec<Value> = vec![
-            "scan".into(),
+            if transit { "transit" } else { "scan" }.into(),
             cursor.into(),
             i64::from(count.max(1)).into(),
             format!("{ns}/").into(),
@@ -219,7 +223,7 @@ impl Shard {
 
     /// Stores `jobs` (all of `slot`) as they were exported, each with its
     /// state, tries, attributes, body and times; a job whose id is here
-    /// already (or was copied here by the mover lately) is skipped.
+    /// already is skipped.
     pub async fn import(&self, slot: u32, jobs: &[PortableJob]) -> Result<Copied, EngineError> {
         let entries: Vec<InTransit> = jobs
             .iter()
@@ -228,6 +232,6 @@ impl Shard {
                     .ok_or_else(|| self.bad_reply("a job's queue or attributes are too long"))
             })
             .collect::<Result<_, _>>()?;
-        self.move_in(slot, BASE_MS, &entries, COPY_MEMORY).await
+        self.move_in(slot, BASE_MS, &entries, false).await
     }
 }

@@ -29,6 +29,18 @@ impl Shard {
         Ok(held.iter().zip(&moving).map(|(h, m)| h + m).collect())
     }
 
+    /// Whether a mover holds each of `slots` here (its lease, which goes
+    /// when the mover has cleared the slot, or expires).
+    pub async fn slot_movers(&self, slots: &[u32]) -> Result<Vec<bool>, EngineError> {
+        self.per_slot("EXISTS", slots, SlotKeys::mover).await
+    }
+
+    /// How many transit entries (jobs on their way to another shard, or
+    /// marks of jobs acked in transit) each of `slots` holds here.
+    pub async fn slot_transit(&self, slots: &[u32]) -> Result<Vec<u64>, EngineError> {
+        self.per_slot("HLEN", slots, SlotKeys::transit).await
+    }
+
     /// The qualified queues that have been published to in `slots` here
     /// (whether or not they hold jobs now).
     pub async fn slot_queues(&self, slots: &[u32]) -> Result<BTreeSet<String>, EngineError> {

@@ -9,6 +9,7 @@
 mod dashboard;
 mod info;
 mod limits;
+mod moves;
 mod portable;
 mod queues;
 mod tokens;
@@ -52,6 +53,10 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
         .route("/namespaces", get(queues::namespaces))
         .route("/namespaces/{ns}/export", get(portable::export))
         .route("/namespaces/{ns}/import", post(portable::import))
+        .route(
+            "/namespaces/{ns}/move",
+            get(moves::status).post(moves::start),
+        )
         .route("/namespaces/{ns}/queues", get(queues::list))
         .route("/namespaces/{ns}/queues/{queue}", get(queues::one))
         .route(

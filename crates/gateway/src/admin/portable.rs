@@ -60,6 +60,11 @@ const BATCH: usize = 200;
 const HELD_BYTES: usize = 4 * 1024 * 1024;
 /// The longest line: a largest body in base64 and room for the rest.
 const MAX_LINE: usize = MAX_BODY_BYTES / 3 * 4 + 64 * 1024;
+/// Imports that may run at once: each holds its share of the body budget
+/// for as long as its body takes.
+static IMPORTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+/// Queues noted before they are added to the queue index (and forgotten).
+const INDEX_EVERY: usize = 100;
 /// The longest time a line's ms fields may say: ten years.
 const MAX_MS: u64 = 10 * 365 * 86_400_000;
 
@@ -196,13 +201,17 @@ impl Line {
 }
 
 /// Every place (shard, slot) that may hold the namespace's jobs, with the
-/// qualified queues of the namespace each holds, from the queue index.
+/// qualified queues of the namespace each holds, from the queue index; by
+/// slot, and within a slot where it drains from first, where it is written
+/// last: a job a mover carries while the export runs is read before it
+/// leaves or after it arrives.
 async fn places(
     state: &AppState,
     pool: &Pool,
     ns: &str,
 ) -> Result<Vec<(Shard, u32, Vec<String>)>, ApiError> {
-    let mut at: BTreeMap<(String, u32), (Shard, Vec<String>)> = BTreeMap::new();
+    // (slot, place of the shard among the slot's locations, reversed).
+    let mut at: BTreeMap<(u32, usize, String), (Shard, Vec<String>)> = BTreeMap::new();
     let mut cursor: Option<String> = None;
     loop {
         let queues = state
@@ -211,11 +220,15 @@ async fn places(
             .indexed_queues(pool.name(), ns, cursor.as_deref(), 1000)
             .await?;
         for q in &queues {
-            for (shard, slot) in pool.queue_places(ns, q) {
-                at.entry((shard.name().to_owned(), slot))
-                    .or_insert_with(|| (shard.clone(), Vec::new()))
-                    .1
-                    .push(keys::qualified(ns, q));
+            for slot in pool.queue_slots(ns, q) {
+                let locations = pool.locations(slot);
+                let last = locations.len();
+                for (i, shard) in locations.into_iter().enumerate() {
+                    at.entry((slot, last - i, shard.name().to_owned()))
+                        .or_insert_with(|| (shard.clone(), Vec::new()))
+                        .1
+                        .push(keys::qualified(ns, q));
+                }
             }
         }
         if queues.len() < 1000 {
@@ -225,7 +238,7 @@ async fn places(
     }
     Ok(at
         .into_iter()
-        .map(|((_, slot), (shard, queues))| (shard, slot, queues))
+        .map(|((slot, _, _), (shard, queues))| (shard, slot, queues))
         .collect())
 }
 
@@ -248,17 +261,22 @@ async fn export_place(
         }
         (jobs.len() as u64, Bytes::from(out))
     };
-    let mut cursor = "0".to_owned();
-    loop {
-        let page = shard.export_scan(slot, ns, &cursor, PAGE).await?;
-        let (k, chunk) = send(page.jobs);
-        n += k;
-        if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
-            return Ok(n);
-        }
-        match page.next {
-            Some(c) => cursor = c,
-            None => break,
+    // The jobs hash, then the jobs in transit (a mover took them out of
+    // the hash and has not let them go: they may be read twice, at their
+    // copy too, never missed), then the lists.
+    for transit in [false, true] {
+        let mut cursor = "0".to_owned();
+        loop {
+            let page = shard.export_scan(slot, ns, transit, &cursor, PAGE).await?;
+            let (k, chunk) = send(page.jobs);
+            n += k;
+            if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
+                return Ok(n);
+            }
+            match page.next {
+                Some(c) => cursor = c,
+                None => break,
+            }
         }
     }
     for q in queues {
@@ -446,7 +464,30 @@ async fn read_lines(
             queues.insert(q.to_owned());
         }
         held.add(&id, job).await?;
+        if queues.len() >= INDEX_EVERY {
+            // Stored first: the index names queues that hold jobs.
+            held.store(None).await?;
+            index(state, held.pool, ns, queues).await?;
+        }
     }
+    Ok(())
+}
+
+/// Adds the noted queues to the namespace's queue index (so that the admin
+/// listing and a later export find them, as a publish would add them), and
+/// forgets them.
+async fn index(
+    state: &AppState,
+    pool: &Pool,
+    ns: &str,
+    queues: &mut std::collections::BTreeSet<String>,
+) -> Result<(), ApiError> {
+    let names: Vec<String> = std::mem::take(queues).into_iter().collect();
+    state
+        .tokens
+        .redis()
+        .index_queues(pool.name(), ns, &names)
+        .await?;
     Ok(())
 }
 
@@ -465,7 +506,9 @@ pub(super) async fn import(
     let params = Params::new(&uri);
     names(&ns, None)?;
     let pool = pool(&state, &params)?;
-    // Room for a line and the jobs held, from the budget all bodies share.
+    // A few imports at a time (a body may take long to arrive), each with
+    // room for a line and the jobs held from the budget all bodies share.
+    let _turn = IMPORTS.try_acquire().map_err(|_| ApiError::Busy)?;
     let _room = state.bodies.take(MAX_LINE + HELD_BYTES + 64 * 1024)?;
     let mut held = Held {
         pool: &pool,
@@ -479,14 +522,7 @@ pub(super) async fn import(
     // listing (and a later export) must find its queues, as a publish
     // would add them.
     let stored = held.store(None).await;
-    let queues: Vec<String> = queues.into_iter().collect();
-    if !queues.is_empty() {
-        state
-            .tokens
-            .redis()
-            .index_queues(pool.name(), &ns, &queues)
-            .await?;
-    }
+    index(&state, &pool, &ns, &mut queues).await?;
     read?;
     stored?;
     tracing::info!(

@@ -118,11 +118,17 @@ pub(super) async fn list(
         out.push(stats_of(&state, pool.name(), &ns, queue, &c, true));
     }
     let next = more.then(|| queues.last().cloned());
+    // The namespace's move to another pool, if it has one (the dashboard
+    // shows it above the queues).
+    let moved = state.tokens.home(pool.name(), &ns).map(|h| {
+        json!({ "from": h.from, "to": h.to, "state": h.state.as_str(), "since_ms": h.since_ms })
+    });
     Ok(Json(json!({
         "pool": pool.name(),
         "namespace": ns,
         "queues": out,
         "next_cursor": next.flatten(),
+        "move": moved,
     })))
 }
 

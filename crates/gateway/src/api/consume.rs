@@ -100,7 +100,7 @@ async fn watch(
         // A standalone shard announces a queue on one channel, a cluster on
         // one per slot: each (shard, channel) once.
         let mut seen: Vec<(&Shard, String)> = Vec::new();
-        for (shard, slot) in tenant.pool.queue_places(&tenant.ns, q) {
+        for (shard, slot) in tenant.queue_places(q) {
             let channel = shard.ready_channel(slot, &qualified);
             // A disconnected shard (cluster node) cannot announce anything;
             // waiting for its subscribe would only hold the request up.
@@ -133,23 +133,23 @@ async fn take(
     let mut out = Reserved::default();
     let mut failed = None;
     'queues: for q in queues.iter() {
-        let slots = tenant.pool.queue_slots(&tenant.ns, q);
-        let start = match slots.len() {
-            0 | 1 => 0,
-            n => rand::random_range(0..n),
-        };
         let qualified = keys::qualified(&tenant.ns, q);
-        let places: Vec<(u32, &Shard)> = slots[start..]
-            .iter()
-            .chain(&slots[..start])
-            .flat_map(|&slot| {
-                tenant
-                    .pool
-                    .locations(slot)
-                    .into_iter()
-                    .map(move |s| (slot, s))
-            })
-            .collect();
+        // Each pool's slots from a random one (both pools while the
+        // namespace moves).
+        let mut places: Vec<(u32, &Shard)> = Vec::new();
+        for pool in tenant.pools() {
+            let slots = pool.queue_slots(&tenant.ns, q);
+            let start = match slots.len() {
+                0 | 1 => 0,
+                n => rand::random_range(0..n),
+            };
+            places.extend(
+                slots[start..]
+                    .iter()
+                    .chain(&slots[..start])
+                    .flat_map(|&slot| pool.locations(slot).into_iter().map(move |s| (slot, s))),
+            );
+        }
         let mut places = std::pin::pin!(ready_first(places, &qualified));
         while let Some((slot, shard)) = places.next().await {
             let want = p.count - out.len() as u32;

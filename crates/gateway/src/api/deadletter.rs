@@ -16,7 +16,7 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
     let qualified = keys::qualified(&tenant.ns, queue);
     // The oldest head among the queue's slots.
     let mut head: Option<(String, u64)> = None;
-    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
+    for (shard, slot) in tenant.queue_places(queue) {
         if let Some(h) = shard.dead_head(slot, &qualified).await?
             && head.as_ref().is_none_or(|b| (h.1, &h.0) < (b.1, &b.0))
         {
@@ -51,7 +51,7 @@ pub(super) async fn respawn(
     let ttl_ms = params::respawn_ttl_ms(&tenant.params, &state.limits)?;
     let qualified = keys::qualified(&tenant.ns, queue);
     let mut count = 0;
-    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
+    for (shard, slot) in tenant.queue_places(queue) {
         if count >= limit {
             break;
         }
@@ -74,7 +74,7 @@ pub(super) async fn delete(tenant: Tenant) -> Result<impl IntoResponse, ApiError
     let limit = params::limit(&tenant.params)?;
     let qualified = keys::qualified(&tenant.ns, queue);
     let mut count = 0;
-    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
+    for (shard, slot) in tenant.queue_places(queue) {
         if count >= limit {
             break;
         }

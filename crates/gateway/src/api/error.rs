@@ -25,6 +25,9 @@ pub enum ApiError {
     /// 404 `{"error": …}`
     #[error("{0}")]
     NotFound(&'static str),
+    /// 409 `{"error": …}`: the request conflicts with what is under way.
+    #[error("{0}")]
+    Conflict(String),
     /// 404 `{"msg": "no job available"}` (lmstfy's shape for an empty consume)
     #[error("no job available")]
     NoJob,
@@ -87,6 +90,7 @@ impl IntoResponse for ApiError {
             Self::Unauthorized(m) => (StatusCode::UNAUTHORIZED, json!({ "error": m })),
             Self::Forbidden(m) => (StatusCode::FORBIDDEN, json!({ "error": m })),
             Self::NotFound(m) => (StatusCode::NOT_FOUND, json!({ "error": m })),
+            Self::Conflict(m) => (StatusCode::CONFLICT, json!({ "error": m })),
             Self::NoJob => (StatusCode::NOT_FOUND, json!({ "msg": "no job available" })),
             Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": m })),
             Self::TooMany(m) => (StatusCode::TOO_MANY_REQUESTS, json!({ "msg": m })),

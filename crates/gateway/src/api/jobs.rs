@@ -20,26 +20,21 @@ pub(super) fn queue(tenant: &Tenant) -> Result<&str, ApiError> {
     Ok(&tenant.queue)
 }
 
-/// A job addressed by path: its queue (plain and qualified), id and slot.
+/// A job addressed by path: its queue (plain and qualified) and id.
 struct Target<'a> {
     queue: &'a str,
     qualified: String,
     id: JobId,
-    slot: u32,
 }
 
 impl<'a> Target<'a> {
     fn parse(tenant: &'a Tenant) -> Result<Self, ApiError> {
         let queue = queue(tenant)?;
         let id = job_id(tenant)?;
-        let slot = tenant
-            .pool
-            .slot_of(&tenant.ns, queue, id.lane(tenant.pool.lanes()));
         Ok(Self {
             queue,
             qualified: keys::qualified(&tenant.ns, queue),
             id,
-            slot,
         })
     }
 }
@@ -47,9 +42,10 @@ impl<'a> Target<'a> {
 /// `GET /api/{ns}/{queue}/job/{job_id}`
 pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let t = Target::parse(&tenant)?;
-    // Where the slot is written now, then where it drains from.
-    for shard in tenant.pool.locations(t.slot) {
-        if let Some(j) = shard.peek_job(t.slot, &t.qualified, &t.id).await? {
+    // Where the slot is written now, then where it drains from (and in
+    // the other pool while the namespace moves).
+    for (shard, slot) in tenant.job_places(t.queue, &t.id) {
+        if let Some(j) = shard.peek_job(slot, &t.qualified, &t.id).await? {
             return Ok(Json(render::job(&tenant.ns, &j)));
         }
     }
@@ -64,10 +60,10 @@ pub(super) async fn delete(
     tenant: Tenant,
 ) -> Result<impl IntoResponse, ApiError> {
     let t = Target::parse(&tenant)?;
-    for shard in tenant.pool.locations(t.slot) {
+    for (shard, slot) in tenant.job_places(t.queue, &t.id) {
         if state
             .workers
-            .ack(shard, t.slot, &t.qualified, t.id.clone())
+            .ack(shard, slot, &t.qualified, t.id.clone())
             .await?
         {
             super::queue_metrics::count(super::queue_metrics::Event::Acked, &tenant, t.queue, 1);

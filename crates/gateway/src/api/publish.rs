@@ -138,9 +138,7 @@ async fn store(
 ) -> Result<(), ApiError> {
     // The topology as it is now, not as it was before the body was read:
     // see `sundial_router::drain` for why a write must use the current layout.
-    let pool = state
-        .current_pool(tenant.pool.name())
-        .ok_or(ApiError::NotFound("pool not found"))?;
+    let pool = tenant.write_pool(state)?;
     let slot = pool.slot_of(&tenant.ns, p.queue, lane);
     let stored = sundial_core::Publication {
         schedule: p.schedule,
@@ -253,9 +251,7 @@ pub(super) async fn republish(
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
     let lanes = tenant.pool.lanes();
     let (lane, job) = p.job(Some(old.lane(lanes)), lanes, body.bytes.clone());
-    let pool = state
-        .current_pool(tenant.pool.name())
-        .ok_or(ApiError::NotFound("pool not found"))?;
+    let pool = tenant.write_pool(&state)?;
     let slot = pool.slot_of(&tenant.ns, p.queue, lane);
     let qualified = keys::qualified(&tenant.ns, p.queue);
     let written = pool.shard_for(slot);
@@ -266,12 +262,19 @@ pub(super) async fn republish(
     // goes after the new one is stored (a crash in between leaves both,
     // never neither).
     if !existed {
-        for other in pool
+        // (And in the pool the namespace moves from, while it moves.)
+        let mut others: Vec<(&sundial_core::Shard, u32)> = pool
             .locations(slot)
             .into_iter()
             .filter(|s| !s.same(written))
-        {
-            if other.delete(slot, &qualified, &old).await? {
+            .map(|s| (s, slot))
+            .collect();
+        if let Some(also) = &tenant.also {
+            let s = also.slot_of(&tenant.ns, p.queue, old.lane(also.lanes()));
+            others.extend(also.locations(s).into_iter().map(|sh| (sh, s)));
+        }
+        for (other, s) in others {
+            if other.delete(s, &qualified, &old).await? {
                 break;
             }
         }

@@ -8,7 +8,11 @@ use super::{error::ApiError, jobs::queue, render, tenant::Tenant};
 
 /// A queue's counts summed over its slots (and where they drain from).
 pub(super) async fn counts(tenant: &Tenant, queue: &str) -> Result<Counts, ApiError> {
-    counts_of(&tenant.pool, &tenant.ns, queue).await
+    let mut total = Counts::default();
+    for pool in tenant.pools() {
+        total.add(&counts_of(pool, &tenant.ns, queue).await?);
+    }
+    Ok(total)
 }
 
 /// [`counts`] of a queue of `ns` in `pool`, for the admin listing.
@@ -30,7 +34,7 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
     let queue = queue(&tenant)?;
     let qualified = keys::qualified(&tenant.ns, queue);
     let mut best: Option<sundial_core::JobView> = None;
-    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
+    for (shard, slot) in tenant.queue_places(queue) {
         if let Some(j) = shard.peek_queue(slot, &qualified).await?
             && best.as_ref().is_none_or(|b| j.elapsed_ms > b.elapsed_ms)
         {
@@ -114,7 +118,7 @@ pub(super) async fn destroy(tenant: Tenant) -> Result<impl IntoResponse, ApiErro
     let queue = queue(&tenant)?;
     let qualified = keys::qualified(&tenant.ns, queue);
     let mut n = 0;
-    for (shard, slot) in tenant.pool.queue_places(&tenant.ns, queue) {
+    for (shard, slot) in tenant.queue_places(queue) {
         n += shard.destroy(slot, &qualified).await?;
     }
     super::queue_metrics::count(super::queue_metrics::Event::Deleted, &tenant, queue, n);

@@ -9,6 +9,7 @@ use axum::{
     extract::{FromRequestParts, MatchedPath, RawPathParams},
     http::{Method, request::Parts},
 };
+use sundial_core::Shard;
 use sundial_core::job::check_namespace;
 use sundial_router::{
     Pool, Scope, Token,
@@ -22,7 +23,12 @@ use crate::state::AppState;
 #[derive(Debug)]
 pub struct Tenant {
     pub ns: String,
+    /// Where the namespace's jobs are written: the token's pool, or the
+    /// pool its namespace moved (or moves) to (`sundial_router::homes`).
     pub pool: Arc<Pool>,
+    /// While the namespace moves between pools: the other pool, which
+    /// reads (by id, queue-wide, consumes, long polls) cover too.
+    pub also: Option<Arc<Pool>>,
     pub token: Token,
     /// What the token may do, as found when the request arrived.
     pub access: Arc<Access>,
@@ -88,8 +94,23 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
             return Err(ApiError::Unauthorized("token not found"));
         };
         let token = Token::parse(&raw);
-        let Some(pool) = state.live.topology().pool(&token.pool).cloned() else {
+        let topology = state.live.topology();
+        let home = state.tokens.home(&token.pool, &ns);
+        let (writes, also) = match &home {
+            Some(h) => (h.writes(), h.also_reads()),
+            None => (token.pool.as_str(), None),
+        };
+        let Some(pool) = topology.pool(writes).cloned() else {
             return Err(ApiError::NotFound("pool not found"));
+        };
+        let also = match also {
+            Some(p) => Some(
+                topology
+                    .pool(p)
+                    .cloned()
+                    .ok_or(ApiError::NotFound("pool not found"))?,
+            ),
+            None => None,
         };
         let route = parts
             .extensions
@@ -102,6 +123,7 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
                 Ok(Self {
                     ns,
                     pool,
+                    also,
                     token,
                     access,
                     needs,
@@ -117,6 +139,48 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
 }
 
 impl Tenant {
+    /// The pools that may hold the namespace's jobs: where it writes, then
+    /// the other one while it moves.
+    pub fn pools(&self) -> impl Iterator<Item = &Arc<Pool>> {
+        std::iter::once(&self.pool).chain(self.also.as_ref())
+    }
+
+    /// The pool a write goes to now, re-read after a publish's body (the
+    /// topology may have been reloaded, or the namespace's move gone on).
+    /// A namespace whose writes went to another pool meanwhile gets 503,
+    /// nothing stored: its job ids were made for the other pool's lanes.
+    pub fn write_pool(&self, state: &AppState) -> Result<Arc<Pool>, ApiError> {
+        let name = state
+            .tokens
+            .home(&self.token.pool, &self.ns)
+            .map_or_else(|| self.token.pool.clone(), |h| h.writes().to_owned());
+        if name != self.pool.name() {
+            return Err(ApiError::Busy);
+        }
+        state
+            .current_pool(&name)
+            .ok_or(ApiError::NotFound("pool not found"))
+    }
+
+    /// Every (shard, slot) that may hold the job `id` of `queue`: in each
+    /// pool, its slot where it is written now, then where it drains from.
+    pub fn job_places(&self, queue: &str, id: &sundial_core::JobId) -> Vec<(&Shard, u32)> {
+        let mut out = Vec::new();
+        for pool in self.pools() {
+            let slot = pool.slot_of(&self.ns, queue, id.lane(pool.lanes()));
+            out.extend(pool.locations(slot).into_iter().map(|s| (s, slot)));
+        }
+        out
+    }
+
+    /// Every (shard, slot) that may hold jobs of `queue`, in both pools
+    /// while the namespace moves.
+    pub fn queue_places(&self, queue: &str) -> Vec<(&Shard, u32)> {
+        self.pools()
+            .flat_map(|p| p.queue_places(&self.ns, queue))
+            .collect()
+    }
+
     /// Whether the token still holds what this request needs, by this
     /// gateway's copy of the table now: a long poll asks again each time it
     /// wakes, so a token revoked or narrowed meanwhile takes no job.

@@ -238,6 +238,8 @@ async function queues(gen, ns) {
   const r = await api(withPool(`/namespaces/${enc(ns)}/queues?limit=500`));
   const all = r.queues;
   const cursor = r.next_cursor;
+  // Its move to another pool, if it has one.
+  const move = r.move;
   if (gen !== generation) return;
   const rows = all.map((q) => h("tr", { "data-queue": q.queue },
     h("td", {}, h("a", { href: `#/ns/${enc(ns)}/${enc(q.queue)}` }, q.queue)),
@@ -251,6 +253,10 @@ async function queues(gen, ns) {
   view.replaceChildren(
     h("div", { class: "crumbs" }, h("a", { href: "#/namespaces" }, "Namespaces"), " / ", ns),
     h("h1", {}, `Namespace ${ns}`),
+    move ? h("p", { class: move.state === "moved" ? "muted" : "pill warn", "data-move": move.state },
+      move.state === "moved"
+        ? `Moved from pool ${move.from} to pool ${move.to}: its tokens of this pool are served there.`
+        : `Moving from pool ${move.from} to pool ${move.to} (${move.state}): \`sundial namespace moving ${ns} --watch\` follows it.`) : null,
     h("div", { class: "tiles" }, Object.entries(totals).map(([k, v]) => tile(k, v))),
     h("h2", {}, "Queues"),
     table([["queue"], ["ready", "num"], ["delayed", "num"], ["reserved", "num"], ["dead", "num"], ["publish", "num"], ["consume", "num"]],
