@@ -271,7 +271,11 @@ pub async fn run(
         }
         let topology = live.topology();
         let mut retired = false;
-        let homes = tokens.homes();
+        // A move is announced only by a gateway whose config has both of
+        // its pools: one that lacks either holds it at `announced`.
+        let mut homes = tokens.homes();
+        homes
+            .retain(|(_, _, h)| topology.pool(&h.from).is_some() && topology.pool(&h.to).is_some());
         for pool in topology.pools() {
             views.announce(pool, &homes).await;
             if let Err(e) = settle_writes(pool, Some(&views.instance)).await {

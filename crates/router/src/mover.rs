@@ -136,11 +136,14 @@ struct Move {
     dest: String,
     only: String,
     take: bool,
+    /// Which namespace move this is (when it began `moving`): a later move
+    /// of the same namespace walks every place again.
+    epoch: u64,
 }
 
-/// A slot to move, by name: pool, old shard, slot, queue prefix, and
-/// whether it takes jobs (a sweep does not).
-type SlotKey = (String, String, u32, String, bool);
+/// A slot to move, by name: pool, old shard, slot, queue prefix, whether
+/// it takes jobs (a sweep does not), and the namespace move's epoch.
+type SlotKey = (String, String, u32, String, bool, u64);
 
 impl Move {
     fn key(&self) -> SlotKey {
@@ -150,6 +153,7 @@ impl Move {
             self.slot,
             self.only.clone(),
             self.take,
+            self.epoch,
         )
     }
 }
@@ -195,6 +199,9 @@ pub async fn run(
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ticks = 0u64;
+        // Per namespace move: when this gateway first saw every gateway
+        // write to the new pool (its own clock).
+        let mut all_writing: HashMap<(String, String, u64), Instant> = HashMap::new();
         let more = loop {
             tokio::select! {
                 _ = tick.tick() => ticks += 1,
@@ -263,7 +270,15 @@ pub async fn run(
                 if home.state == MoveState::Moved {
                     continue;
                 }
-                let moves = match namespace_step(&topology, &tokens, &token_pool, &ns, &home).await
+                let moves = match namespace_step(
+                    &topology,
+                    &tokens,
+                    &token_pool,
+                    &ns,
+                    &home,
+                    &mut all_writing,
+                )
+                .await
                 {
                     Ok(Some(moves)) => moves,
                     Ok(None) => continue,
@@ -273,6 +288,18 @@ pub async fn run(
                     }
                 };
                 if moves.iter().all(|m| cleared.contains(&m.key())) {
+                    match namespace_left(&moves, &ns).await {
+                        Ok(false) => {}
+                        Ok(true) => {
+                            // Walk them all again.
+                            cleared.retain(|k| !moves.iter().any(|m| m.key() == *k));
+                            continue;
+                        }
+                        Err(e) => {
+                            tracing::warn!(pool = token_pool, namespace = ns, error = %e, "cannot count what a namespace's move left");
+                            continue;
+                        }
+                    }
                     let mut done = home.clone();
                     done.state = MoveState::Moved;
                     done.since_ms = unix_ms();
@@ -349,6 +376,7 @@ async fn sweep(topology: &Arc<Topology>) -> Vec<Move> {
                         dest: pool.home_of(slot).name().to_owned(),
                         only: String::new(),
                         take: false,
+                        epoch: 0,
                     });
                 }
             }
@@ -391,16 +419,20 @@ fn unix_ms() -> u64 {
 /// One step of the move of namespace `ns` of `token_pool` (see
 /// [`crate::homes`]): from `announced` to `moving` once every live gateway
 /// (its view in the shards of the pool it leaves) knows the move; then,
-/// once every live gateway writes to the new pool, the places that may
-/// hold its jobs in the old pool, to move (`Some`). `None`: not yet.
+/// once every live gateway writes to the new pool, and has for
+/// [`crate::drain::WRITE_GRACE`] by this gateway's clock, and the old pool
+/// does not drain (its slot mover would carry the namespace's jobs between
+/// its own shards), the places that may hold its jobs in the old pool, to
+/// move (`Some`). `None`: not yet.
 async fn namespace_step(
     topology: &Arc<Topology>,
     tokens: &TokenStore,
     token_pool: &str,
     ns: &str,
     home: &Home,
+    all_writing: &mut HashMap<(String, String, u64), Instant>,
 ) -> Result<Option<Vec<Move>>, EngineError> {
-    let (Some(from), Some(_)) = (topology.pool(&home.from), topology.pool(&home.to)) else {
+    let (Some(from), Some(to)) = (topology.pool(&home.from), topology.pool(&home.to)) else {
         return Ok(None);
     };
     let knows = format!("{HOME}{token_pool}/{ns} {} ", home.to);
@@ -431,43 +463,87 @@ async fn namespace_step(
             }
             Ok(None)
         }
-        // Every gateway writes to the new pool, and has for a while (a
-        // publish decided before its gateway switched lands within that).
-        MoveState::Moving
-            if all_write
-                && unix_ms() >= home.since_ms + crate::drain::WRITE_GRACE.as_millis() as u64 =>
-        {
-            let mut at: std::collections::BTreeMap<(String, u32), Move> =
-                std::collections::BTreeMap::new();
+        MoveState::Moving if all_write => {
+            let key = (token_pool.to_owned(), ns.to_owned(), home.since_ms);
+            let seen = *all_writing.entry(key).or_insert_with(Instant::now);
+            if seen.elapsed() < crate::drain::WRITE_GRACE || from.draining().next().is_some() {
+                return Ok(None);
+            }
+            // The namespace's queues, from the queue tables of every slot
+            // of the old pool (an index entry can be missing), and its index.
+            let prefix = format!("{ns}/");
+            let mut queues: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+            for (shard, slots) in from.groups() {
+                queues.extend(
+                    shard
+                        .slot_queue_names(slots)
+                        .await?
+                        .into_iter()
+                        .filter_map(|q| q.strip_prefix(&prefix).map(str::to_owned)),
+                );
+            }
             let mut after: Option<String> = None;
             loop {
-                let queues = tokens
+                let page = tokens
                     .redis()
                     .indexed_queues(from.name(), ns, after.as_deref(), 1000)
                     .await?;
-                for q in &queues {
-                    for (shard, slot) in from.queue_places(ns, q) {
-                        at.entry((shard.name().to_owned(), slot))
-                            .or_insert_with(|| Move {
-                                topology: topology.clone(),
-                                pool: from.clone(),
-                                from: shard.clone(),
-                                slot,
-                                dest: format!("@{}", home.to),
-                                only: format!("{ns}/"),
-                                take: true,
-                            });
-                    }
-                }
-                if queues.len() < 1000 {
+                let full = page.len() == 1000;
+                after = page.last().cloned();
+                queues.extend(page);
+                if !full {
                     break;
                 }
-                after = queues.last().cloned();
+            }
+            // The new pool lists them (as a publish there would add them).
+            let listed: Vec<String> = queues.iter().cloned().collect();
+            tokens.redis().index_queues(to.name(), ns, &listed).await?;
+            let mut at: BTreeMap<(String, u32), Move> = BTreeMap::new();
+            for q in &queues {
+                for (shard, slot) in from.queue_places(ns, q) {
+                    at.entry((shard.name().to_owned(), slot))
+                        .or_insert_with(|| Move {
+                            topology: topology.clone(),
+                            pool: from.clone(),
+                            from: shard.clone(),
+                            slot,
+                            dest: format!("@{}", home.to),
+                            only: prefix.clone(),
+                            take: true,
+                            epoch: home.since_ms,
+                        });
+                }
             }
             Ok(Some(at.into_values().collect()))
         }
         _ => Ok(None),
     }
+}
+
+/// Whether the old pool still holds any of namespace `ns`'s jobs at the
+/// places of `moves`: its queues' counts there, and entries in transit.
+async fn namespace_left(moves: &[Move], ns: &str) -> Result<bool, EngineError> {
+    let prefix = format!("{ns}/");
+    for m in moves {
+        if m.from
+            .slot_transit(&[m.slot])
+            .await?
+            .first()
+            .copied()
+            .unwrap_or(0)
+            > 0
+        {
+            return Ok(true);
+        }
+        let counts = m.from.slot_counts(&[m.slot]).await?;
+        if counts
+            .iter()
+            .any(|(q, c)| q.starts_with(&prefix) && c.iter().any(|n| *n > 0))
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The slots of `pool` that may move now, each once (its old shard, slot,
@@ -538,6 +614,7 @@ async fn movable(topology: &Arc<Topology>, pool: &Arc<Pool>) -> Result<Vec<Move>
             dest: pool.home_of(slot).name().to_owned(),
             only: String::new(),
             take: true,
+            epoch: 0,
         });
     }
     Ok(out)
@@ -577,6 +654,8 @@ async fn move_slot(
     // The walk found nothing to take: wait for the batches in flight.
     let mut exhausted = false;
     let mut in_transit = 0;
+    // Times this run read back entries it found in transit.
+    let mut rereads = 0;
     loop {
         if stop.is_cancelled() {
             return Ok(Ended::Stopped);
@@ -677,8 +756,16 @@ async fn move_slot(
             // a sweep) ends here once nothing of its is left; a slot's
             // move takes again, to clear the slot.
             if in_transit > 0 && !recover {
+                if rereads >= 2 {
+                    // What is left cannot be placed from here (bound to a
+                    // pool this gateway's config lacks): leave it, and the
+                    // lease, to a gateway that can.
+                    m.from.move_release(m.slot, owner).await?;
+                    return Ok(Ended::Stopped);
+                }
                 // Entries this mover did not make (a mover that lost its
                 // lease, marks of jobs acked in transit): read them back.
+                rereads += 1;
                 recover = true;
                 exhausted = false;
                 in_transit = 0;

@@ -946,6 +946,13 @@ async fn a_namespace_moves_to_another_pool_under_load_and_nothing_is_lost() {
     let admin = Api::new(gw2.admin(), None);
     let r = admin.post("/namespaces/ns/move").await;
     assert_eq!(r.status, 400, "a move needs its body: {r:?}");
+    // The other gateway learns of it with its next read of the token table.
+    wait_until_async(
+        Duration::from_secs(5),
+        "the move on the other gateway",
+        || async { admin.get("/namespaces/ns/move").await.status == 200 },
+    )
+    .await;
     progress("load while the namespace moves").await;
     let r = gw2.cli(
         &["namespace", "moving", "ns", "--watch", "--every", "1"],
@@ -1011,4 +1018,57 @@ async fn a_namespace_moves_to_another_pool_under_load_and_nothing_is_lost() {
         expected.len(),
         status["jobs_moved"]
     );
+}
+
+#[tokio::test]
+async fn a_namespace_moves_away_back_and_away_again_with_its_jobs_each_time() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let gw = Sundial::start(&two_pools(&a, &b));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let admin = Api::new(gw.admin(), None);
+    let mut ids = bulk(&api, "later", "delay=3600", 40).await;
+    for (round, to) in ["b", "default", "b"].into_iter().enumerate() {
+        // Jobs published between moves, in the pool the namespace is in.
+        ids.extend(bulk(&api, &format!("q{round}"), "delay=3600", 10).await);
+        let r = admin
+            .call(
+                reqwest::Method::POST,
+                "/namespaces/ns/move",
+                Some(format!("{{\"to\":\"{to}\"}}").into_bytes()),
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, 202, "{r:?}");
+        wait_until_async(Duration::from_secs(60), "the move to end", || async {
+            admin.get("/namespaces/ns/move").await.json["state"] == "moved"
+        })
+        .await;
+        let (there, elsewhere) = if to == "b" { (&b, &a) } else { (&a, &b) };
+        assert!(
+            held(&[elsewhere]).is_empty(),
+            "round {round}: jobs left behind"
+        );
+        each_once(&[there], &ids);
+        // Every job is found by id through the same token.
+        for id in ids.iter().step_by(7) {
+            let q = if ids[..40].contains(id) {
+                "later".to_owned()
+            } else {
+                format!(
+                    "q{}",
+                    ids.iter()
+                        .position(|x| x == id)
+                        .expect("id")
+                        .saturating_sub(40)
+                        / 10
+                )
+            };
+            assert_eq!(
+                api.get(&format!("/api/ns/{q}/job/{id}")).await.status,
+                200,
+                "{q}/{id}"
+            );
+        }
+    }
 }

@@ -29,6 +29,17 @@ impl Shard {
         Ok(held.iter().zip(&moving).map(|(h, m)| h + m).collect())
     }
 
+    /// The qualified queues whose jobs `slots` here have ever held (their
+    /// queue tables), whether or not they hold any now.
+    pub async fn slot_queue_names(&self, slots: &[u32]) -> Result<BTreeSet<String>, EngineError> {
+        let all: Vec<Vec<String>> = self.per_slot("HKEYS", slots, SlotKeys::queues).await?;
+        Ok(all
+            .into_iter()
+            .flatten()
+            .filter(|f| !f.starts_with('#'))
+            .collect())
+    }
+
     /// Whether a mover holds each of `slots` here (its lease, which goes
     /// when the mover has cleared the slot, or expires).
     pub async fn slot_movers(&self, slots: &[u32]) -> Result<Vec<bool>, EngineError> {

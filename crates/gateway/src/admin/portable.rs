@@ -261,10 +261,15 @@ async fn export_place(
         }
         (jobs.len() as u64, Bytes::from(out))
     };
-    // The jobs hash, then the jobs in transit (a mover took them out of
-    // the hash and has not let them go: they may be read twice, at their
-    // copy too, never missed), then the lists.
+    // The jobs hash, the lists, and last the jobs in transit (a mover took
+    // them out of the hash or a list and has not let them go: a job may be
+    // read twice, here and at its copy).
     for transit in [false, true] {
+        if transit {
+            for q in queues {
+                lists(tx, shard, slot, q, &send, &mut n).await?;
+            }
+        }
         let mut cursor = "0".to_owned();
         loop {
             let page = shard.export_scan(slot, ns, transit, &cursor, PAGE).await?;
@@ -279,24 +284,34 @@ async fn export_place(
             }
         }
     }
-    for q in queues {
-        for dead in [false, true] {
-            let mut passed = 0u64;
-            loop {
-                let page = shard.export_list(slot, q, dead, passed, PAGE).await?;
-                let (k, chunk) = send(page.jobs);
-                n += k;
-                if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
-                    return Ok(n);
-                }
-                match page.next.and_then(|p| p.parse().ok()) {
-                    Some(p) => passed = p,
-                    None => break,
-                }
+    Ok(n)
+}
+
+/// The ready and dead lists of queue `q` at one place, newest first.
+async fn lists(
+    tx: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    shard: &Shard,
+    slot: u32,
+    q: &str,
+    send: &impl Fn(Vec<PortableJob>) -> (u64, Bytes),
+    n: &mut u64,
+) -> Result<(), sundial_core::EngineError> {
+    for dead in [false, true] {
+        let mut passed = 0u64;
+        loop {
+            let page = shard.export_list(slot, q, dead, passed, PAGE).await?;
+            let (k, chunk) = send(page.jobs);
+            *n += k;
+            if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
+                return Ok(());
+            }
+            match page.next.and_then(|p| p.parse().ok()) {
+                Some(p) => passed = p,
+                None => break,
             }
         }
     }
-    Ok(n)
+    Ok(())
 }
 
 /// `GET /namespaces/{ns}/export?pool=`: the namespace's jobs as NDJSON

@@ -45,6 +45,10 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
         Vec::new()
     };
     let _waiting = (!watches.is_empty()).then(Waiting::new);
+    // The pools this poll watches: when the namespace's move changes them
+    // (`sundial_router::homes`), the poll ends with no job, and the
+    // worker's next poll watches the new ones.
+    let route = tenant.route();
     loop {
         let mut woken: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> = watches
             .iter()
@@ -64,10 +68,22 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
             _ = select_all(woken) => {}
             () = tokio::time::sleep_until(deadline) => return Err(ApiError::NoJob),
             () = state.shutdown.cancelled() => return Err(ApiError::NoJob),
+            () = rerouted(state, tenant, &route) => return Err(ApiError::NoJob),
         }
         // The token may have been revoked or narrowed while this request
         // waited.
         tenant.still_permitted(state)?;
+    }
+}
+
+/// Resolves once the namespace's route differs from `route`, read from
+/// this gateway's copy of the homes table each second (no Redis call).
+async fn rerouted(state: &AppState, tenant: &Tenant, route: &(String, Option<String>)) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if tenant.route_now(state) != *route {
+            return;
+        }
     }
 }
 

@@ -103,15 +103,9 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
         let Some(pool) = topology.pool(writes).cloned() else {
             return Err(ApiError::NotFound("pool not found"));
         };
-        let also = match also {
-            Some(p) => Some(
-                topology
-                    .pool(p)
-                    .cloned()
-                    .ok_or(ApiError::NotFound("pool not found"))?,
-            ),
-            None => None,
-        };
+        // A gateway whose config lacks the other pool reads only where it
+        // writes (it holds the move at `announced`: see `homes`).
+        let also = also.and_then(|p| topology.pool(p).cloned());
         let route = parts
             .extensions
             .get::<MatchedPath>()
@@ -143,6 +137,30 @@ impl Tenant {
     /// the other one while it moves.
     pub fn pools(&self) -> impl Iterator<Item = &Arc<Pool>> {
         std::iter::once(&self.pool).chain(self.also.as_ref())
+    }
+
+    /// Where the namespace's requests go now, by this gateway's copy of the
+    /// homes table: (the pool written to, the other pool read while it
+    /// moves). A long poll compares it with the request's.
+    pub fn route_now(&self, state: &AppState) -> (String, Option<String>) {
+        let topology = state.live.topology();
+        match state.tokens.home(&self.token.pool, &self.ns) {
+            Some(h) => (
+                h.writes().to_owned(),
+                h.also_reads()
+                    .filter(|p| topology.pool(p).is_some())
+                    .map(str::to_owned),
+            ),
+            None => (self.token.pool.clone(), None),
+        }
+    }
+
+    /// The request's route, as [`Self::route_now`] gives it.
+    pub fn route(&self) -> (String, Option<String>) {
+        (
+            self.pool.name().to_owned(),
+            self.also.as_ref().map(|p| p.name().to_owned()),
+        )
     }
 
     /// The pool a write goes to now, re-read after a publish's body (the

@@ -256,7 +256,7 @@ async function queues(gen, ns) {
     move ? h("p", { class: move.state === "moved" ? "muted" : "pill warn", "data-move": move.state },
       move.state === "moved"
         ? `Moved from pool ${move.from} to pool ${move.to}: its tokens of this pool are served there.`
-        : `Moving from pool ${move.from} to pool ${move.to} (${move.state}): \`sundial namespace moving ${ns} --watch\` follows it.`) : null,
+        : `Moving from pool ${move.from} to pool ${move.to} (${move.state}): \`sundial namespace moving ${ns} --pool ${pool} --watch\` follows it.`) : null,
     h("div", { class: "tiles" }, Object.entries(totals).map(([k, v]) => tile(k, v))),
     h("h2", {}, "Queues"),
     table([["queue"], ["ready", "num"], ["delayed", "num"], ["reserved", "num"], ["dead", "num"], ["publish", "num"], ["consume", "num"]],
