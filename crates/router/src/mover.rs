@@ -482,19 +482,7 @@ async fn namespace_step(
                         .filter_map(|q| q.strip_prefix(&prefix).map(str::to_owned)),
                 );
             }
-            let mut after: Option<String> = None;
-            loop {
-                let page = tokens
-                    .redis()
-                    .indexed_queues(from.name(), ns, after.as_deref(), 1000)
-                    .await?;
-                let full = page.len() == 1000;
-                after = page.last().cloned();
-                queues.extend(page);
-                if !full {
-                    break;
-                }
-            }
+            queues.extend(tokens.redis().all_indexed_queues(from.name(), ns).await?);
             // The new pool lists them (as a publish there would add them).
             let listed: Vec<String> = queues.iter().cloned().collect();
             tokens.redis().index_queues(to.name(), ns, &listed).await?;

@@ -60,6 +60,128 @@ async fn reload(gw: &mut Sundial, cfg: &SundialConfig) {
     assert_eq!(r.status, 200, "{r:?}\n{}", gw.log());
 }
 
+/// Producers and workers on two gateways, on queue `q` of namespace `ns`:
+/// on each gateway `per` publishers (every `delayed`th job delayed by 1 s,
+/// so that some wait in the timer while things move) and as many workers,
+/// each job acknowledged on the other gateway. An ack that did nothing
+/// shows as the job delivered twice (after its TTR of 30 s) or, if the
+/// test ends first, as a job left at the end. With `busy_ok`, a publish
+/// may be refused with 503 (nothing stored; its client would try again).
+struct Load {
+    stop_publishing: Arc<AtomicBool>,
+    stop_consuming: Arc<AtomicBool>,
+    published: Arc<Mutex<HashSet<String>>>,
+    consumed: Arc<Mutex<Vec<String>>>,
+    publishers: Vec<tokio::task::JoinHandle<()>>,
+    consumers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(apis: &[Api; 2], per: usize, delayed: u64, busy_ok: bool) -> Self {
+        let mut load = Self {
+            stop_publishing: Arc::default(),
+            stop_consuming: Arc::default(),
+            published: Arc::default(),
+            consumed: Arc::default(),
+            publishers: Vec::new(),
+            consumers: Vec::new(),
+        };
+        for (i, api) in apis.iter().enumerate() {
+            for _ in 0..per {
+                let (papi, stop, published) = (
+                    api.clone(),
+                    load.stop_publishing.clone(),
+                    load.published.clone(),
+                );
+                load.publishers.push(tokio::spawn(async move {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let query = if n.is_multiple_of(delayed) {
+                            "delay=1"
+                        } else {
+                            ""
+                        };
+                        let r = papi
+                            .put(&format!("/api/ns/q?{query}"), format!("{i}-{n}").as_bytes())
+                            .await;
+                        match r.status {
+                            201 => {
+                                published
+                                    .lock()
+                                    .expect("lock")
+                                    .insert(r.json["job_id"].as_str().expect("id").to_owned());
+                            }
+                            503 if busy_ok => {}
+                            _ => panic!("publish during a move: {r:?}"),
+                        }
+                        n += 1;
+                        tokio::time::sleep(Duration::from_millis(4)).await;
+                    }
+                }));
+                let (api, stop, consumed) = (
+                    api.clone(),
+                    load.stop_consuming.clone(),
+                    load.consumed.clone(),
+                );
+                let acker = apis[1 - i].clone();
+                load.consumers.push(tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        let r = api.get("/api/ns/q?timeout=1&count=10&ttr=30").await;
+                        match r.status {
+                            200 => {
+                                for j in r.json.as_array().expect("array") {
+                                    let id = j["job_id"].as_str().expect("id").to_owned();
+                                    let ack = acker.delete(&format!("/api/ns/q/job/{id}")).await;
+                                    assert_eq!(ack.status, 204);
+                                    consumed.lock().expect("lock").push(id);
+                                }
+                            }
+                            404 => {}
+                            other => panic!("consume during a move: {other} {r:?}"),
+                        }
+                    }
+                }));
+            }
+        }
+        load
+    }
+
+    /// Waits until `more` jobs more than now were published.
+    async fn progress(&self, what: &str, more: usize) {
+        let before = self.published.lock().expect("lock").len();
+        wait_until_async(Duration::from_secs(10), what, || {
+            std::future::ready(self.published.lock().expect("lock").len() > before + more)
+        })
+        .await;
+    }
+
+    /// Stops publishing, waits for every published job to be consumed (or
+    /// 30 s), stops the workers; returns the jobs published and those
+    /// consumed, in order, each time it was delivered.
+    async fn finish(self) -> (HashSet<String>, Vec<String>) {
+        self.stop_publishing.store(true, Ordering::Relaxed);
+        for p in self.publishers {
+            p.await.expect("publisher");
+        }
+        let expected = self.published.lock().expect("lock").clone();
+        let consumed = self.consumed.clone();
+        wait_until_async(
+            Duration::from_secs(30),
+            "every published job to be consumed",
+            || std::future::ready(consumed.lock().expect("lock").len() >= expected.len()),
+        )
+        .await;
+        self.stop_consuming.store(true, Ordering::Relaxed);
+        for c in self.consumers {
+            c.await.expect("consumer");
+        }
+        let consumed = self.consumed.lock().expect("lock").clone();
+        let unique: HashSet<&String> = consumed.iter().collect();
+        assert_eq!(unique.len(), consumed.len(), "no job was delivered twice");
+        (expected, consumed)
+    }
+}
+
 #[tokio::test]
 async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
     let (a, b, c) = (
@@ -84,66 +206,9 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
     )
     .await;
 
-    let stop_publishing = Arc::new(AtomicBool::new(false));
-    let stop_consuming = Arc::new(AtomicBool::new(false));
-    let published: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let consumed: Arc<Mutex<Vec<String>>> = Arc::default();
-    let (mut publishers, mut consumers) = (Vec::new(), Vec::new());
-    for (i, api) in apis.iter().enumerate() {
-        for _ in 0..2 {
-            let (papi, stop, published) = (api.clone(), stop_publishing.clone(), published.clone());
-            publishers.push(tokio::spawn(async move {
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    // Some delayed, so that some wait in the timer while slots move.
-                    let query = if n.is_multiple_of(5) { "delay=1" } else { "" };
-                    let r = papi
-                        .put(&format!("/api/ns/q?{query}"), format!("{i}-{n}").as_bytes())
-                        .await;
-                    assert_eq!(r.status, 201, "publish during a move: {r:?}");
-                    published
-                        .lock()
-                        .expect("lock")
-                        .insert(r.json["job_id"].as_str().expect("id").to_owned());
-                    n += 1;
-                    tokio::time::sleep(Duration::from_millis(3)).await;
-                }
-            }));
-            // Each job is acknowledged on the other gateway. An ack that did
-            // nothing shows as the job delivered twice (after its TTR of
-            // 30 s) or, if the test ends first, as a job left at the end.
-            let (api, stop, consumed) = (api.clone(), stop_consuming.clone(), consumed.clone());
-            let acker = apis[1 - i].clone();
-            consumers.push(tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let r = api.get("/api/ns/q?timeout=1&count=10&ttr=30").await;
-                    match r.status {
-                        200 => {
-                            for j in r.json.as_array().expect("array") {
-                                let id = j["job_id"].as_str().expect("id").to_owned();
-                                let ack = acker.delete(&format!("/api/ns/q/job/{id}")).await;
-                                assert_eq!(ack.status, 204);
-                                consumed.lock().expect("lock").push(id);
-                            }
-                        }
-                        404 => {}
-                        other => panic!("consume during a move: {other} {r:?}"),
-                    }
-                }
-            }));
-        }
-    }
+    let load = Load::start(&apis, 2, 5, false);
     let admin = Api::new(gw1.admin(), None);
-    let progress = |what: &'static str| {
-        let published = published.clone();
-        async move {
-            let before = published.lock().expect("lock").len();
-            wait_until_async(Duration::from_secs(10), what, || {
-                std::future::ready(published.lock().expect("lock").len() > before + 100)
-            })
-            .await;
-        }
-    };
+    let progress = |what: &'static str| load.progress(what, 100);
     progress("load before the move").await;
 
     // Add shard c: gateway 1 reloads, gateway 2 two seconds later.
@@ -160,7 +225,7 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
     )
     .await;
     assert!(
-        jobs_on(&c) > 0 || published.lock().expect("lock").len() < 10,
+        jobs_on(&c) > 0 || load.published.lock().expect("lock").len() < 10,
         "c took jobs"
     );
 
@@ -180,27 +245,8 @@ async fn a_shard_is_added_then_removed_under_load_and_nothing_is_lost() {
     reload(&mut gw2, &cfg).await;
     progress("load after c left").await;
 
-    stop_publishing.store(true, Ordering::Relaxed);
-    for p in publishers {
-        p.await.expect("publisher");
-    }
-    let expected = published.lock().expect("lock").clone();
-    wait_until_async(
-        Duration::from_secs(30),
-        "every published job to be consumed",
-        || {
-            let consumed = consumed.lock().expect("lock");
-            std::future::ready(consumed.len() >= expected.len())
-        },
-    )
-    .await;
-    stop_consuming.store(true, Ordering::Relaxed);
-    for c in consumers {
-        c.await.expect("consumer");
-    }
-    let consumed = consumed.lock().expect("lock").clone();
-    let unique: HashSet<String> = consumed.iter().cloned().collect();
-    assert_eq!(unique.len(), consumed.len(), "no job was delivered twice");
+    let (expected, consumed) = load.finish().await;
+    let unique: HashSet<String> = consumed.into_iter().collect();
     let missing: Vec<&String> = expected.difference(&unique).collect();
     let extra: Vec<&String> = unique.difference(&expected).collect();
     if !missing.is_empty() || !extra.is_empty() {
@@ -876,67 +922,11 @@ async fn a_namespace_moves_to_another_pool_under_load_and_nothing_is_lost() {
         before.push(peek(api, q, id).await);
     }
 
-    // Producers and workers on both gateways, each job acked on the other.
-    let stop_publishing = Arc::new(AtomicBool::new(false));
-    let stop_consuming = Arc::new(AtomicBool::new(false));
-    let published: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let consumed: Arc<Mutex<Vec<String>>> = Arc::default();
-    let (mut publishers, mut consumers) = (Vec::new(), Vec::new());
-    for (i, api) in apis.iter().enumerate() {
-        let (papi, stop, published) = (api.clone(), stop_publishing.clone(), published.clone());
-        publishers.push(tokio::spawn(async move {
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let query = if n.is_multiple_of(4) { "delay=1" } else { "" };
-                let r = papi
-                    .put(&format!("/api/ns/q?{query}"), format!("{i}-{n}").as_bytes())
-                    .await;
-                // A publish that straddles the switch of writes is refused,
-                // nothing stored: its client tries again.
-                match r.status {
-                    201 => {
-                        published
-                            .lock()
-                            .expect("lock")
-                            .insert(r.json["job_id"].as_str().expect("id").to_owned());
-                    }
-                    503 => {}
-                    _ => panic!("publish during a move: {r:?}"),
-                }
-                n += 1;
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }));
-        let (api, stop, consumed) = (api.clone(), stop_consuming.clone(), consumed.clone());
-        let acker = apis[1 - i].clone();
-        consumers.push(tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                let r = api.get("/api/ns/q?timeout=1&count=10&ttr=30").await;
-                match r.status {
-                    200 => {
-                        for j in r.json.as_array().expect("array") {
-                            let id = j["job_id"].as_str().expect("id").to_owned();
-                            let ack = acker.delete(&format!("/api/ns/q/job/{id}")).await;
-                            assert_eq!(ack.status, 204);
-                            consumed.lock().expect("lock").push(id);
-                        }
-                    }
-                    404 => {}
-                    other => panic!("consume during a move: {other} {r:?}"),
-                }
-            }
-        }));
-    }
-    let progress = |what: &'static str| {
-        let published = published.clone();
-        async move {
-            let before = published.lock().expect("lock").len();
-            wait_until_async(Duration::from_secs(10), what, || {
-                std::future::ready(published.lock().expect("lock").len() > before + 50)
-            })
-            .await;
-        }
-    };
+    // Producers and workers on both gateways, each job acked on the other;
+    // a publish that straddles the switch of writes is refused, nothing
+    // stored (503), and its client tries again.
+    let load = Load::start(&apis, 1, 4, true);
+    let progress = |what: &'static str| load.progress(what, 50);
     progress("load before the move").await;
 
     // The move, through the CLI.
@@ -968,27 +958,8 @@ async fn a_namespace_moves_to_another_pool_under_load_and_nothing_is_lost() {
     );
     progress("load after the move").await;
 
-    stop_publishing.store(true, Ordering::Relaxed);
-    for p in publishers {
-        p.await.expect("publisher");
-    }
-    let expected = published.lock().expect("lock").clone();
-    wait_until_async(
-        Duration::from_secs(30),
-        "every published job to be consumed",
-        || {
-            let consumed = consumed.lock().expect("lock");
-            std::future::ready(consumed.len() >= expected.len())
-        },
-    )
-    .await;
-    stop_consuming.store(true, Ordering::Relaxed);
-    for c in consumers {
-        c.await.expect("consumer");
-    }
-    let consumed = consumed.lock().expect("lock").clone();
-    let unique: HashSet<String> = consumed.iter().cloned().collect();
-    assert_eq!(unique.len(), consumed.len(), "no job was delivered twice");
+    let (expected, consumed) = load.finish().await;
+    let unique: HashSet<String> = consumed.into_iter().collect();
     assert_eq!(unique, expected, "every published job consumed once");
 
     // Nothing of the namespace is left in the old pool; the jobs nobody

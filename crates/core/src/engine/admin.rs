@@ -189,6 +189,25 @@ impl Shard {
         .await
     }
 
+    /// Every queue name of a namespace's index, a page of 1,000 at a time.
+    pub async fn all_indexed_queues(
+        &self,
+        pool: &str,
+        ns: &str,
+    ) -> Result<Vec<String>, EngineError> {
+        let mut all: Vec<String> = Vec::new();
+        loop {
+            let page = self
+                .indexed_queues(pool, ns, all.last().map(String::as_str), 1000)
+                .await?;
+            let full = page.len() == 1000;
+            all.extend(page);
+            if !full {
+                return Ok(all);
+            }
+        }
+    }
+
     /// One field of the homes table, read from Redis.
     pub async fn admin_home(&self, field: &str) -> Result<Option<String>, EngineError> {
         let key = self.admin_keys().homes;

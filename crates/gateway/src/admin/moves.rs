@@ -14,9 +14,9 @@ use axum::{
 use serde_json::json;
 use sundial_router::homes::{Home, MoveState};
 
-use super::queues::{names, pool};
+use super::queues::namespace_route;
 use crate::{
-    api::{error::ApiError, params::Params, queue::counts_of},
+    api::{error::ApiError, queue::counts_of},
     state::AppState,
 };
 
@@ -40,9 +40,7 @@ pub(super) async fn start(
     uri: Uri,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
-    let params = Params::new(&uri);
-    names(&ns, None)?;
-    let token_pool = pool(&state, &params)?;
+    let (_, token_pool) = namespace_route(&state, &ns, &uri)?;
     let read = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
     let to: MoveTo = serde_json::from_slice(&read.bytes)
         .map_err(|_| ApiError::bad("invalid body: expected {\"to\":\"<pool>\"}"))?;
@@ -120,9 +118,7 @@ pub(super) async fn status(
     Path(ns): Path<String>,
     uri: Uri,
 ) -> Result<impl IntoResponse, ApiError> {
-    let params = Params::new(&uri);
-    names(&ns, None)?;
-    let token_pool = pool(&state, &params)?;
+    let (_, token_pool) = namespace_route(&state, &ns, &uri)?;
     let home = state
         .tokens
         .home(token_pool.name(), &ns)
@@ -132,20 +128,13 @@ pub(super) async fn status(
         (MoveState::Moved, _) | (_, None) => 0,
         (_, Some(from)) => {
             let mut left = 0;
-            let mut after: Option<String> = None;
-            loop {
-                let queues = state
-                    .tokens
-                    .redis()
-                    .indexed_queues(from.name(), &ns, after.as_deref(), 500)
-                    .await?;
-                for q in &queues {
-                    left += counts_of(&from, &ns, q).await?.live();
-                }
-                if queues.len() < 500 {
-                    break;
-                }
-                after = queues.last().cloned();
+            for q in state
+                .tokens
+                .redis()
+                .all_indexed_queues(from.name(), &ns)
+                .await?
+            {
+                left += counts_of(&from, &ns, &q).await?.live();
             }
             left
         }

@@ -46,11 +46,8 @@ use sundial_core::{
 };
 use sundial_router::Pool;
 
-use super::queues::{names, pool};
-use crate::{
-    api::{error::ApiError, params::Params},
-    state::AppState,
-};
+use super::queues::namespace_route;
+use crate::{api::error::ApiError, state::AppState};
 
 /// Records read per export page.
 const PAGE: u32 = 200;
@@ -212,12 +209,11 @@ async fn places(
 ) -> Result<Vec<(Shard, u32, Vec<String>)>, ApiError> {
     // (slot, place of the shard among the slot's locations, reversed).
     let mut at: BTreeMap<(u32, usize, String), (Shard, Vec<String>)> = BTreeMap::new();
-    let mut cursor: Option<String> = None;
-    loop {
+    {
         let queues = state
             .tokens
             .redis()
-            .indexed_queues(pool.name(), ns, cursor.as_deref(), 1000)
+            .all_indexed_queues(pool.name(), ns)
             .await?;
         for q in &queues {
             for slot in pool.queue_slots(ns, q) {
@@ -231,10 +227,6 @@ async fn places(
                 }
             }
         }
-        if queues.len() < 1000 {
-            break;
-        }
-        cursor = queues.last().cloned();
     }
     Ok(at
         .into_iter()
@@ -323,9 +315,7 @@ pub(super) async fn export(
     Path(ns): Path<String>,
     uri: Uri,
 ) -> Result<Response, ApiError> {
-    let params = Params::new(&uri);
-    names(&ns, None)?;
-    let pool = pool(&state, &params)?;
+    let (_, pool) = namespace_route(&state, &ns, &uri)?;
     let places = places(&state, &pool, &ns).await?;
     // A few chunks in flight: the walk goes at the pace the client reads.
     let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -518,9 +508,7 @@ pub(super) async fn import(
     uri: Uri,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
-    let params = Params::new(&uri);
-    names(&ns, None)?;
-    let pool = pool(&state, &params)?;
+    let (_, pool) = namespace_route(&state, &ns, &uri)?;
     // A few imports at a time (a body may take long to arrive), each with
     // room for a line and the jobs held from the budget all bodies share.
     let _turn = IMPORTS.try_acquire().map_err(|_| ApiError::Busy)?;

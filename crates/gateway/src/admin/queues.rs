@@ -66,6 +66,19 @@ pub(super) fn names(ns: &str, queue: Option<&str>) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The opening of every route on one namespace: its query, its checked
+/// name, and the pool it names.
+pub(super) fn namespace_route(
+    state: &AppState,
+    ns: &str,
+    uri: &Uri,
+) -> Result<(Params, Arc<Pool>), ApiError> {
+    let params = Params::new(uri);
+    names(ns, None)?;
+    let pool = pool(state, &params)?;
+    Ok((params, pool))
+}
+
 /// The opening of every route on one queue: its query, checked names,
 /// and the pool it names.
 fn queue_route(
@@ -95,9 +108,7 @@ pub(super) async fn list(
     Path(ns): Path<String>,
     uri: Uri,
 ) -> Result<impl IntoResponse, ApiError> {
-    let params = Params::new(&uri);
-    names(&ns, None)?;
-    let pool = pool(&state, &params)?;
+    let (params, pool) = namespace_route(&state, &ns, &uri)?;
     let limit = page_size(&params)?;
     let cursor = params.get("cursor").filter(|c| !c.is_empty());
     if let Some(c) = &cursor {

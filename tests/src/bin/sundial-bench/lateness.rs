@@ -16,6 +16,51 @@ use tokio::sync::Mutex;
 
 use crate::{Ctx, now_ms};
 
+/// Long-polls `queue` until `stop` (10 jobs and 1 s per request, TTR
+/// 600 s), acknowledges each job, and calls `seen(due, arrived)` for each
+/// (its body is its due time, ms on this clock); counts requests in
+/// `requests`.
+pub(crate) async fn poll_due(
+    ctx: &Ctx,
+    queue: &str,
+    stop: &AtomicBool,
+    requests: &AtomicU64,
+    mut seen: impl FnMut(u64, u64),
+) {
+    while !stop.load(Ordering::Relaxed) {
+        requests.fetch_add(1, Ordering::Relaxed);
+        let r = ctx
+            .http
+            .get(format!(
+                "{}/api/{}/{queue}?timeout=1&count=10&ttr=600",
+                ctx.api, ctx.ns
+            ))
+            .header("X-Token", &ctx.token)
+            .send()
+            .await;
+        let Ok(r) = r else { continue };
+        if r.status() != 200 {
+            continue;
+        }
+        let arrived = now_ms();
+        let Ok(serde_json::Value::Array(items)) = r.json().await else {
+            continue;
+        };
+        for j in items {
+            let data = j["data"].as_str().unwrap_or_default();
+            seen(base64_decode(data).trim().parse().unwrap_or(0), arrived);
+            let id = j["job_id"].as_str().unwrap_or_default();
+            requests.fetch_add(1, Ordering::Relaxed);
+            let _ = ctx
+                .http
+                .delete(format!("{}/api/{}/{queue}/job/{id}", ctx.api, ctx.ns))
+                .header("X-Token", &ctx.token)
+                .send()
+                .await;
+        }
+    }
+}
+
 pub(crate) async fn lateness(
     ctx: Arc<Ctx>,
     concurrency: usize,
@@ -44,44 +89,15 @@ pub(crate) async fn lateness(
         );
         consumers.push(tokio::spawn(async move {
             let mut local = Histogram::<u64>::new(3).expect("histogram");
-            while !stop.load(Ordering::Relaxed) {
-                requests.fetch_add(1, Ordering::Relaxed);
-                let r = ctx
-                    .http
-                    .get(format!(
-                        "{}/api/{}/q?timeout=1&count=10&ttr=600",
-                        ctx.api, ctx.ns
-                    ))
-                    .header("X-Token", &ctx.token)
-                    .send()
-                    .await;
-                let Ok(r) = r else { continue };
-                if r.status() != 200 {
-                    continue;
+            poll_due(&ctx, "q", &stop, &requests, |due, arrived| {
+                if arrived < due {
+                    early.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    let _ = local.record((arrived - due) * 1000);
                 }
-                let arrived = now_ms();
-                let Ok(serde_json::Value::Array(items)) = r.json().await else {
-                    continue;
-                };
-                for j in items {
-                    let data = j["data"].as_str().unwrap_or_default();
-                    let due: u64 = base64_decode(data).trim().parse().unwrap_or(0);
-                    if arrived < due {
-                        early.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        let _ = local.record((arrived - due) * 1000);
-                    }
-                    received.fetch_add(1, Ordering::Relaxed);
-                    let id = j["job_id"].as_str().unwrap_or_default();
-                    requests.fetch_add(1, Ordering::Relaxed);
-                    let _ = ctx
-                        .http
-                        .delete(format!("{}/api/{}/q/job/{id}", ctx.api, ctx.ns))
-                        .header("X-Token", &ctx.token)
-                        .send()
-                        .await;
-                }
-            }
+                received.fetch_add(1, Ordering::Relaxed);
+            })
+            .await;
             let _ = hist.lock().await.add(&local);
         }));
     }
@@ -142,7 +158,7 @@ pub(crate) async fn lateness(
     Ok(())
 }
 
-pub(crate) fn base64_decode(s: &str) -> String {
+fn base64_decode(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD
         .decode(s)

@@ -26,7 +26,7 @@ use anyhow::Context;
 use hdrhistogram::Histogram;
 use tokio::sync::Mutex;
 
-use crate::{Ctx, fill, lateness::base64_decode, now_ms};
+use crate::{Ctx, fill, lateness::poll_due, now_ms};
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn rebalance(
@@ -61,37 +61,11 @@ pub(crate) async fn rebalance(
         let (ctx, seen, stop) = (ctx.clone(), seen.clone(), stop.clone());
         consumers.push(tokio::spawn(async move {
             let mut local = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                let r = ctx
-                    .http
-                    .get(format!(
-                        "{}/api/{}/due?timeout=1&count=10&ttr=600",
-                        ctx.api, ctx.ns
-                    ))
-                    .header("X-Token", &ctx.token)
-                    .send()
-                    .await;
-                let Ok(r) = r else { continue };
-                if r.status() != 200 {
-                    continue;
-                }
-                let arrived = now_ms();
-                let Ok(serde_json::Value::Array(items)) = r.json().await else {
-                    continue;
-                };
-                for j in items {
-                    let data = j["data"].as_str().unwrap_or_default();
-                    let due: u64 = base64_decode(data).trim().parse().unwrap_or(0);
-                    local.push((due, arrived.saturating_sub(due) * 1000));
-                    let id = j["job_id"].as_str().unwrap_or_default();
-                    let _ = ctx
-                        .http
-                        .delete(format!("{}/api/{}/due/job/{id}", ctx.api, ctx.ns))
-                        .header("X-Token", &ctx.token)
-                        .send()
-                        .await;
-                }
-            }
+            let requests = AtomicU64::new(0);
+            poll_due(&ctx, "due", &stop, &requests, |due, arrived| {
+                local.push((due, arrived.saturating_sub(due) * 1000));
+            })
+            .await;
             seen.lock().await.extend(local);
         }));
     }
