@@ -1015,6 +1015,12 @@ async fn a_namespace_moves_away_back_and_away_again_with_its_jobs_each_time() {
             admin.get("/namespaces/ns/move").await.json["state"] == "moved"
         })
         .await;
+        if round == 0 {
+            // Its tokens are the old pool's: one of the new pool would name
+            // a second tenant of the same name there.
+            let r = admin.post("/token/ns?description=second&pool=b").await;
+            assert_eq!(r.status, 409, "{r:?}");
+        }
         let (there, elsewhere) = if to == "b" { (&b, &a) } else { (&a, &b) };
         assert!(
             held(&[elsewhere]).is_empty(),

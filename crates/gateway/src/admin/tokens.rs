@@ -94,6 +94,20 @@ pub(super) async fn create(
         }
         None => Token::mint(&pool),
     };
+    // A namespace of another pool that moved (or moves) into this one
+    // lives here under the other pool's tokens: a token of this pool would
+    // name a second tenant of the same name beside it.
+    if let Some((from, _, _)) = state
+        .tokens
+        .homes()
+        .into_iter()
+        .find(|(p, n, h)| *n == ns && *p != pool && h.to == pool)
+    {
+        return Err(ApiError::Conflict(format!(
+            "namespace {ns} of pool {from} lives in pool {pool} (it moved there): create its \
+             tokens in pool {from}"
+        )));
+    }
     let grant = match params.get("scope").filter(|s| !s.is_empty()) {
         Some(scopes) => {
             Grant::parse(scopes, params.get("queues").map(String::as_str)).map_err(ApiError::bad)?
