@@ -90,7 +90,9 @@ if acks > 0 then
   end
   -- A job that a mover took out of the slot is deleted in transit: its
   -- entry becomes a mark, and the mover deletes the copy it may have made.
-  if redis.call('EXISTS', KEYS[7]) == 1 then
+  -- Looked for only when an ack found no job here (the common ack costs
+  -- nothing more).
+  if #ids < acks and redis.call('EXISTS', KEYS[7]) == 1 then
     for i = 5, 4 + acks do
       local id = ARGV[i]
       if out[i - 3] == 0 and not gone[id] then
