@@ -111,6 +111,11 @@ async fn leases_spread_over_processes_on_a_sharded_pool() {
     let pumps: Vec<Sundial> = (0..3).map(|_| pumpd(&cfg)).collect();
     let owners: Vec<String> = pumps.iter().map(owner_of).collect();
     // Every slot held, on the shard that holds it, spread over the three.
+    // Rendezvous hashing gives each process each slot with chance 1/3, so
+    // the share is binomial (mean 10.7 of 32): the test asks that each
+    // holds at least one, which fails by chance 3 * (2/3)^32, under one in
+    // 100,000 runs, and only when one process never takes its share. (It
+    // asked for 4 each once, and one CI run in 200 fell short by chance.)
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let h = holders(&[&a, &b], SHARDED_SLOTS);
@@ -118,7 +123,7 @@ async fn leases_spread_over_processes_on_a_sharded_pool() {
             .iter()
             .map(|o| h.values().filter(|v| *v == o).count())
             .collect();
-        if h.len() == SHARDED_SLOTS as usize && per.iter().all(|n| *n >= 4) {
+        if h.len() == SHARDED_SLOTS as usize && per.iter().all(|n| *n >= 1) {
             break;
         }
         if Instant::now() > deadline {
