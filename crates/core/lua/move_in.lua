@@ -4,13 +4,15 @@
 -- TTR deadline), so that a delayed job is due when it was due. Ready and
 -- dead jobs are appended at the consuming end of their list, in the order
 -- given (newest first), so that they come before the jobs written here
--- since. A job already here is skipped, and so is one copied here before:
--- with `mark`, each copy is remembered in the slot's copy marks (`sd:T:i`,
--- id → when copied) until the mover removes the mark, once the job's
--- transit entry at the old shard is gone for good, so that a copy made
--- again (after a crash of the mover or of a Redis, or by a mover that lost
--- its lease) does not bring back a job acked here since. The key expires a
--- day after its last mark, as a backstop.
+-- since. A job already here is skipped, and so is one copied here before
+-- from the same take: with `mark`, each copy is remembered in the slot's
+-- copy marks (`sd:T:i`, id → the take's tag) until the mover removes the
+-- mark, once the job's transit entry at the old shard is gone for good, so
+-- that a copy made again (after a crash of the mover or of a Redis, or by
+-- a mover that lost its lease) does not bring back a job acked here since.
+-- A mark left by a mover that died before removing it never hides a later
+-- take of the same job (moved away and back): its tag differs. The key
+-- expires a day after its last mark, as a backstop.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: queue table
 -- KEYS[5]: wheel index zset   KEYS[6]: copy marks zset
 -- KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
@@ -35,7 +37,8 @@ end
 for i = 7, #ARGV, 2 do
   local id = ARGV[i]
   local e = transit_unpack(ARGV[i + 1])
-  if e == nil or redis.call('HEXISTS', jkey, id) == 1 or (mark and redis.call('ZSCORE', ikey, id)) then
+  if e == nil or redis.call('HEXISTS', jkey, id) == 1
+      or (mark and tonumber(redis.call('ZSCORE', ikey, id) or '-1') == e.tag) then
     skipped = skipped + 1
   else
     local r = decode(e.raw)
@@ -63,7 +66,7 @@ for i = 7, #ARGV, 2 do
     end
     t.state(r.state, r.queue, 1)
     if mark then
-      marks[#marks + 1] = now
+      marks[#marks + 1] = e.tag
       marks[#marks + 1] = id
     end
     copied = copied + 1

@@ -65,12 +65,13 @@ if mode == 'pending' then
 end
 
 local t = tally()
+local tag = transit_tag()
 local seen, taken, entries = {}, {}, {}
 local function take(id, raw, queue, deadline)
   if seen[id] then return end
   seen[id] = true
   taken[#taken + 1] = id
-  local e = transit_pack(deadline, queue, dest, raw)
+  local e = transit_pack(deadline, tag, queue, dest, raw)
   entries[#entries + 1] = id
   entries[#entries + 1] = e
   out[#out + 1] = id

@@ -99,7 +99,7 @@ if acks > 0 then
         local v = redis.call('HGET', KEYS[7], id)
         local e = v and transit_unpack(v)
         if e and e.queue == queue then
-          redis.call('HSET', KEYS[7], id, 'x' .. queue)
+          redis.call('HSET', KEYS[7], id, transit_acked(e))
           out[i - 3] = head(e.raw)
           gone[id] = true
         end

@@ -25,7 +25,7 @@ pub mod scripts;
 
 pub use engine::{
     AdminTables, ClusterPrimary, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage, Handler,
-    Heard, InTransit, JobView, Listening, MoveMode, NewJob, PortableJob, PubSub, Publication,
+    Heard, InTransit, JobView, Listening, Mark, MoveMode, NewJob, PortableJob, PubSub, Publication,
     PumpOutcome, PumpProcess, ReplicaWait, Schedule, Served, Shard, ShardCheck, ShardOptions,
     Taken, Want, state,
 };

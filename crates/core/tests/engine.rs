@@ -1349,7 +1349,8 @@ async fn move_all(a: &Shard, b: &Shard, slot: u32, owner: &str, batch: u32) -> u
             .copied;
         let ids: Vec<String> = t.jobs.iter().map(|j| j.id.clone()).collect();
         assert!(a.move_done(slot, &ids).await.expect("done").is_empty());
-        b.move_unmark(slot, &ids).await.expect("unmark");
+        let marks: Vec<_> = t.jobs.iter().map(|j| j.mark()).collect();
+        b.move_unmark(slot, &marks).await.expect("unmark");
         cursor = t.cursor;
     }
     panic!("the slot never cleared");
@@ -1560,7 +1561,15 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
     // be deleted (it has none), then its mark goes.
     let ids_p: Vec<String> = p.jobs.iter().map(|j| j.id.clone()).collect();
     let deleted = a.move_done(sl, &ids_p).await.expect("done");
-    assert_eq!(deleted, vec![(in_transit.clone(), qn(q))]);
+    let deleted: Vec<_> = deleted
+        .into_iter()
+        .map(|(id, m)| (id, m.queue, m.dest, m.acked))
+        .collect();
+    assert_eq!(
+        deleted,
+        vec![(in_transit.clone(), qn(q), b.name().to_owned(), true)],
+        "the mark tells where the copy went"
+    );
     assert!(!b.delete(sl, &qn(q), &in_transit).await.expect("no copy"));
     a.move_forget(sl, &[in_transit.as_str().to_owned()])
         .await
@@ -1579,4 +1588,89 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
     assert_eq!(counts(&b, q).await.expect("counts").ready, 8);
     let left: Vec<String> = ra.client().keys(format!("sd:{{{sl}}}:*")).expect("keys");
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// The copy mark of `id` in `slot` (its take's tag), as Redis holds it.
+fn copy_mark(r: &RedisServer, slot: u32, id: &str) -> Option<u64> {
+    let score: Option<f64> = r
+        .client()
+        .zscore(SlotKeys::new(slot).copies(), id)
+        .expect("zscore");
+    score.map(|s| s as u64)
+}
+
+#[tokio::test]
+async fn a_mark_left_by_a_dead_mover_never_hides_a_later_move_of_the_same_job() {
+    let (ra, rb) = (RedisServer::start(), RedisServer::start());
+    let (a, b) = (named_shard(&ra, "p/a").await, named_shard(&rb, "p/b").await);
+    let q = "back";
+    let sl = keys::slot_of("ns", q, 0, S);
+    let id = publish_one(&a, q, now_sched(0), "", "away and back").await;
+    let lease = Duration::from_secs(30);
+    let take = |from: &Shard, to: &Shard| {
+        let (from, to) = (from.clone(), to.name().to_owned());
+        async move {
+            from.move_out(sl, "m", lease, MoveMode::Take, 10, &to, "0", "")
+                .await
+                .expect("move out")
+                .expect("lease")
+        }
+    };
+    // a → b: copied and let go, but the mover dies before step 4: its
+    // mark stays at b.
+    let t1 = take(&a, &b).await;
+    assert_eq!(t1.jobs.len(), 1);
+    assert_eq!(
+        b.move_in(sl, t1.now_ms, &t1.jobs, true)
+            .await
+            .expect("copy")
+            .copied,
+        1
+    );
+    assert!(
+        a.move_done(sl, &[id.as_str().to_owned()])
+            .await
+            .expect("done")
+            .is_empty()
+    );
+    assert_eq!(copy_mark(&rb, sl, id.as_str()), Some(t1.jobs[0].tag));
+    // b → a (the slot moved back), all four steps.
+    assert_eq!(move_all(&b, &a, sl, "m", 10).await, 1);
+    // a → b again: the stale mark is of another take, and the job arrives.
+    let t3 = take(&a, &b).await;
+    assert_eq!(t3.jobs.len(), 1);
+    assert_ne!(t3.jobs[0].tag, t1.jobs[0].tag);
+    assert_eq!(
+        b.move_in(sl, t3.now_ms, &t3.jobs, true)
+            .await
+            .expect("copy")
+            .copied,
+        1
+    );
+    assert_eq!(copy_mark(&rb, sl, id.as_str()), Some(t3.jobs[0].tag));
+    // A late step 4 of the first take leaves the new mark alone, so the
+    // new copy, once acked, is not brought back by a copy sent again.
+    b.move_unmark(sl, &[t1.jobs[0].mark()])
+        .await
+        .expect("late unmark");
+    assert_eq!(copy_mark(&rb, sl, id.as_str()), Some(t3.jobs[0].tag));
+    assert!(b.delete(sl, &qn(q), &id).await.expect("ack the copy"));
+    assert_eq!(
+        b.move_in(sl, t3.now_ms, &t3.jobs, true)
+            .await
+            .expect("again")
+            .copied,
+        0
+    );
+    assert!(
+        a.move_done(sl, &[id.as_str().to_owned()])
+            .await
+            .expect("done")
+            .is_empty()
+    );
+    b.move_unmark(sl, &[t3.jobs[0].mark()])
+        .await
+        .expect("unmark");
+    assert_eq!(copy_mark(&rb, sl, id.as_str()), None);
+    assert_eq!(counts(&b, q).await.expect("counts").ready, 0);
 }

@@ -33,7 +33,7 @@ use std::{
 };
 
 use serde::Serialize;
-use sundial_core::{EngineError, InTransit, JobId, MoveMode, Shard, Taken, keys};
+use sundial_core::{EngineError, InTransit, JobId, Mark, MoveMode, Shard, Taken, keys};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -613,7 +613,7 @@ async fn movable(topology: &Arc<Topology>, pool: &Arc<Pool>) -> Result<Vec<Move>
 const IN_FLIGHT: usize = 4;
 
 /// The copy marks a batch left at the new shards: (shard, slot, ids).
-type Marks = Vec<(Shard, u32, Vec<String>)>;
+type Marks = Vec<(Shard, u32, Vec<Mark>)>;
 
 /// Moves one slot until it is clear at its old shard (or holds none of
 /// the namespace's jobs, for a namespace's move; or, for a sweep, nothing
@@ -652,8 +652,8 @@ async fn move_slot(
         // Step 4.
         while letgo.front().is_some_and(|(at, _)| due(at)) {
             if let Some((_, marks)) = letgo.pop_front() {
-                for (shard, slot, ids) in &marks {
-                    shard.move_unmark(*slot, ids).await?;
+                for (shard, slot, marks) in &marks {
+                    shard.move_unmark(*slot, marks).await?;
                 }
             }
         }
@@ -792,7 +792,7 @@ async fn move_slot(
 /// slot that pool gives the job's queue and lane. `None`: that pool is not
 /// in this gateway's config.
 fn place_of<'a>(m: &'a Move, j: &InTransit) -> Option<(&'a Shard, u32)> {
-    let dest = j.dest.as_deref()?;
+    let dest = j.dest.as_str();
     match dest.strip_prefix('@') {
         Some(pool) => {
             let pool = m.topology.pool(pool)?;
@@ -822,7 +822,7 @@ async fn copy(m: &Move, read: &Taken) -> Result<(u64, Vec<String>, Marks), Engin
     let mut by_place: HashMap<(String, u32), (&Shard, Vec<InTransit>)> = HashMap::new();
     let mut done = Vec::new();
     for j in &read.jobs {
-        if j.dest.is_none() {
+        if j.acked {
             done.push(j.id.clone());
             continue;
         }
@@ -830,7 +830,7 @@ async fn copy(m: &Move, read: &Taken) -> Result<(u64, Vec<String>, Marks), Engin
             tracing::warn!(
                 pool = m.pool.name(),
                 slot = m.slot,
-                dest = j.dest.as_deref().unwrap_or_default(),
+                dest = j.dest,
                 "a job in transit to a pool this gateway's config does not list stays in transit"
             );
             continue;
@@ -844,23 +844,22 @@ async fn copy(m: &Move, read: &Taken) -> Result<(u64, Vec<String>, Marks), Engin
     let (mut n, mut marks) = (0, Vec::new());
     for ((_, slot), (to, jobs)) in by_place {
         n += to.move_in(slot, read.now_ms, &jobs, true).await?.copied;
-        let ids: Vec<String> = jobs.into_iter().map(|j| j.id).collect();
-        done.extend(ids.iter().cloned());
-        marks.push((to.clone(), slot, ids));
+        done.extend(jobs.iter().map(|j| j.id.clone()));
+        marks.push((to.clone(), slot, jobs.iter().map(InTransit::mark).collect()));
     }
     Ok((n, done, marks))
 }
 
 /// Step 3: lets the transit entries of a settled batch go, and deletes the
 /// copies of jobs acked in transit (wherever the copy may be: the slot's
-/// other locations in its pool, and, for a namespace's move, the place its
-/// new pool gives the job), then their marks.
+/// other locations in its pool, and, for a job bound to another pool (a
+/// namespace's move), every place that pool gives the job), then their
+/// marks. A mark bound to a pool this gateway's config lacks stays, for a
+/// gateway that has it.
 async fn finish(m: &Move, ids: &[String]) -> Result<(), EngineError> {
     let deleted = m.from.move_done(m.slot, ids).await?;
-    if deleted.is_empty() {
-        return Ok(());
-    }
-    for (id, queue) in &deleted {
+    let mut forget = Vec::with_capacity(deleted.len());
+    for (id, mark) in &deleted {
         let mut places: Vec<(&Shard, u32)> = m
             .pool
             .locations(m.slot)
@@ -868,20 +867,19 @@ async fn finish(m: &Move, ids: &[String]) -> Result<(), EngineError> {
             .filter(|s| !s.same(&m.from))
             .map(|s| (s, m.slot))
             .collect();
-        if let (Some(pool), Some((ns, q))) = (
-            m.dest.strip_prefix('@').and_then(|p| m.topology.pool(p)),
-            keys::parse_qualified(queue),
-        ) {
+        if let Some(to) = mark.dest.strip_prefix('@') {
+            let (Some(pool), Some((ns, q))) =
+                (m.topology.pool(to), keys::parse_qualified(&mark.queue))
+            else {
+                continue;
+            };
             let slot = pool.slot_of(ns, q, id.lane(pool.lanes()));
             places.extend(pool.locations(slot).into_iter().map(|s| (s, slot)));
         }
         for (shard, slot) in places {
-            shard.delete(slot, queue, id).await?;
+            shard.delete(slot, &mark.queue, id).await?;
         }
+        forget.push(id.as_str().to_owned());
     }
-    let ids: Vec<String> = deleted
-        .iter()
-        .map(|(id, _)| id.as_str().to_owned())
-        .collect();
-    m.from.move_forget(m.slot, &ids).await
+    m.from.move_forget(m.slot, &forget).await
 }

@@ -1049,3 +1049,58 @@ async fn a_namespace_moves_away_back_and_away_again_with_its_jobs_each_time() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_job_acked_in_transit_to_another_pool_loses_its_copy_there_when_a_sweep_finishes_it() {
+    // What a namespace's mover that died after its copy leaves behind, once
+    // the job was acked in transit: its copy in the new pool, and at the
+    // old shard the mark of the ack (`transit_acked` in `lua/lib.lua`). A
+    // sweep of the old shard, not the namespace's move, finishes it.
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let gw = Sundial::start(&two_pools(&a, &b));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let admin = Api::new(gw.admin(), None);
+    let id = api
+        .publish("ns", "q", "delay=3600", b"acked in transit")
+        .await;
+    let (_, slot) = where_is(&id, &[("a", &a)]).expect("held at a");
+    // The copy: the job exported from its pool and imported into `b`.
+    let r = admin.get("/namespaces/ns/export").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = admin
+        .call(
+            reqwest::Method::POST,
+            "/namespaces/ns/import?pool=b",
+            Some(format!("{}\n", r.json).into_bytes()),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(held(&[&b]).get(&id), Some(&1), "the copy in the new pool");
+    // The ack at the old shard, and the mark it would have left in transit.
+    assert_eq!(api.delete(&format!("/api/ns/q/job/{id}")).await.status, 204);
+    let mut mark = b"x".to_vec();
+    mark.extend(4u16.to_be_bytes());
+    mark.extend(b"ns/q@b");
+    let transit = sundial_core::keys::SlotKeys::new(slot).transit();
+    let _: () = a
+        .client()
+        .hset(&transit, &id, mark)
+        .expect("write the mark");
+    // The sweep (every twelve layout checks) deletes the copy where the
+    // mark says it went, then the mark.
+    wait_until_async(
+        Duration::from_secs(30),
+        "the sweep to finish the mark",
+        || {
+            let mut c = a.client();
+            let left: u64 = c.hlen(&transit).expect("hlen");
+            std::future::ready(left == 0)
+        },
+    )
+    .await;
+    assert!(held(&[&a, &b]).is_empty(), "{:?}", held(&[&a, &b]));
+    let r = Api::new(gw.api(), Some(&token)).get("/api/ns/q/size").await;
+    assert_eq!(r.json["size"], 0, "{r:?}");
+}

@@ -163,6 +163,11 @@ pub(crate) fn move_done(k: &SlotKeys) -> Vec<String> {
     vec![k.transit(), k.guard()]
 }
 
+/// `move_done.lua`, removing copy marks.
+pub(crate) fn move_unmark(k: &SlotKeys) -> Vec<String> {
+    vec![k.copies(), k.guard()]
+}
+
 /// `claim.lua`.
 pub(crate) fn claim(k: &SlotKeys) -> Vec<String> {
     vec![k.lease()]
@@ -228,6 +233,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("move_out", move_out(&k)),
         ("move_in", move_in(&k)),
         ("move_done", move_done(&k)),
+        ("move_done", move_unmark(&k)),
         ("export", export(&k)),
     ]
 }

@@ -28,7 +28,7 @@ pub use checks::ShardCheck;
 pub use decode::{Delivery, JobView, state};
 pub use jobs::{NewJob, Publication, Schedule, Served, Want};
 pub use lease::PumpProcess;
-pub use mover::{Copied, InTransit, MoveMode, Taken};
+pub use mover::{Copied, InTransit, Mark, MoveMode, Taken};
 pub use portable::{ExportPage, PortableJob};
 pub use pubsub::{Handler, Heard, Listening, PubSub};
 pub use pump::PumpOutcome;

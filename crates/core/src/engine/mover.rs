@@ -6,20 +6,23 @@
 //! 1. [`Shard::move_out`] on the old shard takes a batch out of the slot:
 //!    each job leaves its lists, timer and counts and waits in the slot's
 //!    transit hash, where peek and ack by id still find it (an ack there
-//!    leaves a mark). The mover's lease on the slot fences it.
+//!    leaves a mark). The mover's lease on the slot fences it. Each take
+//!    tags its entries (its time, in µs).
 //! 2. Once the entries are safe at the old shard (on its disk and
 //!    replicas), [`Shard::move_read`] reads them again (a job acked in
 //!    transit meanwhile is left out), and [`Shard::move_in`] on the new
 //!    shard stores the copies, each with its state, tries, attributes and
 //!    body and its times moved onto the new shard's clock, and marks each
-//!    copy: a copy sent again (after a crash, or by a mover that lost its
-//!    lease) is skipped.
+//!    copy with its take's tag: a copy of the same take sent again (after
+//!    a crash, or by a mover that lost its lease) is skipped; a later take
+//!    of the same job (moved away and back) is not.
 //! 3. Once the copies are safe, [`Shard::move_done`] on the old shard lets
 //!    the transit entries go, and returns the jobs acked in transit, whose
 //!    copies the mover deletes ([`Shard::move_forget`] then drops their
 //!    entries).
 //! 4. Once that is safe too, [`Shard::move_unmark`] removes the copies'
-//!    marks: no transit entry of theirs is left to be copied again.
+//!    marks (those of the same take): no transit entry of theirs is left
+//!    to be copied again.
 //!
 //! A crash between any two steps loses nothing and doubles nothing: the
 //! transit entries stay until step 3, the marks until step 4, and a mover
@@ -28,8 +31,8 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use fred::{prelude::*, types::Value};
+use bytes::{BufMut, Bytes, BytesMut};
+use fred::types::Value;
 
 use super::{decode::Fields, keysets};
 
@@ -52,12 +55,19 @@ pub struct InTransit {
     pub id: String,
     /// The qualified queue, `<ns>/<queue>`.
     pub queue: String,
-    /// The shard (by name) it is copied to; `None` for a job deleted
-    /// (acked) in transit, whose copy, if any, must go.
-    pub dest: Option<String>,
+    /// Where it is copied to: a shard's name, or `@<pool>`.
+    pub dest: String,
+    /// Deleted (acked) in transit: not to be copied, and a copy made
+    /// before must go.
+    pub acked: bool,
+    /// The take's tag (0 for a job deleted in transit).
+    pub tag: u64,
     /// The transit entry, as `move_in.lua` reads it.
     entry: Bytes,
 }
+
+/// A copy's mark: the job's id and its take's tag ([`Shard::move_unmark`]).
+pub type Mark = (String, u64);
 
 /// What one [`Shard::move_out`] call answered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -86,27 +96,63 @@ fn be(b: &[u8]) -> usize {
     b.iter().fold(0, |n, &x| (n << 8) | usize::from(x))
 }
 
+fn utf8(b: &[u8]) -> Option<String> {
+    String::from_utf8(b.to_vec()).ok()
+}
+
 impl InTransit {
-    /// Unpacks a transit entry (see `transit_pack` in `lua/lib.lua`).
+    /// Packs a transit entry as `transit_pack` in `lua/lib.lua` does.
+    pub(crate) fn pack(
+        id: String,
+        deadline_ms: u64,
+        tag: u64,
+        queue: &str,
+        dest: &str,
+        raw: &[u8],
+    ) -> Option<Self> {
+        let mut e = BytesMut::with_capacity(17 + queue.len() + dest.len() + raw.len());
+        e.put_slice(&deadline_ms.to_be_bytes()[2..]);
+        e.put_slice(&tag.to_be_bytes()[1..]);
+        e.put_u16(u16::try_from(queue.len()).ok()?);
+        e.put_slice(queue.as_bytes());
+        e.put_u16(u16::try_from(dest.len()).ok()?);
+        e.put_slice(dest.as_bytes());
+        e.put_slice(raw);
+        Self::parse(id, e.freeze())
+    }
+
+    /// Unpacks a transit entry or the mark of a job deleted in transit
+    /// (see `transit_pack` and `transit_acked` in `lua/lib.lua`).
     pub(crate) fn parse(id: String, entry: Bytes) -> Option<Self> {
-        if let Some(queue) = entry.strip_prefix(b"x") {
+        if let Some(rest) = entry.strip_prefix(b"x") {
+            let qlen = be(rest.get(..2)?);
             return Some(Self {
                 id,
-                queue: String::from_utf8(queue.to_vec()).ok()?,
-                dest: None,
+                queue: utf8(rest.get(2..2 + qlen)?)?,
+                dest: utf8(rest.get(2 + qlen..)?)?,
+                acked: true,
+                tag: 0,
                 entry,
             });
         }
-        let qlen = be(entry.get(6..8)?);
-        let queue = entry.get(8..8 + qlen)?;
-        let dlen = be(entry.get(8 + qlen..10 + qlen)?);
-        let dest = entry.get(10 + qlen..10 + qlen + dlen)?;
+        let tag = be(entry.get(6..13)?) as u64;
+        let qlen = be(entry.get(13..15)?);
+        let queue = entry.get(15..15 + qlen)?;
+        let dlen = be(entry.get(15 + qlen..17 + qlen)?);
+        let dest = entry.get(17 + qlen..17 + qlen + dlen)?;
         Some(Self {
-            queue: String::from_utf8(queue.to_vec()).ok()?,
-            dest: Some(String::from_utf8(dest.to_vec()).ok()?),
+            queue: utf8(queue)?,
+            dest: utf8(dest)?,
+            acked: false,
+            tag,
             id,
             entry,
         })
+    }
+
+    /// The mark its copy leaves.
+    pub fn mark(&self) -> Mark {
+        (self.id.clone(), self.tag)
     }
 }
 
@@ -210,17 +256,20 @@ impl Shard {
         self.taken(v)
     }
 
-    /// Step 4: removes the copy marks of `ids` in `slot` here.
-    pub async fn move_unmark(&self, slot: u32, ids: &[String]) -> Result<(), EngineError> {
-        if ids.is_empty() {
+    /// Step 4: removes the copy marks `marks` left in `slot` here (a mark
+    /// of the same job by a later take stays).
+    pub async fn move_unmark(&self, slot: u32, marks: &[Mark]) -> Result<(), EngineError> {
+        if marks.is_empty() {
             return Ok(());
         }
-        let key = SlotKeys::new(slot).copies();
-        let _: i64 = self
-            .idempotent(&key, |c| {
-                let (key, ids) = (&key, ids.to_vec());
-                async move { c.zrem(key, ids).await }
-            })
+        let k = SlotKeys::new(slot);
+        let mut args: Vec<Value> = Vec::with_capacity(1 + 2 * marks.len());
+        args.push("unmark".into());
+        for (id, tag) in marks {
+            args.push(id.as_str().into());
+            args.push((*tag as i64).into());
+        }
+        self.eval(&SCRIPTS.move_done, keysets::move_unmark(&k), args)
             .await?;
         Ok(())
     }
@@ -283,13 +332,13 @@ impl Shard {
     }
 
     /// Step 3: lets the transit entries of `ids` go; returns the jobs among
-    /// them that were deleted in transit (id, queue), whose entries stay
-    /// until [`Shard::move_forget`].
+    /// them that were deleted in transit (with their queue and where their
+    /// copy went), whose marks stay until [`Shard::move_forget`].
     pub async fn move_done(
         &self,
         slot: u32,
         ids: &[String],
-    ) -> Result<Vec<(JobId, String)>, EngineError> {
+    ) -> Result<Vec<(JobId, InTransit)>, EngineError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -303,11 +352,14 @@ impl Shard {
         let mut f = Fields::new(self, v)?;
         let mut out = Vec::new();
         while f.len() > 0 {
-            let id = f.string()?;
-            let queue = f.string()?;
-            let id = JobId::parse(&id)
-                .map_err(|_| self.bad_reply(format!("a transit entry of a bad id {id:?}")))?;
-            out.push((id, queue));
+            let raw_id = f.string()?;
+            let entry = f.bytes()?;
+            let id = JobId::parse(&raw_id)
+                .map_err(|_| self.bad_reply(format!("a transit entry of a bad id {raw_id:?}")))?;
+            let mark = InTransit::parse(raw_id, entry)
+                .filter(|t| t.acked)
+                .ok_or_else(|| self.bad_reply("an unreadable mark of a job acked in transit"))?;
+            out.push((id, mark));
         }
         Ok(out)
     }
@@ -333,17 +385,33 @@ mod tests {
 
     #[test]
     fn transit_entries_unpack_as_lua_packs_them() {
-        // struct.pack('>I6H', 1234, 4) .. 'ns/q' .. struct.pack('>H', 3) .. 'p/b' .. 'RAW'
-        let mut e = vec![0, 0, 0, 0, 0x04, 0xd2, 0, 4];
+        // struct.pack('>I6I7H', 1234, 5, 4) .. 'ns/q' .. struct.pack('>H', 3) .. 'p/b' .. 'RAW'
+        let mut e = vec![0, 0, 0, 0, 0x04, 0xd2, 0, 0, 0, 0, 0, 0, 5, 0, 4];
         e.extend(b"ns/q");
         e.extend([0, 3]);
         e.extend(b"p/bRAW");
-        let t = InTransit::parse("id".into(), Bytes::from(e)).expect("entry");
-        assert_eq!((t.queue.as_str(), t.dest.as_deref()), ("ns/q", Some("p/b")));
-        let t = InTransit::parse("id".into(), Bytes::from_static(b"xns/q")).expect("mark");
-        assert_eq!((t.queue.as_str(), t.dest), ("ns/q", None));
+        let t = InTransit::parse("id".into(), Bytes::from(e.clone())).expect("entry");
         assert_eq!(
-            InTransit::parse("id".into(), Bytes::from_static(b"\0\0\0\0\0\0\0\x09ns")),
+            (t.queue.as_str(), t.dest.as_str(), t.tag, t.acked),
+            ("ns/q", "p/b", 5, false)
+        );
+        let packed = InTransit::pack("id".into(), 1234, 5, "ns/q", "p/b", b"RAW").expect("pack");
+        assert_eq!(packed, t);
+        // 'x' .. struct.pack('>H', 4) .. 'ns/q' .. '@p2'
+        let t = InTransit::parse("id".into(), Bytes::from_static(b"x\0\x04ns/q@p2")).expect("mark");
+        assert_eq!(
+            (t.queue.as_str(), t.dest.as_str(), t.acked),
+            ("ns/q", "@p2", true)
+        );
+        assert_eq!(
+            InTransit::parse(
+                "id".into(),
+                Bytes::from_static(b"\0\0\0\0\0\0\0\0\0\0\0\0\0\0\x09ns")
+            ),
+            None
+        );
+        assert_eq!(
+            InTransit::parse("id".into(), Bytes::from_static(b"x\0\x09ns")),
             None
         );
     }

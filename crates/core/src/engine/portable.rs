@@ -89,7 +89,6 @@ impl PortableJob {
             0
         };
         let attrs_len = u16::try_from(self.attrs.len()).ok()?;
-        let queue_len = u16::try_from(self.queue.len()).ok()?;
         let mut raw = BytesMut::with_capacity(32 + self.attrs.len() + self.body.len());
         raw.put_u8(flags);
         raw.put_u16(self.tries);
@@ -100,13 +99,9 @@ impl PortableJob {
         raw.put_u16(attrs_len);
         raw.put_slice(self.attrs.as_bytes());
         raw.put_slice(&self.body);
-        let mut e = BytesMut::with_capacity(10 + self.queue.len() + raw.len());
-        e.put_slice(&deadline.to_be_bytes()[2..]);
-        e.put_u16(queue_len);
-        e.put_slice(self.queue.as_bytes());
-        e.put_u16(0); // no destination name
-        e.put_slice(&raw);
-        InTransit::parse(self.id.clone(), e.freeze())
+        // Unmarked (an import skips only the jobs there already): no tag,
+        // no destination.
+        InTransit::pack(self.id.clone(), deadline, 0, &self.queue, "", &raw)
     }
 }
 
