@@ -6,7 +6,8 @@
 --          entries go, whatever they hold) or `unmark` (the copy marks go
 --          that a take of the given tag left: a later take's mark stays)
 -- ARGV[2..]: job ids (`unmark`: per job, id and tag)
--- Returns, for `done`, per job deleted in transit: its id and mark.
+-- Returns, for `done`, how many entries went, then per job deleted in transit:
+-- its id and mark.
 local out = {}
 if ARGV[1] == 'forget' then
   for i = 2, #ARGV, 1000 do
@@ -30,6 +31,7 @@ if ARGV[1] == 'unmark' then
   call_many('ZREM', KEYS[1], gone, 1)
   return out
 end
+out[1] = 0
 local ids = {}
 for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
 local values = hmget_many(KEYS[1], ids)
@@ -46,4 +48,5 @@ for x = 1, #ids do
   end
 end
 call_many('HDEL', KEYS[1], gone, 1)
+out[1] = #gone
 return out

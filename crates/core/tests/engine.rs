@@ -1348,7 +1348,10 @@ async fn move_all(a: &Shard, b: &Shard, slot: u32, owner: &str, batch: u32) -> u
             .expect("move in")
             .copied;
         let ids: Vec<String> = t.jobs.iter().map(|j| j.id.clone()).collect();
-        assert!(a.move_done(slot, &ids).await.expect("done").is_empty());
+        assert_eq!(
+            a.move_done(slot, &ids).await.expect("done"),
+            (ids.len() as u64, Vec::new())
+        );
         let marks: Vec<_> = t.jobs.iter().map(|j| j.mark()).collect();
         b.move_unmark(slot, &marks).await.expect("unmark");
         cursor = t.cursor;
@@ -1560,7 +1563,8 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
     // The entries go; the job acked in transit comes back for its copy to
     // be deleted (it has none), then its mark goes.
     let ids_p: Vec<String> = p.jobs.iter().map(|j| j.id.clone()).collect();
-    let deleted = a.move_done(sl, &ids_p).await.expect("done");
+    let (went, deleted) = a.move_done(sl, &ids_p).await.expect("done");
+    assert_eq!(went, 3, "the three copied");
     let deleted: Vec<_> = deleted
         .into_iter()
         .map(|(id, m)| (id, m.queue, m.dest, m.acked))
@@ -1631,7 +1635,7 @@ async fn a_mark_left_by_a_dead_mover_never_hides_a_later_move_of_the_same_job() 
         a.move_done(sl, &[id.as_str().to_owned()])
             .await
             .expect("done")
-            .is_empty()
+            == (1, Vec::new())
     );
     assert_eq!(copy_mark(&rb, sl, id.as_str()), Some(t1.jobs[0].tag));
     // b → a (the slot moved back), all four steps.
@@ -1666,7 +1670,7 @@ async fn a_mark_left_by_a_dead_mover_never_hides_a_later_move_of_the_same_job() 
         a.move_done(sl, &[id.as_str().to_owned()])
             .await
             .expect("done")
-            .is_empty()
+            == (1, Vec::new())
     );
     b.move_unmark(sl, &[t3.jobs[0].mark()])
         .await

@@ -83,7 +83,7 @@ pub struct MoverStatus {
     pub reason: Option<String>,
     /// Slots this gateway is moving now.
     pub slots_moving: u64,
-    /// Jobs this gateway copied in this pool since it started.
+    /// Jobs whose move this gateway completed in this pool since it started.
     pub jobs_moved: u64,
 }
 
@@ -660,7 +660,8 @@ async fn move_slot(
         // Step 3.
         while copied.front().is_some_and(|(at, _, _)| due(at)) {
             if let Some((_, ids, marks)) = copied.pop_front() {
-                finish(&m, &ids).await?;
+                let n = finish(&m, &ids).await?;
+                count_moved(&m, n);
                 letgo.push_back((Instant::now(), marks));
             }
         }
@@ -680,19 +681,7 @@ async fn move_slot(
             if sent.elapsed() > (opts.lease / 2).min(settle / 2) {
                 return Ok(Ended::Stopped);
             }
-            let (n, done, marks) = copy(&m, &read).await?;
-            if n > 0 {
-                let pool = m.pool.name();
-                set_status(pool, |s| s.jobs_moved += n);
-                metrics::counter!("sundial_mover_jobs_total", "pool" => pool.to_owned())
-                    .increment(n);
-                if let Some(ns) = m.only.strip_suffix('/') {
-                    *lock(&NAMESPACES)
-                        .entry((pool.to_owned(), ns.to_owned()))
-                        .or_default() += n;
-                    metrics::counter!("sundial_namespace_moved_jobs_total", "pool" => pool.to_owned(), "namespace" => ns.to_owned()).increment(n);
-                }
-            }
+            let (done, marks) = copy(&m, &read).await?;
             copied.push_back((Instant::now(), done, marks));
         }
         // Step 1, a few batches ahead.
@@ -813,12 +802,28 @@ fn place_of<'a>(m: &'a Move, j: &InTransit) -> Option<(&'a Shard, u32)> {
     }
 }
 
+/// Counts `n` jobs whose move `m` completed (step 3), in the status and
+/// metrics.
+fn count_moved(m: &Move, n: u64) {
+    if n == 0 {
+        return;
+    }
+    let pool = m.pool.name();
+    set_status(pool, |s| s.jobs_moved += n);
+    metrics::counter!("sundial_mover_jobs_total", "pool" => pool.to_owned()).increment(n);
+    if let Some(ns) = m.only.strip_suffix('/') {
+        *lock(&NAMESPACES)
+            .entry((pool.to_owned(), ns.to_owned()))
+            .or_default() += n;
+        metrics::counter!("sundial_namespace_moved_jobs_total", "pool" => pool.to_owned(), "namespace" => ns.to_owned()).increment(n);
+    }
+}
+
 /// Step 2: copies the jobs read back where their entries send them.
-/// Returns how many were copied (not skipped), the ids whose entries may
-/// go (copied, there already, or acked in transit; not those bound to a
-/// pool this gateway does not know, which stay in transit), and the marks
-/// the copies left.
-async fn copy(m: &Move, read: &Taken) -> Result<(u64, Vec<String>, Marks), EngineError> {
+/// Returns the ids whose entries may go (copied, there already, or acked
+/// in transit; not those bound to a pool this gateway does not know, which
+/// stay in transit), and the marks the copies left.
+async fn copy(m: &Move, read: &Taken) -> Result<(Vec<String>, Marks), EngineError> {
     let mut by_place: HashMap<(String, u32), (&Shard, Vec<InTransit>)> = HashMap::new();
     let mut done = Vec::new();
     for j in &read.jobs {
@@ -841,13 +846,13 @@ async fn copy(m: &Move, read: &Taken) -> Result<(u64, Vec<String>, Marks), Engin
             .1
             .push(j.clone());
     }
-    let (mut n, mut marks) = (0, Vec::new());
+    let mut marks = Vec::new();
     for ((_, slot), (to, jobs)) in by_place {
-        n += to.move_in(slot, read.now_ms, &jobs, true).await?.copied;
+        to.move_in(slot, read.now_ms, &jobs, true).await?;
         done.extend(jobs.iter().map(|j| j.id.clone()));
         marks.push((to.clone(), slot, jobs.iter().map(InTransit::mark).collect()));
     }
-    Ok((n, done, marks))
+    Ok((done, marks))
 }
 
 /// Step 3: lets the transit entries of a settled batch go, and deletes the
@@ -855,9 +860,9 @@ async fn copy(m: &Move, read: &Taken) -> Result<(u64, Vec<String>, Marks), Engin
 /// other locations in its pool, and, for a job bound to another pool (a
 /// namespace's move), every place that pool gives the job), then their
 /// marks. A mark bound to a pool this gateway's config lacks stays, for a
-/// gateway that has it.
-async fn finish(m: &Move, ids: &[String]) -> Result<(), EngineError> {
-    let deleted = m.from.move_done(m.slot, ids).await?;
+/// gateway that has it. Returns how many jobs' moves it completed.
+async fn finish(m: &Move, ids: &[String]) -> Result<u64, EngineError> {
+    let (went, deleted) = m.from.move_done(m.slot, ids).await?;
     let mut forget = Vec::with_capacity(deleted.len());
     for (id, mark) in &deleted {
         let mut places: Vec<(&Shard, u32)> = m
@@ -881,5 +886,6 @@ async fn finish(m: &Move, ids: &[String]) -> Result<(), EngineError> {
         }
         forget.push(id.as_str().to_owned());
     }
-    m.from.move_forget(m.slot, &forget).await
+    m.from.move_forget(m.slot, &forget).await?;
+    Ok(went)
 }

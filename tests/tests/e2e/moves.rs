@@ -1104,3 +1104,134 @@ async fn a_job_acked_in_transit_to_another_pool_loses_its_copy_there_when_a_swee
     let r = Api::new(gw.api(), Some(&token)).get("/api/ns/q/size").await;
     assert_eq!(r.json["size"], 0, "{r:?}");
 }
+
+#[tokio::test]
+async fn jobs_move_to_a_sentinel_master_through_its_failover_and_back() {
+    let a = RedisServer::start();
+    let mut set = sundial_tests::SentinelSet::start();
+    let sentinels: Vec<String> = set.addresses().iter().map(|a| format!("\"{a}\"")).collect();
+    // The Sentinel shard answers a write once its replica holds it (as a
+    // failover must lose none of the moved jobs).
+    let shards = |wa: u32, ws: u32| {
+        format!(
+            "[pools.default]\nslots = {SLOTS}\nlanes = 8\nshards = [\
+             {{ name = \"a\", url = \"{}\", weight = {wa} }}, \
+             {{ name = \"s\", sentinel = {{ addresses = [{}], master = \"{}\" }}, \
+             weight = {ws}, wait = {{ replicas = 1, timeout_ms = 1000 }} }}]\n",
+            a.url(),
+            sentinels.join(", "),
+            sundial_tests::MASTER_NAME
+        )
+    };
+    let mut cfg = SundialConfig::new(a.url());
+    // Small batches, four slots at a time: slow enough to fail over mid-move.
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300\n\
+                 [mover]\nbatch = 50\nslots_at_once = 4\nsettle_ms = 1000"
+        .to_owned();
+    cfg.pools = Some(shards(1, 0));
+    let mut gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let admin = Api::new(gw.admin(), None);
+    let mut jobs: Vec<(String, String)> = Vec::new();
+    for i in 0..8 {
+        let q = format!("q{i}");
+        for id in bulk(&api, &q, "delay=3600&tries=3", 200).await {
+            jobs.push((q.clone(), id));
+        }
+        for id in bulk(&api, &q, "tries=2", 10).await {
+            jobs.push((q.clone(), id));
+        }
+    }
+    let r = api.get("/api/ns/q0?count=5&ttr=600").await;
+    assert_eq!(r.json.as_array().map(Vec::len), Some(5), "{r:?}");
+    let ids: Vec<String> = jobs.iter().map(|(_, id)| id.clone()).collect();
+    let sample: Vec<&(String, String)> = jobs.iter().step_by(41).collect();
+    let mut before = Vec::new();
+    for (q, id) in &sample {
+        before.push(peek(&api, q, id).await);
+    }
+
+    // All to the Sentinel shard; its master dies mid-move, the replica
+    // takes over, and the old master comes back as its replica.
+    cfg.pools = Some(shards(0, 1));
+    reload(&mut gw, &cfg).await;
+    let old = set.master_port().expect("a master");
+    wait_until_async(Duration::from_secs(60), "the move to start", || {
+        std::future::ready(
+            held(&[set
+                .servers
+                .iter()
+                .find(|s| s.port() == old)
+                .expect("master")])
+            .len()
+                >= 300,
+        )
+    })
+    .await;
+    set.master().kill();
+    let new = set.wait_failover(old, Duration::from_secs(30));
+    set.servers
+        .iter_mut()
+        .find(|s| s.port() == old)
+        .expect("the old master")
+        .restart();
+    wait_until_async(Duration::from_secs(120), "the drain to end", || async {
+        draining(&admin).await == 0
+    })
+    .await;
+    let master = set
+        .servers
+        .iter()
+        .find(|s| s.port() == new)
+        .expect("new master");
+    each_once(&[&a, master], &ids);
+    assert_eq!(
+        held(&[&a]).len(),
+        0,
+        "every job moved to the Sentinel shard"
+    );
+    for ((q, id), (was, ttl, _)) in sample.iter().zip(&before) {
+        let (now, ttl_now, _) = peek(&api, q, id).await;
+        assert_eq!(&now, was, "{q}/{id}");
+        assert!(ttl_now <= *ttl && ttl - ttl_now <= 120, "{id}: ttl kept");
+    }
+    let moved = &admin.get("/drains").await.json["pools"][0]["mover"];
+    let failed = gw.log().matches("moving a slot failed").count();
+    assert_eq!(
+        moved["jobs_moved"].as_u64(),
+        Some(ids.len() as u64),
+        "each job counted once, whatever the failover cut"
+    );
+    eprintln!(
+        "{} jobs moved through a failover ({failed} slot moves cut by it): {moved}",
+        ids.len()
+    );
+
+    // And all back to the standalone shard.
+    cfg.pools = Some(shards(1, 0));
+    reload(&mut gw, &cfg).await;
+    wait_until_async(
+        Duration::from_secs(120),
+        "the drain back to end",
+        || async { draining(&admin).await == 0 },
+    )
+    .await;
+    let master = set
+        .servers
+        .iter()
+        .find(|s| s.port() == new)
+        .expect("new master");
+    each_once(&[&a, master], &ids);
+    assert_eq!(held(&[master]).len(), 0, "every job moved back");
+    // A moved reserved job still comes back after its TTR, and a moved
+    // ready job is consumed and acked.
+    let r = api.get("/api/ns/q3?ttr=30").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let id = r.json["job_id"].as_str().expect("id").to_owned();
+    assert_eq!(
+        api.delete(&format!("/api/ns/q3/job/{id}")).await.status,
+        204
+    );
+    assert!(!held(&[&a, master]).contains_key(&id));
+}

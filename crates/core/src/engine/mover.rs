@@ -331,16 +331,17 @@ impl Shard {
         })
     }
 
-    /// Step 3: lets the transit entries of `ids` go; returns the jobs among
-    /// them that were deleted in transit (with their queue and where their
-    /// copy went), whose marks stay until [`Shard::move_forget`].
+    /// Step 3: lets the transit entries of `ids` go; returns how many
+    /// went (jobs whose move is complete), and the jobs among `ids` that
+    /// were deleted in transit (with their queue and where their copy
+    /// went), whose marks stay until [`Shard::move_forget`].
     pub async fn move_done(
         &self,
         slot: u32,
         ids: &[String],
-    ) -> Result<Vec<(JobId, InTransit)>, EngineError> {
+    ) -> Result<(u64, Vec<(JobId, InTransit)>), EngineError> {
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok((0, Vec::new()));
         }
         let k = SlotKeys::new(slot);
         let mut args: Vec<Value> = Vec::with_capacity(1 + ids.len());
@@ -350,6 +351,7 @@ impl Shard {
             .eval(&SCRIPTS.move_done, keysets::move_done(&k), args)
             .await?;
         let mut f = Fields::new(self, v)?;
+        let went = f.uint()?;
         let mut out = Vec::new();
         while f.len() > 0 {
             let raw_id = f.string()?;
@@ -361,7 +363,7 @@ impl Shard {
                 .ok_or_else(|| self.bad_reply("an unreadable mark of a job acked in transit"))?;
             out.push((id, mark));
         }
-        Ok(out)
+        Ok((went, out))
     }
 
     /// Drops the transit entries of `ids`, whatever they hold.
