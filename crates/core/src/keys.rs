@@ -24,7 +24,7 @@
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
 //! | `sd:T:lease` | string | the id of the pump process that pumps this slot | changed only by the lease scripts; the pump script checks it |
 //! | `sd:T:m` | hash | job id → transit entry: a job the mover took out of this slot (its record, queue, reservation deadline, destination and the take's tag), or `x`, queue and destination for one deleted in transit | only on a shard the slot moved away from, while the mover copies it; peek and ack by id read it |
-//! | `sd:T:i` | zset | job id → the tag of the take whose copy the mover made here (the take's time, µs) | only on a shard the slot moved to; a copy of the same take is skipped, a later take's is not; a mark goes once its job's transit entry at the old shard is gone for good; the key expires a day after its last mark, as a backstop |
+//! | `sd:T:i` | zset | job id → the tag of the take whose copy the mover made here (the take's time, µs) | only on a shard the slot moved to; a copy of the same take is skipped, a copy of any other take is not; a mark goes once its job's transit entry at the old shard is gone for good; the key expires a day after its last mark, as a backstop |
 //! | `sd:T:mover` | string | the gateway instance that moves the slot's jobs away from this shard | set and renewed by `move_out.lua` (expires unless renewed); gone when the slot is clear |
 //!
 //! So a namespace has no key of its own: an idle tenant costs its jobs'

@@ -62,7 +62,8 @@ pub struct LayoutReport {
     pub slots_moved: u64,
     /// Moved slots whose old shard still holds jobs.
     pub slots_pending: u64,
-    /// Jobs still at the old shards of moved slots.
+    /// Jobs still at the old shards of moved slots (and any in transit
+    /// at their new shard, on their way to an old one).
     pub jobs_left: u64,
     /// Moved slots a mover works on (it holds their lease: it has not
     /// cleared them yet).
@@ -110,6 +111,10 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
                 .1
                 .push(*slot);
         }
+        // Where the moved slots are now: jobs in transit there (taken out
+        // by a move away that a mover left half-done, the slot since moved
+        // back) are on their way to the old shard, and count as its own.
+        let mut per_home: BTreeMap<&str, (&Shard, Vec<u32>)> = BTreeMap::new();
         for (shard, slots) in per_shard.into_values() {
             for n in shard.slot_jobs(&slots).await? {
                 pending += u64::from(n > 0);
@@ -121,6 +126,17 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
                 .into_iter()
                 .filter(|held| *held)
                 .count() as u64;
+            for &slot in &slots {
+                let home = pool.home_of(slot);
+                per_home
+                    .entry(home.name())
+                    .or_insert((home, Vec::new()))
+                    .1
+                    .push(slot);
+            }
+        }
+        for (home, slots) in per_home.into_values() {
+            left += home.slot_transit(&slots).await?.iter().sum::<u64>();
         }
         draining.push(LayoutReport {
             layout: layout.clone(),

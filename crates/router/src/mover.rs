@@ -605,6 +605,39 @@ async fn movable(topology: &Arc<Topology>, pool: &Arc<Pool>) -> Result<Vec<Move>
             epoch: 0,
         });
     }
+    // A slot that moved back to a shard that still holds some of its jobs
+    // in transit from the move away (a mover died mid-batch) waits until a
+    // sweep has sent those where they were bound, which still holds the
+    // slot: a copy made there before comes back with the rest, and a job
+    // acked in transit loses its copy there first. Moving the slot back
+    // before would bring such jobs back twice, or back after their ack.
+    let mut by_dest: HashMap<String, (&Shard, Vec<u32>)> = HashMap::new();
+    for m in &out {
+        let home = pool.home_of(m.slot);
+        by_dest
+            .entry(home.name().to_owned())
+            .or_insert_with(|| (home, Vec::new()))
+            .1
+            .push(m.slot);
+    }
+    let mut held_back: HashSet<(String, u32)> = HashSet::new();
+    for (name, (home, slots)) in by_dest {
+        let counts = home.slot_transit(&slots).await.unwrap_or_default();
+        for (i, &slot) in slots.iter().enumerate() {
+            // Unanswered: held back too, until the next check.
+            if counts.get(i).is_none_or(|n| *n > 0) {
+                held_back.insert((name.clone(), slot));
+            }
+        }
+    }
+    if !held_back.is_empty() {
+        tracing::debug!(
+            pool = pool.name(),
+            slots = held_back.len(),
+            "moved slots wait for their jobs in transit at their new shard to be finished first"
+        );
+        out.retain(|m| !held_back.contains(&(m.dest.clone(), m.slot)));
+    }
     Ok(out)
 }
 

@@ -153,11 +153,11 @@ fn describe() {
     );
     describe_gauge!(
         "sundial_drain_jobs_left",
-        "Jobs still at the old shards of moved slots"
+        "Jobs still at the old shards of moved slots (with any in transit to an old shard from where the slot is now)"
     );
     describe_counter!(
         "sundial_mover_jobs_total",
-        "Jobs this gateway's mover copied to the new shard of their slot"
+        "Jobs whose move this gateway's mover completed (copied to their new place, let go at the old shard)"
     );
     describe_gauge!(
         "sundial_mover_slots",

@@ -1169,6 +1169,8 @@ async fn jobs_move_to_a_sentinel_master_through_its_failover_and_back() {
         )
     })
     .await;
+    let left = held(&[&a]).len();
+    assert!(left > 0, "the master dies mid-move");
     set.master().kill();
     let new = set.wait_failover(old, Duration::from_secs(30));
     set.servers
@@ -1204,7 +1206,8 @@ async fn jobs_move_to_a_sentinel_master_through_its_failover_and_back() {
         "each job counted once, whatever the failover cut"
     );
     eprintln!(
-        "{} jobs moved through a failover ({failed} slot moves cut by it): {moved}",
+        "{} jobs moved through a failover ({left} still at a when it began; \
+         {failed} slot moves cut by it): {moved}",
         ids.len()
     );
 
@@ -1224,6 +1227,11 @@ async fn jobs_move_to_a_sentinel_master_through_its_failover_and_back() {
         .expect("new master");
     each_once(&[&a, master], &ids);
     assert_eq!(held(&[master]).len(), 0, "every job moved back");
+    for ((q, id), (was, ttl, _)) in sample.iter().zip(&before) {
+        let (now, ttl_now, _) = peek(&api, q, id).await;
+        assert_eq!(&now, was, "{q}/{id}");
+        assert!(ttl_now <= *ttl && ttl - ttl_now <= 180, "{id}: ttl kept");
+    }
     // A moved reserved job still comes back after its TTR, and a moved
     // ready job is consumed and acked.
     let r = api.get("/api/ns/q3?ttr=30").await;
@@ -1234,4 +1242,151 @@ async fn jobs_move_to_a_sentinel_master_through_its_failover_and_back() {
         204
     );
     assert!(!held(&[&a, master]).contains_key(&id));
+}
+
+#[tokio::test]
+async fn a_slot_moved_back_while_its_jobs_were_in_transit_brings_back_no_acked_job() {
+    moved_back_mid_batch(false).await;
+}
+
+#[tokio::test]
+async fn a_slot_moved_back_after_its_copies_were_all_acked_brings_none_back() {
+    moved_back_mid_batch(true).await;
+}
+
+/// A slot moves from a to b; its mover dies between its copy and letting
+/// the entries go; jobs are acked (at b, or in transit at a; with
+/// `all_acked`, every job of the slot at b, so that b holds none of it);
+/// the slot moves back to a. Every job that was not acked is held once,
+/// at a, and no acked one comes back.
+async fn moved_back_mid_batch(all_acked: bool) {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut cfg = SundialConfig::new(a.url());
+    // No mover at first: the test plays one that dies mid-batch.
+    let mover = |enabled: bool| {
+        format!(
+            "watch_config = false\nlayout_check_ms = 300\n\
+             [mover]\nenabled = {enabled}\nsettle_ms = 1000"
+        )
+    };
+    cfg.extra = mover(false);
+    cfg.pools = Some(pool(&[("a", &a, 1)]));
+    let mut gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    // One by one: each job gets its own lane (a bulk's share one), so
+    // each of the queue's 8 slots holds about 15.
+    let mut old = Vec::new();
+    for _ in 0..120 {
+        old.push(api.publish("ns", "q", "delay=3600", b"old").await);
+    }
+    // b joins; a job published now to a slot that moved lands at b.
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
+    reload(&mut gw, &cfg).await;
+    // Writes switch once the gateway sees that every gateway knows the new
+    // layout; the first job that lands at b names a slot that moved.
+    let mut new = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let slot = loop {
+        let id = api.publish("ns", "q", "delay=3600", b"new").await;
+        let at_b = where_is(&id, &[("b", &b)]);
+        new.push(id);
+        if let Some((_, slot)) = at_b {
+            break slot;
+        }
+        assert!(std::time::Instant::now() < deadline, "no job lands at b");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let in_slot: Vec<&String> = old
+        .iter()
+        .filter(|id| where_is(id, &[("a", &a)]) == Some(("a".to_owned(), slot)))
+        .collect();
+    assert!(
+        in_slot.len() >= 2,
+        "{} of the old jobs in slot {slot}",
+        in_slot.len()
+    );
+
+    // A mover takes the slot's old jobs out at a and copies them to b, then
+    // dies before letting the entries go. Its lease outlasts the move of
+    // the slot back to a, had that not waited for the entries at a (15 s).
+    let shard = |name: &str, r: &RedisServer| {
+        sundial_core::Shard::connect(name, &sundial_core::ShardOptions::new(r.url()))
+            .expect("connect")
+    };
+    let (sa, sb) = (shard("default/a", &a), shard("default/b", &b));
+    sa.wait_connected(Duration::from_secs(5)).await.expect("a");
+    sb.wait_connected(Duration::from_secs(5)).await.expect("b");
+    let t = sa
+        .move_out(
+            slot,
+            "dead mover",
+            Duration::from_secs(15),
+            sundial_core::MoveMode::Take,
+            1000,
+            "default/b",
+            "0",
+            "",
+        )
+        .await
+        .expect("take")
+        .expect("lease");
+    assert_eq!(t.jobs.len(), in_slot.len());
+    let c = sb
+        .move_in(slot, t.now_ms, &t.jobs, true)
+        .await
+        .expect("copy");
+    assert_eq!(c.copied, in_slot.len() as u64);
+    let job = |id: &str| sundial_core::JobId::parse(id).expect("id");
+    let mut acked: Vec<String> = Vec::new();
+    if all_acked {
+        // Workers ack every job of the slot at b: the copies, and the new
+        // job published there.
+        for id in in_slot.iter().copied().chain(new.last()) {
+            assert!(sb.delete(slot, "ns/q", &job(id)).await.expect("ack at b"));
+            acked.push(id.clone());
+        }
+    } else {
+        // A worker acks one of the copies at b; another ack reaches a job's
+        // transit entry at a (while its copy at b lives).
+        assert!(
+            sb.delete(slot, "ns/q", &job(in_slot[0]))
+                .await
+                .expect("ack at b")
+        );
+        assert!(
+            sa.delete(slot, "ns/q", &job(in_slot[1]))
+                .await
+                .expect("ack in transit")
+        );
+        acked.extend([in_slot[0].clone(), in_slot[1].clone()]);
+    }
+
+    // The slot moves back to a, with a mover now: the entries at a are
+    // finished first (their copies are at b), then b's jobs move back.
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 0)]));
+    cfg.extra = mover(true);
+    gw.rewrite(&cfg);
+    // Stopped cleanly, it withdraws its view at once (killed, the others
+    // would wait for it to expire before they move anything).
+    gw.signal("TERM");
+    assert!(gw.wait_exit(Duration::from_secs(10)).is_some());
+    gw.restart();
+    let admin = Api::new(gw.admin(), None);
+    wait_until_async(Duration::from_secs(90), "the drain to end", || async {
+        draining(&admin).await == 0
+    })
+    .await;
+    let ids: Vec<String> = old
+        .iter()
+        .chain(&new)
+        .filter(|id| !acked.contains(id))
+        .cloned()
+        .collect();
+    each_once(&[&a, &b], &ids);
+    assert!(held(&[&b]).is_empty(), "every job back at a");
+    for id in &acked {
+        let r = api.get(&format!("/api/ns/q/job/{id}")).await;
+        assert_eq!(r.status, 404, "an acked job stays acked: {r:?}");
+    }
 }

@@ -347,8 +347,12 @@ impl Shard {
         let mut args: Vec<Value> = Vec::with_capacity(1 + ids.len());
         args.push("done".into());
         args.extend(ids.iter().map(|id| Value::from(id.as_str())));
+        // Once the entries are gone, step 4 removes the copies' marks: a
+        // failover to a replica that still had the entries would copy them
+        // again, unmarked. So step 3 waits for the replicas, when the shard
+        // is set to wait for them.
         let v = self
-            .eval(&SCRIPTS.move_done, keysets::move_done(&k), args)
+            .eval_replicated(&SCRIPTS.move_done, keysets::move_done(&k), args)
             .await?;
         let mut f = Fields::new(self, v)?;
         let went = f.uint()?;
@@ -375,7 +379,7 @@ impl Shard {
         let mut args: Vec<Value> = Vec::with_capacity(1 + ids.len());
         args.push("forget".into());
         args.extend(ids.iter().map(|id| Value::from(id.as_str())));
-        self.eval(&SCRIPTS.move_done, keysets::move_done(&k), args)
+        self.eval_replicated(&SCRIPTS.move_done, keysets::move_done(&k), args)
             .await?;
         Ok(())
     }
