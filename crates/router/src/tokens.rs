@@ -24,6 +24,7 @@ use std::{
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use sundial_core::{AdminTables, EngineError, Shard, keys::AdminTable};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::{Grant, LiveTopology, Token};
@@ -334,6 +335,9 @@ pub struct TokenStore {
     /// give that shard a new address.
     redis: ArcSwap<Shard>,
     table: ArcSwapOption<Snapshot>,
+    /// Bumped when the namespace homes change (a long poll ends when its
+    /// namespace's route does).
+    homes_changed: watch::Sender<u64>,
 }
 
 fn now_ms() -> u64 {
@@ -347,6 +351,7 @@ impl TokenStore {
         Arc::new(Self {
             redis: ArcSwap::from_pointee(redis),
             table: ArcSwapOption::empty(),
+            homes_changed: watch::Sender::new(0),
         })
     }
 
@@ -723,11 +728,28 @@ impl TokenStore {
         // Reloads run concurrently (each admin change reloads at once, and
         // the poller): never replace a newer copy with an older one, or a
         // token created a moment ago would be refused until the next poll.
-        self.table.rcu(|current| match current {
+        let before = self.table.rcu(|current| match current {
             Some(c) if c.version > loaded.version => Some(c.clone()),
             _ => Some(loaded.clone()),
         });
+        let homes = |s: Option<&Arc<Snapshot>>| -> HashMap<String, String> {
+            s.map(|s| {
+                s.homes
+                    .iter()
+                    .map(|(f, (raw, _))| (f.clone(), raw.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+        };
+        if homes(before.as_ref()) != homes(self.table.load().as_ref()) {
+            self.homes_changed.send_modify(|n| *n += 1);
+        }
         Ok(())
+    }
+
+    /// Changes when the namespace homes do ([`Self::home`]).
+    pub fn home_changes(&self) -> watch::Receiver<u64> {
+        self.homes_changed.subscribe()
     }
 
     /// Writes a copy of the tables back into an admin Redis that lost them

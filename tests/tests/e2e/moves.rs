@@ -1390,3 +1390,62 @@ async fn moved_back_mid_batch(all_acked: bool) {
         assert_eq!(r.status, 404, "an acked job stays acked: {r:?}");
     }
 }
+
+#[tokio::test]
+async fn a_worker_waiting_in_a_long_poll_follows_its_namespace_to_another_pool() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let gw = Sundial::start(&two_pools(&a, &b));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let admin = Api::new(gw.admin(), None);
+    // A worker that long-polls for 60 s at a time, as workers do.
+    let worker = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let mut polls = 0;
+            loop {
+                polls += 1;
+                let r = api.get("/api/ns/q?timeout=60&ttr=30").await;
+                if r.status == 200 {
+                    return (
+                        r.json["job_id"].as_str().expect("id").to_owned(),
+                        polls,
+                        started.elapsed(),
+                    );
+                }
+                assert_eq!(r.status, 404, "{r:?}");
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let r = admin
+        .call(
+            reqwest::Method::POST,
+            "/namespaces/ns/move",
+            Some(b"{\"to\":\"b\"}".to_vec()),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    wait_until_async(Duration::from_secs(30), "the move to end", || async {
+        admin.get("/namespaces/ns/move").await.json["state"] == "moved"
+    })
+    .await;
+    // A job published now is in the new pool: the worker's poll that
+    // waited on the old one ended when the namespace's route changed, and
+    // its next one finds the job, long before the first 60 s poll would
+    // have ended.
+    let id = api.publish("ns", "q", "", b"after the move").await;
+    assert!(held(&[&b]).contains_key(&id));
+    let (got, polls, after) = tokio::time::timeout(Duration::from_secs(60), worker)
+        .await
+        .expect("the worker gets the job")
+        .expect("worker");
+    assert_eq!(got, id);
+    assert!(
+        after < Duration::from_secs(50) && polls > 1,
+        "a poll on the old pool ended with the move: {polls} polls, {after:?}"
+    );
+    eprintln!("the worker got the job after {after:?}, in its poll number {polls}");
+}

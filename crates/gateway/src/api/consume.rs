@@ -76,13 +76,23 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
     }
 }
 
-/// Resolves once the namespace's route differs from `route`, read from
-/// this gateway's copy of the homes table each second (no Redis call).
+/// Resolves once the namespace's route differs from `route`, looked at
+/// again whenever this gateway's copy of the homes table or its topology
+/// changes (no Redis call, no timer).
 async fn rerouted(state: &AppState, tenant: &Tenant, route: &(String, Option<String>)) {
+    let mut homes = state.tokens.home_changes();
+    let mut topology = state.live.changes();
     loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
         if tenant.route_now(state) != *route {
             return;
+        }
+        let changed = tokio::select! {
+            r = homes.changed() => r,
+            r = topology.changed() => r,
+        };
+        if changed.is_err() {
+            // Shutting down: the poll ends by its deadline or the shutdown.
+            std::future::pending::<()>().await;
         }
     }
 }
