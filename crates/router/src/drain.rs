@@ -111,10 +111,26 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
                 .1
                 .push(*slot);
         }
-        // Where the moved slots are now: jobs in transit there (taken out
-        // by a move away that a mover left half-done, the slot since moved
-        // back) are on their way to the old shard, and count as its own.
-        let mut per_home: BTreeMap<&str, (&Shard, Vec<u32>)> = BTreeMap::new();
+        // The moved slots' other places (where they are now, and other
+        // old shards): jobs in transit there, taken out by a move that a
+        // mover left half-done, may be bound to this layout's shard, and
+        // count as its own. Read first: a sweep copies them to the old
+        // shard before it lets them go, so each job is seen in one place
+        // or the other.
+        let mut elsewhere: BTreeMap<&str, (&Shard, Vec<u32>)> = BTreeMap::new();
+        for (old, slots) in per_shard.values() {
+            for &slot in slots {
+                for place in pool.locations(slot).into_iter().filter(|s| !s.same(old)) {
+                    let e = elsewhere.entry(place.name()).or_insert((place, Vec::new()));
+                    if !e.1.contains(&slot) {
+                        e.1.push(slot);
+                    }
+                }
+            }
+        }
+        for (place, slots) in elsewhere.into_values() {
+            left += place.slot_transit(&slots).await?.iter().sum::<u64>();
+        }
         for (shard, slots) in per_shard.into_values() {
             for n in shard.slot_jobs(&slots).await? {
                 pending += u64::from(n > 0);
@@ -126,17 +142,6 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
                 .into_iter()
                 .filter(|held| *held)
                 .count() as u64;
-            for &slot in &slots {
-                let home = pool.home_of(slot);
-                per_home
-                    .entry(home.name())
-                    .or_insert((home, Vec::new()))
-                    .1
-                    .push(slot);
-            }
-        }
-        for (home, slots) in per_home.into_values() {
-            left += home.slot_transit(&slots).await?.iter().sum::<u64>();
         }
         draining.push(LayoutReport {
             layout: layout.clone(),

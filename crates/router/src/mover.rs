@@ -186,6 +186,9 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let mut changes = live.changes();
+    // Counted across topology changes: sweeps stay `SWEEP_EVERY` checks
+    // apart however often the config reloads.
+    let (mut ticks, mut swept) = (0u64, 0u64);
     loop {
         changes.mark_unchanged();
         let topology = live.topology();
@@ -198,7 +201,6 @@ pub async fn run(
         let mut cleared: HashSet<SlotKey> = HashSet::new();
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut ticks = 0u64;
         // Per namespace move: when this gateway first saw every gateway
         // write to the new pool (its own clock).
         let mut all_writing: HashMap<(String, String, u64), Instant> = HashMap::new();
@@ -210,6 +212,10 @@ pub async fn run(
                         running.remove(&key);
                         set_status(&key.0, |s| s.slots_moving = s.slots_moving.saturating_sub(1));
                         match ended {
+                            // A sweep's slot is swept again whenever it holds
+                            // entries (a gateway on an older config may add
+                            // some); a move's, not under this topology.
+                            Ok(Ended::Cleared) if !key.4 => {}
                             Ok(Ended::Cleared) => {
                                 tracing::info!(pool = key.0, shard = key.1, slot = key.2, "moved slot cleared at its old shard");
                                 cleared.insert(key);
@@ -236,7 +242,7 @@ pub async fn run(
                     });
                     continue;
                 }
-                let moves = match movable(&topology, pool).await {
+                let (moves, held_back) = match movable(&topology, pool).await {
                     Ok(m) => m,
                     Err(reason) => {
                         set_status(pool.name(), |s| {
@@ -247,8 +253,18 @@ pub async fn run(
                     }
                 };
                 set_status(pool.name(), |s| {
-                    s.state = "moving";
-                    s.reason = None;
+                    s.state = if moves.is_empty() && held_back > 0 {
+                        "waiting"
+                    } else {
+                        "moving"
+                    };
+                    s.reason = (held_back > 0).then(|| {
+                        format!(
+                            "{held_back} moved slot(s) wait until their new shard holds none of their \
+                             jobs in transit from an earlier move (a sweep finishes them once the \
+                             lease of the mover that left them expires)"
+                        )
+                    });
                 });
                 for m in moves {
                     if running.len() >= opts.slots_at_once.max(1) {
@@ -257,7 +273,9 @@ pub async fn run(
                     spawn(m, &mut tasks, &mut running, &cleared, &opts, &stop);
                 }
             }
-            if ticks % SWEEP_EVERY == 1 {
+            // Once per `SWEEP_EVERY` ticks (not again when a task ends).
+            if ticks % SWEEP_EVERY == 1 && swept != ticks {
+                swept = ticks;
                 for m in sweep(&topology).await {
                     if running.len() >= opts.slots_at_once.max(1) {
                         break;
@@ -535,12 +553,12 @@ async fn namespace_left(moves: &[Move], ns: &str) -> Result<bool, EngineError> {
 }
 
 /// The slots of `pool` that may move now, each once (its old shard, slot,
-/// and the shard that holds it in the current layout), or why none may.
-/// Every live gateway's view is read (this one's too): each must know the
-/// current layout, and none may write to a layout that places the slot at
-/// the old shard (a view lists, for a while after a reload, the layout it
-/// wrote to before).
-async fn movable(topology: &Arc<Topology>, pool: &Arc<Pool>) -> Result<Vec<Move>, String> {
+/// and the shard that holds it in the current layout), with how many more
+/// are held back (see below), or why none may. Every live gateway's view
+/// is read (this one's too): each must know the current layout, and none
+/// may write to a layout that places the slot at the old shard (a view
+/// lists, for a while after a reload, the layout it wrote to before).
+async fn movable(topology: &Arc<Topology>, pool: &Arc<Pool>) -> Result<(Vec<Move>, usize), String> {
     if pool.write_layout() != pool.layout() {
         return Err(format!(
             "this gateway still writes to {} until every gateway knows {}",
@@ -630,15 +648,8 @@ async fn movable(topology: &Arc<Topology>, pool: &Arc<Pool>) -> Result<Vec<Move>
             }
         }
     }
-    if !held_back.is_empty() {
-        tracing::debug!(
-            pool = pool.name(),
-            slots = held_back.len(),
-            "moved slots wait for their jobs in transit at their new shard to be finished first"
-        );
-        out.retain(|m| !held_back.contains(&(m.dest.clone(), m.slot)));
-    }
-    Ok(out)
+    out.retain(|m| !held_back.contains(&(m.dest.clone(), m.slot)));
+    Ok((out, held_back.len()))
 }
 
 /// Batches of one slot in flight at once (each waits `settle` between

@@ -545,7 +545,26 @@ async fn idle_waiters_send_redis_no_commands(kind: ShardKind) {
         || std::future::ready((0..50).all(|i| store.ready_listeners("ns", &format!("q{i}")) > 0)),
     )
     .await;
-    let commands = || store.commands_run(&["info", "cluster|slots"]);
+    let commands = || store.commands_run(&["info", "cluster|slots", "pubsub|numsub"]);
+    // Each waiter subscribes, then takes its first look (a script call):
+    // the last looks may still run. Wait for a quiet half second (the
+    // background's few commands; waiters polling once a second would add
+    // 25).
+    let mut last = commands();
+    let settled = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = commands();
+        if now - last <= 12 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < settled,
+            "{} commands in the last 500 ms with 50 idle waiters",
+            now - last
+        );
+        last = now;
+    }
     let before = commands();
     tokio::time::sleep(Duration::from_secs(2)).await; // the quiet period is what is measured
     let during = commands() - before;
