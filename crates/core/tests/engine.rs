@@ -1620,23 +1620,25 @@ async fn a_mark_left_by_a_dead_mover_never_hides_a_later_move_of_the_same_job() 
                 .expect("lease")
         }
     };
+    // Steps 2 and 3 of a take, a to b.
+    let copy = |t: &sundial_core::Taken| {
+        let (b, now, jobs) = (&b, t.now_ms, t.jobs.clone());
+        async move { b.move_in(sl, now, &jobs, true).await.expect("copy").copied }
+    };
+    let done = || async {
+        let (went, acked) = a
+            .move_done(sl, &[id.as_str().to_owned()])
+            .await
+            .expect("done");
+        assert!(acked.is_empty());
+        went
+    };
     // a → b: copied and let go, but the mover dies before step 4: its
     // mark stays at b.
     let t1 = take(&a, &b).await;
     assert_eq!(t1.jobs.len(), 1);
-    assert_eq!(
-        b.move_in(sl, t1.now_ms, &t1.jobs, true)
-            .await
-            .expect("copy")
-            .copied,
-        1
-    );
-    assert!(
-        a.move_done(sl, &[id.as_str().to_owned()])
-            .await
-            .expect("done")
-            == (1, Vec::new())
-    );
+    assert_eq!(copy(&t1).await, 1);
+    assert_eq!(done().await, 1);
     assert_eq!(copy_mark(&rb, sl, id.as_str()), Some(t1.jobs[0].tag));
     // b → a (the slot moved back), all four steps.
     assert_eq!(move_all(&b, &a, sl, "m", 10).await, 1);
@@ -1644,13 +1646,7 @@ async fn a_mark_left_by_a_dead_mover_never_hides_a_later_move_of_the_same_job() 
     let t3 = take(&a, &b).await;
     assert_eq!(t3.jobs.len(), 1);
     assert_ne!(t3.jobs[0].tag, t1.jobs[0].tag);
-    assert_eq!(
-        b.move_in(sl, t3.now_ms, &t3.jobs, true)
-            .await
-            .expect("copy")
-            .copied,
-        1
-    );
+    assert_eq!(copy(&t3).await, 1);
     assert_eq!(copy_mark(&rb, sl, id.as_str()), Some(t3.jobs[0].tag));
     // A late step 4 of the first take leaves the new mark alone, so the
     // new copy, once acked, is not brought back by a copy sent again.
@@ -1659,19 +1655,8 @@ async fn a_mark_left_by_a_dead_mover_never_hides_a_later_move_of_the_same_job() 
         .expect("late unmark");
     assert_eq!(copy_mark(&rb, sl, id.as_str()), Some(t3.jobs[0].tag));
     assert!(b.delete(sl, &qn(q), &id).await.expect("ack the copy"));
-    assert_eq!(
-        b.move_in(sl, t3.now_ms, &t3.jobs, true)
-            .await
-            .expect("again")
-            .copied,
-        0
-    );
-    assert!(
-        a.move_done(sl, &[id.as_str().to_owned()])
-            .await
-            .expect("done")
-            == (1, Vec::new())
-    );
+    assert_eq!(copy(&t3).await, 0, "sent again, skipped");
+    assert_eq!(done().await, 1);
     b.move_unmark(sl, &[t3.jobs[0].mark()])
         .await
         .expect("unmark");

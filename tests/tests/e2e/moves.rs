@@ -643,6 +643,44 @@ async fn peek(api: &Api, queue: &str, id: &str) -> (serde_json::Value, u64, u64)
     (j, ttl, age)
 }
 
+/// Each of `jobs` shows as it did in `before` (peeks taken earlier): every
+/// field the same, its TTL down by at most `slack` s, its age not down.
+async fn as_before<'a>(
+    api: &Api,
+    jobs: impl IntoIterator<Item = &'a (String, String)>,
+    before: &[(serde_json::Value, u64, u64)],
+    slack: u64,
+) {
+    for ((q, id), (was, ttl, age)) in jobs.into_iter().zip(before) {
+        let (now, ttl_now, age_now) = peek(api, q, id).await;
+        assert_eq!(&now, was, "{q}/{id}");
+        assert!(
+            ttl_now <= *ttl && ttl - ttl_now <= slack,
+            "{id}: ttl {ttl} then {ttl_now}"
+        );
+        assert!(age_now >= *age, "{id}: age {age} then {age_now}");
+    }
+}
+
+/// The jobs a moved slot holds, over eight queues: per queue `delayed`
+/// due in an hour and 10 ready, then 5 of `q0` reserved by a worker that
+/// went away. Each (queue, id).
+async fn mixed_jobs(api: &Api, delayed: usize) -> Vec<(String, String)> {
+    let mut jobs: Vec<(String, String)> = Vec::new();
+    for i in 0..8 {
+        let q = format!("q{i}");
+        for id in bulk(api, &q, "delay=3600&tries=3", delayed).await {
+            jobs.push((q.clone(), id));
+        }
+        for id in bulk(api, &q, "tries=2", 10).await {
+            jobs.push((q.clone(), id));
+        }
+    }
+    let r = api.get("/api/ns/q0?count=5&ttr=600").await;
+    assert_eq!(r.json.as_array().map(Vec::len), Some(5), "{r:?}");
+    jobs
+}
+
 #[tokio::test]
 async fn a_drain_moves_the_jobs_nobody_consumes_each_once_and_as_it_was() {
     let (a, b) = (RedisServer::start(), RedisServer::start());
@@ -699,15 +737,7 @@ async fn a_drain_moves_the_jobs_nobody_consumes_each_once_and_as_it_was() {
     let took = started.elapsed();
     assert!(jobs_on(&b) > 0, "b took its slots' jobs");
     each_once(&[&a, &b], &ids);
-    for ((q, id), (was, ttl, age)) in jobs.iter().zip(&before) {
-        let (now, ttl_now, age_now) = peek(&api, q, id).await;
-        assert_eq!(&now, was, "{q}/{id}");
-        assert!(
-            ttl_now <= *ttl && ttl - ttl_now <= 90,
-            "{id}: ttl {ttl} then {ttl_now}"
-        );
-        assert!(age_now >= *age, "{id}: age {age} then {age_now}");
-    }
+    as_before(&api, &jobs, &before, 90).await;
     assert_eq!(
         api.get("/api/ns/dead/deadletter/size").await.json["size"],
         20
@@ -828,18 +858,7 @@ async fn jobs_move_from_a_standalone_shard_to_a_cluster_and_back() {
     let token = create_token(&gw.admin(), "ns").await;
     let api = Api::new(gw.api(), Some(&token));
     let admin = Api::new(gw.admin(), None);
-    let mut jobs: Vec<(String, String)> = Vec::new();
-    for i in 0..8 {
-        let q = format!("q{i}");
-        for id in bulk(&api, &q, "delay=3600&tries=3", 20).await {
-            jobs.push((q.clone(), id));
-        }
-        for id in bulk(&api, &q, "tries=2", 10).await {
-            jobs.push((q.clone(), id));
-        }
-    }
-    let r = api.get("/api/ns/q0?count=5&ttr=600").await;
-    assert_eq!(r.json.as_array().map(Vec::len), Some(5), "{r:?}");
+    let jobs = mixed_jobs(&api, 20).await;
     let ids: Vec<String> = jobs.iter().map(|(_, id)| id.clone()).collect();
     let mut before = Vec::new();
     for (q, id) in &jobs {
@@ -862,11 +881,7 @@ async fn jobs_move_from_a_standalone_shard_to_a_cluster_and_back() {
             if wa == 1 { ids.len() } else { 0 },
             "weights {wa}/{wc}"
         );
-        for ((q, id), (was, ttl, _)) in jobs.iter().zip(&before) {
-            let (now, ttl_now, _) = peek(&api, q, id).await;
-            assert_eq!(&now, was, "{q}/{id}");
-            assert!(ttl_now <= *ttl && ttl - ttl_now <= 120, "{id}: ttl kept");
-        }
+        as_before(&api, &jobs, &before, 120).await;
     }
 }
 
@@ -967,12 +982,7 @@ async fn a_namespace_moves_to_another_pool_under_load_and_nothing_is_lost() {
     assert!(held(&[&a]).is_empty(), "{:?}", held(&[&a]));
     let ids: Vec<String> = kept.iter().map(|(_, id)| id.clone()).collect();
     each_once(&[&a, &b], &ids);
-    for ((q, id), (was, ttl, age)) in kept.iter().zip(&before) {
-        let (now, ttl_now, age_now) = peek(&apis[1], q, id).await;
-        assert_eq!(&now, was, "{q}/{id}");
-        assert!(ttl_now <= *ttl && ttl - ttl_now <= 120, "{id}: ttl kept");
-        assert!(age_now >= *age, "{id}: age kept");
-    }
+    as_before(&apis[1], &kept, &before, 120).await;
     assert_eq!(
         apis[0].get("/api/ns/dead/deadletter/size").await.json["size"],
         10
@@ -1133,18 +1143,7 @@ async fn jobs_move_to_a_sentinel_master_through_its_failover_and_back() {
     let token = create_token(&gw.admin(), "ns").await;
     let api = Api::new(gw.api(), Some(&token));
     let admin = Api::new(gw.admin(), None);
-    let mut jobs: Vec<(String, String)> = Vec::new();
-    for i in 0..8 {
-        let q = format!("q{i}");
-        for id in bulk(&api, &q, "delay=3600&tries=3", 200).await {
-            jobs.push((q.clone(), id));
-        }
-        for id in bulk(&api, &q, "tries=2", 10).await {
-            jobs.push((q.clone(), id));
-        }
-    }
-    let r = api.get("/api/ns/q0?count=5&ttr=600").await;
-    assert_eq!(r.json.as_array().map(Vec::len), Some(5), "{r:?}");
+    let jobs = mixed_jobs(&api, 200).await;
     let ids: Vec<String> = jobs.iter().map(|(_, id)| id.clone()).collect();
     let sample: Vec<&(String, String)> = jobs.iter().step_by(41).collect();
     let mut before = Vec::new();
@@ -1193,11 +1192,7 @@ async fn jobs_move_to_a_sentinel_master_through_its_failover_and_back() {
         0,
         "every job moved to the Sentinel shard"
     );
-    for ((q, id), (was, ttl, _)) in sample.iter().zip(&before) {
-        let (now, ttl_now, _) = peek(&api, q, id).await;
-        assert_eq!(&now, was, "{q}/{id}");
-        assert!(ttl_now <= *ttl && ttl - ttl_now <= 120, "{id}: ttl kept");
-    }
+    as_before(&api, sample.iter().copied(), &before, 120).await;
     let moved = &admin.get("/drains").await.json["pools"][0]["mover"];
     let failed = gw.log().matches("moving a slot failed").count();
     assert_eq!(
@@ -1227,11 +1222,7 @@ async fn jobs_move_to_a_sentinel_master_through_its_failover_and_back() {
         .expect("new master");
     each_once(&[&a, master], &ids);
     assert_eq!(held(&[master]).len(), 0, "every job moved back");
-    for ((q, id), (was, ttl, _)) in sample.iter().zip(&before) {
-        let (now, ttl_now, _) = peek(&api, q, id).await;
-        assert_eq!(&now, was, "{q}/{id}");
-        assert!(ttl_now <= *ttl && ttl - ttl_now <= 180, "{id}: ttl kept");
-    }
+    as_before(&api, sample.iter().copied(), &before, 180).await;
     // A moved reserved job still comes back after its TTR, and a moved
     // ready job is consumed and acked.
     let r = api.get("/api/ns/q3?ttr=30").await;
