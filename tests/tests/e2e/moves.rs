@@ -898,6 +898,51 @@ fn two_pools(a: &RedisServer, b: &RedisServer) -> SundialConfig {
     cfg
 }
 
+/// One gateway over [`two_pools`], with a token of `ns` in `default`.
+struct TwoPools {
+    /// Kept running for the test.
+    _gw: Sundial,
+    a: RedisServer,
+    b: RedisServer,
+    api: Api,
+    admin: Api,
+}
+
+impl TwoPools {
+    async fn start() -> Self {
+        let (a, b) = (RedisServer::start(), RedisServer::start());
+        let gw = Sundial::start(&two_pools(&a, &b));
+        let token = create_token(&gw.admin(), "ns").await;
+        let (api, admin) = (Api::new(gw.api(), Some(&token)), Api::new(gw.admin(), None));
+        Self {
+            _gw: gw,
+            a,
+            b,
+            api,
+            admin,
+        }
+    }
+
+    /// Moves `ns` to pool `to` through the admin API, and waits until it
+    /// is `moved` (at most `within`).
+    async fn move_to(&self, to: &str, within: Duration) {
+        let r = self
+            .admin
+            .call(
+                reqwest::Method::POST,
+                "/namespaces/ns/move",
+                Some(format!("{{\"to\":\"{to}\"}}").into_bytes()),
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, 202, "{r:?}");
+        wait_until_async(within, "the move to end", || async {
+            self.admin.get("/namespaces/ns/move").await.json["state"] == "moved"
+        })
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn a_namespace_moves_to_another_pool_under_load_and_nothing_is_lost() {
     let (a, b) = (RedisServer::start(), RedisServer::start());
@@ -1003,28 +1048,13 @@ async fn a_namespace_moves_to_another_pool_under_load_and_nothing_is_lost() {
 
 #[tokio::test]
 async fn a_namespace_moves_away_back_and_away_again_with_its_jobs_each_time() {
-    let (a, b) = (RedisServer::start(), RedisServer::start());
-    let gw = Sundial::start(&two_pools(&a, &b));
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
-    let admin = Api::new(gw.admin(), None);
-    let mut ids = bulk(&api, "later", "delay=3600", 40).await;
+    let t = TwoPools::start().await;
+    let (a, b, api, admin) = (&t.a, &t.b, &t.api, &t.admin);
+    let mut ids = bulk(api, "later", "delay=3600", 40).await;
     for (round, to) in ["b", "default", "b"].into_iter().enumerate() {
         // Jobs published between moves, in the pool the namespace is in.
-        ids.extend(bulk(&api, &format!("q{round}"), "delay=3600", 10).await);
-        let r = admin
-            .call(
-                reqwest::Method::POST,
-                "/namespaces/ns/move",
-                Some(format!("{{\"to\":\"{to}\"}}").into_bytes()),
-                &[],
-            )
-            .await;
-        assert_eq!(r.status, 202, "{r:?}");
-        wait_until_async(Duration::from_secs(60), "the move to end", || async {
-            admin.get("/namespaces/ns/move").await.json["state"] == "moved"
-        })
-        .await;
+        ids.extend(bulk(api, &format!("q{round}"), "delay=3600", 10).await);
+        t.move_to(to, Duration::from_secs(60)).await;
         if round == 0 {
             // Its tokens are the old pool's: one of the new pool would name
             // a second tenant of the same name there.
@@ -1066,15 +1096,12 @@ async fn a_job_acked_in_transit_to_another_pool_loses_its_copy_there_when_a_swee
     // the job was acked in transit: its copy in the new pool, and at the
     // old shard the mark of the ack (`transit_acked` in `lua/lib.lua`). A
     // sweep of the old shard, not the namespace's move, finishes it.
-    let (a, b) = (RedisServer::start(), RedisServer::start());
-    let gw = Sundial::start(&two_pools(&a, &b));
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
-    let admin = Api::new(gw.admin(), None);
+    let t = TwoPools::start().await;
+    let (a, b, api, admin) = (&t.a, &t.b, &t.api, &t.admin);
     let id = api
         .publish("ns", "q", "delay=3600", b"acked in transit")
         .await;
-    let (_, slot) = where_is(&id, &[("a", &a)]).expect("held at a");
+    let (_, slot) = where_is(&id, &[("a", a)]).expect("held at a");
     // The copy: the job exported from its pool and imported into `b`.
     let r = admin.get("/namespaces/ns/export").await;
     assert_eq!(r.status, 200, "{r:?}");
@@ -1087,7 +1114,7 @@ async fn a_job_acked_in_transit_to_another_pool_loses_its_copy_there_when_a_swee
         )
         .await;
     assert_eq!(r.status, 200, "{r:?}");
-    assert_eq!(held(&[&b]).get(&id), Some(&1), "the copy in the new pool");
+    assert_eq!(held(&[b]).get(&id), Some(&1), "the copy in the new pool");
     // The ack at the old shard, and the mark it would have left in transit.
     assert_eq!(api.delete(&format!("/api/ns/q/job/{id}")).await.status, 204);
     let mut mark = b"x".to_vec();
@@ -1110,8 +1137,8 @@ async fn a_job_acked_in_transit_to_another_pool_loses_its_copy_there_when_a_swee
         },
     )
     .await;
-    assert!(held(&[&a, &b]).is_empty(), "{:?}", held(&[&a, &b]));
-    let r = Api::new(gw.api(), Some(&token)).get("/api/ns/q/size").await;
+    assert!(held(&[a, b]).is_empty(), "{:?}", held(&[a, b]));
+    let r = api.get("/api/ns/q/size").await;
     assert_eq!(r.json["size"], 0, "{r:?}");
 }
 
@@ -1386,11 +1413,8 @@ async fn moved_back_mid_batch(all_acked: bool) {
 
 #[tokio::test]
 async fn a_worker_waiting_in_a_long_poll_follows_its_namespace_to_another_pool() {
-    let (a, b) = (RedisServer::start(), RedisServer::start());
-    let gw = Sundial::start(&two_pools(&a, &b));
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
-    let admin = Api::new(gw.admin(), None);
+    let t = TwoPools::start().await;
+    let api = &t.api;
     // A worker that long-polls for 60 s at a time, as workers do.
     let worker = {
         let api = api.clone();
@@ -1412,25 +1436,13 @@ async fn a_worker_waiting_in_a_long_poll_follows_its_namespace_to_another_pool()
         })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let r = admin
-        .call(
-            reqwest::Method::POST,
-            "/namespaces/ns/move",
-            Some(b"{\"to\":\"b\"}".to_vec()),
-            &[],
-        )
-        .await;
-    assert_eq!(r.status, 202, "{r:?}");
-    wait_until_async(Duration::from_secs(45), "the move to end", || async {
-        admin.get("/namespaces/ns/move").await.json["state"] == "moved"
-    })
-    .await;
+    t.move_to("b", Duration::from_secs(45)).await;
     // A job published now is in the new pool: the worker's poll that
     // waited on the old one ended when the namespace's route changed, and
     // its next one finds the job, long before the first 60 s poll would
     // have ended.
     let id = api.publish("ns", "q", "", b"after the move").await;
-    assert!(held(&[&b]).contains_key(&id));
+    assert!(held(&[&t.b]).contains_key(&id));
     let (got, polls, after) = tokio::time::timeout(Duration::from_secs(60), worker)
         .await
         .expect("the worker gets the job")
