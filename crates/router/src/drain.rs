@@ -25,7 +25,7 @@
 //!   Other processes notice the pins changed and reload too.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -62,8 +62,9 @@ pub struct LayoutReport {
     pub slots_moved: u64,
     /// Moved slots whose old shard still holds jobs.
     pub slots_pending: u64,
-    /// Jobs still at the old shards of moved slots (and any in transit
-    /// at their new shard, on their way to an old one).
+    /// Jobs still at the old shards of moved slots, with the jobs in
+    /// transit at those slots' other places (any of which may be bound to
+    /// an old shard).
     pub jobs_left: u64,
     /// Moved slots a mover works on (it holds their lease: it has not
     /// cleared them yet).
@@ -117,18 +118,20 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
         // count as its own. Read first: a sweep copies them to the old
         // shard before it lets them go, so each job is seen in one place
         // or the other.
-        let mut elsewhere: BTreeMap<&str, (&Shard, Vec<u32>)> = BTreeMap::new();
+        let mut elsewhere: BTreeMap<&str, (&Shard, BTreeSet<u32>)> = BTreeMap::new();
         for (old, slots) in per_shard.values() {
             for &slot in slots {
                 for place in pool.locations(slot).into_iter().filter(|s| !s.same(old)) {
-                    let e = elsewhere.entry(place.name()).or_insert((place, Vec::new()));
-                    if !e.1.contains(&slot) {
-                        e.1.push(slot);
-                    }
+                    elsewhere
+                        .entry(place.name())
+                        .or_insert((place, BTreeSet::new()))
+                        .1
+                        .insert(slot);
                 }
             }
         }
         for (place, slots) in elsewhere.into_values() {
+            let slots: Vec<u32> = slots.into_iter().collect();
             left += place.slot_transit(&slots).await?.iter().sum::<u64>();
         }
         for (shard, slots) in per_shard.into_values() {

@@ -159,7 +159,7 @@ impl Move {
 }
 
 /// Every this many checks, each shard's slots are swept for transit
-/// entries that no move will finish (a move cut short by a reload that
+/// entries that no move will finish (as many as there is room for) (a move cut short by a reload that
 /// moved the slot back, say).
 const SWEEP_EVERY: u64 = 12;
 
@@ -195,10 +195,13 @@ pub async fn run(
         let stop = shutdown.child_token();
         let mut tasks: JoinSet<(SlotKey, Result<Ended, EngineError>)> = JoinSet::new();
         let mut running: HashSet<SlotKey> = HashSet::new();
-        // Slots cleared (or held elsewhere) under this topology: not
-        // looked at again until it changes, or until the next tick for a
-        // held one.
+        // Slots cleared under this topology: not looked at again until it
+        // changes.
         let mut cleared: HashSet<SlotKey> = HashSet::new();
+        // Slots another gateway moves, or whose move failed or stopped:
+        // not started again before the next tick (else a gateway without
+        // the lease would ask for it again as fast as Redis answers).
+        let mut resting: HashSet<SlotKey> = HashSet::new();
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Per namespace move: when this gateway first saw every gateway
@@ -206,7 +209,10 @@ pub async fn run(
         let mut all_writing: HashMap<(String, String, u64), Instant> = HashMap::new();
         let more = loop {
             tokio::select! {
-                _ = tick.tick() => ticks += 1,
+                _ = tick.tick() => {
+                    ticks += 1;
+                    resting.clear();
+                }
                 Some(done) = tasks.join_next() => {
                     if let Ok((key, ended)) = done {
                         running.remove(&key);
@@ -222,10 +228,14 @@ pub async fn run(
                             }
                             Ok(Ended::Held(by)) => {
                                 tracing::debug!(pool = key.0, shard = key.1, slot = key.2, by, "another gateway moves this slot");
+                                resting.insert(key);
                             }
-                            Ok(Ended::Stopped) => {}
+                            Ok(Ended::Stopped) => {
+                                resting.insert(key);
+                            }
                             Err(e) => {
                                 tracing::warn!(pool = key.0, shard = key.1, slot = key.2, error = %e, "moving a slot failed; tried again at the next check");
+                                resting.insert(key);
                             }
                         }
                     }
@@ -260,9 +270,9 @@ pub async fn run(
                     };
                     s.reason = (held_back > 0).then(|| {
                         format!(
-                            "{held_back} moved slot(s) wait until their new shard holds none of their \
-                             jobs in transit from an earlier move (a sweep finishes them once the \
-                             lease of the mover that left them expires)"
+                            "{held_back} moved slot(s) wait until their new shard answers and holds \
+                             none of their jobs in transit from an earlier move (a sweep finishes \
+                             those once the lease of the mover that left them expires)"
                         )
                     });
                 });
@@ -270,17 +280,34 @@ pub async fn run(
                     if running.len() >= opts.slots_at_once.max(1) {
                         break;
                     }
-                    spawn(m, &mut tasks, &mut running, &cleared, &opts, &stop);
+                    spawn(
+                        m,
+                        &mut tasks,
+                        &mut running,
+                        [&cleared, &resting],
+                        &opts,
+                        &stop,
+                    );
                 }
             }
-            // Once per `SWEEP_EVERY` ticks (not again when a task ends).
+            // Once per `SWEEP_EVERY` ticks (not again when a task ends), with
+            // one place beyond `slots_at_once`: moves keep the others busy
+            // through a drain, and a slot held back for its transit entries
+            // waits for a sweep.
             if ticks % SWEEP_EVERY == 1 && swept != ticks {
                 swept = ticks;
                 for m in sweep(&topology).await {
-                    if running.len() >= opts.slots_at_once.max(1) {
+                    if running.len() > opts.slots_at_once.max(1) {
                         break;
                     }
-                    spawn(m, &mut tasks, &mut running, &cleared, &opts, &stop);
+                    spawn(
+                        m,
+                        &mut tasks,
+                        &mut running,
+                        [&cleared, &resting],
+                        &opts,
+                        &stop,
+                    );
                 }
             }
             // Namespaces moving to another pool.
@@ -342,7 +369,14 @@ pub async fn run(
                     if running.len() >= opts.slots_at_once.max(1) {
                         break;
                     }
-                    spawn(m, &mut tasks, &mut running, &cleared, &opts, &stop);
+                    spawn(
+                        m,
+                        &mut tasks,
+                        &mut running,
+                        [&cleared, &resting],
+                        &opts,
+                        &stop,
+                    );
                 }
             }
         };
@@ -409,7 +443,7 @@ fn spawn(
     m: Move,
     tasks: &mut JoinSet<(SlotKey, Result<Ended, EngineError>)>,
     running: &mut HashSet<SlotKey>,
-    cleared: &HashSet<SlotKey>,
+    skip: [&HashSet<SlotKey>; 2],
     opts: &MoverOptions,
     stop: &CancellationToken,
 ) {
@@ -419,7 +453,7 @@ fn spawn(
     let busy = running
         .iter()
         .any(|k| (&k.0, &k.1, k.2) == (&key.0, &key.1, key.2));
-    if busy || cleared.contains(&key) {
+    if busy || skip.iter().any(|k| k.contains(&key)) {
         return;
     }
     running.insert(key.clone());

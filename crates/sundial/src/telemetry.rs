@@ -153,7 +153,7 @@ fn describe() {
     );
     describe_gauge!(
         "sundial_drain_jobs_left",
-        "Jobs still at the old shards of moved slots (with any in transit to an old shard from where the slot is now)"
+        "Jobs still at the old shards of moved slots, with the jobs in transit at those slots' other places"
     );
     describe_counter!(
         "sundial_mover_jobs_total",

@@ -211,7 +211,7 @@ function mover(m) {
   if (!m || m.state === "idle") return null;
   const text = m.state === "waiting"
     ? `Mover waiting: ${m.reason || "not yet"}`
-    : `Mover on this gateway: moving ${fmt(m.slots_moving)} slot(s)`;
+    : `Mover on this gateway: moving ${fmt(m.slots_moving)} slot(s)${m.reason ? ` (${m.reason})` : ""}`;
   return h("p", { class: "muted", "data-mover": m.state },
     text, `; ${fmt(m.jobs_moved)} job(s) moved by this gateway.`);
 }
