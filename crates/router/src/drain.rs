@@ -296,7 +296,8 @@ pub async fn run(
         let topology = live.topology();
         let mut retired = false;
         // A move is announced only by a gateway whose config has both of
-        // its pools: one that lacks either holds it at `announced`.
+        // its pools: one that lacks either holds it at `announced` (its
+        // view in the pool it has names no such move).
         let mut homes = tokens.homes();
         homes
             .retain(|(_, _, h)| topology.pool(&h.from).is_some() && topology.pool(&h.to).is_some());
@@ -372,11 +373,13 @@ impl Views {
             mine.push(prev.to_string());
         }
         mine.extend(pool.layouts().map(|l| format!("{KNOWS}{l}")));
-        // The moves of namespaces out of this pool, in the state known here.
+        // The moves of namespaces out of or into this pool, in the state
+        // known here: a gateway that serves either pool holds a move until
+        // it knows it.
         mine.extend(
             homes
                 .iter()
-                .filter(|(_, _, h)| h.from == pool.name())
+                .filter(|(_, _, h)| h.from == pool.name() || h.to == pool.name())
                 .filter(|(_, _, h)| h.state != crate::homes::MoveState::Moved)
                 .map(|(p, ns, h)| h.view_entry(p, ns)),
         );

@@ -7,7 +7,9 @@
 //! pool rather than the tokens: requests with a token of pool `P` for
 //! namespace `ns` are served from `home.to` once `P/ns` has a home. A move
 //! goes through three states, each announced by every gateway in its view
-//! (in the shards of the pool it moves from) before the next begins:
+//! (in the shards of both pools) before the next begins; a gateway whose
+//! config lacks either pool names no move in its view, so it holds the
+//! move at `announced`:
 //!
 //! 1. `announced`: reads cover both pools, writes still go to `from`;
 //! 2. `moving` (once every live gateway knows `announced`): writes go to

@@ -193,15 +193,7 @@ pub async fn run(
         changes.mark_unchanged();
         let topology = live.topology();
         let stop = shutdown.child_token();
-        let mut tasks: JoinSet<(SlotKey, Result<Ended, EngineError>)> = JoinSet::new();
-        let mut running: HashSet<SlotKey> = HashSet::new();
-        // Slots cleared under this topology: not looked at again until it
-        // changes.
-        let mut cleared: HashSet<SlotKey> = HashSet::new();
-        // Slots another gateway moves, or whose move failed or stopped:
-        // not started again before the next tick (else a gateway without
-        // the lease would ask for it again as fast as Redis answers).
-        let mut resting: HashSet<SlotKey> = HashSet::new();
+        let mut slots = Slots::new(&opts, &stop);
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Per namespace move: when this gateway first saw every gateway
@@ -211,11 +203,11 @@ pub async fn run(
             tokio::select! {
                 _ = tick.tick() => {
                     ticks += 1;
-                    resting.clear();
+                    slots.resting.clear();
                 }
-                Some(done) = tasks.join_next() => {
+                Some(done) = slots.tasks.join_next() => {
                     if let Ok((key, ended)) = done {
-                        running.remove(&key);
+                        slots.running.remove(&key);
                         set_status(&key.0, |s| s.slots_moving = s.slots_moving.saturating_sub(1));
                         match ended {
                             // A sweep's slot is swept again whenever it holds
@@ -224,18 +216,18 @@ pub async fn run(
                             Ok(Ended::Cleared) if !key.4 => {}
                             Ok(Ended::Cleared) => {
                                 tracing::info!(pool = key.0, shard = key.1, slot = key.2, "moved slot cleared at its old shard");
-                                cleared.insert(key);
+                                slots.cleared.insert(key);
                             }
                             Ok(Ended::Held(by)) => {
                                 tracing::debug!(pool = key.0, shard = key.1, slot = key.2, by, "another gateway moves this slot");
-                                resting.insert(key);
+                                slots.resting.insert(key);
                             }
                             Ok(Ended::Stopped) => {
-                                resting.insert(key);
+                                slots.resting.insert(key);
                             }
                             Err(e) => {
                                 tracing::warn!(pool = key.0, shard = key.1, slot = key.2, error = %e, "moving a slot failed; tried again at the next check");
-                                resting.insert(key);
+                                slots.resting.insert(key);
                             }
                         }
                     }
@@ -276,19 +268,7 @@ pub async fn run(
                         )
                     });
                 });
-                for m in moves {
-                    if running.len() >= opts.slots_at_once.max(1) {
-                        break;
-                    }
-                    spawn(
-                        m,
-                        &mut tasks,
-                        &mut running,
-                        [&cleared, &resting],
-                        &opts,
-                        &stop,
-                    );
-                }
+                slots.start(moves, opts.slots_at_once.max(1));
             }
             // Once per `SWEEP_EVERY` ticks (not again when a task ends), with
             // one place beyond `slots_at_once`: moves keep the others busy
@@ -296,19 +276,7 @@ pub async fn run(
             // waits for a sweep.
             if ticks % SWEEP_EVERY == 1 && swept != ticks {
                 swept = ticks;
-                for m in sweep(&topology).await {
-                    if running.len() > opts.slots_at_once.max(1) {
-                        break;
-                    }
-                    spawn(
-                        m,
-                        &mut tasks,
-                        &mut running,
-                        [&cleared, &resting],
-                        &opts,
-                        &stop,
-                    );
-                }
+                slots.start(sweep(&topology).await, opts.slots_at_once.max(1) + 1);
             }
             // Namespaces moving to another pool.
             for (token_pool, ns, home) in tokens.homes() {
@@ -332,12 +300,14 @@ pub async fn run(
                         continue;
                     }
                 };
-                if moves.iter().all(|m| cleared.contains(&m.key())) {
+                if moves.iter().all(|m| slots.cleared.contains(&m.key())) {
                     match namespace_left(&moves, &ns).await {
                         Ok(false) => {}
                         Ok(true) => {
                             // Walk them all again.
-                            cleared.retain(|k| !moves.iter().any(|m| m.key() == *k));
+                            slots
+                                .cleared
+                                .retain(|k| !moves.iter().any(|m| m.key() == *k));
                             continue;
                         }
                         Err(e) => {
@@ -365,24 +335,12 @@ pub async fn run(
                     }
                     continue;
                 }
-                for m in moves {
-                    if running.len() >= opts.slots_at_once.max(1) {
-                        break;
-                    }
-                    spawn(
-                        m,
-                        &mut tasks,
-                        &mut running,
-                        [&cleared, &resting],
-                        &opts,
-                        &stop,
-                    );
-                }
+                slots.start(moves, opts.slots_at_once.max(1));
             }
         };
         stop.cancel();
         let mut held: Vec<(Shard, u32)> = Vec::new();
-        while let Some(done) = tasks.join_next().await {
+        while let Some(done) = slots.tasks.join_next().await {
             if let Ok((key, _)) = done {
                 set_status(&key.0, |s| {
                     s.slots_moving = s.slots_moving.saturating_sub(1)
@@ -437,29 +395,57 @@ async fn sweep(topology: &Arc<Topology>) -> Vec<Move> {
     out
 }
 
-/// Starts moving one slot, unless it moves already or was found clear
-/// under this topology.
-fn spawn(
-    m: Move,
-    tasks: &mut JoinSet<(SlotKey, Result<Ended, EngineError>)>,
-    running: &mut HashSet<SlotKey>,
-    skip: [&HashSet<SlotKey>; 2],
-    opts: &MoverOptions,
-    stop: &CancellationToken,
-) {
-    let key = m.key();
-    // One move of a slot at a time here (a slot's, a namespace's, a sweep):
-    // they share the slot's lease and transit entries.
-    let busy = running
-        .iter()
-        .any(|k| (&k.0, &k.1, k.2) == (&key.0, &key.1, key.2));
-    if busy || skip.iter().any(|k| k.contains(&key)) {
-        return;
+/// The slot moves of one topology: those running, and those not to start
+/// again yet.
+struct Slots {
+    tasks: JoinSet<(SlotKey, Result<Ended, EngineError>)>,
+    running: HashSet<SlotKey>,
+    /// Cleared under this topology: not looked at again until it changes.
+    cleared: HashSet<SlotKey>,
+    /// Another gateway moves them, or their move failed or stopped: not
+    /// started again before the next tick (else a gateway without the lease
+    /// would ask for it again as fast as Redis answers).
+    resting: HashSet<SlotKey>,
+    opts: MoverOptions,
+    stop: CancellationToken,
+}
+
+impl Slots {
+    fn new(opts: &MoverOptions, stop: &CancellationToken) -> Self {
+        Self {
+            tasks: JoinSet::new(),
+            running: HashSet::new(),
+            cleared: HashSet::new(),
+            resting: HashSet::new(),
+            opts: opts.clone(),
+            stop: stop.clone(),
+        }
     }
-    running.insert(key.clone());
-    set_status(&key.0, |s| s.slots_moving += 1);
-    let (opts, stop) = (opts.clone(), stop.clone());
-    tasks.spawn(async move { (key, move_slot(m, &opts, &stop).await) });
+
+    /// Starts moving each of `moves` in turn while fewer than `room` run,
+    /// but not a slot that moves already (as a slot's, a namespace's or a
+    /// sweep's move: they share the slot's lease and transit entries), nor
+    /// one cleared or resting.
+    fn start(&mut self, moves: Vec<Move>, room: usize) {
+        for m in moves {
+            if self.running.len() >= room {
+                return;
+            }
+            let key = m.key();
+            let busy = self
+                .running
+                .iter()
+                .any(|k| (&k.0, &k.1, k.2) == (&key.0, &key.1, key.2));
+            if busy || self.cleared.contains(&key) || self.resting.contains(&key) {
+                continue;
+            }
+            self.running.insert(key.clone());
+            set_status(&key.0, |s| s.slots_moving += 1);
+            let (opts, stop) = (self.opts.clone(), self.stop.clone());
+            self.tasks
+                .spawn(async move { (key, move_slot(m, &opts, &stop).await) });
+        }
+    }
 }
 
 fn unix_ms() -> u64 {
@@ -489,9 +475,12 @@ async fn namespace_step(
     };
     let knows = format!("{HOME}{token_pool}/{ns} {} ", home.to);
     let moving = format!("{knows}{}", MoveState::Moving.as_str());
+    // Every live gateway that serves either pool (its view is in that
+    // pool's shards) must know the move: one whose config lacks a pool
+    // names no move in its view, and so holds it.
     let mut all_know = true;
     let mut all_write = true;
-    for shard in from.shards() {
+    for shard in from.shards().chain(to.shards()) {
         for (_, entries) in shard.live_view_sets().await? {
             all_know &= entries.iter().any(|e| e.starts_with(&knows));
             all_write &= entries.contains(&moving);

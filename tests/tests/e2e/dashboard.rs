@@ -333,16 +333,21 @@ async fn the_namespace_page_shows_its_move_to_another_pool_in_a_real_browser() {
     let (a, b) = (RedisServer::start(), RedisServer::start());
     let mut cfg = SundialConfig::new(a.url());
     cfg.accounts = vec![(USER.to_owned(), PASSWORD.to_owned())];
-    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    // No mover at first: the movers step a move on, so it stays
+    // `announced`, with its jobs in the pool it leaves, while the page is
+    // read.
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300\n[mover]\nenabled = false".to_owned();
     cfg.pools = Some(format!(
         "{}[pools.big]\nshards = [{{ url = \"{}\" }}]\n",
         SundialConfig::default_pool(&[("a", &a)]),
         b.url()
     ));
-    let gw = Sundial::start(&cfg);
+    let mut gw = Sundial::start(&cfg);
     let admin = admin(&gw);
     let api = Api::new(gw.api(), Some(&admin.create_token("shop").await));
-    api.publish("shop", "emails", "delay=3600", b"later").await;
+    for q in ["emails", "emails", "invoices"] {
+        api.publish("shop", q, "delay=3600", b"later").await;
+    }
     let r = admin
         .call(
             reqwest::Method::POST,
@@ -352,6 +357,25 @@ async fn the_namespace_page_shows_its_move_to_another_pool_in_a_real_browser() {
         )
         .await;
     assert_eq!(r.status, 202, "{r:?}");
+    let stdout = drive(&gw, &[("MOVE", "announced"), ("NAMESPACE", "shop")]).await;
+    let status = admin.get("/namespaces/shop/move").await.json;
+    assert_eq!(
+        (status["state"].clone(), status["jobs_left"].clone()),
+        (json!("announced"), json!(3)),
+        "{status}"
+    );
+    assert!(
+        stdout.contains(
+            "moving from pool default to pool big (announced): 3 job(s) left in pool default, 0 moved"
+        ),
+        "{stdout}"
+    );
+
+    // The mover on again: the move goes through, and the page says so.
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    gw.rewrite(&cfg);
+    gw.restart();
+    let admin = self::admin(&gw);
     wait_until_async(Duration::from_secs(60), "the move to end", || async {
         admin.get("/namespaces/shop/move").await.json["state"] == "moved"
     })
@@ -361,4 +385,5 @@ async fn the_namespace_page_shows_its_move_to_another_pool_in_a_real_browser() {
         stdout.contains("moved from pool default to pool big"),
         "{stdout}"
     );
+    assert_eq!(b.job_records(), 3, "the jobs are in pool big");
 }

@@ -664,7 +664,8 @@ async fn as_before<'a>(
 
 /// The jobs a moved slot holds, over eight queues: per queue `delayed`
 /// due in an hour and 10 ready, then 5 of `q0` reserved by a worker that
-/// went away. Each (queue, id).
+/// went away, and 2 of each queue dead (their worker went away on their
+/// last try). Each (queue, id).
 async fn mixed_jobs(api: &Api, delayed: usize) -> Vec<(String, String)> {
     let mut jobs: Vec<(String, String)> = Vec::new();
     for i in 0..8 {
@@ -675,9 +676,24 @@ async fn mixed_jobs(api: &Api, delayed: usize) -> Vec<(String, String)> {
         for id in bulk(api, &q, "tries=2", 10).await {
             jobs.push((q.clone(), id));
         }
+        for id in bulk(api, &format!("d{i}"), "tries=1", 2).await {
+            jobs.push((format!("d{i}"), id));
+        }
+        let r = api.get(&format!("/api/ns/d{i}?count=2&ttr=1")).await;
+        assert_eq!(r.json.as_array().map(Vec::len), Some(2), "{r:?}");
     }
     let r = api.get("/api/ns/q0?count=5&ttr=600").await;
     assert_eq!(r.json.as_array().map(Vec::len), Some(5), "{r:?}");
+    wait_until_async(Duration::from_secs(10), "the dead jobs", || async {
+        for i in 0..8 {
+            let r = api.get(&format!("/api/ns/d{i}/deadletter/size")).await;
+            if r.json["size"] != 2 {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
     jobs
 }
 
@@ -776,12 +792,20 @@ async fn a_drain_moves_the_jobs_nobody_consumes_each_once_and_as_it_was() {
     assert!(!held(&[&a, &b]).contains_key(id));
 }
 
+/// Waits until `n` more jobs than now are at `to`.
+async fn more_moved_to(to: &RedisServer, n: u64, what: &str) {
+    let cut = jobs_on(to);
+    wait_until_async(Duration::from_secs(30), what, || {
+        std::future::ready(jobs_on(to) >= cut + n)
+    })
+    .await;
+}
+
 #[tokio::test]
-async fn a_mover_killed_and_a_redis_restarted_mid_move_lose_and_double_no_job() {
-    let a = RedisServer::start();
-    // The new shard writes to disk each second, as is usual.
-    let b = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
-    let mut b = b;
+async fn a_mover_killed_and_both_redis_restarted_mid_move_lose_and_double_no_job() {
+    // Both shards write to disk each second, as is usual.
+    let aof = ["--appendonly", "yes", "--appendfsync", "everysec"];
+    let (mut a, mut b) = (RedisServer::start_with(&aof), RedisServer::start_with(&aof));
     let mut cfg = SundialConfig::new(a.url());
     // Small batches, one slot at a time: slow enough to cut mid-move.
     cfg.extra = "watch_config = false\nlayout_check_ms = 300\n\
@@ -791,51 +815,41 @@ async fn a_mover_killed_and_a_redis_restarted_mid_move_lose_and_double_no_job() 
     let mut gw = Sundial::start(&cfg);
     let token = create_token(&gw.admin(), "ns").await;
     let api = Api::new(gw.api(), Some(&token));
-    let mut ids = Vec::new();
-    for i in 0..8 {
-        ids.extend(bulk(&api, &format!("q{i}"), "delay=3600&tries=2", 500).await);
-    }
-    let sample = [&ids[0], &ids[1_000], &ids[3_999]];
+    // Delayed, ready, reserved and dead jobs: 4,096.
+    let jobs = mixed_jobs(&api, 500).await;
+    let ids: Vec<String> = jobs.iter().map(|(_, id)| id.clone()).collect();
     let mut before = Vec::new();
-    for (i, id) in sample.iter().enumerate() {
-        before.push(peek(&api, &format!("q{}", [0, 2, 7][i]), id).await);
+    for (q, id) in &jobs {
+        before.push(peek(&api, q, id).await);
     }
 
     cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
     reload(&mut gw, &cfg).await;
-    let on_b = |n: u64| {
-        let b = &b;
-        move || std::future::ready(jobs_on(b) >= n)
-    };
-    wait_until_async(Duration::from_secs(30), "the move to start", on_b(300)).await;
+    more_moved_to(&b, 300, "the move to start").await;
     // The mover dies mid-move, and starts again.
     gw.kill();
-    let cut = jobs_on(&b);
     gw.restart();
-    wait_until_async(
-        Duration::from_secs(30),
-        "the move to go on",
-        on_b(cut + 300),
-    )
-    .await;
+    more_moved_to(&b, 300, "the move to go on after the mover's restart").await;
     // The new shard's Redis dies mid-move and comes back from its disk.
     b.restart();
+    more_moved_to(&b, 300, "the move to go on after b's restart").await;
+    // Then the old shard's.
     let admin = Api::new(gw.admin(), None);
-    wait_until_async(Duration::from_secs(90), "the drain to end", || async {
+    let drains = admin.get("/drains").await.json;
+    let left = drains["pools"][0]["draining"][0]["jobs_left"].as_u64();
+    assert!(
+        left.is_some_and(|n| n > 0),
+        "a is restarted mid-move: {drains}"
+    );
+    a.restart();
+    wait_until_async(Duration::from_secs(120), "the drain to end", || async {
         draining(&admin).await == 0
     })
     .await;
     assert!(jobs_on(&b) > 0);
     each_once(&[&a, &b], &ids);
-    let api = Api::new(gw.api(), Some(&token));
-    for (i, id) in sample.iter().enumerate() {
-        let (now, ttl, _) = peek(&api, &format!("q{}", [0, 2, 7][i]), id).await;
-        assert_eq!(now, before[i].0, "{id}");
-        assert!(
-            ttl <= before[i].1 && before[i].1 - ttl <= 120,
-            "{id}: ttl kept"
-        );
-    }
+    // Each job as it was: state, tries, attributes, body, TTL.
+    as_before(&api, &jobs, &before, 240).await;
 }
 
 #[tokio::test]
@@ -1453,4 +1467,154 @@ async fn a_worker_waiting_in_a_long_poll_follows_its_namespace_to_another_pool()
         "a poll on the old pool ended with the move: {polls} polls, {after:?}"
     );
     eprintln!("the worker got the job after {after:?}, in its poll number {polls}");
+}
+
+/// Script calls `redis` has run (`INFO commandstats`).
+fn script_calls(redis: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut redis.client())
+        .expect("INFO commandstats");
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn a_slot_another_gateway_moves_is_asked_for_once_a_check() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(pool(&[("a", &a, 1)]));
+    let mut gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    for i in 0..8 {
+        bulk(&api, &format!("q{i}"), "delay=3600", 20).await;
+    }
+    // Another gateway holds the mover lease of every slot at a.
+    let mut c = a.client();
+    for slot in 0..SLOTS {
+        let key = sundial_core::keys::SlotKeys::new(slot).mover();
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg("another gateway")
+            .arg("PX")
+            .arg(120_000)
+            .query(&mut c)
+            .expect("set lease");
+    }
+    cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
+    reload(&mut gw, &cfg).await;
+    let admin = Api::new(gw.admin(), None);
+    wait_until_async(Duration::from_secs(30), "the mover to try", || async {
+        admin.get("/drains").await.json["pools"][0]["mover"]["state"] == "moving"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = script_calls(&a);
+    tokio::time::sleep(Duration::from_secs(2)).await; // the window measured
+    let calls = script_calls(&a) - before;
+    // A try per slot (at most `slots_at_once`, 8) per 300 ms check: about
+    // 55 in 2 s. Asking again as each try ends would be thousands.
+    assert!(calls < 200, "{calls} script calls in 2 s at a");
+    assert_eq!(jobs_on(&b), 0, "nothing moved under another's lease");
+    eprintln!("{calls} script calls in 2 s while another gateway holds every slot's lease");
+}
+
+#[tokio::test]
+async fn a_gateway_whose_config_lacks_the_old_pool_holds_a_namespace_move_and_answers_503() {
+    let (a, s, b) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let pools = |with_small: bool| {
+        let small = format!(
+            "[pools.small]\nshards = [{{ name = \"s\", url = \"{}\" }}]\n",
+            s.url()
+        );
+        format!(
+            "{}{}[pools.big]\nshards = [{{ name = \"b\", url = \"{}\" }}]\n",
+            pool(&[("a", &a, 1)]),
+            if with_small { small.as_str() } else { "" },
+            b.url()
+        )
+    };
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
+    cfg.pools = Some(pools(true));
+    let gw1 = Sundial::start(&cfg);
+    // The second gateway's config lacks pool small, which the namespace
+    // leaves.
+    cfg.pools = Some(pools(false));
+    let mut gw2 = Sundial::start(&cfg);
+    let admin = Api::new(gw1.admin(), None);
+    let r = admin.post("/token/ns?pool=small&description=test").await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let token = r.json["token"].as_str().expect("token").to_owned();
+    let (api1, api2) = (
+        Api::new(gw1.api(), Some(&token)),
+        Api::new(gw2.api(), Some(&token)),
+    );
+    let id = api1.put("/api/ns/q?delay=3600", b"kept").await.json["job_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let r = admin
+        .call(
+            reqwest::Method::POST,
+            "/namespaces/ns/move?pool=small",
+            Some(br#"{"to":"big"}"#.to_vec()),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    wait_until_async(
+        Duration::from_secs(5),
+        "gateway 2 to know the move",
+        || async { api2.get(&format!("/api/ns/q/job/{id}")).await.status == 503 },
+    )
+    .await;
+    // Gateway 2 holds the move: many checks later it is still announced,
+    // every request there is refused, and nothing changed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = |admin: &Api| {
+        let admin = admin.clone();
+        async move { admin.get("/namespaces/ns/move?pool=small").await.json["state"].clone() }
+    };
+    assert_eq!(status(&admin).await, "announced");
+    let ack = api2.delete(&format!("/api/ns/q/job/{id}")).await;
+    assert_eq!(ack.status, 503, "{ack:?}");
+    assert!(
+        ack.json["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("lacks pool small")),
+        "{ack:?}"
+    );
+    assert_eq!(api2.put("/api/ns/q", b"x").await.status, 503);
+    assert_eq!(api1.get(&format!("/api/ns/q/job/{id}")).await.status, 200);
+    assert_eq!(s.job_records(), 1, "the job stays in pool small");
+
+    // Its config gains the pool: the move goes through, and an ack there
+    // finds the job in its new pool.
+    cfg.pools = Some(pools(true));
+    reload(&mut gw2, &cfg).await;
+    wait_until_async(Duration::from_secs(60), "the move to end", || async {
+        status(&admin).await == "moved"
+    })
+    .await;
+    assert_eq!(
+        api2.delete(&format!("/api/ns/q/job/{id}")).await.status,
+        204
+    );
+    assert_eq!((s.job_records(), b.job_records()), (0, 0));
 }

@@ -47,6 +47,10 @@ pub enum ApiError {
     /// (their memory budget is spent); retry later.
     #[error("too many request bodies in flight")]
     Busy,
+    /// 503 `{"error": …}`: this gateway cannot serve the request now
+    /// (its config lacks a pool the request needs); retry later.
+    #[error("{0}")]
+    Unserved(String),
     /// 503 `{"error": …}`: Redis unreachable; retry later.
     #[error(transparent)]
     Unavailable(EngineError),
@@ -103,6 +107,7 @@ impl IntoResponse for ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 json!({ "error": "server busy, retry later" }),
             ),
+            Self::Unserved(m) => (StatusCode::SERVICE_UNAVAILABLE, json!({ "error": m })),
             Self::Unavailable(e @ EngineError::NotReplicated { .. }) => {
                 tracing::warn!(error = %e, "write not confirmed by replicas");
                 (

@@ -273,10 +273,17 @@ pub(super) async fn republish(
             let s = also.slot_of(&tenant.ns, p.queue, old.lane(also.lanes()));
             others.extend(also.locations(s).into_iter().map(|sh| (sh, s)));
         }
+        let mut deleted = others.is_empty();
         for (other, s) in others {
             if other.delete(s, &qualified, &old).await? {
+                deleted = true;
                 break;
             }
+        }
+        // Missed everywhere: the mover may have carried it to the written
+        // place meanwhile (see `Tenant::job_places`).
+        if !deleted {
+            written.delete(slot, &qualified, &old).await?;
         }
     }
     Ok(published(

@@ -12,7 +12,8 @@ use axum::{
 use sundial_core::Shard;
 use sundial_core::job::check_namespace;
 use sundial_router::{
-    Pool, Scope, Token,
+    Pool, Scope, Token, Topology,
+    homes::{Home, MoveState},
     tokens::{Access, Check},
 };
 
@@ -100,11 +101,19 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
             Some(h) => (h.writes(), h.also_reads()),
             None => (token.pool.as_str(), None),
         };
+        // While the namespace moves, its jobs may be in a pool this
+        // gateway's config lacks: an ack or peek here would miss them.
+        if let Some(missing) = home.as_ref().and_then(|h| missing_pool(h, &topology)) {
+            return Err(ApiError::Unserved(format!(
+                "namespace {ns} is moving to another pool, and this gateway's config lacks pool {missing}: retry later"
+            )));
+        }
         let Some(pool) = topology.pool(writes).cloned() else {
             return Err(ApiError::NotFound("pool not found"));
         };
-        // A gateway whose config lacks the other pool reads only where it
-        // writes (it holds the move at `announced`: see `homes`).
+        // Announced, a gateway whose config lacks the new pool reads only
+        // the old one, where every gateway writes (it holds the move at
+        // `announced`: see `homes`).
         let also = also.and_then(|p| topology.pool(p).cloned());
         let route = parts
             .extensions
@@ -130,6 +139,21 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
             Check::Unknown => Err(ApiError::tokens_not_loaded()),
         }
     }
+}
+
+/// A pool that may hold jobs of a namespace moving as `home` says, and
+/// that `topology` lacks: announced, the pool it leaves (every gateway
+/// writes there); moving, either.
+fn missing_pool<'h>(home: &'h Home, topology: &Topology) -> Option<&'h str> {
+    let needed: &[&String] = match home.state {
+        MoveState::Announced => &[&home.from],
+        MoveState::Moving => &[&home.from, &home.to],
+        MoveState::Moved => &[],
+    };
+    needed
+        .iter()
+        .find(|p| topology.pool(p).is_none())
+        .map(|p| p.as_str())
 }
 
 impl Tenant {
@@ -180,14 +204,23 @@ impl Tenant {
             .ok_or(ApiError::NotFound("pool not found"))
     }
 
-    /// Every (shard, slot) that may hold the job `id` of `queue`: in each
-    /// pool, its slot where it is written now, then where it drains from.
+    /// Every (shard, slot) that may hold the job `id` of `queue`, in the
+    /// order to look: in each pool, its slot where it is written now, then
+    /// where it drains from; and then, when there are several, all but the
+    /// last once more. The mover carries a job from an older place to a
+    /// newer one, and stores the copy before the job leaves the older
+    /// place (a `settle` later), so a job missed at a newer place and then
+    /// gone from the older one by the time it is looked for there is at the
+    /// newer place by then: the second pass finds it, and an ack of a job
+    /// that exists never does nothing. It costs only lookups that missed.
     pub fn job_places(&self, queue: &str, id: &sundial_core::JobId) -> Vec<(&Shard, u32)> {
         let mut out = Vec::new();
         for pool in self.pools() {
             let slot = pool.slot_of(&self.ns, queue, id.lane(pool.lanes()));
             out.extend(pool.locations(slot).into_iter().map(|s| (s, slot)));
         }
+        let again = out.len().saturating_sub(1);
+        out.extend_from_within(..again);
         out
     }
 

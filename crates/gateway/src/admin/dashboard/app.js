@@ -238,8 +238,11 @@ async function queues(gen, ns) {
   const r = await api(withPool(`/namespaces/${enc(ns)}/queues?limit=500`));
   const all = r.queues;
   const cursor = r.next_cursor;
-  // Its move to another pool, if it has one.
+  // Its move to another pool, if it has one, and while it goes on, how far
+  // it has come.
   const move = r.move;
+  const progress = move && move.state !== "moved"
+    ? await api(withPool(`/namespaces/${enc(ns)}/move`)) : null;
   if (gen !== generation) return;
   const rows = all.map((q) => h("tr", { "data-queue": q.queue },
     h("td", {}, h("a", { href: `#/ns/${enc(ns)}/${enc(q.queue)}` }, q.queue)),
@@ -256,7 +259,9 @@ async function queues(gen, ns) {
     move ? h("p", { class: move.state === "moved" ? "muted" : "pill warn", "data-move": move.state },
       move.state === "moved"
         ? `Moved from pool ${move.from} to pool ${move.to}: its tokens of this pool are served there.`
-        : `Moving from pool ${move.from} to pool ${move.to} (${move.state}): \`sundial namespace moving ${ns} --pool ${pool} --watch\` follows it.`) : null,
+        : `Moving from pool ${move.from} to pool ${move.to} (${move.state}): ` +
+          `${fmt(progress.jobs_left)} job(s) left in pool ${move.from}, ${fmt(progress.jobs_moved)} moved by this gateway; ` +
+          `\`sundial namespace moving ${ns} --pool ${pool} --watch\` follows it.`) : null,
     h("div", { class: "tiles" }, Object.entries(totals).map(([k, v]) => tile(k, v))),
     h("h2", {}, "Queues"),
     table([["queue"], ["ready", "num"], ["delayed", "num"], ["reserved", "num"], ["dead", "num"], ["publish", "num"], ["consume", "num"]],
