@@ -22,6 +22,9 @@
 -- ARGV[4]: at most this many jobs   ARGV[5]: destination shard's name
 -- ARGV[6]: slot key prefix   ARGV[7]: cursor (`0` to start)
 -- ARGV[8]: queue prefix (`` for every queue)
+-- ARGV[9]: (take) no more jobs once their records hold this many bytes (at
+--          least one job is taken): a batch of large bodies stays small
+-- ARGV[10..]: (read) the ids
 -- Returns {-1, holder} and no change when another owner holds the lease;
 -- else {now, next cursor, cleared (1: the slot held nothing and is clear),
 -- transit entries left, then per job: id, transit entry}.
@@ -44,7 +47,7 @@ end
 
 if mode == 'read' then
   local ids = {}
-  for i = 9, #ARGV do ids[#ids + 1] = ARGV[i] end
+  for i = 10, #ARGV do ids[#ids + 1] = ARGV[i] end
   local vals = hmget_many(mkey, ids)
   for x = 1, #ids do
     if vals[x] then
@@ -67,10 +70,15 @@ end
 local t = tally()
 local tag = transit_tag()
 local seen, taken, entries = {}, {}, {}
+local budget, bytes = tonumber(ARGV[9]), 0
+local function full()
+  return #taken >= limit or bytes >= budget
+end
 local function take(id, raw, queue, deadline)
   if seen[id] then return end
   seen[id] = true
   taken[#taken + 1] = id
+  bytes = bytes + #raw
   local e = transit_pack(deadline, tag, queue, dest, raw)
   entries[#entries + 1] = id
   entries[#entries + 1] = e
@@ -82,7 +90,7 @@ end
 -- Ready and dead lists, newest first, of the queues whose counts say they
 -- hold ready or dead jobs.
 for _, field in ipairs(redis.call('HKEYS', ckey)) do
-  if #taken >= limit then break end
+  if full() then break end
   local kind = string.sub(field, 1, 1)
   if (kind == 'r' or kind == 'd') and ours(string.sub(field, 2)) then
     local queue = string.sub(field, 2)
@@ -92,23 +100,27 @@ for _, field in ipairs(redis.call('HKEYS', ckey)) do
     -- Bounded: a run of stale ids (jobs deleted while listed) is trimmed
     -- over several calls.
     local pages = 0
-    while #taken < limit and pages < 10 do
+    while not full() and pages < 10 do
       pages = pages + 1
       local ids = redis.call('LRANGE', lkey, 0, math.min(limit - #taken, 1000) - 1)
       if #ids == 0 then break end
       local raws = hmget_many(jkey, ids)
+      -- Up to the byte budget: the ids past it stay listed.
+      local passed = 0
       for x = 1, #ids do
+        if full() then break end
+        passed = x
         local raw = raws[x]
         if raw and head(raw) == state then take(ids[x], raw, queue, 0) end
       end
-      redis.call('LTRIM', lkey, #ids, -1)
+      redis.call('LTRIM', lkey, passed, -1)
     end
   end
 end
 
 -- Every other job (delayed, reserved, and any that became ready or dead
 -- since the lists were read).
-if #taken < limit then
+if not full() then
   local qname = qnames(KEYS[4])
   local scanned = 0
   repeat
@@ -119,7 +131,10 @@ if #taken < limit then
       local id, raw = kv[x], kv[x + 1]
       local st, qn = head(raw)
       local queue = qname(qn)
-      if not seen[id] and ours(queue) then
+      -- Past the byte budget, a job of this page is taken by a later
+      -- call: the walk goes on from this cursor, and reaches it again at
+      -- the latest when a walk ends and the mover takes again.
+      if not seen[id] and ours(queue) and not full() then
         local deadline = 0
         if st == RESERVED then deadline = tonumber(redis.call('ZSCORE', tkey, id) or '0') end
         take(id, raw, queue, deadline)
@@ -128,7 +143,7 @@ if #taken < limit then
     scanned = scanned + #kv / 2
   -- Bounded: a namespace's few jobs among many others' are found over
   -- several calls, each a short script.
-  until cursor == '0' or #taken >= limit or scanned >= 20 * limit
+  until cursor == '0' or full() or scanned >= 20 * limit
   out[2] = cursor
 end
 

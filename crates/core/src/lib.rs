@@ -25,9 +25,9 @@ pub mod scripts;
 
 pub use engine::{
     AdminTables, ClusterPrimary, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage, Handler,
-    Heard, InTransit, JobView, Listening, Mark, MoveMode, NewJob, PortableJob, PubSub, Publication,
-    PumpOutcome, PumpProcess, ReplicaWait, Schedule, Served, Shard, ShardCheck, ShardOptions,
-    Taken, Want, state,
+    Heard, InTransit, JobView, Listening, Mark, MoveMode, NewJob, PAGE_BYTES, PageSize,
+    PortableJob, PubSub, Publication, PumpOutcome, PumpProcess, ReplicaWait, Schedule, Served,
+    Shard, ShardCheck, ShardOptions, Taken, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

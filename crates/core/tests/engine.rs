@@ -1490,6 +1490,60 @@ async fn a_moved_slot_arrives_whole_with_every_job_as_it_was() {
 }
 
 #[tokio::test]
+async fn a_take_of_large_jobs_stops_at_its_byte_budget_and_the_slot_still_moves_whole() {
+    let (ra, rb) = (RedisServer::start(), RedisServer::start());
+    let (a, b) = (named_shard(&ra, "p/a").await, named_shard(&rb, "p/b").await);
+    let q = "big";
+    let sl = keys::slot_of("ns", q, 0, S);
+    // Twelve jobs of 1 MiB: six ready, six delayed by an hour.
+    let body = |i: usize| format!("{i:02}{}", "x".repeat((1 << 20) - 2));
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let at = if i < 6 { 0 } else { 3_600_000 };
+        ids.push(publish_one(&a, q, sched(at, 0, 2), "", &body(i)).await);
+    }
+    let t = a
+        .move_out(
+            sl,
+            "m",
+            Duration::from_secs(30),
+            MoveMode::Take,
+            500,
+            b.name(),
+            "0",
+            "",
+        )
+        .await
+        .expect("move out")
+        .expect("lease");
+    let bytes: usize = t.jobs.iter().map(|j| j.size()).sum();
+    assert!(
+        (1..12).contains(&t.jobs.len()) && bytes < sundial_core::PAGE_BYTES + (2 << 20),
+        "{} jobs, {bytes} bytes in one take",
+        t.jobs.len()
+    );
+    // The rest follows in later takes; each job arrives once, whole.
+    let copied = b
+        .move_in(sl, t.now_ms, &t.jobs, true)
+        .await
+        .expect("copy")
+        .copied;
+    let went: Vec<String> = t.jobs.iter().map(|j| j.id.clone()).collect();
+    a.move_done(sl, &went).await.expect("done");
+    assert_eq!(copied + move_all(&a, &b, sl, "m", 500).await, 12);
+    for (i, id) in ids.iter().enumerate() {
+        let j = b
+            .peek_job(sl, &qn(q), id)
+            .await
+            .expect("peek")
+            .expect("moved");
+        assert_eq!(j.body, Bytes::from(body(i)), "job {i}");
+    }
+    let left: u64 = ra.client().hlen(SlotKeys::new(sl).jobs()).expect("hlen");
+    assert_eq!(left, 0);
+}
+
+#[tokio::test]
 async fn a_move_cut_at_any_step_ends_with_every_job_once() {
     let (ra, rb) = (RedisServer::start(), RedisServer::start());
     let (a, b) = (named_shard(&ra, "p/a").await, named_shard(&rb, "p/b").await);

@@ -33,7 +33,7 @@ use std::{
 };
 
 use serde::Serialize;
-use sundial_core::{EngineError, InTransit, JobId, Mark, MoveMode, Shard, Taken, keys};
+use sundial_core::{EngineError, InTransit, JobId, Mark, MoveMode, PageSize, Shard, Taken, keys};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -711,6 +711,8 @@ async fn move_slot(
     let mut in_transit = 0;
     // Times this run read back entries it found in transit.
     let mut rereads = 0;
+    // Jobs per take: `batch`, fewer when their bodies are large.
+    let mut page = PageSize::new(opts.batch);
     loop {
         if stop.is_cancelled() {
             return Ok(Ended::Stopped);
@@ -761,7 +763,14 @@ async fn move_slot(
             let t = match m
                 .from
                 .move_out(
-                    m.slot, owner, opts.lease, mode, opts.batch, &m.dest, &cursor, &m.only,
+                    m.slot,
+                    owner,
+                    opts.lease,
+                    mode,
+                    page.get(),
+                    &m.dest,
+                    &cursor,
+                    &m.only,
                 )
                 .await?
             {
@@ -772,6 +781,7 @@ async fn move_slot(
                 return Ok(Ended::Cleared);
             }
             in_transit = t.in_transit;
+            page.saw(t.jobs.len(), t.jobs.iter().map(InTransit::size).sum());
             let took = !t.jobs.is_empty();
             if took {
                 taken.push_back((Instant::now(), t.jobs.into_iter().map(|j| j.id).collect()));

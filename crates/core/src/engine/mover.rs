@@ -41,8 +41,9 @@ use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
 /// What [`Shard::move_out`] does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MoveMode {
-    /// Takes up to `limit` jobs out of the slot (clears the slot when it
-    /// holds none, here or in transit).
+    /// Takes up to `limit` jobs out of the slot, and no more once their
+    /// records hold [`crate::PAGE_BYTES`] (clears the slot when it holds
+    /// none, here or in transit).
     Take,
     /// Reads back up to about `limit` transit entries, from `cursor` (a
     /// mover that starts on a slot finishes what an earlier one left).
@@ -150,6 +151,11 @@ impl InTransit {
         })
     }
 
+    /// Bytes of its transit entry (its record with a few more).
+    pub fn size(&self) -> usize {
+        self.entry.len()
+    }
+
     /// The mark its copy leaves.
     pub fn mark(&self) -> Mark {
         (self.id.clone(), self.tag)
@@ -189,6 +195,7 @@ impl Shard {
             k.prefix().into(),
             cursor.into(),
             only.into(),
+            (super::PAGE_BYTES as i64).into(),
         ];
         // Taken jobs wait at this shard until it has them on its replicas,
         // when it is set to wait for them (and on disk, by the mover's
@@ -248,6 +255,7 @@ impl Shard {
             k.prefix().into(),
             "0".into(),
             "".into(),
+            0.into(),
         ];
         args.extend(ids.iter().map(|id| Value::from(id.as_str())));
         let v = self

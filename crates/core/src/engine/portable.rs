@@ -57,6 +57,13 @@ pub struct ExportPage {
     pub jobs: Vec<PortableJob>,
 }
 
+impl ExportPage {
+    /// Bytes of its jobs' bodies and attributes.
+    pub fn bytes(&self) -> usize {
+        self.jobs.iter().map(|j| j.body.len() + j.attrs.len()).sum()
+    }
+}
+
 /// The clock an import's records are written on before `move_in.lua`
 /// moves them onto the shard's (any value far from 0 and from overflow).
 const BASE_MS: u64 = 1 << 40;

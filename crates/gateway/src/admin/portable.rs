@@ -37,7 +37,7 @@ use http_body_util::BodyExt;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sundial_core::{
-    JobId, PortableJob, Shard,
+    JobId, PageSize, PortableJob, Shard,
     job::{
         MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTE_VALUE_BYTES, MAX_ATTRIBUTES, MAX_BODY_BYTES,
         check_queue,
@@ -49,7 +49,8 @@ use sundial_router::Pool;
 use super::queues::namespace_route;
 use crate::{api::error::ApiError, state::AppState};
 
-/// Records read per export page.
+/// Records read per export page, at most (fewer when their bodies are
+/// large: see `PageSize`).
 const PAGE: u32 = 200;
 /// Jobs per import batch (one script call).
 const BATCH: usize = 200;
@@ -263,8 +264,12 @@ async fn export_place(
             }
         }
         let mut cursor = "0".to_owned();
+        let mut size = PageSize::new(PAGE);
         loop {
-            let page = shard.export_scan(slot, ns, transit, &cursor, PAGE).await?;
+            let page = shard
+                .export_scan(slot, ns, transit, &cursor, size.get())
+                .await?;
+            size.saw(page.jobs.len(), page.bytes());
             let (k, chunk) = send(page.jobs);
             n += k;
             if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
@@ -290,8 +295,10 @@ async fn lists(
 ) -> Result<(), sundial_core::EngineError> {
     for dead in [false, true] {
         let mut passed = 0u64;
+        let mut size = PageSize::new(PAGE);
         loop {
-            let page = shard.export_list(slot, q, dead, passed, PAGE).await?;
+            let page = shard.export_list(slot, q, dead, passed, size.get()).await?;
+            size.saw(page.jobs.len(), page.bytes());
             let (k, chunk) = send(page.jobs);
             *n += k;
             if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
