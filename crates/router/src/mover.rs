@@ -454,6 +454,34 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Every queue of namespace `ns` in `pool`: those whose jobs any slot of
+/// the pool (or an old shard of a moved slot) has held, by the slots'
+/// queue tables, and those of the pool's queue index (an index entry is
+/// added in the background, and can be missing).
+pub async fn namespace_queues(
+    pool: &Pool,
+    tokens: &TokenStore,
+    ns: &str,
+) -> Result<std::collections::BTreeSet<String>, EngineError> {
+    let prefix = format!("{ns}/");
+    let mut queues = std::collections::BTreeSet::new();
+    let mut add = |names: std::collections::BTreeSet<String>| {
+        queues.extend(
+            names
+                .into_iter()
+                .filter_map(|q| q.strip_prefix(&prefix).map(str::to_owned)),
+        );
+    };
+    for (shard, slots) in pool.groups() {
+        add(shard.slot_queue_names(slots).await?);
+    }
+    for (shard, slot, _) in pool.moved() {
+        add(shard.slot_queue_names(&[slot]).await?);
+    }
+    queues.extend(tokens.redis().all_indexed_queues(pool.name(), ns).await?);
+    Ok(queues)
+}
+
 /// One step of the move of namespace `ns` of `token_pool` (see
 /// [`crate::homes`]): from `announced` to `moving` once every live gateway
 /// (its view in the shards of the pool it leaves) knows the move; then,
@@ -513,17 +541,7 @@ async fn namespace_step(
             // The namespace's queues, from the queue tables of every slot
             // of the old pool (an index entry can be missing), and its index.
             let prefix = format!("{ns}/");
-            let mut queues: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
-            for (shard, slots) in from.groups() {
-                queues.extend(
-                    shard
-                        .slot_queue_names(slots)
-                        .await?
-                        .into_iter()
-                        .filter_map(|q| q.strip_prefix(&prefix).map(str::to_owned)),
-                );
-            }
-            queues.extend(tokens.redis().all_indexed_queues(from.name(), ns).await?);
+            let queues = namespace_queues(from, tokens, ns).await?;
             // The new pool lists them (as a publish there would add them).
             let listed: Vec<String> = queues.iter().cloned().collect();
             tokens.redis().index_queues(to.name(), ns, &listed).await?;
@@ -748,6 +766,13 @@ async fn move_slot(
             // steps 3 and 4 (the lease may have passed, each step waits
             // `settle`): leave it in transit for whoever holds the lease.
             if sent.elapsed() > (opts.lease / 2).min(settle / 2) {
+                tracing::warn!(
+                    pool = m.pool.name(),
+                    shard = m.from.name(),
+                    slot = m.slot,
+                    took_ms = sent.elapsed().as_millis() as u64,
+                    "a batch's read took too long to copy it safely; it stays in transit for the next try"
+                );
                 return Ok(Ended::Stopped);
             }
             let (done, marks) = copy(&m, &read).await?;

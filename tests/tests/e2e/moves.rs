@@ -1603,6 +1603,30 @@ async fn a_gateway_whose_config_lacks_the_old_pool_holds_a_namespace_move_and_an
     assert_eq!(api2.put("/api/ns/q", b"x").await.status, 503);
     assert_eq!(api1.get(&format!("/api/ns/q/job/{id}")).await.status, 200);
     assert_eq!(s.job_records(), 1, "the job stays in pool small");
+    // While it moves, neither pool exports or imports it: each would see
+    // part of its jobs.
+    let line = format!(
+        "{{\"queue\":\"q\",\"job_id\":\"{id}\",\"state\":\"ready\",\"remain_tries\":1,\"data\":\"eA==\"}}\n"
+    );
+    let import = |pool: &str| {
+        let (admin, path, line) = (
+            admin.clone(),
+            format!("/namespaces/ns/import?pool={pool}"),
+            line.clone(),
+        );
+        async move {
+            admin
+                .call(reqwest::Method::POST, &path, Some(line.into_bytes()), &[])
+                .await
+        }
+    };
+    for pool in ["small", "big"] {
+        let r = admin
+            .get(&format!("/namespaces/ns/export?pool={pool}"))
+            .await;
+        assert_eq!(r.status, 409, "{r:?}");
+        assert_eq!(import(pool).await.status, 409);
+    }
 
     // Its config gains the pool: the move goes through, and an ack there
     // finds the job in its new pool.
@@ -1612,6 +1636,20 @@ async fn a_gateway_whose_config_lacks_the_old_pool_holds_a_namespace_move_and_an
         status(&admin).await == "moved"
     })
     .await;
+    // Moved: its jobs are exported from (and imported to) pool big only.
+    let r = admin.get("/namespaces/ns/export?pool=small").await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert!(
+        r.json["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("moved to pool big")),
+        "{r:?}"
+    );
+    assert_eq!(import("small").await.status, 409);
+    assert_eq!(s.job_records(), 0, "nothing imported into the pool it left");
+    let r = admin.get("/namespaces/ns/export?pool=big").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.json.to_string().contains(&id), "{r:?}");
     assert_eq!(
         api2.delete(&format!("/api/ns/q/job/{id}")).await.status,
         204

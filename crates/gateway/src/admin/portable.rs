@@ -44,7 +44,7 @@ use sundial_core::{
     },
     keys, state as st,
 };
-use sundial_router::Pool;
+use sundial_router::{Pool, homes::MoveState};
 
 use super::queues::namespace_route;
 use crate::{api::error::ApiError, state::AppState};
@@ -199,7 +199,8 @@ impl Line {
 }
 
 /// Every place (shard, slot) that may hold the namespace's jobs, with the
-/// qualified queues of the namespace each holds, from the queue index; by
+/// qualified queues of the namespace each holds (from the slots' queue
+/// tables and the queue index); by
 /// slot, and within a slot where it drains from first, where it is written
 /// last: a job a mover carries while the export runs is read before it
 /// leaves or after it arrives.
@@ -211,11 +212,7 @@ async fn places(
     // (slot, place of the shard among the slot's locations, reversed).
     let mut at: BTreeMap<(u32, usize, String), (Shard, Vec<String>)> = BTreeMap::new();
     {
-        let queues = state
-            .tokens
-            .redis()
-            .all_indexed_queues(pool.name(), ns)
-            .await?;
+        let queues = sundial_router::mover::namespace_queues(pool, &state.tokens, ns).await?;
         for q in &queues {
             for slot in pool.queue_slots(ns, q) {
                 let locations = pool.locations(slot);
@@ -317,12 +314,41 @@ async fn lists(
 /// (`application/x-ndjson`), streamed. A failure midway (a shard that does
 /// not answer) ends the stream without its last chunk: the client sees an
 /// incomplete response, never a short file that looks whole.
+/// Refuses (409) to export or import `ns` in `pool` unless its jobs are
+/// all there and served from there: not while it moves into or out of
+/// `pool`, nor once its tokens of `pool` moved elsewhere (its jobs went
+/// with them: an import here would store jobs nobody is served).
+fn settled_in(state: &AppState, pool: &Pool, ns: &str) -> Result<(), ApiError> {
+    for (token_pool, name, home) in state.tokens.homes() {
+        if name != ns {
+            continue;
+        }
+        let here = pool.name();
+        if home.state != MoveState::Moved && (home.from == here || home.to == here) {
+            return Err(ApiError::Conflict(format!(
+                "namespace {ns} is moving from pool {} to pool {} ({}): export or import it once it is moved",
+                home.from,
+                home.to,
+                home.state.as_str()
+            )));
+        }
+        if home.state == MoveState::Moved && token_pool == here && home.to != here {
+            return Err(ApiError::Conflict(format!(
+                "namespace {ns} of pool {here} moved to pool {}: its jobs are there (pool={})",
+                home.to, home.to
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub(super) async fn export(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
     uri: Uri,
 ) -> Result<Response, ApiError> {
     let (_, pool) = namespace_route(&state, &ns, &uri)?;
+    settled_in(&state, &pool, &ns)?;
     let places = places(&state, &pool, &ns).await?;
     // A few chunks in flight: the walk goes at the pace the client reads.
     let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -516,6 +542,7 @@ pub(super) async fn import(
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
     let (_, pool) = namespace_route(&state, &ns, &uri)?;
+    settled_in(&state, &pool, &ns)?;
     // A few imports at a time (a body may take long to arrive), each with
     // room for a line and the jobs held from the budget all bodies share.
     let _turn = IMPORTS.try_acquire().map_err(|_| ApiError::Busy)?;
