@@ -205,30 +205,33 @@ pub async fn run(
                     ticks += 1;
                     slots.resting.clear();
                 }
-                Some(done) = slots.tasks.join_next() => {
-                    if let Ok((key, ended)) = done {
-                        slots.running.remove(&key);
-                        set_status(&key.0, |s| s.slots_moving = s.slots_moving.saturating_sub(1));
-                        match ended {
-                            // A sweep's slot is swept again whenever it holds
-                            // entries (a gateway on an older config may add
-                            // some); a move's, not under this topology.
-                            Ok(Ended::Cleared) if !key.4 => {}
-                            Ok(Ended::Cleared) => {
-                                tracing::info!(pool = key.0, shard = key.1, slot = key.2, "moved slot cleared at its old shard");
-                                slots.cleared.insert(key);
-                            }
-                            Ok(Ended::Held(by)) => {
-                                tracing::debug!(pool = key.0, shard = key.1, slot = key.2, by, "another gateway moves this slot");
-                                slots.resting.insert(key);
-                            }
-                            Ok(Ended::Stopped) => {
-                                slots.resting.insert(key);
-                            }
-                            Err(e) => {
-                                tracing::warn!(pool = key.0, shard = key.1, slot = key.2, error = %e, "moving a slot failed; tried again at the next check");
-                                slots.resting.insert(key);
-                            }
+                Some(done) = slots.tasks.join_next_with_id() => {
+                    let Some((key, ended)) = slots.finished(done) else {
+                        continue;
+                    };
+                    match ended {
+                        // A sweep's slot is swept again whenever it holds
+                        // entries (a gateway on an older config may add
+                        // some); a move's, not under this topology.
+                        Some(Ok(Ended::Cleared)) if !key.4 => {}
+                        Some(Ok(Ended::Cleared)) => {
+                            tracing::info!(pool = key.0, shard = key.1, slot = key.2, "moved slot cleared at its old shard");
+                            slots.cleared.insert(key);
+                        }
+                        Some(Ok(Ended::Held(by))) => {
+                            tracing::debug!(pool = key.0, shard = key.1, slot = key.2, by, "another gateway moves this slot");
+                            slots.resting.insert(key);
+                        }
+                        Some(Ok(Ended::Stopped)) => {
+                            slots.resting.insert(key);
+                        }
+                        Some(Err(e)) => {
+                            tracing::warn!(pool = key.0, shard = key.1, slot = key.2, error = %e, "moving a slot failed; tried again at the next check");
+                            slots.resting.insert(key);
+                        }
+                        None => {
+                            tracing::error!(pool = key.0, shard = key.1, slot = key.2, "moving a slot panicked; tried again at the next check");
+                            slots.resting.insert(key);
                         }
                     }
                     // A free place: look for more at once.
@@ -340,17 +343,13 @@ pub async fn run(
         };
         stop.cancel();
         let mut held: Vec<(Shard, u32)> = Vec::new();
-        while let Some(done) = slots.tasks.join_next().await {
-            if let Ok((key, _)) = done {
-                set_status(&key.0, |s| {
-                    s.slots_moving = s.slots_moving.saturating_sub(1)
-                });
-                if let Some(shard) = topology
+        while let Some(done) = slots.tasks.join_next_with_id().await {
+            if let Some((key, _)) = slots.finished(done)
+                && let Some(shard) = topology
                     .pool(&key.0)
                     .and_then(|p| p.shards().find(|s| s.name() == key.1))
-                {
-                    held.push((shard.clone(), key.2));
-                }
+            {
+                held.push((shard.clone(), key.2));
             }
         }
         if !more {
@@ -398,7 +397,9 @@ async fn sweep(topology: &Arc<Topology>) -> Vec<Move> {
 /// The slot moves of one topology: those running, and those not to start
 /// again yet.
 struct Slots {
-    tasks: JoinSet<(SlotKey, Result<Ended, EngineError>)>,
+    tasks: JoinSet<Result<Ended, EngineError>>,
+    /// The slot each task moves.
+    keys: HashMap<tokio::task::Id, SlotKey>,
     running: HashSet<SlotKey>,
     /// Cleared under this topology: not looked at again until it changes.
     cleared: HashSet<SlotKey>,
@@ -414,6 +415,7 @@ impl Slots {
     fn new(opts: &MoverOptions, stop: &CancellationToken) -> Self {
         Self {
             tasks: JoinSet::new(),
+            keys: HashMap::new(),
             running: HashSet::new(),
             cleared: HashSet::new(),
             resting: HashSet::new(),
@@ -442,9 +444,29 @@ impl Slots {
             self.running.insert(key.clone());
             set_status(&key.0, |s| s.slots_moving += 1);
             let (opts, stop) = (self.opts.clone(), self.stop.clone());
-            self.tasks
-                .spawn(async move { (key, move_slot(m, &opts, &stop).await) });
+            let task = self
+                .tasks
+                .spawn(async move { move_slot(m, &opts, &stop).await });
+            self.keys.insert(task.id(), key);
         }
+    }
+
+    /// A task that ended: its slot, no longer running, and how its move
+    /// ended (`None`: it panicked). `None` for a task this does not know.
+    fn finished(
+        &mut self,
+        done: Result<(tokio::task::Id, Result<Ended, EngineError>), tokio::task::JoinError>,
+    ) -> Option<(SlotKey, Option<Result<Ended, EngineError>>)> {
+        let (id, ended) = match done {
+            Ok((id, ended)) => (id, Some(ended)),
+            Err(e) => (e.id(), None),
+        };
+        let key = self.keys.remove(&id)?;
+        self.running.remove(&key);
+        set_status(&key.0, |s| {
+            s.slots_moving = s.slots_moving.saturating_sub(1)
+        });
+        Some((key, ended))
     }
 }
 

@@ -367,6 +367,12 @@ impl Config {
             "mover.settle_ms must be within 1000 and 60000 (each step waits it for the one before to \
              reach disk: appendfsync everysec writes each second)"
         );
+        // A lease that lapses in every wait between a batch's steps would
+        // pass the slot between gateways all the time.
+        anyhow::ensure!(
+            self.mover.lease_ms >= self.mover.settle_ms,
+            "mover.lease_ms must be at least mover.settle_ms"
+        );
         anyhow::ensure!(
             self.pump.lease_ttl_ms >= 200,
             "pump.lease_ttl_ms must be at least 200"
@@ -441,5 +447,24 @@ impl Config {
             metrics_interval: Duration::from_millis(self.pump.metrics_interval_ms.max(100)),
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mover_lease_shorter_than_its_settle_time_is_refused() {
+        let mut cfg = Config::default();
+        cfg.validate().expect("the defaults are valid");
+        (cfg.mover.settle_ms, cfg.mover.lease_ms) = (5_000, 4_000);
+        let e = cfg.validate().expect_err("a lease shorter than settle");
+        assert_eq!(
+            e.to_string(),
+            "mover.lease_ms must be at least mover.settle_ms"
+        );
+        cfg.mover.lease_ms = 5_000;
+        cfg.validate().expect("equal is enough");
     }
 }
