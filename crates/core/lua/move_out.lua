@@ -17,7 +17,7 @@
 -- KEYS[5]: wheel index zset   KEYS[6]: transit hash   KEYS[7]: mover lease
 -- KEYS[8]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: owner   ARGV[2]: lease ttl ms   ARGV[3]: mode: `take`, `pending` (the transit
---          entries, from `cursor`), `read` (the transit entries of the ids ARGV[9..],
+--          entries, from `cursor`), `read` (the transit entries of the ids ARGV[10..],
 --          as they are now) or `release` (the lease, if held)
 -- ARGV[4]: at most this many jobs   ARGV[5]: destination shard's name
 -- ARGV[6]: slot key prefix   ARGV[7]: cursor (`0` to start)
@@ -122,13 +122,17 @@ end
 -- since the lists were read).
 if not full() then
   local qname = qnames(KEYS[4])
-  local scanned = 0
+  -- Records read, taken or not (a namespace's move reads other tenants'
+  -- too): bounded in count and in bytes, checked between pages of at
+  -- most 64 records.
+  local scanned, scanned_bytes = 0, 0
   repeat
-    local r = redis.call('HSCAN', jkey, cursor, 'COUNT', math.max(limit - #taken, 10))
+    local r = redis.call('HSCAN', jkey, cursor, 'COUNT', math.min(math.max(limit - #taken, 10), 64))
     cursor = r[1]
     local kv = r[2]
     for x = 1, #kv, 2 do
       local id, raw = kv[x], kv[x + 1]
+      scanned_bytes = scanned_bytes + #raw
       local st, qn = head(raw)
       local queue = qname(qn)
       -- Past the byte budget, a job of this page is taken by a later
@@ -143,7 +147,7 @@ if not full() then
     scanned = scanned + #kv / 2
   -- Bounded: a namespace's few jobs among many others' are found over
   -- several calls, each a short script.
-  until cursor == '0' or full() or scanned >= 20 * limit
+  until cursor == '0' or full() or scanned >= 20 * limit or scanned_bytes >= budget
   out[2] = cursor
 end
 

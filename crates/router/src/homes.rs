@@ -69,8 +69,8 @@ impl Home {
         }
     }
 
-    /// What a gateway announces in its view (in the shards of `from`) when
-    /// it knows this home of `<pool>/<ns>`.
+    /// What a gateway announces in its view (in the shards of `from` and
+    /// of `to`) when it knows this home of `<pool>/<ns>`.
     pub fn view_entry(&self, pool: &str, ns: &str) -> String {
         format!(
             "{}{pool}/{ns} {} {}",

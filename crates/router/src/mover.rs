@@ -506,7 +506,7 @@ pub async fn namespace_queues(
 
 /// One step of the move of namespace `ns` of `token_pool` (see
 /// [`crate::homes`]): from `announced` to `moving` once every live gateway
-/// (its view in the shards of the pool it leaves) knows the move; then,
+/// (its view in the shards of either pool) knows the move; then,
 /// once every live gateway writes to the new pool, and has for
 /// [`crate::drain::WRITE_GRACE`] by this gateway's clock, and the old pool
 /// does not drain (its slot mover would carry the namespace's jobs between
@@ -1012,4 +1012,25 @@ async fn finish(m: &Move, ids: &[String]) -> Result<u64, EngineError> {
     }
     m.from.move_forget(m.slot, &forget).await?;
     Ok(went)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_move_that_panics_frees_its_place_and_rests() {
+        let mut slots = Slots::new(&MoverOptions::default(), &CancellationToken::new());
+        let key: SlotKey = ("p".into(), "a".into(), 7, String::new(), true, 0);
+        let task = slots.tasks.spawn(async { panic!("a bug in a move") });
+        slots.keys.insert(task.id(), key.clone());
+        slots.running.insert(key.clone());
+        set_status("p", |s| s.slots_moving += 1);
+        let done = slots.tasks.join_next_with_id().await.expect("a task");
+        let (ended, outcome) = slots.finished(done).expect("its slot");
+        assert_eq!(ended, key);
+        assert!(outcome.is_none(), "a panic has no outcome");
+        assert!(slots.running.is_empty() && slots.keys.is_empty());
+        assert_eq!(status("p").slots_moving, 0);
+    }
 }

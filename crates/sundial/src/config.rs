@@ -367,11 +367,12 @@ impl Config {
             "mover.settle_ms must be within 1000 and 60000 (each step waits it for the one before to \
              reach disk: appendfsync everysec writes each second)"
         );
-        // A lease that lapses in every wait between a batch's steps would
-        // pass the slot between gateways all the time.
+        // A lease is renewed once per wait between a batch's steps and the
+        // step after it: one that lapsed in every wait would pass the slot
+        // between gateways all the time.
         anyhow::ensure!(
-            self.mover.lease_ms >= self.mover.settle_ms,
-            "mover.lease_ms must be at least mover.settle_ms"
+            self.mover.lease_ms >= 2 * self.mover.settle_ms,
+            "mover.lease_ms must be at least twice mover.settle_ms"
         );
         anyhow::ensure!(
             self.pump.lease_ttl_ms >= 200,
@@ -455,16 +456,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_mover_lease_shorter_than_its_settle_time_is_refused() {
+    fn a_mover_lease_shorter_than_two_settle_times_is_refused() {
         let mut cfg = Config::default();
         cfg.validate().expect("the defaults are valid");
-        (cfg.mover.settle_ms, cfg.mover.lease_ms) = (5_000, 4_000);
-        let e = cfg.validate().expect_err("a lease shorter than settle");
+        (cfg.mover.settle_ms, cfg.mover.lease_ms) = (5_000, 9_999);
+        let e = cfg
+            .validate()
+            .expect_err("a lease shorter than two settles");
         assert_eq!(
             e.to_string(),
-            "mover.lease_ms must be at least mover.settle_ms"
+            "mover.lease_ms must be at least twice mover.settle_ms"
         );
-        cfg.mover.lease_ms = 5_000;
-        cfg.validate().expect("equal is enough");
+        cfg.mover.lease_ms = 10_000;
+        cfg.validate().expect("twice is enough");
     }
 }

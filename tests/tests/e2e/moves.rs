@@ -792,6 +792,19 @@ async fn a_drain_moves_the_jobs_nobody_consumes_each_once_and_as_it_was() {
     assert!(!held(&[&a, &b]).contains_key(id));
 }
 
+/// Waits until `redis` has loaded its data (a Redis loading its AOF
+/// answers `LOADING` to every command).
+async fn loaded(redis: &RedisServer) {
+    wait_until_async(Duration::from_secs(30), "Redis to load its data", || {
+        std::future::ready(
+            redis::cmd("PING")
+                .query::<String>(&mut redis.client())
+                .is_ok(),
+        )
+    })
+    .await;
+}
+
 /// Waits until `n` more jobs than now are at `to`.
 async fn more_moved_to(to: &RedisServer, n: u64, what: &str) {
     let cut = jobs_on(to);
@@ -809,7 +822,7 @@ async fn a_mover_killed_and_both_redis_restarted_mid_move_lose_and_double_no_job
     let mut cfg = SundialConfig::new(a.url());
     // Small batches, one slot at a time: slow enough to cut mid-move.
     cfg.extra = "watch_config = false\nlayout_check_ms = 300\n\
-                 [mover]\nbatch = 50\nslots_at_once = 1\nlease_ms = 1000\nsettle_ms = 1000"
+                 [mover]\nbatch = 50\nslots_at_once = 1\nlease_ms = 2000\nsettle_ms = 1000"
         .to_owned();
     cfg.pools = Some(pool(&[("a", &a, 1)]));
     let mut gw = Sundial::start(&cfg);
@@ -832,6 +845,7 @@ async fn a_mover_killed_and_both_redis_restarted_mid_move_lose_and_double_no_job
     more_moved_to(&b, 300, "the move to go on after the mover's restart").await;
     // The new shard's Redis dies mid-move and comes back from its disk.
     b.restart();
+    loaded(&b).await;
     more_moved_to(&b, 300, "the move to go on after b's restart").await;
     // Then the old shard's.
     let admin = Api::new(gw.admin(), None);
@@ -1601,6 +1615,12 @@ async fn a_gateway_whose_config_lacks_the_old_pool_holds_a_namespace_move_and_an
         "{ack:?}"
     );
     assert_eq!(api2.put("/api/ns/q", b"x").await.status, 503);
+    // A token that is not good hears nothing of the move.
+    let stranger = Api::new(gw2.api(), Some("small:not-a-token"));
+    assert_eq!(
+        stranger.get(&format!("/api/ns/q/job/{id}")).await.status,
+        401
+    );
     assert_eq!(api1.get(&format!("/api/ns/q/job/{id}")).await.status, 200);
     assert_eq!(s.job_records(), 1, "the job stays in pool small");
     // While it moves, neither pool exports or imports it: each would see

@@ -128,12 +128,7 @@ pub(super) async fn status(
         (MoveState::Moved, _) | (_, None) => 0,
         (_, Some(from)) => {
             let mut left = 0;
-            for q in state
-                .tokens
-                .redis()
-                .all_indexed_queues(from.name(), &ns)
-                .await?
-            {
+            for q in sundial_router::mover::namespace_queues(&from, &state.tokens, &ns).await? {
                 left += counts_of(&from, &ns, &q).await?.live();
             }
             left

@@ -310,10 +310,6 @@ async fn lists(
     Ok(())
 }
 
-/// `GET /namespaces/{ns}/export?pool=`: the namespace's jobs as NDJSON
-/// (`application/x-ndjson`), streamed. A failure midway (a shard that does
-/// not answer) ends the stream without its last chunk: the client sees an
-/// incomplete response, never a short file that looks whole.
 /// Refuses (409) to export or import `ns` in `pool` unless its jobs are
 /// all there and served from there: not while it moves into or out of
 /// `pool`, nor once its tokens of `pool` moved elsewhere (its jobs went
@@ -332,7 +328,9 @@ fn settled_in(state: &AppState, pool: &Pool, ns: &str) -> Result<(), ApiError> {
                 home.state.as_str()
             )));
         }
-        if home.state == MoveState::Moved && token_pool == here && home.to != here {
+        // Its tokens of this pool are served from elsewhere (moved away,
+        // or moving on between two other pools).
+        if token_pool == here && home.to != here {
             return Err(ApiError::Conflict(format!(
                 "namespace {ns} of pool {here} moved to pool {}: its jobs are there (pool={})",
                 home.to, home.to
@@ -342,6 +340,10 @@ fn settled_in(state: &AppState, pool: &Pool, ns: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// `GET /namespaces/{ns}/export?pool=`: the namespace's jobs as NDJSON
+/// (`application/x-ndjson`), streamed. A failure midway (a shard that does
+/// not answer) ends the stream without its last chunk: the client sees an
+/// incomplete response, never a short file that looks whole.
 pub(super) async fn export(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,

@@ -101,12 +101,22 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
             Some(h) => (h.writes(), h.also_reads()),
             None => (token.pool.as_str(), None),
         };
+        let needs = needs(&parts.method, matched(parts));
+        let check = state.tokens.check(&token, &ns);
         // While the namespace moves, its jobs may be in a pool this
         // gateway's config lacks: an ack or peek here would miss them.
+        // Said only to a token that may make this request.
         if let Some(missing) = home.as_ref().and_then(|h| missing_pool(h, &topology)) {
-            return Err(ApiError::Unserved(format!(
-                "namespace {ns} is moving to another pool, and this gateway's config lacks pool {missing}: retry later"
-            )));
+            return match &check {
+                Check::Valid(access) => {
+                    permits(access, needs, &queue)?;
+                    Err(ApiError::Unserved(format!(
+                        "namespace {ns} is moving to another pool, and this gateway's config lacks pool {missing}: retry later"
+                    )))
+                }
+                Check::Invalid => Err(ApiError::Unauthorized("invalid token")),
+                Check::Unknown => Err(ApiError::tokens_not_loaded()),
+            };
         }
         let Some(pool) = topology.pool(writes).cloned() else {
             return Err(ApiError::NotFound("pool not found"));
@@ -115,12 +125,7 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
         // the old one, where every gateway writes (it holds the move at
         // `announced`: see `homes`).
         let also = also.and_then(|p| topology.pool(p).cloned());
-        let route = parts
-            .extensions
-            .get::<MatchedPath>()
-            .map(MatchedPath::as_str);
-        let needs = needs(&parts.method, route.unwrap_or_default());
-        match state.tokens.check(&token, &ns) {
+        match check {
             Check::Valid(access) => {
                 permits(&access, needs, &queue)?;
                 Ok(Self {
@@ -139,6 +144,14 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
             Check::Unknown => Err(ApiError::tokens_not_loaded()),
         }
     }
+}
+
+/// The route the request matched (empty when none).
+fn matched(parts: &Parts) -> &str {
+    parts
+        .extensions
+        .get::<MatchedPath>()
+        .map_or("", MatchedPath::as_str)
 }
 
 /// A pool that may hold jobs of a namespace moving as `home` says, and

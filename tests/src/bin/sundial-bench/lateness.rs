@@ -16,10 +16,10 @@ use tokio::sync::Mutex;
 
 use crate::{Ctx, now_ms};
 
-/// Long-polls `queue` until `stop` (10 jobs and 1 s per request, TTR
-/// 600 s), acknowledges each job, and calls `seen(due, arrived)` for each
-/// (its body is its due time, ms on this clock); counts requests in
-/// `requests`.
+/// Long-polls `queue` (or several, `a,b,…`) until `stop` (10 jobs and 1 s
+/// per request, TTR 600 s), acknowledges each job, and calls
+/// `seen(due, arrived)` for each (its body is its due time, ms on this
+/// clock); counts requests in `requests`.
 pub(crate) async fn poll_due(
     ctx: &Ctx,
     queue: &str,
@@ -50,10 +50,11 @@ pub(crate) async fn poll_due(
             let data = j["data"].as_str().unwrap_or_default();
             seen(base64_decode(data).trim().parse().unwrap_or(0), arrived);
             let id = j["job_id"].as_str().unwrap_or_default();
+            let from = j["queue"].as_str().unwrap_or(queue);
             requests.fetch_add(1, Ordering::Relaxed);
             let _ = ctx
                 .http
-                .delete(format!("{}/api/{}/{queue}/job/{id}", ctx.api, ctx.ns))
+                .delete(format!("{}/api/{}/{from}/job/{id}", ctx.api, ctx.ns))
                 .header("X-Token", &ctx.token)
                 .send()
                 .await;

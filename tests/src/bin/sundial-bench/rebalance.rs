@@ -4,12 +4,17 @@
 //! Method: `jobs` jobs delayed by an hour go to 64 queues (so that they
 //! fill every slot); a stream of jobs delayed 1–3 s runs at `rate`/s on
 //! another queue, consumed by long polls that record how late each
-//! arrives. After `settle` seconds of that stream, `config_after` replaces
+//! arrives. After 8 s of that stream (with the waiting jobs below
+//! published and their consumers polling), `config_after` replaces
 //! the gateway's config and the gateway reloads. The move is timed from the
 //! first moment `GET /drains` shows the mover moving to the moment no
 //! layout drains; Redis CPU is read over the same span (both shards, via
-//! `--redis-cpu`). Lateness is reported apart for jobs due before the
-//! reload and jobs due while the slots moved.
+//! `--redis-cpu`). Lateness is reported apart for the stream's jobs due
+//! before the reload and due while the slots moved (published after the
+//! reload, they are written where they stay: none is moved), and for
+//! `WAITING` jobs published just before the reload to 64 other queues, due
+//! evenly over the minute from 12 s after it: those in moved slots may be
+//! in transit when they fall due, which is the lateness a move adds.
 //!
 //! Length: one measurement, top to bottom, so that its method reads in one
 //! place.
@@ -27,6 +32,9 @@ use hdrhistogram::Histogram;
 use tokio::sync::Mutex;
 
 use crate::{Ctx, fill, lateness::poll_due, now_ms};
+
+/// Jobs published just before the reload, due over the minute after it.
+const WAITING: u64 = 3_000;
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn rebalance(
@@ -96,7 +104,48 @@ pub(crate) async fn rebalance(
             }
         })
     };
-    // The due stream alone, for its share of Redis CPU.
+    // Jobs waiting in every slot when the reload comes, due while the
+    // slots move, and their consumers.
+    let waiting_queues = (0..64)
+        .map(|i| format!("soon{i}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    // Due from about 12 s after the reload (8 s of the measurement above).
+    let first_due = now_ms() + 20_000;
+    for k in 0..WAITING {
+        let due = first_due + k * 60_000 / WAITING;
+        ctx.put(
+            &format!(
+                "/api/{}/soon{}?delay_ms={}",
+                ctx.ns,
+                k % 64,
+                due.saturating_sub(now_ms())
+            ),
+            due.to_string().into_bytes(),
+        )
+        .await?;
+    }
+    let waited: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
+    for _ in 0..4 {
+        let (ctx, waited, stop, queues) = (
+            ctx.clone(),
+            waited.clone(),
+            stop.clone(),
+            waiting_queues.clone(),
+        );
+        consumers.push(tokio::spawn(async move {
+            let mut local = Vec::new();
+            let requests = AtomicU64::new(0);
+            poll_due(&ctx, &queues, &stop, &requests, |due, arrived| {
+                local.push((due, arrived.saturating_sub(due) * 1000));
+            })
+            .await;
+            waited.lock().await.extend(local);
+        }));
+    }
+
+    // The due stream and the waiting jobs' idle consumers alone, for
+    // their share of Redis CPU.
     let base = ctx.cpu.sample();
     let base_at = Instant::now();
     tokio::time::sleep(Duration::from_secs(8)).await;
@@ -144,7 +193,8 @@ pub(crate) async fn rebalance(
     let moved = drains(ctx.clone()).await?["mover"]["jobs_moved"]
         .as_u64()
         .unwrap_or(0);
-    // Redis CPU over the move (both shards), less the due stream's share
+    // Redis CPU over the move (both shards), less the share of the due
+    // stream and the idle consumers
     // (measured alone before the reload).
     let cost = match (cpu.and_then(|c| c.1), ctx.cpu.sample().1) {
         (Some(b), Some(a)) => {
@@ -152,7 +202,7 @@ pub(crate) async fn rebalance(
             let net = (used - stream_cpu * secs).max(0.0);
             format!(
                 "Redis CPU {used:.2} s over the move ({:.0}% of a core), {:.1} µs per moved job \
-                 without the due stream's share ({:.0}% of a core alone)",
+                 without the share of the due stream and idle consumers ({:.0}% of a core alone)",
                 used * 100.0 / secs.max(0.001),
                 net * 1e6 / moved.max(1) as f64,
                 stream_cpu * 100.0
@@ -160,10 +210,13 @@ pub(crate) async fn rebalance(
         }
         _ => "Redis CPU n/a".to_owned(),
     };
-    // The stream stops; its last jobs (due within 3 s) come in.
+    // The stream stops; its last jobs (due within 3 s) come in, and the
+    // waiting jobs' last ones (due up to 72 s after the reload).
     stop_publishing.store(true, Ordering::Relaxed);
     publisher.await?;
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    let last_due = first_due + 60_000;
+    let wait = last_due.saturating_sub(now_ms()).max(2_000) + 3_000;
+    tokio::time::sleep(Duration::from_millis(wait)).await;
     stop.store(true, Ordering::Relaxed);
     for c in consumers {
         c.await?;
@@ -194,12 +247,30 @@ pub(crate) async fn rebalance(
             h.max() as f64 / 1000.0
         )
     };
-    println!("  lateness of jobs due before the reload: {}", q(&before));
-    println!("  lateness of jobs due while slots moved: {}", q(&during));
+    let waited = waited.lock().await;
+    let mut moving = Histogram::<u64>::new(3)?;
+    for (due, late) in waited.iter() {
+        if (moving_ms..=ended_ms).contains(due) {
+            moving.record(*late)?;
+        }
+    }
     println!(
-        "  {} due jobs published, {} received",
+        "  lateness of stream jobs due before the reload: {}",
+        q(&before)
+    );
+    println!(
+        "  lateness of stream jobs due while slots moved (written after the reload, not moved): {}",
+        q(&during)
+    );
+    println!(
+        "  lateness of jobs waiting before the reload and due while slots moved (some in transit): {}",
+        q(&moving)
+    );
+    println!(
+        "  {} stream jobs published, {} received; {WAITING} waiting jobs published, {} received",
         published.load(Ordering::Relaxed),
-        seen.len()
+        seen.len(),
+        waited.len()
     );
     Ok(())
 }

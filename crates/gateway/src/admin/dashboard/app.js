@@ -241,8 +241,9 @@ async function queues(gen, ns) {
   // Its move to another pool, if it has one, and while it goes on, how far
   // it has come.
   const move = r.move;
+  // (A page without it, should it fail, rather than no page.)
   const progress = move && move.state !== "moved"
-    ? await api(withPool(`/namespaces/${enc(ns)}/move`)) : null;
+    ? await api(withPool(`/namespaces/${enc(ns)}/move`)).catch(() => null) : null;
   if (gen !== generation) return;
   const rows = all.map((q) => h("tr", { "data-queue": q.queue },
     h("td", {}, h("a", { href: `#/ns/${enc(ns)}/${enc(q.queue)}` }, q.queue)),
@@ -260,7 +261,7 @@ async function queues(gen, ns) {
       move.state === "moved"
         ? `Moved from pool ${move.from} to pool ${move.to}: its tokens of this pool are served there.`
         : `Moving from pool ${move.from} to pool ${move.to} (${move.state}): ` +
-          `${fmt(progress.jobs_left)} job(s) left in pool ${move.from}, ${fmt(progress.jobs_moved)} moved by this gateway; ` +
+          (progress ? `${fmt(progress.jobs_left)} job(s) left in pool ${move.from}, ${fmt(progress.jobs_moved)} moved by this gateway; ` : "") +
           `\`sundial namespace moving ${ns} --pool ${pool} --watch\` follows it.`) : null,
     h("div", { class: "tiles" }, Object.entries(totals).map(([k, v]) => tile(k, v))),
     h("h2", {}, "Queues"),
