@@ -697,15 +697,23 @@ async fn mixed_jobs(api: &Api, delayed: usize) -> Vec<(String, String)> {
     jobs
 }
 
+/// A gateway on a pool of shard `a` alone (reloaded only when told,
+/// checking the pins often), with `extra` config lines, and a client with
+/// a token of `ns`.
+async fn on_a(a: &RedisServer, extra: &str) -> (SundialConfig, Sundial, Api) {
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = format!("watch_config = false\nlayout_check_ms = 300\n{extra}");
+    cfg.pools = Some(pool(&[("a", a, 1)]));
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    (cfg, gw, api)
+}
+
 #[tokio::test]
 async fn a_drain_moves_the_jobs_nobody_consumes_each_once_and_as_it_was() {
     let (a, b) = (RedisServer::start(), RedisServer::start());
-    let mut cfg = SundialConfig::new(a.url());
-    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
-    cfg.pools = Some(pool(&[("a", &a, 1)]));
-    let mut gw = Sundial::start(&cfg);
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
+    let (mut cfg, mut gw, api) = on_a(&a, "").await;
     // What made a drain wait forever: jobs due in an hour, ready jobs with
     // no worker, a worker that went away with its jobs, dead jobs.
     let mut jobs: Vec<(String, String)> = Vec::new();
@@ -819,15 +827,9 @@ async fn a_mover_killed_and_both_redis_restarted_mid_move_lose_and_double_no_job
     // Both shards write to disk each second, as is usual.
     let aof = ["--appendonly", "yes", "--appendfsync", "everysec"];
     let (mut a, mut b) = (RedisServer::start_with(&aof), RedisServer::start_with(&aof));
-    let mut cfg = SundialConfig::new(a.url());
     // Small batches, one slot at a time: slow enough to cut mid-move.
-    cfg.extra = "watch_config = false\nlayout_check_ms = 300\n\
-                 [mover]\nbatch = 50\nslots_at_once = 1\nlease_ms = 2000\nsettle_ms = 1000"
-        .to_owned();
-    cfg.pools = Some(pool(&[("a", &a, 1)]));
-    let mut gw = Sundial::start(&cfg);
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
+    let mover = "[mover]\nbatch = 50\nslots_at_once = 1\nlease_ms = 2000\nsettle_ms = 1000";
+    let (mut cfg, mut gw, api) = on_a(&a, mover).await;
     // Delayed, ready, reserved and dead jobs: 4,096.
     let jobs = mixed_jobs(&api, 500).await;
     let ids: Vec<String> = jobs.iter().map(|(_, id)| id.clone()).collect();
@@ -1505,12 +1507,7 @@ fn script_calls(redis: &RedisServer) -> u64 {
 #[tokio::test]
 async fn a_slot_another_gateway_moves_is_asked_for_once_a_check() {
     let (a, b) = (RedisServer::start(), RedisServer::start());
-    let mut cfg = SundialConfig::new(a.url());
-    cfg.extra = "watch_config = false\nlayout_check_ms = 300".to_owned();
-    cfg.pools = Some(pool(&[("a", &a, 1)]));
-    let mut gw = Sundial::start(&cfg);
-    let token = create_token(&gw.admin(), "ns").await;
-    let api = Api::new(gw.api(), Some(&token));
+    let (mut cfg, mut gw, api) = on_a(&a, "").await;
     for i in 0..8 {
         bulk(&api, &format!("q{i}"), "delay=3600", 20).await;
     }

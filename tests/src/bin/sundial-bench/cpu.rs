@@ -103,3 +103,62 @@ fn redis_cpu(url: &str) -> Option<f64> {
     };
     Some(field("used_cpu_user")? + field("used_cpu_sys")?)
 }
+
+/// Calls and microseconds per command, summed over every Redis of `urls`
+/// (`INFO commandstats`); empty if one cannot be read.
+pub(crate) fn command_times(urls: &str) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let mut out = std::collections::BTreeMap::new();
+    for url in urls.split(',') {
+        let Some(info) = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .and_then(|mut c| {
+                redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query::<String>(&mut c)
+            })
+            .ok()
+        else {
+            return std::collections::BTreeMap::new();
+        };
+        for line in info.lines() {
+            let Some((name, rest)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(':'))
+            else {
+                continue;
+            };
+            let field = |k: &str| -> u64 {
+                rest.split(',')
+                    .find_map(|f| f.strip_prefix(k))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0)
+            };
+            let e = out.entry(name.to_owned()).or_insert((0, 0));
+            e.0 += field("calls=");
+            e.1 += field("usec=");
+        }
+    }
+    out
+}
+
+/// The `n` commands that took Redis longest between two readings of
+/// [`command_times`]: "name calls=… ms=…", longest first.
+pub(crate) fn top_commands(
+    before: &std::collections::BTreeMap<String, (u64, u64)>,
+    after: &std::collections::BTreeMap<String, (u64, u64)>,
+    n: usize,
+) -> String {
+    let mut d: Vec<(&String, u64, u64)> = after
+        .iter()
+        .map(|(k, (c, u))| {
+            let (bc, bu) = before.get(k).copied().unwrap_or((0, 0));
+            (k, c.saturating_sub(bc), u.saturating_sub(bu))
+        })
+        .collect();
+    d.sort_by_key(|e| std::cmp::Reverse(e.2));
+    d.iter()
+        .take(n)
+        .map(|(k, c, u)| format!("{k} calls={c} ms={}", u / 1000))
+        .collect::<Vec<_>>()
+        .join("; ")
+}

@@ -112,6 +112,9 @@ enum Cmd {
         /// The config to reload to.
         #[arg(long)]
         config_after: String,
+        /// Jobs published just before the reload, due while slots move.
+        #[arg(long, default_value_t = 3_000)]
+        waiting: u64,
     },
     /// Redis bytes per delayed job: `INFO memory` before and after publishing `jobs`.
     Memory {
@@ -206,6 +209,7 @@ async fn main() -> anyhow::Result<()> {
             rate,
             config,
             config_after,
+            waiting,
         } => {
             rebalance::rebalance(
                 ctx,
@@ -213,6 +217,7 @@ async fn main() -> anyhow::Result<()> {
                 cli.concurrency,
                 jobs,
                 rate,
+                waiting,
                 &config,
                 &config_after,
             )

@@ -12,7 +12,7 @@
 //! `--redis-cpu`). Lateness is reported apart for the stream's jobs due
 //! before the reload and due while the slots moved (published after the
 //! reload, they are written where they stay: none is moved), and for
-//! `WAITING` jobs published just before the reload to 64 other queues, due
+//! `waiting` jobs (3,000) published just before the reload to 64 other queues, due
 //! evenly over the minute from 12 s after it: those in moved slots may be
 //! in transit when they fall due, which is the lateness a move adds.
 //!
@@ -31,10 +31,39 @@ use anyhow::Context;
 use hdrhistogram::Histogram;
 use tokio::sync::Mutex;
 
-use crate::{Ctx, fill, lateness::poll_due, now_ms};
+use crate::{
+    Ctx,
+    cpu::{command_times, top_commands},
+    fill,
+    lateness::poll_due,
+    now_ms,
+};
 
-/// Jobs published just before the reload, due over the minute after it.
-const WAITING: u64 = 3_000;
+/// `n` long-poll consumers of `queues` (see [`poll_due`]), until `stop`;
+/// each adds (due ms, lateness µs) of the jobs it got to `into` as it ends.
+fn pollers(
+    ctx: &Arc<Ctx>,
+    n: usize,
+    queues: &str,
+    stop: &Arc<AtomicBool>,
+    into: &Arc<Mutex<Vec<(u64, u64)>>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let (ctx, stop, into, queues) =
+                (ctx.clone(), stop.clone(), into.clone(), queues.to_owned());
+            tokio::spawn(async move {
+                let mut local = Vec::new();
+                let requests = AtomicU64::new(0);
+                poll_due(&ctx, &queues, &stop, &requests, |due, arrived| {
+                    local.push((due, arrived.saturating_sub(due) * 1000));
+                })
+                .await;
+                into.lock().await.extend(local);
+            })
+        })
+        .collect()
+}
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn rebalance(
@@ -43,6 +72,7 @@ pub(crate) async fn rebalance(
     concurrency: usize,
     jobs: u64,
     rate: u64,
+    waiting: u64,
     config: &str,
     config_after: &str,
 ) -> anyhow::Result<()> {
@@ -64,19 +94,7 @@ pub(crate) async fn rebalance(
     let seen: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let published = Arc::new(AtomicU64::new(0));
-    let mut consumers = Vec::new();
-    for _ in 0..concurrency {
-        let (ctx, seen, stop) = (ctx.clone(), seen.clone(), stop.clone());
-        consumers.push(tokio::spawn(async move {
-            let mut local = Vec::new();
-            let requests = AtomicU64::new(0);
-            poll_due(&ctx, "due", &stop, &requests, |due, arrived| {
-                local.push((due, arrived.saturating_sub(due) * 1000));
-            })
-            .await;
-            seen.lock().await.extend(local);
-        }));
-    }
+    let mut consumers = pollers(&ctx, concurrency, "due", &stop, &seen);
     let stop_publishing = Arc::new(AtomicBool::new(false));
     let publisher = {
         let (ctx, stop, published) = (ctx.clone(), stop_publishing.clone(), published.clone());
@@ -106,14 +124,10 @@ pub(crate) async fn rebalance(
     };
     // Jobs waiting in every slot when the reload comes, due while the
     // slots move, and their consumers.
-    let waiting_queues = (0..64)
-        .map(|i| format!("soon{i}"))
-        .collect::<Vec<_>>()
-        .join(",");
     // Due from about 12 s after the reload (8 s of the measurement above).
     let first_due = now_ms() + 20_000;
-    for k in 0..WAITING {
-        let due = first_due + k * 60_000 / WAITING;
+    for k in 0..waiting {
+        let due = first_due + k * 60_000 / waiting;
         ctx.put(
             &format!(
                 "/api/{}/soon{}?delay_ms={}",
@@ -125,23 +139,12 @@ pub(crate) async fn rebalance(
         )
         .await?;
     }
+    // One long poll per queue: a poll of all 64 would be woken by each
+    // arrival in any of them and look at all 64 each time (a cost of its
+    // own that would show as the mover's).
     let waited: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
-    for _ in 0..4 {
-        let (ctx, waited, stop, queues) = (
-            ctx.clone(),
-            waited.clone(),
-            stop.clone(),
-            waiting_queues.clone(),
-        );
-        consumers.push(tokio::spawn(async move {
-            let mut local = Vec::new();
-            let requests = AtomicU64::new(0);
-            poll_due(&ctx, &queues, &stop, &requests, |due, arrived| {
-                local.push((due, arrived.saturating_sub(due) * 1000));
-            })
-            .await;
-            waited.lock().await.extend(local);
-        }));
+    for q in 0..64 {
+        consumers.extend(pollers(&ctx, 1, &format!("soon{q}"), &stop, &waited));
     }
 
     // The due stream and the waiting jobs' idle consumers alone, for
@@ -172,6 +175,7 @@ pub(crate) async fn rebalance(
     };
     let deadline = Instant::now() + Duration::from_secs(600);
     let (mut started, mut moving_ms, mut cpu) = (None, 0, None);
+    let mut commands = Default::default();
     loop {
         anyhow::ensure!(
             Instant::now() < deadline,
@@ -182,6 +186,12 @@ pub(crate) async fn rebalance(
             started = Some(Instant::now());
             moving_ms = now_ms();
             cpu = Some(ctx.cpu.sample());
+            commands = ctx
+                .cpu
+                .redis
+                .as_deref()
+                .map(command_times)
+                .unwrap_or_default();
         }
         if p["draining"].as_array().is_some_and(Vec::is_empty) {
             break;
@@ -238,6 +248,12 @@ pub(crate) async fn rebalance(
         moving_ms.saturating_sub(reloaded_ms) as f64 / 1000.0
     );
     println!("  {cost}");
+    if let Some(urls) = ctx.cpu.redis.as_deref() {
+        println!(
+            "  Redis time by command over the move: {}",
+            top_commands(&commands, &command_times(urls), 6)
+        );
+    }
     let q = |h: &Histogram<u64>| {
         format!(
             "{} jobs, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
@@ -267,7 +283,7 @@ pub(crate) async fn rebalance(
         q(&moving)
     );
     println!(
-        "  {} stream jobs published, {} received; {WAITING} waiting jobs published, {} received",
+        "  {} stream jobs published, {} received; {waiting} waiting jobs published, {} received",
         published.load(Ordering::Relaxed),
         seen.len(),
         waited.len()
