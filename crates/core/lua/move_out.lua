@@ -27,7 +27,8 @@
 -- ARGV[10..]: (read) the ids
 -- Returns {-1, holder} and no change when another owner holds the lease;
 -- else {now, next cursor, cleared (1: the slot held nothing and is clear),
--- transit entries left, then per job: id, transit entry}.
+-- transit entries left, then per job: id, transit entry} (cleared: then
+-- per running total of its queues, `P<queue>` or `C<queue>`, and its value).
 local owner, mode = ARGV[1], ARGV[3]
 local holder = redis.call('GET', KEYS[7])
 if holder and holder ~= owner then return { -1, holder } end
@@ -163,6 +164,16 @@ elseif only == '' and redis.call('HLEN', jkey) == 0 and redis.call('HLEN', mkey)
   for _, field in ipairs(redis.call('HKEYS', KEYS[4])) do
     if string.sub(field, 1, 1) ~= '#' then
       redis.call('DEL', prefix .. 'r:' .. field, prefix .. 'd:' .. field)
+    end
+  end
+  -- The queues' running totals go with the reply, for the mover to add
+  -- where the slot is now.
+  local fields = redis.call('HGETALL', ckey)
+  for x = 1, #fields, 2 do
+    local kind = string.sub(fields[x], 1, 1)
+    if kind == 'P' or kind == 'C' then
+      out[#out + 1] = fields[x]
+      out[#out + 1] = tonumber(fields[x + 1])
     end
   end
   redis.call('DEL', KEYS[5], tkey, ckey, KEYS[4], KEYS[7])

@@ -1320,8 +1320,8 @@ async fn publish_one(s: &Shard, queue: &str, sched: Schedule, attrs: &str, body:
 }
 
 /// Moves everything of `slot` from `a` to `b` as the mover does, in
-/// batches of `batch`, letting each batch go at once; returns the jobs
-/// copied.
+/// batches of `batch`, letting each batch go at once, and the running
+/// totals once the slot is clear at `a`; returns the jobs copied.
 async fn move_all(a: &Shard, b: &Shard, slot: u32, owner: &str, batch: u32) -> u64 {
     let (mut cursor, mut copied) = ("0".to_owned(), 0);
     for _ in 0..1000 {
@@ -1340,6 +1340,7 @@ async fn move_all(a: &Shard, b: &Shard, slot: u32, owner: &str, batch: u32) -> u
             .expect("move out")
             .expect("lease");
         if t.cleared {
+            b.add_totals(slot, &t.totals).await.expect("totals");
             return copied;
         }
         copied += b
@@ -1461,6 +1462,8 @@ async fn a_moved_slot_arrives_whole_with_every_job_as_it_was() {
     }
     let c = counts(&b, q).await.expect("counts");
     assert_eq!((c.delayed, c.ready, c.reserved, c.dead), (4, 6, 3, 2));
+    // The running totals came along: 15 published, 5 delivered.
+    assert_eq!((c.published, c.delivered), (15, 5));
     assert_eq!(counts(&a, q).await.expect("counts").live(), 0);
     // The reservation's deadline, moved onto the new shard's clock.
     let mut rb_c = rb.client();

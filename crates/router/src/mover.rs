@@ -825,6 +825,15 @@ async fn move_slot(
                 Err(holder) => return Ok(Ended::Held(holder)),
             };
             if t.cleared {
+                // The running totals its queues counted here go on where
+                // the slot is now (statistics: lost, not doubled, should
+                // this fail or the gateway die first).
+                let to = m.pool.home_of(m.slot);
+                if !to.same(&m.from)
+                    && let Err(e) = to.add_totals(m.slot, &t.totals).await
+                {
+                    tracing::warn!(pool = m.pool.name(), shard = to.name(), slot = m.slot, error = %e, "a moved slot's running totals were lost");
+                }
                 return Ok(Ended::Cleared);
             }
             in_transit = t.in_transit;

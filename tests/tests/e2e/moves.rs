@@ -662,6 +662,19 @@ async fn as_before<'a>(
     }
 }
 
+/// Each queue of `jobs` with its running totals (published, consumed), as
+/// its stats show them.
+async fn totals(api: &Api, jobs: &[(String, String)]) -> Vec<(String, u64, u64)> {
+    let queues: std::collections::BTreeSet<&String> = jobs.iter().map(|(q, _)| q).collect();
+    let mut out = Vec::new();
+    for q in queues {
+        let s = api.get(&format!("/api/ns/{q}/stats")).await.json;
+        let n = |k: &str| s[k].as_u64().expect("a total");
+        out.push((q.clone(), n("published_total"), n("consumed_total")));
+    }
+    out
+}
+
 /// The jobs a moved slot holds, over eight queues: per queue `delayed`
 /// due in an hour and 10 ready, then 5 of `q0` reserved by a worker that
 /// went away, and 2 of each queue dead (their worker went away on their
@@ -748,6 +761,7 @@ async fn a_drain_moves_the_jobs_nobody_consumes_each_once_and_as_it_was() {
         before.push(peek(&api, q, id).await);
     }
     let ids: Vec<String> = jobs.iter().map(|(_, id)| id.clone()).collect();
+    let totals_before = totals(&api, &jobs).await;
 
     // A shard is added: its slots' jobs move to it, though nobody consumes.
     cfg.pools = Some(pool(&[("a", &a, 1), ("b", &b, 1)]));
@@ -762,6 +776,7 @@ async fn a_drain_moves_the_jobs_nobody_consumes_each_once_and_as_it_was() {
     assert!(jobs_on(&b) > 0, "b took its slots' jobs");
     each_once(&[&a, &b], &ids);
     as_before(&api, &jobs, &before, 90).await;
+    assert_eq!(totals(&api, &jobs).await, totals_before, "running totals");
     assert_eq!(
         api.get("/api/ns/dead/deadletter/size").await.json["size"],
         20
@@ -778,6 +793,7 @@ async fn a_drain_moves_the_jobs_nobody_consumes_each_once_and_as_it_was() {
     .await;
     assert_eq!(jobs_on(&a), 0);
     each_once(&[&a, &b], &ids);
+    assert_eq!(totals(&api, &jobs).await, totals_before, "running totals");
     let slot_keys: Vec<String> = a
         .client()
         .keys::<_, Vec<String>>("sd:{*")
@@ -1672,4 +1688,99 @@ async fn a_gateway_whose_config_lacks_the_old_pool_holds_a_namespace_move_and_an
         204
     );
     assert_eq!((s.job_records(), b.job_records()), (0, 0));
+}
+
+#[tokio::test]
+async fn an_ack_whose_job_the_mover_carries_between_its_lookups_still_acks_it() {
+    use sundial_core::{JobId, MoveMode, Shard, ShardOptions, keys};
+    use sundial_tests::{Fault, FaultProxy};
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    // The gateway reaches shard a through a proxy that can hold its
+    // commands, and waits long for a (the test plays the mover meanwhile).
+    let proxy = FaultProxy::start(a.port());
+    let shard_a = |w: u32| {
+        format!(
+            "{{ name = \"a\", url = \"{}\", weight = {w}, timeout_ms = 20000 }}",
+            proxy.url()
+        )
+    };
+    let pool_of = |shards: &[String]| {
+        format!(
+            "[pools.default]\nslots = {SLOTS}\nlanes = 8\nshards = [{}]\n",
+            shards.join(", ")
+        )
+    };
+    let mut cfg = SundialConfig::new(a.url());
+    cfg.extra = "watch_config = false\nlayout_check_ms = 300\n[mover]\nenabled = false".to_owned();
+    cfg.pools = Some(pool_of(&[shard_a(1)]));
+    let mut gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let id = api.put("/api/ns/q", b"carried").await.json["job_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let slot = keys::slot_of("ns", "q", JobId::parse(&id).expect("id").lane(8), SLOTS);
+
+    // Every slot moves to b; writes go there once the gateway settles them.
+    let shard_b = format!("{{ name = \"b\", url = \"{}\", weight = 1 }}", b.url());
+    cfg.pools = Some(pool_of(&[shard_a(0), shard_b]));
+    reload(&mut gw, &cfg).await;
+    let admin = Api::new(gw.admin(), None);
+    wait_until_async(
+        Duration::from_secs(30),
+        "writes on the new layout",
+        || async {
+            let r = admin.get("/drains").await.json;
+            r["pools"][0]["writes"] == r["pools"][0]["current"]
+        },
+    )
+    .await;
+
+    // The ack looks at b (nothing yet), then waits on a.
+    proxy.set(Fault::Stall);
+    let ack = {
+        let api = api.clone();
+        let path = format!("/api/ns/q/job/{id}");
+        tokio::spawn(async move { api.delete(&path).await.status })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Meanwhile the job moves: taken out at a, copied to b, let go at a.
+    let shard = |r: &RedisServer, name: &str| {
+        Shard::connect(name, &ShardOptions::new(r.url())).expect("connect")
+    };
+    let (from, to) = (shard(&a, "default/a"), shard(&b, "default/b"));
+    from.wait_connected(Duration::from_secs(5))
+        .await
+        .expect("a");
+    to.wait_connected(Duration::from_secs(5)).await.expect("b");
+    let lease = Duration::from_secs(30);
+    let taken = from
+        .move_out(slot, "test", lease, MoveMode::Take, 10, to.name(), "0", "")
+        .await
+        .expect("take")
+        .expect("lease");
+    assert_eq!(taken.jobs.len(), 1, "the job is taken");
+    to.move_in(slot, taken.now_ms, &taken.jobs, true)
+        .await
+        .expect("copy");
+    from.move_done(slot, std::slice::from_ref(&id))
+        .await
+        .expect("let go");
+    from.move_release(slot, "test").await.expect("release");
+    let on_b: Option<Vec<u8>> = b
+        .client()
+        .hget(keys::SlotKeys::new(slot).jobs(), &id)
+        .expect("hget");
+    assert!(on_b.is_some(), "the copy is at b");
+
+    // The ack's look at a now finds nothing there; it must find the copy.
+    proxy.heal();
+    assert_eq!(ack.await.expect("ack"), 204);
+    let on_b: Option<Vec<u8>> = b
+        .client()
+        .hget(keys::SlotKeys::new(slot).jobs(), &id)
+        .expect("hget");
+    assert!(on_b.is_none(), "the ack deleted the copy at b");
+    assert_eq!(api.get(&format!("/api/ns/q/job/{id}")).await.status, 404);
 }

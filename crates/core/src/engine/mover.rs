@@ -32,7 +32,10 @@
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use fred::types::Value;
+use fred::{
+    interfaces::{HashesInterface, TransactionInterface},
+    types::Value,
+};
 
 use super::{decode::Fields, keysets};
 
@@ -83,6 +86,10 @@ pub struct Taken {
     /// Transit entries the slot holds after the call (any mover's).
     pub in_transit: u64,
     pub jobs: Vec<InTransit>,
+    /// Cleared: the running totals its queues had here (`P<queue>` jobs
+    /// published, `C<queue>` deliveries), for [`Shard::add_totals`] where
+    /// the slot is now.
+    pub totals: Vec<(String, u64)>,
 }
 
 /// What one [`Shard::move_in`] call did.
@@ -217,6 +224,10 @@ impl Shard {
         let cleared = f.uint()? == 1;
         let in_transit = f.uint()?;
         let mut jobs = Vec::with_capacity(f.len() / 2);
+        let mut totals = Vec::new();
+        while cleared && f.len() > 0 {
+            totals.push((f.string()?, f.uint()?));
+        }
         while f.len() > 0 {
             let id = f.string()?;
             let entry = f.bytes()?;
@@ -231,6 +242,7 @@ impl Shard {
             cleared,
             in_transit,
             jobs,
+            totals,
         }))
     }
 
@@ -278,6 +290,30 @@ impl Shard {
             args.push((*tag as i64).into());
         }
         self.eval(&SCRIPTS.move_done, keysets::move_unmark(&k), args)
+            .await?;
+        Ok(())
+    }
+
+    /// Adds the running totals of a slot cleared elsewhere
+    /// ([`Taken::totals`]) to `slot` here, in one transaction (sent again
+    /// only when a cluster refused it unrun).
+    pub async fn add_totals(&self, slot: u32, totals: &[(String, u64)]) -> Result<(), EngineError> {
+        if totals.is_empty() {
+            return Ok(());
+        }
+        let key = SlotKeys::new(slot).counters();
+        let _: Value = self
+            .idempotent(&key, |c| {
+                let key = &key;
+                async move {
+                    let tx = c.multi();
+                    for (field, n) in totals {
+                        let n = i64::try_from(*n).unwrap_or(i64::MAX);
+                        let _: () = tx.hincrby(key, field.as_str(), n).await?;
+                    }
+                    tx.exec(true).await
+                }
+            })
             .await?;
         Ok(())
     }
