@@ -398,9 +398,8 @@ async fn sweep(topology: &Arc<Topology>) -> Vec<Move> {
 /// again yet.
 struct Slots {
     tasks: JoinSet<Result<Ended, EngineError>>,
-    /// The slot each task moves.
-    keys: HashMap<tokio::task::Id, SlotKey>,
-    running: HashSet<SlotKey>,
+    /// The slot each running task moves.
+    running: HashMap<tokio::task::Id, SlotKey>,
     /// Cleared under this topology: not looked at again until it changes.
     cleared: HashSet<SlotKey>,
     /// Another gateway moves them, or their move failed or stopped: not
@@ -415,8 +414,7 @@ impl Slots {
     fn new(opts: &MoverOptions, stop: &CancellationToken) -> Self {
         Self {
             tasks: JoinSet::new(),
-            keys: HashMap::new(),
-            running: HashSet::new(),
+            running: HashMap::new(),
             cleared: HashSet::new(),
             resting: HashSet::new(),
             opts: opts.clone(),
@@ -436,18 +434,17 @@ impl Slots {
             let key = m.key();
             let busy = self
                 .running
-                .iter()
+                .values()
                 .any(|k| (&k.0, &k.1, k.2) == (&key.0, &key.1, key.2));
             if busy || self.cleared.contains(&key) || self.resting.contains(&key) {
                 continue;
             }
-            self.running.insert(key.clone());
             set_status(&key.0, |s| s.slots_moving += 1);
             let (opts, stop) = (self.opts.clone(), self.stop.clone());
             let task = self
                 .tasks
                 .spawn(async move { move_slot(m, &opts, &stop).await });
-            self.keys.insert(task.id(), key);
+            self.running.insert(task.id(), key);
         }
     }
 
@@ -461,8 +458,7 @@ impl Slots {
             Ok((id, ended)) => (id, Some(ended)),
             Err(e) => (e.id(), None),
         };
-        let key = self.keys.remove(&id)?;
-        self.running.remove(&key);
+        let key = self.running.remove(&id)?;
         set_status(&key.0, |s| {
             s.slots_moving = s.slots_moving.saturating_sub(1)
         });
@@ -1032,14 +1028,13 @@ mod tests {
         let mut slots = Slots::new(&MoverOptions::default(), &CancellationToken::new());
         let key: SlotKey = ("p".into(), "a".into(), 7, String::new(), true, 0);
         let task = slots.tasks.spawn(async { panic!("a bug in a move") });
-        slots.keys.insert(task.id(), key.clone());
-        slots.running.insert(key.clone());
+        slots.running.insert(task.id(), key.clone());
         set_status("p", |s| s.slots_moving += 1);
         let done = slots.tasks.join_next_with_id().await.expect("a task");
         let (ended, outcome) = slots.finished(done).expect("its slot");
         assert_eq!(ended, key);
         assert!(outcome.is_none(), "a panic has no outcome");
-        assert!(slots.running.is_empty() && slots.keys.is_empty());
+        assert!(slots.running.is_empty());
         assert_eq!(status("p").slots_moving, 0);
     }
 }
