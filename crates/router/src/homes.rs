@@ -69,6 +69,17 @@ impl Home {
         }
     }
 
+    /// The pools that may hold the namespace's jobs now: announced, the
+    /// one it leaves (every gateway writes there); moving, both; moved, the
+    /// new one.
+    pub fn holding(&self) -> Vec<&str> {
+        match self.state {
+            MoveState::Announced => vec![&self.from],
+            MoveState::Moving => vec![&self.from, &self.to],
+            MoveState::Moved => vec![&self.to],
+        }
+    }
+
     /// What a gateway announces in its view (in the shards of `from` and
     /// of `to`) when it knows this home of `<pool>/<ns>`.
     pub fn view_entry(&self, pool: &str, ns: &str) -> String {

@@ -12,8 +12,8 @@ use axum::{
 use sundial_core::Shard;
 use sundial_core::job::check_namespace;
 use sundial_router::{
-    Pool, Scope, Token, Topology,
-    homes::{Home, MoveState},
+    Pool, Scope, Token,
+    homes::MoveState,
     tokens::{Access, Check},
 };
 
@@ -106,7 +106,11 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
         // While the namespace moves, its jobs may be in a pool this
         // gateway's config lacks: an ack or peek here would miss them.
         // Said only to a token that may make this request.
-        if let Some(missing) = home.as_ref().and_then(|h| missing_pool(h, &topology)) {
+        let missing = home
+            .as_ref()
+            .filter(|h| h.state != MoveState::Moved)
+            .and_then(|h| h.holding().into_iter().find(|p| topology.pool(p).is_none()));
+        if let Some(missing) = missing {
             return match &check {
                 Check::Valid(access) => {
                     permits(access, needs, &queue)?;
@@ -152,21 +156,6 @@ fn matched(parts: &Parts) -> &str {
         .extensions
         .get::<MatchedPath>()
         .map_or("", MatchedPath::as_str)
-}
-
-/// A pool that may hold jobs of a namespace moving as `home` says, and
-/// that `topology` lacks: announced, the pool it leaves (every gateway
-/// writes there); moving, either.
-fn missing_pool<'h>(home: &'h Home, topology: &Topology) -> Option<&'h str> {
-    let needed: &[&String] = match home.state {
-        MoveState::Announced => &[&home.from],
-        MoveState::Moving => &[&home.from, &home.to],
-        MoveState::Moved => &[],
-    };
-    needed
-        .iter()
-        .find(|p| topology.pool(p).is_none())
-        .map(|p| p.as_str())
 }
 
 impl Tenant {
