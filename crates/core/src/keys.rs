@@ -104,14 +104,20 @@ pub const TOKENS_VERSION: &str = "sd:tokens:version";
 /// Admin Redis: rate limits, `<pool>/<ns>/<secret>` → JSON `{read, write, interval}`.
 pub const LIMITS: &str = "sd:limits";
 
-/// One of the admin Redis's tables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One of the admin Redis's replicated tables: hashes changed together
+/// with one version ([`AdminKeys::version`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum AdminTable {
     Tokens,
     Limits,
     /// Where a namespace's tokens are served from, while and after it
     /// moves to another pool.
     Homes,
+}
+
+impl AdminTable {
+    /// Every table, in the order they are read and restored.
+    pub const ALL: [AdminTable; 3] = [Self::Tokens, Self::Limits, Self::Homes];
 }
 
 /// The names of the admin tables on one kind of admin Redis.

@@ -9,7 +9,7 @@ use std::{
 };
 
 use sundial_core::Limits;
-use sundial_router::{LiveTopology, health::Health, tokens::TokenStore};
+use sundial_router::{LiveTopology, admin::AdminStore, health::Health};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -83,7 +83,8 @@ pub struct Settings {
 #[derive(Debug)]
 pub struct AppState {
     pub live: Arc<LiveTopology>,
-    pub tokens: Arc<TokenStore>,
+    /// The admin tables (tokens, limits, namespace homes) and queue index.
+    pub admin: Arc<AdminStore>,
     /// Long polls' wake-ups, per shard connection and queue.
     pub wakeups: Wakeups,
     /// Publishes waiting for a call, per queue and slot (group commit).
@@ -96,6 +97,8 @@ pub struct AppState {
     pub bodies: Bodies,
     /// Every shard's last health check.
     pub health: Health,
+    /// What this gateway's mover does (written by the mover's loop).
+    pub mover: sundial_router::mover::Status,
     pub accounts: BTreeMap<String, String>,
     /// Cancelled when the gateway shuts down: long polls end with a 404.
     pub shutdown: CancellationToken,
@@ -111,19 +114,21 @@ impl AppState {
     pub fn new(
         settings: Settings,
         live: Arc<LiveTopology>,
-        tokens: Arc<TokenStore>,
+        admin: Arc<AdminStore>,
         health: Health,
+        mover: sundial_router::mover::Status,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         Arc::new(Self {
             live,
-            tokens,
+            admin,
             wakeups: Wakeups::default(),
             publishes: Publishes::default(),
             workers: Workers::default(),
             limits: settings.limits,
             bodies: settings.bodies,
             health,
+            mover,
             accounts: settings.accounts,
             shutdown,
             rates: Rates::default(),

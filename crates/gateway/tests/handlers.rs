@@ -23,10 +23,10 @@ use sundial_gateway::{
 };
 use sundial_router::{
     LiveTopology, PoolConfig, ShardConfig, Token,
+    admin::{AdminStore, default_shard},
     health::Health,
     prepare::prepare,
     reload::{Desired, Reloader},
-    tokens::{self, TokenStore},
 };
 use sundial_tests::RedisServer;
 use tokio_util::sync::CancellationToken;
@@ -61,10 +61,11 @@ async fn gateway_with_lanes(redis: &RedisServer, accounts: &[(&str, &str)], lane
         .await
         .expect("topology");
     let live = Arc::new(LiveTopology::new(topology));
-    let tokens = TokenStore::new(tokens::default_shard(&live).expect("shard"));
-    tokens.reload().await.expect("token table");
+    let store = AdminStore::new(default_shard(&live).expect("shard"));
+    store.reload().await.expect("token table");
     let token = Token::mint("default");
-    tokens
+    store
+        .tokens()
         .create(&token, "ns", "test", &sundial_router::Grant::full())
         .await
         .expect("token");
@@ -79,8 +80,9 @@ async fn gateway_with_lanes(redis: &RedisServer, accounts: &[(&str, &str)], lane
     let state = AppState::new(
         settings,
         live.clone(),
-        tokens,
+        store,
         Health::default(),
+        sundial_router::mover::Status::default(),
         CancellationToken::new(),
     );
     let desired = Desired {

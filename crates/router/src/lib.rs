@@ -2,8 +2,8 @@
 //! process in step when that changes.
 //!
 //! - [`token`]: the `pool:secret` token format that routes a tenant to a pool.
-//! - [`tokens`]: the token and limit tables, replicated into every gateway.
-//! - [`homes`]: where a namespace that moved to another pool is served from.
+//! - [`admin`]: the admin Redis's tables (tokens, limits, namespace homes),
+//!   each typed, replicated into every gateway; the queue index.
 //! - [`scope`]: what a token may do, and on which queues.
 //! - [`config`]: what the operator writes about pools and shards.
 //! - [`layout`]: a pool's ring membership, and how shards pin it.
@@ -13,8 +13,17 @@
 //!   reload.
 //! - [`live`]: the topology in force ([`LiveTopology`]) and its change signal.
 //! - [`reload`]: hot reload on a file change, SIGHUP or the admin API.
-//! - [`drain`]: progress of moved slots, and retiring drained layouts.
-//! - [`mover`]: copying the jobs of moved slots to their new shard.
+//! - [`view`]: what gateways tell each other through the shards (their
+//!   views), and this process's name in them.
+//! - [`writes`]: which layout of a pool writes go to while gateways' configs
+//!   differ.
+//! - [`placement`]: where a job, a slot or a namespace's jobs may be, and in
+//!   which order to look.
+//! - [`announce`]: what this gateway announces in its view.
+//! - [`drain`]: the loop that announces views, follows them and retires
+//!   drained layouts; drain progress.
+//! - [`mover`]: copying the jobs of moved slots to their new shard, and of
+//!   namespaces to their new pool.
 //! - [`health`]: every shard probed each second, for `/ready` and metrics.
 //!
 //! A topology is immutable once built: a reload prepares a new one and
@@ -24,20 +33,23 @@
 //! Errors: [`RouterError`] for an invalid topology; startup and reload code
 //! return `anyhow` chains for the operator to read.
 
+pub mod admin;
+mod announce;
 pub mod config;
 pub mod drain;
 pub mod health;
-pub mod homes;
 pub mod layout;
 pub mod live;
 pub mod mover;
+pub mod placement;
 pub mod prepare;
 pub mod reload;
 pub mod ring;
 pub mod scope;
 pub mod token;
-pub mod tokens;
 pub mod topology;
+pub mod view;
+pub mod writes;
 
 pub use config::{PoolConfig, SentinelConfig, ShardConfig};
 pub use layout::{Layout, Pins};

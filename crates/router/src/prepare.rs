@@ -101,7 +101,7 @@ async fn prepare_connected(
         None => topology.pools().collect(),
     };
     for pool in unsettled {
-        crate::drain::settle_writes(pool, Some(crate::drain::INSTANCE.as_str())).await?;
+        crate::writes::choose(pool, Some(crate::view::INSTANCE.as_str())).await?;
     }
     Ok(topology)
 }

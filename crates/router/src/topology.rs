@@ -133,17 +133,6 @@ impl Pool {
         out
     }
 
-    /// Every (shard, slot) that may hold a queue's jobs: each slot of its
-    /// lanes where it is written now, then where earlier layouts put it.
-    /// What a queue-wide operation (size, peek, destroy, dead letter) visits.
-    pub fn queue_places(&self, ns: &str, queue: &str) -> Vec<(&Shard, u32)> {
-        let mut out = Vec::new();
-        for slot in self.queue_slots(ns, queue) {
-            out.extend(self.locations(slot).into_iter().map(|s| (s, slot)));
-        }
-        out
-    }
-
     /// The shard where `slot` is written now: by the current layout, or by
     /// the layout writes are held on while some gateway does not know the
     /// current one yet (see [`Pool::write_layout`]).
@@ -191,9 +180,10 @@ impl Pool {
         self.rings.iter().map(|r| &r.layout)
     }
 
-    /// Every shard that may hold jobs of `slot`: where it is written now
-    /// first, then where earlier layouts put it (while they drain).
-    pub fn locations(&self, slot: u32) -> Vec<&Shard> {
+    /// Every shard a layout of the pool places `slot` on, each once: the
+    /// current layout's first, then the draining ones' in the order they
+    /// are pinned. [`crate::placement::slot_places`] is where callers ask.
+    pub(crate) fn ring_places(&self, slot: u32) -> Vec<&Shard> {
         let mut idx: Vec<usize> = Vec::with_capacity(self.rings.len());
         for r in &self.rings {
             if let Some(i) = r.shard_of(slot)
@@ -463,7 +453,10 @@ mod tests {
                 before[s as usize],
                 "writes follow the current ring"
             );
-            let locs: Vec<&str> = p.locations(s).iter().map(|s| s.name()).collect();
+            let locs: Vec<&str> = crate::placement::slot_places(p, s)
+                .iter()
+                .map(|s| s.name())
+                .collect();
             let was = ["default/a", "default/b"][old.shard_of(s).expect("old")];
             assert_eq!(locs[0], before[s as usize]);
             if locs[0] == was {

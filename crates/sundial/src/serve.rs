@@ -15,10 +15,11 @@ use anyhow::Context;
 use sundial_core::{Shard, ShardOptions};
 use sundial_gateway::{admin, api, http::layered, server, state::AppState};
 use sundial_router::{
-    LiveTopology, drain,
+    LiveTopology,
+    admin::{AdminStore, default_shard},
+    drain,
     health::{self, Health},
     prepare::{STARTUP_WAIT, prepare},
-    tokens::{self, TokenStore},
 };
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -41,12 +42,12 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
     let live = Arc::new(LiveTopology::new(
         prepare(&config.pools, None, STARTUP_WAIT).await?,
     ));
-    let tokens = TokenStore::new(token_redis(config, &live).await?);
-    tokens
+    let store = AdminStore::new(admin_redis(config, &live).await?);
+    store
         .reload()
         .await
         .context("cannot load the token table")?;
-    match tokens.plaintext_tokens() {
+    match store.tokens().plaintext_tokens() {
         0 => {}
         n => tracing::warn!(
             tokens = n,
@@ -57,8 +58,9 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
     let state = AppState::new(
         config.gateway_settings(),
         live.clone(),
-        tokens,
+        store,
         Health::default(),
+        sundial_router::mover::Status::default(),
         shutdown.clone(),
     );
     let reloader = source.reloader(live);
@@ -131,11 +133,11 @@ pub(crate) async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<TcpListen
         .with_context(|| format!("cannot listen on {addr}"))
 }
 
-/// Where the token table lives: `admin_redis`, else the default pool's
+/// Where the admin tables live: `admin_redis`, else the default pool's
 /// first shard.
-async fn token_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Shard> {
+async fn admin_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Shard> {
     let Some(url) = &config.admin_redis else {
-        return tokens::default_shard(live).context("no default pool");
+        return default_shard(live).context("no default pool");
     };
     let shard = Shard::connect("admin", &ShardOptions::new(url.clone()))?;
     shard
@@ -145,7 +147,8 @@ async fn token_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Sha
     Ok(shard)
 }
 
-/// The gateway's background loops.
+/// The gateway's background loops. Each gets its own handles to what the
+/// gateway shares (the live topology, the admin store, the mover's status).
 fn background(
     source: &Source,
     state: &Arc<AppState>,
@@ -153,41 +156,50 @@ fn background(
 ) -> Background {
     let config = &source.config;
     let mut loops = Background::default();
-    let (live, tokens) = (state.live.clone(), state.tokens.clone());
-    let follow = config.admin_redis.is_none().then(|| live.clone());
-    loops.add("token poller", move |stop| {
-        tokens.clone().run(follow.clone(), stop)
-    });
-    let (indexed, index) = (live.clone(), state.tokens.clone());
-    loops.add("queue index", move |stop| {
-        sundial_gateway::admin::index_existing(indexed.clone(), index.clone(), stop)
-    });
-    let (probed, health) = (live.clone(), state.health.clone());
-    loops.add("health probes", move |stop| {
-        health::run(probed.clone(), health.clone(), stop)
-    });
-    if config.pump.enabled {
-        let (pumped, opts, status) = (
-            live.clone(),
-            config.pump_options(),
-            sundial_pumpd::PumpStatus::default(),
-        );
-        loops.add("pumps", move |stop| {
-            sundial_pumpd::run(pumped.clone(), opts.clone(), status.clone(), stop)
+    let every = config.layout_check();
+    {
+        let admin = state.admin.clone();
+        let follow = config.admin_redis.is_none().then(|| state.live.clone());
+        loops.add("token poller", move |stop| {
+            admin.clone().run(follow.clone(), stop)
         });
     }
-    let every = config.layout_check();
+    {
+        let (admin, live) = (state.admin.clone(), state.live.clone());
+        loops.add("queue index", move |stop| {
+            admin.clone().keep_queue_index(live.clone(), stop)
+        });
+    }
+    {
+        let (live, health) = (state.live.clone(), state.health.clone());
+        loops.add("health probes", move |stop| {
+            health::run(live.clone(), health.clone(), stop)
+        });
+    }
+    if config.pump.enabled {
+        let (live, opts) = (state.live.clone(), config.pump_options());
+        let status = sundial_pumpd::PumpStatus::default();
+        loops.add("pumps", move |stop| {
+            sundial_pumpd::run(live.clone(), opts.clone(), status.clone(), stop)
+        });
+    }
     loops.add("reload", source.reload_loop(reloader));
     if config.mover.enabled {
-        let (moved, held, opts) = (live.clone(), state.tokens.clone(), config.mover_options());
+        let (live, admin, status) = (state.live.clone(), state.admin.clone(), state.mover.clone());
+        let opts = config.mover_options();
         loops.add("mover", move |stop| {
-            sundial_router::mover::run(moved.clone(), held.clone(), opts.clone(), every, stop)
+            let (live, admin, status) = (live.clone(), admin.clone(), status.clone());
+            sundial_router::mover::run(live, admin, opts.clone(), status, every, stop)
         });
     }
-    let (drained, retire, homes) = (live, reloader.clone(), state.tokens.clone());
-    loops.add("drains", move |stop| {
-        drain::run(drained.clone(), retire.clone(), homes.clone(), every, stop)
-    });
+    {
+        let (live, admin, mover) = (state.live.clone(), state.admin.clone(), state.mover.clone());
+        let reloader = reloader.clone();
+        loops.add("drains", move |stop| {
+            let (live, reloader) = (live.clone(), reloader.clone());
+            drain::run(live, reloader, admin.clone(), mover.clone(), every, stop)
+        });
+    }
     loops
 }
 

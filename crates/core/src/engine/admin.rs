@@ -1,12 +1,12 @@
-//! Admin operations: the token and limit tables, and rate counters.
+//! Admin operations: the replicated admin tables, the queue index and rate
+//! counters.
 //!
-//! The tables are hashes keyed by a token's field (`<pool>/<ns>/sha256:<hex>`,
-//! see `sundial_router::tokens`): tokens hold a JSON record, limits a JSON
-//! object. A version key counts their changes,
-//! so that gateways reload them only when it moved. Their names depend on
-//! whether the admin Redis is a cluster ([`AdminKeys`]).
+//! The tables ([`AdminTable`]) are hashes of text fields and values, whose
+//! meaning is the router's (`sundial_router::admin`). A version key counts
+//! their changes, so that gateways reload them only when it moved. Their
+//! names depend on whether the admin Redis is a cluster ([`AdminKeys`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use fred::prelude::*;
 
@@ -17,18 +17,13 @@ use crate::{
     scripts::SCRIPTS,
 };
 
-/// The token and limit tables and their version, as read in one
-/// transaction.
+/// Every admin table and their version, as read in one transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AdminTables {
     /// 0 when the version key is missing.
     pub version: i64,
-    /// Field → description.
-    pub tokens: HashMap<String, String>,
-    /// Field → the limit as JSON.
-    pub limits: HashMap<String, String>,
-    /// `<pool>/<ns>` → where its tokens are served from, as JSON.
-    pub homes: HashMap<String, String>,
+    /// Each table's fields and values, as stored.
+    pub tables: BTreeMap<AdminTable, HashMap<String, String>>,
 }
 
 impl Shard {
@@ -110,25 +105,33 @@ impl Shard {
             .await
     }
 
-    /// Both tables and their version, read together, so that a change made
+    /// Every table and their version, read together, so that a change made
     /// in between shows in the next version rather than being lost.
     pub async fn admin_tables(&self) -> Result<AdminTables, EngineError> {
         let names = self.admin_keys();
-        let (version, tokens, limits, homes): (Option<i64>, _, _, _) = self
+        let (version, rows): (Option<i64>, Vec<HashMap<String, String>>) = self
             .idempotent(names.version, |c| async move {
                 let tx = c.multi();
                 let _: () = tx.get(names.version).await?;
-                let _: () = tx.hgetall(names.tokens).await?;
-                let _: () = tx.hgetall(names.limits).await?;
-                let _: () = tx.hgetall(names.homes).await?;
-                tx.exec(true).await
+                for table in AdminTable::ALL {
+                    let _: () = tx.hgetall(names.table(table)).await?;
+                }
+                let mut replies: Vec<fred::types::Value> = tx.exec(true).await?;
+                let rows = replies
+                    .split_off(1)
+                    .into_iter()
+                    .map(fred::types::Value::convert)
+                    .collect::<Result<Vec<HashMap<String, String>>, _>>()?;
+                let version = match replies.pop() {
+                    Some(v) => v.convert()?,
+                    None => None,
+                };
+                Ok((version, rows))
             })
             .await?;
         Ok(AdminTables {
             version: version.unwrap_or(0),
-            tokens,
-            limits,
-            homes,
+            tables: AdminTable::ALL.into_iter().zip(rows).collect(),
         })
     }
 
@@ -208,16 +211,23 @@ impl Shard {
         }
     }
 
-    /// One field of the homes table, read from Redis.
-    pub async fn admin_home(&self, field: &str) -> Result<Option<String>, EngineError> {
-        let key = self.admin_keys().homes;
+    /// One field of a table, read from Redis.
+    pub async fn table_field(
+        &self,
+        table: AdminTable,
+        field: &str,
+    ) -> Result<Option<String>, EngineError> {
+        let key = self.admin_keys().table(table);
         self.idempotent(key, |c| async move { c.hget(key, field).await })
             .await
     }
 
-    /// The token table alone, read from Redis.
-    pub async fn token_table(&self) -> Result<HashMap<String, String>, EngineError> {
-        let key = self.admin_keys().tokens;
+    /// One table, read from Redis.
+    pub async fn table_rows(
+        &self,
+        table: AdminTable,
+    ) -> Result<HashMap<String, String>, EngineError> {
+        let key = self.admin_keys().table(table);
         self.idempotent(key, |c| async move { c.hgetall(key).await })
             .await
     }
@@ -231,13 +241,10 @@ impl Shard {
         let _: fred::types::Value = self
             .idempotent(names.version, |c| async move {
                 let tx = c.multi();
-                for (table, fields) in [
-                    (names.tokens, &tables.tokens),
-                    (names.limits, &tables.limits),
-                    (names.homes, &tables.homes),
-                ] {
+                for (table, fields) in &tables.tables {
                     for (f, v) in fields {
-                        let _: () = tx.hsetnx(table, f.as_str(), v.as_str()).await?;
+                        let key = names.table(*table);
+                        let _: () = tx.hsetnx(key, f.as_str(), v.as_str()).await?;
                     }
                 }
                 let _: () = tx

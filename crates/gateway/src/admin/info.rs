@@ -61,7 +61,7 @@ pub(super) async fn drains(
     let topology = state.live.topology();
     let mut pools = Vec::new();
     for pool in topology.pools() {
-        pools.push(sundial_router::drain::report(pool).await?);
+        pools.push(sundial_router::drain::report(pool, state.mover.of(pool.name())).await?);
     }
     Ok(Json(json!({ "pools": pools })))
 }
@@ -110,7 +110,7 @@ pub(super) async fn pool_status(
         }
     }))
     .await;
-    let drains = match sundial_router::drain::report(pool).await {
+    let drains = match sundial_router::drain::report(pool, state.mover.of(pool.name())).await {
         Ok(r) => json!(r.draining),
         Err(e) => json!({ "error": e.to_string() }),
     };
@@ -121,7 +121,7 @@ pub(super) async fn pool_status(
         "layout": pool.layout(),
         "shards": shards,
         "draining": drains,
-        "mover": sundial_router::mover::status(pool.name()),
+        "mover": state.mover.of(pool.name()),
     })))
 }
 

@@ -10,7 +10,7 @@ use axum::{
     response::IntoResponse,
 };
 use serde_json::json;
-use sundial_router::tokens::{Limit, TokenRef};
+use sundial_router::admin::records::{Limit, TokenRef};
 
 use crate::{api::error::ApiError, state::AppState};
 
@@ -39,7 +39,7 @@ pub(super) async fn create(
     let token = TokenRef::parse(&token);
     let body = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
     let limit = parse(&body.bytes)?;
-    match state.tokens.set_limit(&token, &ns, limit, true).await? {
+    match state.admin.limits().set(&token, &ns, limit, true).await? {
         None => return Err(ApiError::NotFound("token not found")),
         Some(false) => {
             return Err(ApiError::bad(
@@ -62,8 +62,9 @@ pub(super) async fn update(
     let body = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
     let limit = parse(&body.bytes)?;
     if state
-        .tokens
-        .set_limit(&token, &ns, limit, false)
+        .admin
+        .limits()
+        .set(&token, &ns, limit, false)
         .await?
         .is_none()
     {
@@ -79,7 +80,7 @@ pub(super) async fn get(
     Path((ns, token)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
     let token = TokenRef::parse(&token);
-    match state.tokens.limit(&token, &ns) {
+    match state.admin.limits().get(&token, &ns) {
         Some(limit) => Ok(Json(limit)),
         None => Err(ApiError::NotFound("limit not found")),
     }
@@ -91,7 +92,7 @@ pub(super) async fn delete(
     Path((ns, token)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
     let token = TokenRef::parse(&token);
-    state.tokens.delete_limit(&token, &ns).await?;
+    state.admin.limits().delete(&token, &ns).await?;
     Ok(Json(json!({ "msg": "success" })))
 }
 
@@ -99,8 +100,9 @@ pub(super) async fn delete(
 /// token's id (the secret is not stored).
 pub(super) async fn list(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let all: Vec<serde_json::Value> = state
-        .tokens
+        .admin
         .limits()
+        .all()
         .into_iter()
         .map(|(token, limit)| json!({ "namespace": token.ns, "token": token.id(), "limiter": limit }))
         .collect();

@@ -15,7 +15,6 @@ mod queues;
 mod tokens;
 
 pub use info::readiness;
-pub use queues::index_existing;
 
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@
 //! then each listed queue's counters: its cost grows with the queues
 //! listed, not with the pool's keyspace.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc};
 
 use axum::{
     Json,
@@ -23,8 +23,7 @@ use sundial_core::{
     job::{check_namespace, check_queue},
     keys,
 };
-use sundial_router::{LiveTopology, Pool, tokens::TokenStore};
-use tokio_util::sync::CancellationToken;
+use sundial_router::{Pool, placement};
 
 use crate::{
     api::{
@@ -116,9 +115,9 @@ pub(super) async fn list(
     }
     // One more than the page, to know whether another page follows.
     let mut queues = state
-        .tokens
-        .redis()
-        .indexed_queues(pool.name(), &ns, cursor.as_deref(), limit + 1)
+        .admin
+        .queues()
+        .page(pool.name(), &ns, cursor.as_deref(), limit + 1)
         .await?;
     let more = queues.len() as u64 > limit;
     queues.truncate(limit as usize);
@@ -131,7 +130,7 @@ pub(super) async fn list(
     let next = more.then(|| queues.last().cloned());
     // The namespace's move to another pool, if it has one (the dashboard
     // shows it above the queues).
-    let moved = state.tokens.home(pool.name(), &ns).map(|h| {
+    let moved = state.admin.homes().get(pool.name(), &ns).map(|h| {
         json!({ "from": h.from, "to": h.to, "state": h.state.as_str(), "since_ms": h.since_ms })
     });
     Ok(Json(json!({
@@ -166,7 +165,8 @@ pub(super) async fn namespaces(
 ) -> Result<impl IntoResponse, ApiError> {
     let pool = pool(&state, &Params::new(&uri))?;
     let namespaces = state
-        .tokens
+        .admin
+        .tokens()
         .namespaces(pool.name())
         .ok_or_else(ApiError::tokens_not_loaded)?;
     Ok(Json(
@@ -228,7 +228,7 @@ pub(super) async fn dead_list(
         Some(c) => parse_dead_cursor(&c).ok_or(ApiError::bad("invalid cursor"))?,
         None => (0, 0),
     };
-    let places = pool.queue_places(&ns, &queue);
+    let places = placement::queue_places(&pool, &ns, &queue);
     let qualified = keys::qualified(&ns, &queue);
     let mut jobs = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -350,7 +350,7 @@ async fn pick(
     let mut missing = Vec::new();
     if pick.all {
         let limit = pick.limit.unwrap_or(u64::MAX);
-        for (shard, slot) in pool.queue_places(&ns, &queue) {
+        for (shard, slot) in placement::queue_places(&pool, &ns, &queue) {
             if done >= limit {
                 break;
             }
@@ -376,7 +376,7 @@ async fn pick(
                 .push(id.as_str().to_owned());
         }
         for (slot, mut ids) in by_slot {
-            for shard in pool.locations(slot) {
+            for shard in placement::slot_places(&pool, slot) {
                 if ids.is_empty() {
                     break;
                 }
@@ -415,59 +415,4 @@ async fn pick(
     answer.insert("not_found".to_owned(), missing.into());
     answer.insert("deadletter_size".to_owned(), left.into());
     Ok(Json(answer))
-}
-
-/// Adds to the queue indexes every queue the pools' slots hold, once, at
-/// start (queues published before the index existed, or by gateways of an
-/// older version); asked again every 10 s until it succeeds. Later queues
-/// are added as they are published to.
-pub async fn index_existing(
-    live: Arc<LiveTopology>,
-    tokens: Arc<TokenStore>,
-    stop: CancellationToken,
-) {
-    const AGAIN: Duration = Duration::from_secs(10);
-    loop {
-        match index_once(&live, &tokens).await {
-            Ok(n) => {
-                tracing::debug!(queues = n, "queue index updated from the slots");
-                break;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot update the queue index from the slots; trying again in 10 s");
-            }
-        }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(AGAIN) => {}
-        }
-    }
-    stop.cancelled().await;
-}
-
-async fn index_once(
-    live: &LiveTopology,
-    tokens: &TokenStore,
-) -> Result<usize, sundial_core::EngineError> {
-    let topology = live.topology();
-    let redis = tokens.redis();
-    let mut n = 0;
-    for pool in topology.pools() {
-        let mut by_ns: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (shard, slots) in pool.groups() {
-            for qualified in shard.slot_queues(slots).await? {
-                if let Some((ns, queue)) = keys::parse_qualified(&qualified) {
-                    by_ns
-                        .entry(ns.to_owned())
-                        .or_default()
-                        .push(queue.to_owned());
-                }
-            }
-        }
-        for (ns, queues) in by_ns {
-            n += queues.len();
-            redis.index_queues(pool.name(), &ns, &queues).await?;
-        }
-    }
-    Ok(n)
 }

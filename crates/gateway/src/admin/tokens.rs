@@ -15,8 +15,8 @@ use serde_json::json;
 use sundial_core::job::check_namespace;
 use sundial_router::{
     Grant, Token,
+    admin::records::{TokenInfo, TokenRef},
     token::MIN_CUSTOM_SECRET,
-    tokens::{TokenInfo, TokenRef},
 };
 
 use crate::{api::error::ApiError, state::AppState};
@@ -98,8 +98,9 @@ pub(super) async fn create(
     // lives here under the other pool's tokens: a token of this pool would
     // name a second tenant of the same name beside it.
     if let Some((from, _, _)) = state
-        .tokens
+        .admin
         .homes()
+        .all()
         .into_iter()
         .find(|(p, n, h)| *n == ns && *p != pool && h.to == pool)
     {
@@ -118,7 +119,8 @@ pub(super) async fn create(
         None => Grant::full(),
     };
     let Some(info) = state
-        .tokens
+        .admin
+        .tokens()
         .create(&token, &ns, &description, &grant)
         .await?
     else {
@@ -153,7 +155,7 @@ pub(super) async fn list(
 ) -> Result<impl IntoResponse, ApiError> {
     check_ns(&ns)?;
     let pool = pool_param(&state, &query)?;
-    let found = state.tokens.list(&pool, &ns).await?;
+    let found = state.admin.tokens().list(&pool, &ns).await?;
     let tokens: serde_json::Map<String, serde_json::Value> = found
         .iter()
         .map(|t| (t.id(), t.description.clone().into()))
@@ -169,7 +171,12 @@ pub(super) async fn delete(
     Path((ns, token)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_ns(&ns)?;
-    if state.tokens.delete(&TokenRef::parse(&token), &ns).await? {
+    if state
+        .admin
+        .tokens()
+        .delete(&TokenRef::parse(&token), &ns)
+        .await?
+    {
         tracing::info!(ns, "token deleted");
     }
     Ok(StatusCode::NO_CONTENT)
@@ -181,7 +188,12 @@ pub(super) async fn get_scope(
     Path((ns, token)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_ns(&ns)?;
-    match state.tokens.find(&TokenRef::parse(&token), &ns).await? {
+    match state
+        .admin
+        .tokens()
+        .find(&TokenRef::parse(&token), &ns)
+        .await?
+    {
         Some(info) => Ok(Json(describe(&info))),
         None => Err(ApiError::NotFound("token not found")),
     }
@@ -232,7 +244,8 @@ pub(super) async fn set_scope(
     )
     .map_err(ApiError::bad)?;
     match state
-        .tokens
+        .admin
+        .tokens()
         .set_grant(&TokenRef::parse(&token), &ns, &grant)
         .await?
     {
@@ -250,6 +263,6 @@ pub(super) async fn set_scope(
 pub(super) async fn migrate(
     State(state): State<Arc<AppState>>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let migrated = state.tokens.migrate().await?;
+    let migrated = state.admin.tokens().migrate().await?;
     Ok(Json(json!({ "migrated": migrated })))
 }

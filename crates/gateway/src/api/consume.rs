@@ -80,7 +80,7 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
 /// again whenever this gateway's copy of the homes table or its topology
 /// changes (no Redis call, no timer).
 async fn rerouted(state: &AppState, tenant: &Tenant, route: &(String, Option<String>)) {
-    let mut homes = state.tokens.home_changes();
+    let mut homes = state.admin.homes().changes();
     let mut topology = state.live.changes();
     loop {
         if tenant.route_now(state) != *route {
@@ -162,20 +162,12 @@ async fn take(
         let qualified = keys::qualified(&tenant.ns, q);
         // Each pool's slots from a random one (both pools while the
         // namespace moves).
-        let mut places: Vec<(u32, &Shard)> = Vec::new();
-        for pool in tenant.pools() {
-            let slots = pool.queue_slots(&tenant.ns, q);
-            let start = match slots.len() {
-                0 | 1 => 0,
-                n => rand::random_range(0..n),
-            };
-            places.extend(
-                slots[start..]
-                    .iter()
-                    .chain(&slots[..start])
-                    .flat_map(|&slot| pool.locations(slot).into_iter().map(move |s| (slot, s))),
-            );
-        }
+        let places: Vec<(u32, &Shard)> = tenant
+            .pools
+            .queue_places_from(&tenant.ns, q, |n| rand::random_range(0..n))
+            .into_iter()
+            .map(|(shard, slot)| (slot, shard))
+            .collect();
         let mut places = std::pin::pin!(ready_first(places, &qualified));
         while let Some((slot, shard)) = places.next().await {
             let want = p.count - out.len() as u32;
@@ -232,7 +224,7 @@ fn ready_first<'a>(
 
 fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {
     for d in &jobs {
-        let h = super::queue_metrics::of(tenant.pool.name(), &tenant.ns, d.job.queue_name());
+        let h = super::queue_metrics::of(tenant.pool().name(), &tenant.ns, d.job.queue_name());
         h.count(super::queue_metrics::Event::Consumed, 1);
         if d.first {
             // Publish to first delivery, delay included, on the shard's clock.

@@ -26,6 +26,8 @@ use super::{
     tenant::Tenant,
     throttle::{self, Action},
 };
+use sundial_router::placement::NamespacePools;
+
 use crate::state::AppState;
 
 /// Versioned ids and attributes, from `Enable-Job-Version: YES` and
@@ -122,7 +124,7 @@ fn published(
     n: usize,
     answer: serde_json::Value,
 ) -> Response {
-    super::queue_metrics::published(&state.tokens, tenant, queue, n as u64);
+    super::queue_metrics::published(&state.admin, tenant, queue, n as u64);
     (StatusCode::CREATED, Json(answer)).into_response()
 }
 
@@ -173,7 +175,7 @@ async fn publish_one(
 ) -> Result<Response, ApiError> {
     let (p, body) = Publication::parse(state, tenant, req)?;
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
-    let (lane, job) = p.job(None, tenant.pool.lanes(), body.bytes.clone());
+    let (lane, job) = p.job(None, tenant.pool().lanes(), body.bytes.clone());
     store(state, tenant, &p, lane, std::slice::from_ref(&job)).await?;
     Ok(published(
         state,
@@ -217,7 +219,7 @@ async fn publish_bulk(
     if items.iter().any(|i| i.get().len() > MAX_BODY_BYTES) {
         return Err(ApiError::TooLarge("job too large"));
     }
-    let lanes = tenant.pool.lanes();
+    let lanes = tenant.pool().lanes();
     let lane = rand::random_range(0..lanes);
     let jobs: Vec<NewJob> = items
         .iter()
@@ -249,7 +251,7 @@ pub(super) async fn republish(
     let (p, body) = Publication::parse(&state, &tenant, req)?;
     let old = super::jobs::job_id(&tenant)?;
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
-    let lanes = tenant.pool.lanes();
+    let lanes = tenant.pool().lanes();
     let (lane, job) = p.job(Some(old.lane(lanes)), lanes, body.bytes.clone());
     let pool = tenant.write_pool(&state)?;
     let slot = pool.slot_of(&tenant.ns, p.queue, lane);
@@ -262,17 +264,17 @@ pub(super) async fn republish(
     // goes after the new one is stored (a crash in between leaves both,
     // never neither).
     if !existed {
-        // (And in the pool the namespace moves from, while it moves.)
-        let mut others: Vec<(&sundial_core::Shard, u32)> = pool
-            .locations(slot)
+        // (And in the pool the namespace moves from, while it moves.) The
+        // pool written to as the topology is now.
+        let now = NamespacePools {
+            writes: pool.clone(),
+            also: tenant.pools.also.clone(),
+        };
+        let others: Vec<(&sundial_core::Shard, u32)> = now
+            .job_places_once(&tenant.ns, p.queue, &old)
             .into_iter()
-            .filter(|s| !s.same(written))
-            .map(|s| (s, slot))
+            .filter(|(s, n)| !(s.same(written) && *n == slot))
             .collect();
-        if let Some(also) = &tenant.also {
-            let s = also.slot_of(&tenant.ns, p.queue, old.lane(also.lanes()));
-            others.extend(also.locations(s).into_iter().map(|sh| (sh, s)));
-        }
         let mut deleted = others.is_empty();
         for (other, s) in others {
             if other.delete(s, &qualified, &old).await? {

@@ -23,7 +23,7 @@ pub(crate) async fn counts_of(
 ) -> Result<Counts, ApiError> {
     let qualified = keys::qualified(ns, queue);
     let mut total = Counts::default();
-    for (shard, slot) in pool.queue_places(ns, queue) {
+    for (shard, slot) in sundial_router::placement::queue_places(pool, ns, queue) {
         total.add(&shard.counts(slot, &qualified).await?);
     }
     Ok(total)
@@ -67,7 +67,7 @@ pub(super) async fn stats(
 ) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let c = counts(&tenant, queue).await?;
-    let mut out = stats_of(&state, tenant.pool.name(), &tenant.ns, queue, &c, false);
+    let mut out = stats_of(&state, tenant.pool().name(), &tenant.ns, queue, &c, false);
     out["namespace"] = tenant.ns.clone().into();
     Ok(Json(out))
 }

@@ -9,19 +9,11 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, LazyLock, RwLock},
-};
-
-use std::{
-    sync::{
-        OnceLock,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Instant,
+    sync::{Arc, LazyLock, OnceLock, RwLock},
 };
 
 use metrics::{Counter, Histogram};
-use sundial_router::tokens::TokenStore;
+use sundial_router::admin::{AdminStore, queues::Listed};
 
 /// What is counted per queue.
 #[derive(Debug, Clone, Copy)]
@@ -48,17 +40,9 @@ pub(super) struct Handles {
     /// `sundial_job_first_delivery_seconds`
     first_delivery: OnceLock<Histogram>,
     /// When this process last added the queue to its namespace's queue
-    /// index (ms since [`EPOCH`], 0 = never): see [`published`].
-    indexed: AtomicU64,
+    /// index: see [`published`].
+    listed: Listed,
 }
-
-/// The start of this process's clock for [`Handles::indexed`].
-static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
-/// How often a process adds a queue it publishes to to the index again
-/// (the index may have been lost with its Redis).
-const REINDEX_MS: u64 = 10 * 60 * 1000;
-/// How soon after a failed addition it is tried again.
-const REINDEX_RETRY_MS: u64 = 10 * 1000;
 
 impl Handles {
     fn new(pool: &str, ns: &str, queue: &str) -> Self {
@@ -70,39 +54,8 @@ impl Handles {
             ],
             counters: Default::default(),
             first_delivery: OnceLock::new(),
-            indexed: AtomicU64::new(0),
+            listed: Listed::default(),
         }
-    }
-
-    /// Adds the queue to its namespace's index in the admin Redis, in the
-    /// background, unless this process did so within [`REINDEX_MS`]. A
-    /// publish neither waits for it nor fails with it; a failed addition is
-    /// tried again on a publish [`REINDEX_RETRY_MS`] later.
-    fn index(self: &Arc<Self>, tokens: &TokenStore) {
-        let now = EPOCH.elapsed().as_millis() as u64 + REINDEX_MS;
-        let last = self.indexed.load(Ordering::Relaxed);
-        if last != 0 && now < last + REINDEX_MS {
-            return;
-        }
-        if self
-            .indexed
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-        {
-            return; // another request of this queue does it
-        }
-        let (redis, this) = (tokens.redis(), self.clone());
-        tokio::spawn(async move {
-            let [(_, pool), (_, ns), (_, queue)] = &this.labels;
-            if let Err(e) = redis
-                .index_queues(pool, ns, std::slice::from_ref(queue))
-                .await
-            {
-                tracing::debug!(pool, ns, queue, error = %e, "cannot add the queue to its index; trying again later");
-                this.indexed
-                    .store(now - REINDEX_MS + REINDEX_RETRY_MS, Ordering::Relaxed);
-            }
-        });
     }
 
     pub(super) fn count(&self, event: Event, n: u64) {
@@ -159,14 +112,15 @@ pub(super) fn of(pool: &str, ns: &str, queue: &str) -> Arc<Handles> {
 
 /// Counts `n` jobs published to `queue`, and keeps the queue in its
 /// namespace's index (for the admin listing).
-pub(super) fn published(tokens: &TokenStore, tenant: &super::tenant::Tenant, queue: &str, n: u64) {
-    let h = of(tenant.pool.name(), &tenant.ns, queue);
+pub(super) fn published(admin: &AdminStore, tenant: &super::tenant::Tenant, queue: &str, n: u64) {
+    let (pool, ns) = (tenant.pool().name(), tenant.ns.as_str());
+    let h = of(pool, ns, queue);
     h.count(Event::Published, n);
-    h.index(tokens);
+    admin.queues().note(&h.listed, pool, ns, queue);
 }
 
 /// Adds `n` jobs of `queue` to one of the `sundial_jobs_*_total` counters
 /// (labels: pool, namespace, queue).
 pub(super) fn count(event: Event, tenant: &super::tenant::Tenant, queue: &str, n: u64) {
-    of(tenant.pool.name(), &tenant.ns, queue).count(event, n);
+    of(tenant.pool().name(), &tenant.ns, queue).count(event, n);
 }

@@ -13,8 +13,8 @@ use sundial_core::Shard;
 use sundial_core::job::check_namespace;
 use sundial_router::{
     Pool, Scope, Token,
-    homes::MoveState,
-    tokens::{Access, Check},
+    admin::tokens::{Access, Check},
+    placement::{self, NamespacePools, Unplaced},
 };
 
 use super::{error::ApiError, params::Params};
@@ -24,12 +24,12 @@ use crate::state::AppState;
 #[derive(Debug)]
 pub struct Tenant {
     pub ns: String,
-    /// Where the namespace's jobs are written: the token's pool, or the
-    /// pool its namespace moved (or moves) to (`sundial_router::homes`).
-    pub pool: Arc<Pool>,
-    /// While the namespace moves between pools: the other pool, which
-    /// reads (by id, queue-wide, consumes, long polls) cover too.
-    pub also: Option<Arc<Pool>>,
+    /// The pools that may hold the namespace's jobs: where they are written
+    /// (the token's pool, or the pool its namespace moved or moves to) and,
+    /// while it moves between pools, the other one, which reads (by id,
+    /// queue-wide, consumes, long polls) cover too
+    /// (`sundial_router::placement`).
+    pub pools: NamespacePools,
     pub token: Token,
     /// What the token may do, as found when the request arrived.
     pub access: Arc<Access>,
@@ -95,58 +95,48 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
             return Err(ApiError::Unauthorized("token not found"));
         };
         let token = Token::parse(&raw);
-        let topology = state.live.topology();
-        let home = state.tokens.home(&token.pool, &ns);
-        let (writes, also) = match &home {
-            Some(h) => (h.writes(), h.also_reads()),
-            None => (token.pool.as_str(), None),
-        };
+        let home = state.admin.homes().get(&token.pool, &ns);
         let needs = needs(&parts.method, matched(parts));
-        let check = state.tokens.check(&token, &ns);
-        // While the namespace moves, its jobs may be in a pool this
-        // gateway's config lacks: an ack or peek here would miss them.
-        // Said only to a token that may make this request.
-        let missing = home
-            .as_ref()
-            .filter(|h| h.state != MoveState::Moved)
-            .and_then(|h| h.holding().into_iter().find(|p| topology.pool(p).is_none()));
-        if let Some(missing) = missing {
-            return match &check {
-                Check::Valid(access) => {
-                    permits(access, needs, &queue)?;
-                    Err(ApiError::Unserved(format!(
-                        "namespace {ns} is moving to another pool, and this gateway's config lacks pool {missing}: retry later"
-                    )))
-                }
-                Check::Invalid => Err(ApiError::Unauthorized("invalid token")),
-                Check::Unknown => Err(ApiError::tokens_not_loaded()),
-            };
-        }
-        let Some(pool) = topology.pool(writes).cloned() else {
-            return Err(ApiError::NotFound("pool not found"));
-        };
-        // Announced, a gateway whose config lacks the new pool reads only
-        // the old one, where every gateway writes (it holds the move at
-        // `announced`: see `homes`).
-        let also = also.and_then(|p| topology.pool(p).cloned());
-        match check {
-            Check::Valid(access) => {
+        let check = state.admin.tokens().check(&token, &ns);
+        let pools = match NamespacePools::resolve(
+            &state.live.topology(),
+            &token.pool,
+            home.as_ref(),
+        ) {
+            Ok(pools) => pools,
+            // Its jobs may be in a pool this gateway's config lacks: an ack
+            // or peek here would miss them. Said only to a token that may
+            // make this request.
+            Err(Unplaced::Missing(missing)) => {
+                let access = valid(check)?;
                 permits(&access, needs, &queue)?;
-                Ok(Self {
-                    ns,
-                    pool,
-                    also,
-                    token,
-                    access,
-                    needs,
-                    queue,
-                    job_id,
-                    params,
-                })
+                return Err(ApiError::Unserved(format!(
+                    "namespace {ns} is moving to another pool, and this gateway's config lacks pool {missing}: retry later"
+                )));
             }
-            Check::Invalid => Err(ApiError::Unauthorized("invalid token")),
-            Check::Unknown => Err(ApiError::tokens_not_loaded()),
-        }
+            Err(Unplaced::NoPool) => return Err(ApiError::NotFound("pool not found")),
+        };
+        let access = valid(check)?;
+        permits(&access, needs, &queue)?;
+        Ok(Self {
+            ns,
+            pools,
+            token,
+            access,
+            needs,
+            queue,
+            job_id,
+            params,
+        })
+    }
+}
+
+/// The token's access, or why it has none.
+fn valid(check: Check) -> Result<Arc<Access>, ApiError> {
+    match check {
+        Check::Valid(access) => Ok(access),
+        Check::Invalid => Err(ApiError::Unauthorized("invalid token")),
+        Check::Unknown => Err(ApiError::tokens_not_loaded()),
     }
 }
 
@@ -159,33 +149,30 @@ fn matched(parts: &Parts) -> &str {
 }
 
 impl Tenant {
+    /// The pool the namespace's jobs are written to.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pools.writes
+    }
+
     /// The pools that may hold the namespace's jobs: where it writes, then
     /// the other one while it moves.
     pub fn pools(&self) -> impl Iterator<Item = &Arc<Pool>> {
-        std::iter::once(&self.pool).chain(self.also.as_ref())
+        self.pools.pools()
     }
 
     /// Where the namespace's requests go now, by this gateway's copy of the
     /// homes table: (the pool written to, the other pool read while it
     /// moves). A long poll compares it with the request's.
     pub fn route_now(&self, state: &AppState) -> (String, Option<String>) {
-        let topology = state.live.topology();
-        match state.tokens.home(&self.token.pool, &self.ns) {
-            Some(h) => (
-                h.writes().to_owned(),
-                h.also_reads()
-                    .filter(|p| topology.pool(p).is_some())
-                    .map(str::to_owned),
-            ),
-            None => (self.token.pool.clone(), None),
-        }
+        let home = state.admin.homes().get(&self.token.pool, &self.ns);
+        placement::route_names(&state.live.topology(), &self.token.pool, home.as_ref())
     }
 
     /// The request's route, as [`Self::route_now`] gives it.
     pub fn route(&self) -> (String, Option<String>) {
         (
-            self.pool.name().to_owned(),
-            self.also.as_ref().map(|p| p.name().to_owned()),
+            self.pool().name().to_owned(),
+            self.pools.also.as_ref().map(|p| p.name().to_owned()),
         )
     }
 
@@ -194,51 +181,33 @@ impl Tenant {
     /// A namespace whose writes went to another pool meanwhile gets 503,
     /// nothing stored: its job ids were made for the other pool's lanes.
     pub fn write_pool(&self, state: &AppState) -> Result<Arc<Pool>, ApiError> {
-        let name = state
-            .tokens
-            .home(&self.token.pool, &self.ns)
-            .map_or_else(|| self.token.pool.clone(), |h| h.writes().to_owned());
-        if name != self.pool.name() {
+        let home = state.admin.homes().get(&self.token.pool, &self.ns);
+        let (name, _) = placement::route(&self.token.pool, home.as_ref());
+        if name != self.pool().name() {
             return Err(ApiError::Busy);
         }
         state
-            .current_pool(&name)
+            .current_pool(name)
             .ok_or(ApiError::NotFound("pool not found"))
     }
 
     /// Every (shard, slot) that may hold the job `id` of `queue`, in the
-    /// order to look: in each pool, its slot where it is written now, then
-    /// where it drains from; and then, when there are several, all but the
-    /// last once more. The mover carries a job from an older place to a
-    /// newer one, and stores the copy before the job leaves the older
-    /// place (a `settle` later), so a job missed at a newer place and then
-    /// gone from the older one by the time it is looked for there is at the
-    /// newer place by then: the second pass finds it, and an ack of a job
-    /// that exists never does nothing. It costs only lookups that missed.
+    /// order to look, with a second look (see `sundial_router::placement`).
     pub fn job_places(&self, queue: &str, id: &sundial_core::JobId) -> Vec<(&Shard, u32)> {
-        let mut out = Vec::new();
-        for pool in self.pools() {
-            let slot = pool.slot_of(&self.ns, queue, id.lane(pool.lanes()));
-            out.extend(pool.locations(slot).into_iter().map(|s| (s, slot)));
-        }
-        let again = out.len().saturating_sub(1);
-        out.extend_from_within(..again);
-        out
+        self.pools.job_places(&self.ns, queue, id)
     }
 
     /// Every (shard, slot) that may hold jobs of `queue`, in both pools
     /// while the namespace moves.
     pub fn queue_places(&self, queue: &str) -> Vec<(&Shard, u32)> {
-        self.pools()
-            .flat_map(|p| p.queue_places(&self.ns, queue))
-            .collect()
+        self.pools.queue_places(&self.ns, queue)
     }
 
     /// Whether the token still holds what this request needs, by this
     /// gateway's copy of the table now: a long poll asks again each time it
     /// wakes, so a token revoked or narrowed meanwhile takes no job.
     pub fn still_permitted(&self, state: &AppState) -> Result<(), ApiError> {
-        match state.tokens.check(&self.token, &self.ns) {
+        match state.admin.tokens().check(&self.token, &self.ns) {
             Check::Valid(access) => permits(&access, self.needs, &self.queue),
             Check::Invalid => Err(ApiError::Unauthorized("invalid token")),
             // The table was loaded once, so it cannot be unknown again.

@@ -42,11 +42,11 @@ pub(super) async fn limited<T>(
     }
     let key = keys::rate(&tenant.token.pool, &tenant.ns, &tenant.access.id, tag);
     let window_ms = limit.interval.saturating_mul(1000);
-    let redis = state.tokens.redis();
+    let redis = state.admin.redis();
     match redis.rate(&key, window_ms, 1).await {
         Ok(n) if n > max => {
             refund(state, &key, window_ms).await;
-            metrics::counter!("sundial_rate_limited_total", "pool" => tenant.pool.name().to_owned(), "action" => verb)
+            metrics::counter!("sundial_rate_limited_total", "pool" => tenant.pool().name().to_owned(), "action" => verb)
                 .increment(1);
             Err(ApiError::TooMany(format!(
                 "token({}) {verb} reach the limit rate, please retry later",
@@ -68,7 +68,7 @@ pub(super) async fn limited<T>(
 }
 
 async fn refund(state: &AppState, key: &str, window_ms: u64) {
-    if let Err(e) = state.tokens.redis().rate(key, window_ms, -1).await {
+    if let Err(e) = state.admin.redis().rate(key, window_ms, -1).await {
         tracing::warn!(error = %e, "cannot refund a rate-limit count");
     }
 }
