@@ -198,7 +198,7 @@ pub fn route_names(
 /// into or out of `pool`, nor once its tokens of `pool` are served from
 /// elsewhere (an import there would store jobs nobody is served). `homes`:
 /// every (token pool, namespace, home).
-pub fn settled_in(homes: &[(String, String, Home)], pool: &str, ns: &str) -> Result<(), String> {
+pub fn wholly_in(homes: &[(String, String, Home)], pool: &str, ns: &str) -> Result<(), String> {
     for (token_pool, _, home) in homes.iter().filter(|(_, n, _)| n == ns) {
         if home.state != MoveState::Moved && (home.from == pool || home.to == pool) {
             return Err(format!(
@@ -348,7 +348,7 @@ pub fn transit_place<'a>(
             let shard = slot_places(pool, slot)
                 .into_iter()
                 .find(|s| s.name() == name)
-                .unwrap_or_else(|| pool.home_of(slot));
+                .unwrap_or_else(|| pool.current_shard(slot));
             Some((shard, slot))
         }
     }
@@ -544,7 +544,7 @@ mod tests {
             }
             let writes = &pools.writes;
             let slot = writes.slot_of("ns", "q", id.lane(writes.lanes()));
-            prop_assert_eq!(&once[0], &(writes.home_of(slot).name().to_owned(), slot));
+            prop_assert_eq!(&once[0], &(writes.current_shard(slot).name().to_owned(), slot));
             // A queue-wide lookup covers every place of every lane.
             let queue = named(&pools.queue_places("ns", "q"));
             prop_assert!(once.iter().all(|p| queue.contains(p)));

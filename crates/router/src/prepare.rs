@@ -1,5 +1,6 @@
 //! Preparing a topology, at start and on every reload: connect, check every
-//! shard, settle which earlier layouts still drain, build it whole, pin it.
+//! shard, work out which earlier layouts still drain, build it whole, pin
+//! it, and choose the layout each pool writes to.
 //! Nothing is swapped in here.
 
 use std::{
@@ -83,7 +84,7 @@ async fn prepare_connected(
             let wait = deadline.saturating_duration_since(Instant::now());
             check_shard(name, shard, pool, reused, wait).await?;
         }
-        draining.insert(name.clone(), settle_layouts(name, pool, connected).await?);
+        draining.insert(name.clone(), draining_layouts(name, pool, connected).await?);
     }
     let topology = Topology::new(pools, shards.clone(), &draining)?;
     // Pinned only once the whole topology is valid.
@@ -96,11 +97,11 @@ async fn prepare_connected(
     // Which layout writes go to: on a reload, the one they went to (the
     // drain loop moves them on once every gateway knows the new layout);
     // at start, the newest layout every live gateway knows.
-    let unsettled: Vec<_> = match previous {
+    let to_choose: Vec<_> = match previous {
         Some(before) => topology.keep_writes_of(before),
         None => topology.pools().collect(),
     };
-    for pool in unsettled {
+    for pool in to_choose {
         crate::writes::choose(pool, Some(crate::view::INSTANCE.as_str())).await?;
     }
     Ok(topology)
@@ -162,7 +163,7 @@ async fn check_shard(
 /// gateway knows the new one. Also in a pool that holds no jobs now. (A
 /// layout leaves the list once no gateway may write to it and its moved
 /// slots are empty: see `crate::drain`.)
-async fn settle_layouts(
+async fn draining_layouts(
     name: &str,
     pool: &PoolConfig,
     shards: &[Shard],

@@ -46,8 +46,9 @@ pub struct Desired {
 /// Reads the config file (from the path given, or the environment alone).
 pub type Load = dyn Fn(Option<&std::path::Path>) -> anyhow::Result<Desired> + Send + Sync;
 
-/// How long file events settle before a reload (editors write in steps).
-const SETTLE: Duration = Duration::from_millis(200);
+/// How long a burst of file events is let pass before a reload (editors
+/// write in steps).
+const DEBOUNCE: Duration = Duration::from_millis(200);
 
 pub struct Reloader {
     path: Option<PathBuf>,
@@ -192,10 +193,10 @@ impl Reloader {
                     let _ = self.reload("SIGHUP").await;
                 }
                 Some(()) = rx.recv() => {
-                    // Let a burst of events settle, then reload only if the
+                    // Let a burst of events pass, then reload only if the
                     // content really changed (editors and Kubernetes touch
                     // files and links without changing them).
-                    tokio::time::sleep(SETTLE).await;
+                    tokio::time::sleep(DEBOUNCE).await;
                     while rx.try_recv().is_ok() {}
                     let now = self.path.as_ref().and_then(|p| std::fs::read(p).ok());
                     if now.is_some() && now != last {

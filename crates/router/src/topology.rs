@@ -140,13 +140,13 @@ impl Pool {
         let ring = &self.rings[self.write.load(Ordering::Acquire).min(self.rings.len() - 1)];
         match ring.shard_of(slot) {
             Some(i) => &self.shards[i],
-            None => self.home_of(slot),
+            None => self.current_shard(slot),
         }
     }
 
     /// The shard the current layout gives `slot`, where it is written once
     /// every gateway knows that layout.
-    pub fn home_of(&self, slot: u32) -> &Shard {
+    pub fn current_shard(&self, slot: u32) -> &Shard {
         // Validation guarantees a shard with weight, so the ring answers.
         &self.shards[self.rings[0].shard_of(slot).unwrap_or(0)]
     }
@@ -358,20 +358,20 @@ impl Topology {
     /// holds writes on the one every gateway knew until `crate::drain`
     /// finds that every live gateway knows the new one too.
     /// Returns the pools where that layout is gone (they write to the
-    /// current one until settled again).
+    /// current one until chosen again).
     pub fn keep_writes_of(&self, previous: &Topology) -> Vec<&Arc<Pool>> {
-        let mut unsettled = Vec::new();
+        let mut lost = Vec::new();
         for pool in self.pools() {
             if let Some(before) = previous.pool(pool.name()) {
                 let kept = before.write_layout();
                 if pool.layouts().any(|l| l == kept) {
                     pool.set_write_layout(kept);
                 } else {
-                    unsettled.push(pool);
+                    lost.push(pool);
                 }
             }
         }
-        unsettled
+        lost
     }
 
     /// Every shard of every pool.

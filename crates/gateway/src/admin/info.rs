@@ -83,7 +83,7 @@ pub(super) async fn pool_status(
     let shards = futures::future::join_all(pool.shards().map(|shard| {
         let held = pool.slots_on(shard);
         let current = (0..pool.slots())
-            .filter(|s| pool.home_of(*s).same(shard))
+            .filter(|s| pool.current_shard(*s).same(shard))
             .count();
         let health = health.get(shard.name()).cloned();
         // Shards are named `<pool>/<name>`; the layout names them bare.

@@ -293,9 +293,9 @@ async fn lists(
 }
 
 /// Refuses (409) to export or import `ns` in `pool` unless its jobs are
-/// all there and served from there ([`placement::settled_in`]).
-fn settled_in(state: &AppState, pool: &Pool, ns: &str) -> Result<(), ApiError> {
-    placement::settled_in(&state.admin.homes().all(), pool.name(), ns).map_err(ApiError::Conflict)
+/// all there and served from there ([`placement::wholly_in`]).
+fn wholly_in(state: &AppState, pool: &Pool, ns: &str) -> Result<(), ApiError> {
+    placement::wholly_in(&state.admin.homes().all(), pool.name(), ns).map_err(ApiError::Conflict)
 }
 
 /// `GET /namespaces/{ns}/export?pool=`: the namespace's jobs as NDJSON
@@ -308,7 +308,7 @@ pub(super) async fn export(
     uri: Uri,
 ) -> Result<Response, ApiError> {
     let (_, pool) = namespace_route(&state, &ns, &uri)?;
-    settled_in(&state, &pool, &ns)?;
+    wholly_in(&state, &pool, &ns)?;
     let places = places(&state, &pool, &ns).await?;
     // A few chunks in flight: the walk goes at the pace the client reads.
     let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -498,7 +498,7 @@ pub(super) async fn import(
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
     let (_, pool) = namespace_route(&state, &ns, &uri)?;
-    settled_in(&state, &pool, &ns)?;
+    wholly_in(&state, &pool, &ns)?;
     // A few imports at a time (a body may take long to arrive), each with
     // room for a line and the jobs held from the budget all bodies share.
     let _turn = IMPORTS.try_acquire().map_err(|_| ApiError::Busy)?;

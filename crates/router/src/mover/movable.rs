@@ -56,7 +56,7 @@ pub(super) async fn movable(
             pool: pool.clone(),
             from: from.clone(),
             slot,
-            dest: Dest::Shard(pool.home_of(slot).name().to_owned()),
+            dest: Dest::Shard(pool.current_shard(slot).name().to_owned()),
             what: What::Slot,
         });
     }
@@ -109,16 +109,16 @@ async fn written(pool: &Pool) -> Result<HashSet<Layout>, String> {
 async fn hold_back(pool: &Pool, out: &mut Vec<Move>) -> usize {
     let mut by_dest: HashMap<String, (&Shard, Vec<u32>)> = HashMap::new();
     for m in out.iter() {
-        let home = pool.home_of(m.slot);
+        let now = pool.current_shard(m.slot);
         by_dest
-            .entry(home.name().to_owned())
-            .or_insert_with(|| (home, Vec::new()))
+            .entry(now.name().to_owned())
+            .or_insert_with(|| (now, Vec::new()))
             .1
             .push(m.slot);
     }
     let mut held_back: HashSet<(String, u32)> = HashSet::new();
-    for (name, (home, slots)) in by_dest {
-        let counts = home.slot_transit(&slots).await.unwrap_or_default();
+    for (name, (now, slots)) in by_dest {
+        let counts = now.slot_transit(&slots).await.unwrap_or_default();
         for (i, &slot) in slots.iter().enumerate() {
             if counts.get(i).is_none_or(|n| *n > 0) {
                 held_back.insert((name.clone(), slot));

@@ -54,6 +54,41 @@ pub async fn start(
     ns: &str,
     to: &str,
 ) -> Result<Home, StartError> {
+    let (current, from) = may_start(topology, admin, token_pool, ns, to)?;
+    let home = Home {
+        to: to.to_owned(),
+        from,
+        state: MoveState::Announced,
+        since_ms: unix_ms(),
+    };
+    if !admin
+        .homes()
+        .set(token_pool, ns, Some(&home), current.as_ref())
+        .await?
+    {
+        return Err(StartError::Conflict(
+            "the namespace's home changed meanwhile: look again".to_owned(),
+        ));
+    }
+    tracing::info!(
+        pool = token_pool,
+        namespace = ns,
+        from = home.from,
+        to = home.to,
+        "namespace move started"
+    );
+    Ok(home)
+}
+
+/// Whether namespace `ns` of `token_pool` may start moving to pool `to`:
+/// if so, its home now and the pool it would move from.
+fn may_start(
+    topology: &Topology,
+    admin: &AdminStore,
+    token_pool: &str,
+    ns: &str,
+    to: &str,
+) -> Result<(Option<Home>, String), StartError> {
     if topology.pool(to).is_none() {
         return Err(StartError::NoPool);
     }
@@ -91,29 +126,7 @@ pub async fn start(
             "pool {to} has a namespace {ns} of its own (tokens of that pool): moving would mix two tenants"
         )));
     }
-    let home = Home {
-        to: to.to_owned(),
-        from,
-        state: MoveState::Announced,
-        since_ms: unix_ms(),
-    };
-    if !admin
-        .homes()
-        .set(token_pool, ns, Some(&home), current.as_ref())
-        .await?
-    {
-        return Err(StartError::Conflict(
-            "the namespace's home changed meanwhile: look again".to_owned(),
-        ));
-    }
-    tracing::info!(
-        pool = token_pool,
-        namespace = ns,
-        from = home.from,
-        to = home.to,
-        "namespace move started"
-    );
-    Ok(home)
+    Ok((current, from))
 }
 
 /// One namespace's move as this gateway's mover follows it.

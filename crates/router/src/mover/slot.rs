@@ -302,7 +302,7 @@ impl SlotMove<'_> {
     /// fail or the gateway die first).
     async fn carry_totals(&self, totals: &[(String, u64)]) {
         let m = &self.m;
-        let to = m.pool.home_of(m.slot);
+        let to = m.pool.current_shard(m.slot);
         if !to.same(&m.from)
             && let Err(e) = to.add_totals(m.slot, totals).await
         {

@@ -27,7 +27,7 @@ pub(super) async fn sweeps(topology: &Arc<Topology>) -> Vec<Move> {
                         pool: pool.clone(),
                         from: shard.clone(),
                         slot,
-                        dest: Dest::Shard(pool.home_of(slot).name().to_owned()),
+                        dest: Dest::Shard(pool.current_shard(slot).name().to_owned()),
                         what: What::Sweep,
                     });
                 }

@@ -15,7 +15,7 @@ use crate::Ctx;
 /// Delayed jobs per namespace (due in a day, so nothing fires meanwhile).
 const DELAYED: usize = 3;
 /// How long the pumps get to find the new namespaces before the count.
-const SETTLE: Duration = Duration::from_secs(10);
+const CATCH_UP: Duration = Duration::from_secs(10);
 
 pub(crate) async fn idle(
     ctx: Arc<Ctx>,
@@ -43,7 +43,7 @@ pub(crate) async fn idle(
             failed.len()
         );
     }
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(CATCH_UP).await;
     let mut c = redis::Client::open(redis)?.get_connection()?;
     let (commands0, calls0, cpu0) = (commands(&mut c)?, calls(&mut c)?, ctx.cpu.sample());
     tokio::time::sleep(Duration::from_secs(secs)).await;
