@@ -1,0 +1,14 @@
+//! Moves of jobs between places: shards added to and removed from a pool
+//! while gateways disagree for a moment, drains that the mover carries out
+//! (through kills, restarts, a Redis Cluster and a Sentinel failover),
+//! namespaces moved to another pool, and acks that race the mover. One file
+//! per kind of scenario; what they share is in `common.rs` and `load.rs`.
+
+mod acks;
+mod common;
+mod drains;
+mod load;
+mod namespaces;
+mod shard_kinds;
+mod shards;
+mod skew;
