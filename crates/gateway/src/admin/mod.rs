@@ -7,15 +7,17 @@
 //! the binary's, shared with `sundial pumpd`: see [`readiness`].)
 
 mod dashboard;
+mod deadletter;
 mod info;
 mod limits;
 mod moves;
 mod portable;
+mod queue_index;
 mod queues;
 mod tokens;
 
 pub use info::readiness;
-pub use queues::index_existing;
+pub use queue_index::index_existing;
 
 use std::sync::Arc;
 
@@ -65,15 +67,15 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
         )
         .route(
             "/namespaces/{ns}/queues/{queue}/deadletter",
-            get(queues::dead_list),
+            get(deadletter::dead_list),
         )
         .route(
             "/namespaces/{ns}/queues/{queue}/deadletter/respawn",
-            post(queues::dead_respawn),
+            post(deadletter::dead_respawn),
         )
         .route(
             "/namespaces/{ns}/queues/{queue}/deadletter/delete",
-            post(queues::dead_delete),
+            post(deadletter::dead_delete),
         )
         .route("/reload", post(reload))
         // One read per slot and shard per call: not for anyone who can
