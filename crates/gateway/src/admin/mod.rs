@@ -37,6 +37,32 @@ use crate::{api::error::ApiError, state::AppState};
 /// and `/metrics`) merged in, so that one fallback covers them all.
 pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> Router {
     let guarded = Router::new()
+        .merge(token_routes())
+        .merge(namespace_routes())
+        .route("/reload", post(reload))
+        // One read per slot and shard per call: not for anyone who can
+        // reach the listener.
+        .route("/pools/{pool}", get(info::pool_status))
+        .route("/dashboard", get(dashboard::index))
+        .route("/dashboard/{file}", get(dashboard::file))
+        .route_layer(middleware::from_fn_with_state(state.clone(), basic_auth));
+    Router::new()
+        .merge(guarded)
+        .route("/pools", get(info::pools))
+        .route("/drains", get(info::drains))
+        .route("/info", get(info::info))
+        .route("/version", get(info::version))
+        .route("/openapi.json", get(crate::openapi::document))
+        .layer(axum::Extension(reloader))
+        .with_state(state)
+        .merge(health)
+        .fallback(not_found)
+        .method_not_allowed_fallback(crate::api::error::method_not_allowed)
+}
+
+/// Tokens, their scopes and their rate limits (guarded).
+fn token_routes() -> Router<Arc<AppState>> {
+    Router::new()
         .route("/token/{ns}", get(tokens::list).post(tokens::create))
         .route("/token/{ns}/{token}", delete(tokens::delete))
         .route(
@@ -52,6 +78,12 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
                 .delete(limits::delete),
         )
         .route("/limits", get(limits::list))
+}
+
+/// Namespaces, their export, import and move, their queues and dead
+/// letters (guarded).
+fn namespace_routes() -> Router<Arc<AppState>> {
+    Router::new()
         .route("/namespaces", get(queues::namespaces))
         .route("/namespaces/{ns}/export", get(portable::export))
         .route("/namespaces/{ns}/import", post(portable::import))
@@ -77,25 +109,6 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
             "/namespaces/{ns}/queues/{queue}/deadletter/delete",
             post(deadletter::dead_delete),
         )
-        .route("/reload", post(reload))
-        // One read per slot and shard per call: not for anyone who can
-        // reach the listener.
-        .route("/pools/{pool}", get(info::pool_status))
-        .route("/dashboard", get(dashboard::index))
-        .route("/dashboard/{file}", get(dashboard::file))
-        .route_layer(middleware::from_fn_with_state(state.clone(), basic_auth));
-    Router::new()
-        .merge(guarded)
-        .route("/pools", get(info::pools))
-        .route("/drains", get(info::drains))
-        .route("/info", get(info::info))
-        .route("/version", get(info::version))
-        .route("/openapi.json", get(crate::openapi::document))
-        .layer(axum::Extension(reloader))
-        .with_state(state)
-        .merge(health)
-        .fallback(not_found)
-        .method_not_allowed_fallback(crate::api::error::method_not_allowed)
 }
 
 /// `POST /reload`: reloads the pools now; 200 with what changed, or 400 with
