@@ -160,42 +160,14 @@ impl Client {
         if let Some(wait) = extra_wait {
             req = req.timeout(Duration::from_secs(self.global.request_timeout.max(1)) + wait);
         }
-        match to {
-            Listener::Admin => {
-                if let Some(user) = &self.global.user {
-                    req = req.basic_auth(user, self.global.password.as_deref());
-                }
-            }
-            Listener::Api => {
-                let Some(token) = &self.global.token else {
-                    return Err(Failure::new(
-                        exit::DENIED,
-                        "this command uses the job API and needs a token: --token or SUNDIAL_TOKEN",
-                    ));
-                };
-                req = req.header("X-Token", token);
-            }
-        }
+        req = self.credentials(req, to)?;
         if let Some(body) = body {
             req = req.header("Content-Type", "application/json").body(body);
         }
-        let resp = req.send().await.map_err(|e| {
-            let why = if e.is_timeout() {
-                "no answer in time".to_owned()
-            } else if e.is_connect() {
-                "cannot connect".to_owned()
-            } else {
-                e.to_string()
-            };
-            let flag = match to {
-                Listener::Admin => "--admin or SUNDIAL_ADMIN_URL",
-                Listener::Api => "--api or SUNDIAL_API_URL",
-            };
-            Failure::new(
-                exit::UNAVAILABLE,
-                format!("{method} {url}: {why}; is Sundial running there? ({flag})"),
-            )
-        })?;
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| unreachable(&e, to, &method, &url))?;
         let status = resp.status().as_u16();
         let text = resp.text().await.unwrap_or_default();
         let json = if text.is_empty() {
@@ -207,6 +179,30 @@ impl Client {
             return Ok(Reply { json });
         }
         Err(refused(status, &json, to, &method, path))
+    }
+
+    /// `req` with what `to` needs to know the caller: the admin account,
+    /// or the tenant's token (which the job API cannot do without).
+    fn credentials(
+        &self,
+        req: reqwest::RequestBuilder,
+        to: Listener,
+    ) -> Outcome<reqwest::RequestBuilder> {
+        match to {
+            Listener::Admin => match &self.global.user {
+                Some(user) => Ok(req.basic_auth(user, self.global.password.as_deref())),
+                None => Ok(req),
+            },
+            Listener::Api => {
+                let Some(token) = &self.global.token else {
+                    return Err(Failure::new(
+                        exit::DENIED,
+                        "this command uses the job API and needs a token: --token or SUNDIAL_TOKEN",
+                    ));
+                };
+                Ok(req.header("X-Token", token))
+            }
+        }
     }
 
     /// `GET path` on the admin API, its body written to `out` as it
@@ -267,6 +263,26 @@ impl Client {
             .map_err(|e| Failure::new(exit::FAILED, format!("cannot write: {e}")))?;
         Ok(written)
     }
+}
+
+/// What a call that got no answer says: why, and which flag names the
+/// address it tried.
+fn unreachable(e: &reqwest::Error, to: Listener, method: &Method, url: &str) -> Failure {
+    let why = if e.is_timeout() {
+        "no answer in time".to_owned()
+    } else if e.is_connect() {
+        "cannot connect".to_owned()
+    } else {
+        e.to_string()
+    };
+    let flag = match to {
+        Listener::Admin => "--admin or SUNDIAL_ADMIN_URL",
+        Listener::Api => "--api or SUNDIAL_API_URL",
+    };
+    Failure::new(
+        exit::UNAVAILABLE,
+        format!("{method} {url}: {why}; is Sundial running there? ({flag})"),
+    )
 }
 
 /// What a refused call says, with a hint and the exit code for its status.

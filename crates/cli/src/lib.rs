@@ -5,11 +5,12 @@
 //! scripts; exit codes in [`exit`].
 //!
 //! - [`client`]: the HTTP client, and how failures become messages and exit codes.
-//! - `tokens`, `limits`, `queues`, `pools`, `jobs`, `portable`
+//! - `tokens`, `limits`, `queues`, `deadletter`, `pools`, `jobs`, `portable`
 //!   (namespaces' export and import): one file per noun.
 //! - `table`: plain-text tables and formats.
 
 mod client;
+pub mod deadletter;
 pub mod jobs;
 pub mod limits;
 pub mod pools;
@@ -34,7 +35,7 @@ pub enum Command {
     /// List queues with their backlog; stats, peek, destroy.
     Queue(Group<queues::QueueCmd>),
     /// Browse a queue's dead letter; respawn or delete its jobs (admin API).
-    Deadletter(Group<queues::DeadCmd>),
+    Deadletter(Group<deadletter::DeadCmd>),
     /// A pool's shards: health, slots, pumps and leases (admin API).
     Pool(Group<pools::PoolCmd>),
     /// Moved slots still draining, once or until done (admin API).
@@ -64,7 +65,7 @@ pub async fn run(command: Command) -> ExitCode {
         Command::Token(g) => with(g.global, |c| tokens::run(c, g.cmd)).await,
         Command::Limit(g) => with(g.global, |c| limits::run(c, g.cmd)).await,
         Command::Queue(g) => with(g.global, |c| queues::run(c, g.cmd)).await,
-        Command::Deadletter(g) => with(g.global, |c| queues::run_dead(c, g.cmd)).await,
+        Command::Deadletter(g) => with(g.global, |c| deadletter::run_dead(c, g.cmd)).await,
         Command::Pool(g) => with(g.global, |c| pools::run(c, g.cmd)).await,
         Command::Drain(g) => with(g.global, |c| pools::run_drain(c, g.cmd)).await,
         Command::Namespace(g) => with(g.global, |c| portable::run(c, g.cmd)).await,

@@ -73,54 +73,57 @@ pub(crate) async fn run(c: Client, cmd: LimitCmd) -> Outcome {
                 println!("limit set: {read} consumes and {write} publishes per {interval} s (0 = no limit)");
             });
         }
-        LimitCmd::Delete { namespace, token } => {
-            // The delete succeeds whether or not there was a limit, or a
-            // token: look first, to say which.
-            c.admin_get(&format!("/token/{}/{}/scope", seg(&namespace), seg(&token)))
-                .await?;
-            let had = c.admin_get(&path(&namespace, &token)).await.is_ok();
-            let r = c
-                .call(
-                    Listener::Admin,
-                    Method::DELETE,
-                    &path(&namespace, &token),
-                    None,
-                )
-                .await?;
-            c.show(&r.json, |_| {
-                println!(
-                    "{}",
-                    if had {
-                        "limit removed"
-                    } else {
-                        "the token had no limit"
-                    }
-                );
-            });
-        }
-        LimitCmd::List => {
-            let r = c.admin_get("/limits").await?;
-            c.show(&r, |r| {
-                let rows: Vec<Vec<String>> = r
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|l| {
-                        vec![
-                            table::cell(&l["namespace"]),
-                            table::cell(&l["token"]),
-                            table::cell(&l["limiter"]["read"]),
-                            table::cell(&l["limiter"]["write"]),
-                            table::cell(&l["limiter"]["interval"]),
-                        ]
-                    })
-                    .collect();
-                table::print(
-                    &["NAMESPACE", "TOKEN ID", "READ", "WRITE", "INTERVAL (S)"],
-                    &rows,
-                );
-            });
-        }
+        LimitCmd::Delete { namespace, token } => delete(&c, &namespace, &token).await?,
+        LimitCmd::List => list(&c).await?,
     }
+    Ok(())
+}
+
+/// Removes a token's limit, and says whether it had one.
+async fn delete(c: &Client, ns: &str, token: &str) -> Outcome {
+    // The delete succeeds whether or not there was a limit, or a
+    // token: look first, to say which.
+    c.admin_get(&format!("/token/{}/{}/scope", seg(ns), seg(token)))
+        .await?;
+    let had = c.admin_get(&path(ns, token)).await.is_ok();
+    let r = c
+        .call(Listener::Admin, Method::DELETE, &path(ns, token), None)
+        .await?;
+    c.show(&r.json, |_| {
+        println!(
+            "{}",
+            if had {
+                "limit removed"
+            } else {
+                "the token had no limit"
+            }
+        );
+    });
+    Ok(())
+}
+
+/// Every token that has a limit, a row each.
+async fn list(c: &Client) -> Outcome {
+    let r = c.admin_get("/limits").await?;
+    c.show(&r, |r| {
+        let rows: Vec<Vec<String>> = r
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| {
+                vec![
+                    table::cell(&l["namespace"]),
+                    table::cell(&l["token"]),
+                    table::cell(&l["limiter"]["read"]),
+                    table::cell(&l["limiter"]["write"]),
+                    table::cell(&l["limiter"]["interval"]),
+                ]
+            })
+            .collect();
+        table::print(
+            &["NAMESPACE", "TOKEN ID", "READ", "WRITE", "INTERVAL (S)"],
+            &rows,
+        );
+    });
     Ok(())
 }

@@ -62,51 +62,7 @@ fn print_pool(p: &Value) {
         table::cell(&p["layout"])
     );
     let shards = p["shards"].as_array().cloned().unwrap_or_default();
-    let rows: Vec<Vec<String>> = shards
-        .iter()
-        .map(|s| {
-            let h = &s["health"];
-            let up = match h["up"].as_bool() {
-                Some(true) => "up".to_owned(),
-                Some(false) => format!("DOWN ({})", table::cell(&h["error"])),
-                None => "unknown".to_owned(),
-            };
-            let pumps = &s["pumps"];
-            let (processes, unleased) = match pumps["error"].as_str() {
-                Some(e) => (format!("unreadable: {e}"), "-".to_owned()),
-                None => (
-                    pumps["processes"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|p| {
-                            format!(
-                                "{}={}{}",
-                                table::cell(&p["id"]),
-                                table::cell(&p["leases"]),
-                                if p["live"] == true { "" } else { " (gone)" }
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    table::cell(&pumps["unleased"]),
-                ),
-            };
-            vec![
-                table::cell(&s["name"]),
-                table::cell(&s["kind"]),
-                table::cell(&s["weight"]),
-                table::cell(&s["slots"]),
-                table::cell(&s["slots_held"]),
-                up,
-                h["ping_ms"]
-                    .as_f64()
-                    .map_or("-".to_owned(), |p| format!("{p:.1}")),
-                unleased,
-                processes,
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = shards.iter().map(shard_row).collect();
     table::print(
         &[
             "SHARD",
@@ -121,6 +77,64 @@ fn print_pool(p: &Value) {
         ],
         &rows,
     );
+    print_primaries(&shards);
+    match &p["draining"] {
+        Value::Array(d) if d.is_empty() => println!("\nno drain"),
+        Value::Array(d) => {
+            println!();
+            print_drains(&p["pool"], d);
+        }
+        other => println!("\ndrains unreadable: {}", table::cell(&other["error"])),
+    }
+}
+
+/// A shard's row: its health, slots, and the pump processes that hold
+/// its leases.
+fn shard_row(s: &Value) -> Vec<String> {
+    let h = &s["health"];
+    let up = match h["up"].as_bool() {
+        Some(true) => "up".to_owned(),
+        Some(false) => format!("DOWN ({})", table::cell(&h["error"])),
+        None => "unknown".to_owned(),
+    };
+    let pumps = &s["pumps"];
+    let (processes, unleased) = match pumps["error"].as_str() {
+        Some(e) => (format!("unreadable: {e}"), "-".to_owned()),
+        None => (
+            pumps["processes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    format!(
+                        "{}={}{}",
+                        table::cell(&p["id"]),
+                        table::cell(&p["leases"]),
+                        if p["live"] == true { "" } else { " (gone)" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            table::cell(&pumps["unleased"]),
+        ),
+    };
+    vec![
+        table::cell(&s["name"]),
+        table::cell(&s["kind"]),
+        table::cell(&s["weight"]),
+        table::cell(&s["slots"]),
+        table::cell(&s["slots_held"]),
+        up,
+        h["ping_ms"]
+            .as_f64()
+            .map_or("-".to_owned(), |p| format!("{p:.1}")),
+        unleased,
+        processes,
+    ]
+}
+
+/// The primaries of the shards that are Redis Clusters, if any.
+fn print_primaries(shards: &[Value]) {
     let primaries: Vec<Vec<String>> = shards
         .iter()
         .flat_map(|s| {
@@ -152,14 +166,6 @@ fn print_pool(p: &Value) {
             ],
             &primaries,
         );
-    }
-    match &p["draining"] {
-        Value::Array(d) if d.is_empty() => println!("\nno drain"),
-        Value::Array(d) => {
-            println!();
-            print_drains(&p["pool"], d);
-        }
-        other => println!("\ndrains unreadable: {}", table::cell(&other["error"])),
     }
 }
 
@@ -222,12 +228,16 @@ pub(crate) async fn run_drain(c: Client, cmd: DrainCmd) -> Outcome {
         });
         return Ok(());
     }
-    // Watching: a bar per draining layout on a terminal; otherwise (and
-    // with --json) a line each time the numbers change.
+    watch_drains(&c, r, every).await
+}
+
+/// Follows the drains until none is left: a bar per draining layout on a
+/// terminal; otherwise (and with --json) a line each time the numbers
+/// change.
+async fn watch_drains(c: &Client, mut r: Value, every: u64) -> Outcome {
     let bars = MultiProgress::new();
     let mut shown: HashMap<String, indicatif::ProgressBar> = HashMap::new();
     let mut last = Value::Null;
-    let mut r = r;
     loop {
         let drains = drains_of(&r);
         let now = json!(
@@ -240,35 +250,12 @@ pub(crate) async fn run_drain(c: Client, cmd: DrainCmd) -> Outcome {
             if c.global.json {
                 println!("{}", serde_json::to_string(&r).unwrap_or_default());
             } else if bars.is_hidden() {
-                for (pool, d) in &drains {
-                    println!(
-                        "pool {} layout {}: {}/{} slots drained, {} jobs left, {} writers",
-                        table::cell(pool),
-                        table::cell(&d["layout"]),
-                        d["slots_moved"]
-                            .as_u64()
-                            .unwrap_or(0)
-                            .saturating_sub(d["slots_pending"].as_u64().unwrap_or(0)),
-                        table::cell(&d["slots_moved"]),
-                        table::cell(&d["jobs_left"]),
-                        table::cell(&d["writers"]),
-                    );
-                }
+                print_drain_lines(&drains);
             }
             last = now;
         }
         for (pool, d) in &drains {
-            let key = format!("{}/{}", table::cell(pool), table::cell(&d["layout"]));
-            let moved = d["slots_moved"].as_u64().unwrap_or(0);
-            let b = shown
-                .entry(key.clone())
-                .or_insert_with(|| bars.add(bar(moved, &format!("draining {key}"))));
-            b.set_length(moved);
-            b.set_position(moved.saturating_sub(d["slots_pending"].as_u64().unwrap_or(0)));
-            b.set_message(format!(
-                "draining {key}, {} jobs left",
-                table::cell(&d["jobs_left"])
-            ));
+            draw_drain(&bars, &mut shown, pool, d);
         }
         if drains.is_empty() {
             for b in shown.values() {
@@ -282,4 +269,42 @@ pub(crate) async fn run_drain(c: Client, cmd: DrainCmd) -> Outcome {
         tokio::time::sleep(Duration::from_secs(every.max(1))).await;
         r = c.admin_get("/drains").await?;
     }
+}
+
+/// The drains, a line each (for a log rather than a terminal).
+fn print_drain_lines(drains: &[(Value, Value)]) {
+    for (pool, d) in drains {
+        println!(
+            "pool {} layout {}: {}/{} slots drained, {} jobs left, {} writers",
+            table::cell(pool),
+            table::cell(&d["layout"]),
+            d["slots_moved"]
+                .as_u64()
+                .unwrap_or(0)
+                .saturating_sub(d["slots_pending"].as_u64().unwrap_or(0)),
+            table::cell(&d["slots_moved"]),
+            table::cell(&d["jobs_left"]),
+            table::cell(&d["writers"]),
+        );
+    }
+}
+
+/// Brings the bar of one draining layout up to date (made on first sight).
+fn draw_drain(
+    bars: &MultiProgress,
+    shown: &mut HashMap<String, indicatif::ProgressBar>,
+    pool: &Value,
+    d: &Value,
+) {
+    let key = format!("{}/{}", table::cell(pool), table::cell(&d["layout"]));
+    let moved = d["slots_moved"].as_u64().unwrap_or(0);
+    let b = shown
+        .entry(key.clone())
+        .or_insert_with(|| bars.add(bar(moved, &format!("draining {key}"))));
+    b.set_length(moved);
+    b.set_position(moved.saturating_sub(d["slots_pending"].as_u64().unwrap_or(0)));
+    b.set_message(format!(
+        "draining {key}, {} jobs left",
+        table::cell(&d["jobs_left"])
+    ));
 }

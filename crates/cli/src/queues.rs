@@ -1,9 +1,10 @@
-//! `sundial queue …` and `sundial deadletter …`
+//! `sundial queue …`, and what `sundial deadletter …` shares with it
+//! (admin listings page by page, queue paths, progress bars).
 
 use std::time::Duration;
 
 use base64::Engine as _;
-use clap::{ArgGroup, Args, Subcommand};
+use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -40,56 +41,10 @@ pub enum QueueCmd {
     },
 }
 
-#[derive(Debug, Subcommand)]
-pub enum DeadCmd {
-    /// The dead jobs, oldest first: id, tries, when it died, a body preview.
-    List {
-        namespace: String,
-        queue: String,
-        #[arg(long)]
-        pool: Option<String>,
-        /// At most this many (all of them: 0).
-        #[arg(long, default_value_t = 50)]
-        limit: u64,
-    },
-    /// Move dead jobs back to ready, each with one try.
-    Respawn {
-        #[command(flatten)]
-        which: Which,
-        /// Their new TTL in seconds (0: never expire; default: the gateway's).
-        #[arg(long)]
-        ttl: Option<u64>,
-    },
-    /// Delete dead jobs.
-    Delete {
-        #[command(flatten)]
-        which: Which,
-        /// Yes, delete them (needed with --all).
-        #[arg(long)]
-        yes: bool,
-    },
-}
-
-/// Which dead jobs a respawn or delete takes.
-#[derive(Debug, Args)]
-#[command(group(ArgGroup::new("jobs").required(true).args(["ids", "all"])))]
-pub struct Which {
-    namespace: String,
-    queue: String,
-    #[arg(long)]
-    pool: Option<String>,
-    /// These job ids (comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    ids: Vec<String>,
-    /// Every dead job of the queue.
-    #[arg(long)]
-    all: bool,
-}
-
 /// Follows an admin listing's `next_cursor` from its first page: the
 /// entries under `field` of each page of `base` (a path ending in `?` or
 /// `&`), at most `max` of them (0: all).
-async fn pages(
+pub(crate) async fn pages(
     c: &Client,
     base: &str,
     pool: Option<&String>,
@@ -118,12 +73,12 @@ async fn pages(
     Ok(all)
 }
 
-fn pool_query(pool: Option<&String>) -> String {
+pub(crate) fn pool_query(pool: Option<&String>) -> String {
     pool.map(|p| format!("?pool={}", seg(p)))
         .unwrap_or_default()
 }
 
-fn queue_path(ns: &str, queue: &str) -> String {
+pub(crate) fn queue_path(ns: &str, queue: &str) -> String {
     format!("/namespaces/{}/queues/{}", seg(ns), seg(queue))
 }
 
@@ -292,152 +247,4 @@ pub(crate) fn bar(len: u64, what: &str) -> ProgressBar {
     }
     bar.set_message(what.to_owned());
     bar
-}
-
-pub(crate) async fn run_dead(c: Client, cmd: DeadCmd) -> Outcome {
-    match cmd {
-        DeadCmd::List {
-            namespace,
-            queue,
-            pool,
-            limit,
-        } => {
-            let base = format!("{}/deadletter?preview=64&", queue_path(&namespace, &queue));
-            let jobs = pages(&c, &base, pool.as_ref(), "jobs", limit).await?;
-            c.show(&Value::Array(jobs), |jobs| {
-                let rows: Vec<Vec<String>> = jobs
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|j| {
-                        let preview = base64::engine::general_purpose::STANDARD
-                            .decode(j["body_preview"].as_str().unwrap_or_default())
-                            .unwrap_or_default();
-                        vec![
-                            table::cell(&j["job_id"]),
-                            table::time(&j["published_at_ms"]),
-                            table::time(&j["died_at_ms"]),
-                            table::cell(&j["ttl"]),
-                            table::cell(&j["body_size"]),
-                            table::preview(&preview, 40),
-                        ]
-                    })
-                    .collect();
-                table::print(
-                    &[
-                        "JOB ID",
-                        "PUBLISHED (UTC)",
-                        "DIED (UTC)",
-                        "TTL",
-                        "BYTES",
-                        "BODY",
-                    ],
-                    &rows,
-                );
-            });
-        }
-        DeadCmd::Respawn { which, ttl } => {
-            let extra = ttl.map(|t| ("ttl", json!(t)));
-            change(&c, &which, "respawn", "respawned", extra).await?;
-        }
-        DeadCmd::Delete { which, yes } => {
-            if which.all && !yes {
-                return Err(Failure::new(
-                    exit::USAGE,
-                    format!(
-                        "this deletes every dead job of {}/{}; add --yes to go ahead",
-                        which.namespace, which.queue
-                    ),
-                ));
-            }
-            change(&c, &which, "delete", "deleted", None).await?;
-        }
-    }
-    Ok(())
-}
-
-/// How many jobs one respawn or delete call takes with `--all`.
-const BATCH: u64 = 1000;
-
-/// Respawns or deletes the chosen dead jobs: the named ids in calls of at
-/// most [`BATCH`], or all of them batch by batch with a progress bar.
-async fn change(
-    c: &Client,
-    which: &Which,
-    op: &str,
-    done_field: &str,
-    extra: Option<(&str, Value)>,
-) -> Outcome {
-    let path = format!(
-        "{}/deadletter/{op}{}",
-        queue_path(&which.namespace, &which.queue),
-        pool_query(which.pool.as_ref())
-    );
-    let call = |mut body: Value| {
-        if let Some((k, v)) = &extra {
-            body[*k] = v.clone();
-        }
-        let path = path.clone();
-        async move {
-            c.call(Listener::Admin, Method::POST, &path, Some(body))
-                .await
-                .map(|r| r.json)
-        }
-    };
-    let (mut done, mut not_found, mut left) = (0u64, Vec::new(), Value::Null);
-    if which.all {
-        let stats = c
-            .admin_get(&format!(
-                "{}{}",
-                queue_path(&which.namespace, &which.queue),
-                pool_query(which.pool.as_ref())
-            ))
-            .await?;
-        let total = stats["dead"].as_u64().unwrap_or(0);
-        let bar = bar(total, op);
-        loop {
-            let r = call(json!({ "all": true, "limit": BATCH })).await?;
-            let n = r[done_field].as_u64().unwrap_or(0);
-            done += n;
-            bar.inc(n);
-            left = r["deadletter_size"].clone();
-            // Done when a call finds nothing more, the dead letter is
-            // empty, or as many as it held at the start were taken: jobs
-            // that die meanwhile (a respawned job that fails again) would
-            // otherwise keep this going for ever.
-            if n == 0 || left.as_u64() == Some(0) || done >= total {
-                break;
-            }
-        }
-        bar.finish_and_clear();
-    } else {
-        for chunk in which.ids.chunks(BATCH as usize) {
-            let r = call(json!({ "ids": chunk })).await?;
-            done += r[done_field].as_u64().unwrap_or(0);
-            not_found.extend(r["not_found"].as_array().cloned().unwrap_or_default());
-            left = r["deadletter_size"].clone();
-        }
-    }
-    let out = json!({ done_field: done, "not_found": not_found, "deadletter_size": left });
-    c.show(&out, |_| {
-        println!(
-            "{done_field} {done} dead jobs; {} left in the dead letter",
-            table::cell(&left)
-        );
-        if !not_found.is_empty() {
-            println!(
-                "not dead jobs of {}/{}: {}",
-                which.namespace,
-                which.queue,
-                table::cell(&Value::Array(not_found.clone()))
-            );
-        }
-    });
-    if !not_found.is_empty() && done == 0 {
-        return Err(Failure::new(
-            exit::NOT_FOUND,
-            "none of those ids is a dead job of the queue",
-        ));
-    }
-    Ok(())
 }

@@ -80,81 +80,17 @@ pub(crate) async fn run(c: Client, cmd: TokenCmd) -> Outcome {
             scope,
             queues,
         } => {
-            let mut query = form_urlencoded(&[
+            let query = form_urlencoded(&[
                 ("description", Some(description)),
                 ("pool", pool),
                 ("token", secret),
                 ("scope", scope),
                 ("queues", queues),
             ]);
-            query.insert(0, '?');
-            let r = c
-                .call(
-                    Listener::Admin,
-                    Method::POST,
-                    &format!("/token/{}{query}", seg(&namespace)),
-                    None,
-                )
-                .await?;
-            c.show(&r.json, |t| {
-                println!("token    {}", table::cell(&t["token"]));
-                describe(t);
-                eprintln!(
-                    "Keep the token now: Sundial stores only its digest and will not show it again."
-                );
-            });
+            create(&c, &namespace, query).await
         }
-        TokenCmd::List { namespace, pool } => {
-            let query = pool
-                .map(|p| format!("?pool={}", seg(&p)))
-                .unwrap_or_default();
-            let r = c
-                .admin_get(&format!("/token/{}{query}", seg(&namespace)))
-                .await?;
-            c.show(&r, |r| {
-                let rows: Vec<Vec<String>> = r["details"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|t| {
-                        vec![
-                            table::cell(&t["id"]),
-                            table::cell(&t["scopes"]),
-                            queues_cell(&t["queues"]),
-                            table::time(&t["created_at_ms"]),
-                            table::cell(&t["stored"]),
-                            table::cell(&t["description"]),
-                        ]
-                    })
-                    .collect();
-                table::print(
-                    &[
-                        "ID",
-                        "SCOPES",
-                        "QUEUES",
-                        "CREATED (UTC)",
-                        "STORED",
-                        "DESCRIPTION",
-                    ],
-                    &rows,
-                );
-            });
-        }
-        TokenCmd::Revoke { namespace, token } => {
-            // The delete answers 204 whether or not the token existed:
-            // look first, so that a typo is not reported as done.
-            let found = c.admin_get(&path(&namespace, &token, "/scope")).await?;
-            c.call(
-                Listener::Admin,
-                Method::DELETE,
-                &path(&namespace, &token, ""),
-                None,
-            )
-            .await?;
-            c.show(&json!({ "revoked": found["id"] }), |_| {
-                println!("revoked {}", table::cell(&found["id"]));
-            });
-        }
+        TokenCmd::List { namespace, pool } => list(&c, &namespace, pool).await,
+        TokenCmd::Revoke { namespace, token } => revoke(&c, &namespace, &token).await,
         TokenCmd::Scope {
             namespace,
             token,
@@ -162,26 +98,14 @@ pub(crate) async fn run(c: Client, cmd: TokenCmd) -> Outcome {
             queues,
             all_queues,
         } => {
-            let p = path(&namespace, &token, "/scope");
-            let current = c.admin_get(&p).await?;
-            let t = if scope.is_none() && queues.is_none() && !all_queues {
-                current
-            } else {
-                let scopes = match scope {
-                    Some(s) => json!(list_of(&s)),
-                    None => current["scopes"].clone(),
-                };
-                let queues = match (queues, all_queues) {
-                    (Some(q), _) => json!(list_of(&q)),
-                    (None, true) => Value::Null,
-                    (None, false) => current["queues"].clone(),
-                };
-                let body = json!({ "scopes": scopes, "queues": queues });
-                c.call(Listener::Admin, Method::PUT, &p, Some(body))
-                    .await?
-                    .json
-            };
-            c.show(&t, describe);
+            set_scope(
+                &c,
+                &path(&namespace, &token, "/scope"),
+                scope,
+                queues,
+                all_queues,
+            )
+            .await
         }
         TokenCmd::Migrate => {
             let r = c
@@ -190,8 +114,108 @@ pub(crate) async fn run(c: Client, cmd: TokenCmd) -> Outcome {
             c.show(&r.json, |r| {
                 println!("migrated {} tokens", table::cell(&r["migrated"]));
             });
+            Ok(())
         }
     }
+}
+
+/// Creates a token of `ns` with the fields of `query`, and shows it.
+async fn create(c: &Client, ns: &str, mut query: String) -> Outcome {
+    query.insert(0, '?');
+    let r = c
+        .call(
+            Listener::Admin,
+            Method::POST,
+            &format!("/token/{}{query}", seg(ns)),
+            None,
+        )
+        .await?;
+    c.show(&r.json, |t| {
+        println!("token    {}", table::cell(&t["token"]));
+        describe(t);
+        eprintln!("Keep the token now: Sundial stores only its digest and will not show it again.");
+    });
+    Ok(())
+}
+
+/// Lists the tokens of `ns` (in `pool`), a row each.
+async fn list(c: &Client, ns: &str, pool: Option<String>) -> Outcome {
+    let query = pool
+        .map(|p| format!("?pool={}", seg(&p)))
+        .unwrap_or_default();
+    let r = c.admin_get(&format!("/token/{}{query}", seg(ns))).await?;
+    c.show(&r, |r| {
+        let rows: Vec<Vec<String>> = r["details"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| {
+                vec![
+                    table::cell(&t["id"]),
+                    table::cell(&t["scopes"]),
+                    queues_cell(&t["queues"]),
+                    table::time(&t["created_at_ms"]),
+                    table::cell(&t["stored"]),
+                    table::cell(&t["description"]),
+                ]
+            })
+            .collect();
+        table::print(
+            &[
+                "ID",
+                "SCOPES",
+                "QUEUES",
+                "CREATED (UTC)",
+                "STORED",
+                "DESCRIPTION",
+            ],
+            &rows,
+        );
+    });
+    Ok(())
+}
+
+/// Revokes a token of `ns`, once it is known to exist.
+async fn revoke(c: &Client, ns: &str, token: &str) -> Outcome {
+    // The delete answers 204 whether or not the token existed:
+    // look first, so that a typo is not reported as done.
+    let found = c.admin_get(&path(ns, token, "/scope")).await?;
+    c.call(Listener::Admin, Method::DELETE, &path(ns, token, ""), None)
+        .await?;
+    c.show(&json!({ "revoked": found["id"] }), |_| {
+        println!("revoked {}", table::cell(&found["id"]));
+    });
+    Ok(())
+}
+
+/// Shows the token's scope at `p` or, when any change is asked, changes
+/// it (what is not named stays) and shows the result.
+async fn set_scope(
+    c: &Client,
+    p: &str,
+    scope: Option<String>,
+    queues: Option<String>,
+    all_queues: bool,
+) -> Outcome {
+    let current = c.admin_get(p).await?;
+    let t = if scope.is_none() && queues.is_none() && !all_queues {
+        current
+    } else {
+        let scopes = match scope {
+            Some(s) => json!(list_of(&s)),
+            None => current["scopes"].clone(),
+        };
+        let queues = match (queues, all_queues) {
+            (Some(q), _) => json!(list_of(&q)),
+            (None, true) => Value::Null,
+            (None, false) => current["queues"].clone(),
+        };
+        let body = json!({ "scopes": scopes, "queues": queues });
+        c.call(Listener::Admin, Method::PUT, p, Some(body))
+            .await?
+            .json
+    };
+    c.show(&t, describe);
     Ok(())
 }
 

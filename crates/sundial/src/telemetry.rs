@@ -1,5 +1,6 @@
 //! Logs and the metrics recorder.
 
+use metrics::Unit;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
@@ -49,122 +50,203 @@ pub fn init_metrics() -> anyhow::Result<PrometheusHandle> {
 /// (labels, how to aggregate); a test checks that every metric the binary
 /// exports is described here.
 fn describe() {
-    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
-    describe_gauge!(
-        "sundial_queue_jobs",
-        "Live jobs of a queue in a state (ready, delayed, reserved, dead), in the slots this process pumps"
-    );
-    describe_gauge!(
-        "sundial_consumers_waiting",
-        "Consumers in a long poll on this gateway now"
-    );
-    describe_counter!(
-        "sundial_http_requests_total",
-        "HTTP requests answered, by route template, method and status"
-    );
-    describe_histogram!(
-        "sundial_http_request_duration_seconds",
-        Unit::Seconds,
-        "Time to answer an HTTP request, by route template, method and status"
-    );
-    describe_gauge!(
-        "sundial_http_connections",
-        "Open HTTP connections, by listener"
-    );
-    describe_counter!(
-        "sundial_http_connections_closed_total",
-        "HTTP connections the gateway closed because a timer passed (idle, header timeout)"
-    );
-    describe_counter!(
-        "sundial_rate_limited_total",
-        "Requests refused by a token's rate limit"
-    );
-    describe_histogram!(
-        "sundial_redis_script_seconds",
-        Unit::Seconds,
-        "Time of each Redis script call, network included"
-    );
-    describe_histogram!(
-        "sundial_replica_wait_seconds",
-        Unit::Seconds,
-        "On a shard with wait: how long a publish waited for its replicas"
-    );
-    describe_counter!(
-        "sundial_replica_waits_total",
-        "On a shard with wait: publishes whose writes the replicas confirmed in time, or not"
-    );
-    describe_counter!(
-        "sundial_jobs_published_total",
-        "Jobs published (a bulk publish counts each job)"
-    );
-    describe_counter!("sundial_jobs_consumed_total", "Jobs delivered to consumers");
-    describe_counter!(
-        "sundial_jobs_acked_total",
-        "Jobs acknowledged or cancelled by id"
-    );
-    describe_counter!(
-        "sundial_jobs_deleted_total",
-        "Jobs deleted in bulk: queue destroy, dead-letter delete"
-    );
-    describe_counter!("sundial_jobs_respawned_total", "Dead jobs respawned");
-    describe_counter!(
-        "sundial_pump_jobs_total",
-        "Jobs the pumps moved: made ready, retried after TTR, sent to the dead letter, expired"
-    );
-    describe_histogram!(
-        "sundial_job_first_delivery_seconds",
-        Unit::Seconds,
-        "From publish to a job's first delivery, delay included (shard clock)"
-    );
-    describe_gauge!(
-        "sundial_pump_leases_held",
-        "Slot pump leases this process holds"
-    );
-    describe_counter!(
-        "sundial_pump_leases_acquired_total",
-        "Slot pump leases this process took"
-    );
-    describe_counter!(
-        "sundial_pump_leases_lost_total",
-        "Slot pump leases this process held and lost without giving them up"
-    );
-    describe_gauge!(
-        "sundial_pump_lag_seconds",
-        Unit::Seconds,
-        "How late this process's most behind slot found its oldest due job at its last pump call"
-    );
-    describe_histogram!(
-        "sundial_pump_lateness_seconds",
-        Unit::Seconds,
-        "How late pump calls found the earliest due entry they handled"
-    );
-    describe_counter!("sundial_reloads_total", "Config reloads, by result");
-    describe_gauge!(
-        "sundial_shard_up",
-        "1 while the shard answers this process's probe, else 0"
-    );
-    describe_counter!(
-        "sundial_shard_data_lost_total",
-        "Times the shard was found without Sundial's metadata (restarted without its data, or flushed)"
-    );
-    describe_gauge!(
-        "sundial_drain_slots_pending",
-        "Moved slots whose old shard still holds jobs"
-    );
-    describe_gauge!(
-        "sundial_drain_jobs_left",
-        "Jobs still at the old shards of moved slots, with the jobs in transit at those slots' other places"
-    );
-    describe_counter!(
-        "sundial_mover_jobs_total",
-        "Jobs whose move this gateway's mover completed (copied to their new place, let go at the old shard)"
-    );
-    describe_gauge!(
-        "sundial_mover_slots",
-        "Slots this gateway's mover is moving now"
-    );
-    describe_counter!(
-        "sundial_namespace_moved_jobs_total",
-        "Jobs of a namespace moving to another pool that this gateway's mover carried out of the pool"
-    );
+    for &(kind, name, unit, help) in METRICS {
+        metrics::with_recorder(|r| match kind {
+            Kind::Counter => r.describe_counter(name.into(), unit, help.into()),
+            Kind::Gauge => r.describe_gauge(name.into(), unit, help.into()),
+            Kind::Histogram => r.describe_histogram(name.into(), unit, help.into()),
+        });
+    }
 }
+
+/// What a metric is, for [`describe`].
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every metric the binary exports: its kind, name, unit and help text.
+const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
+    (
+        Kind::Gauge,
+        "sundial_queue_jobs",
+        None,
+        "Live jobs of a queue in a state (ready, delayed, reserved, dead), in the slots this process pumps",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_consumers_waiting",
+        None,
+        "Consumers in a long poll on this gateway now",
+    ),
+    (
+        Kind::Counter,
+        "sundial_http_requests_total",
+        None,
+        "HTTP requests answered, by route template, method and status",
+    ),
+    (
+        Kind::Histogram,
+        "sundial_http_request_duration_seconds",
+        Some(Unit::Seconds),
+        "Time to answer an HTTP request, by route template, method and status",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_http_connections",
+        None,
+        "Open HTTP connections, by listener",
+    ),
+    (
+        Kind::Counter,
+        "sundial_http_connections_closed_total",
+        None,
+        "HTTP connections the gateway closed because a timer passed (idle, header timeout)",
+    ),
+    (
+        Kind::Counter,
+        "sundial_rate_limited_total",
+        None,
+        "Requests refused by a token's rate limit",
+    ),
+    (
+        Kind::Histogram,
+        "sundial_redis_script_seconds",
+        Some(Unit::Seconds),
+        "Time of each Redis script call, network included",
+    ),
+    (
+        Kind::Histogram,
+        "sundial_replica_wait_seconds",
+        Some(Unit::Seconds),
+        "On a shard with wait: how long a publish waited for its replicas",
+    ),
+    (
+        Kind::Counter,
+        "sundial_replica_waits_total",
+        None,
+        "On a shard with wait: publishes whose writes the replicas confirmed in time, or not",
+    ),
+    (
+        Kind::Counter,
+        "sundial_jobs_published_total",
+        None,
+        "Jobs published (a bulk publish counts each job)",
+    ),
+    (
+        Kind::Counter,
+        "sundial_jobs_consumed_total",
+        None,
+        "Jobs delivered to consumers",
+    ),
+    (
+        Kind::Counter,
+        "sundial_jobs_acked_total",
+        None,
+        "Jobs acknowledged or cancelled by id",
+    ),
+    (
+        Kind::Counter,
+        "sundial_jobs_deleted_total",
+        None,
+        "Jobs deleted in bulk: queue destroy, dead-letter delete",
+    ),
+    (
+        Kind::Counter,
+        "sundial_jobs_respawned_total",
+        None,
+        "Dead jobs respawned",
+    ),
+    (
+        Kind::Counter,
+        "sundial_pump_jobs_total",
+        None,
+        "Jobs the pumps moved: made ready, retried after TTR, sent to the dead letter, expired",
+    ),
+    (
+        Kind::Histogram,
+        "sundial_job_first_delivery_seconds",
+        Some(Unit::Seconds),
+        "From publish to a job's first delivery, delay included (shard clock)",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_pump_leases_held",
+        None,
+        "Slot pump leases this process holds",
+    ),
+    (
+        Kind::Counter,
+        "sundial_pump_leases_acquired_total",
+        None,
+        "Slot pump leases this process took",
+    ),
+    (
+        Kind::Counter,
+        "sundial_pump_leases_lost_total",
+        None,
+        "Slot pump leases this process held and lost without giving them up",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_pump_lag_seconds",
+        Some(Unit::Seconds),
+        "How late this process's most behind slot found its oldest due job at its last pump call",
+    ),
+    (
+        Kind::Histogram,
+        "sundial_pump_lateness_seconds",
+        Some(Unit::Seconds),
+        "How late pump calls found the earliest due entry they handled",
+    ),
+    (
+        Kind::Counter,
+        "sundial_reloads_total",
+        None,
+        "Config reloads, by result",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_shard_up",
+        None,
+        "1 while the shard answers this process's probe, else 0",
+    ),
+    (
+        Kind::Counter,
+        "sundial_shard_data_lost_total",
+        None,
+        "Times the shard was found without Sundial's metadata (restarted without its data, or flushed)",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_drain_slots_pending",
+        None,
+        "Moved slots whose old shard still holds jobs",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_drain_jobs_left",
+        None,
+        "Jobs still at the old shards of moved slots, with the jobs in transit at those slots' other places",
+    ),
+    (
+        Kind::Counter,
+        "sundial_mover_jobs_total",
+        None,
+        "Jobs whose move this gateway's mover completed (copied to their new place, let go at the old shard)",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_mover_slots",
+        None,
+        "Slots this gateway's mover is moving now",
+    ),
+    (
+        Kind::Counter,
+        "sundial_namespace_moved_jobs_total",
+        None,
+        "Jobs of a namespace moving to another pool that this gateway's mover carried out of the pool",
+    ),
+];

@@ -7,6 +7,7 @@
 //! the binary's, shared with `sundial pumpd`: see [`readiness`].)
 
 mod dashboard;
+mod deadletter;
 mod info;
 mod limits;
 mod moves;
@@ -34,46 +35,8 @@ use crate::{api::error::ApiError, state::AppState};
 /// and `/metrics`) merged in, so that one fallback covers them all.
 pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> Router {
     let guarded = Router::new()
-        .route("/token/{ns}", get(tokens::list).post(tokens::create))
-        .route("/token/{ns}/{token}", delete(tokens::delete))
-        .route(
-            "/token/{ns}/{token}/scope",
-            get(tokens::get_scope).put(tokens::set_scope),
-        )
-        .route("/tokens/migrate", post(tokens::migrate))
-        .route(
-            "/token/{ns}/{token}/limit",
-            get(limits::get)
-                .post(limits::create)
-                .put(limits::update)
-                .delete(limits::delete),
-        )
-        .route("/limits", get(limits::list))
-        .route("/namespaces", get(queues::namespaces))
-        .route("/namespaces/{ns}/export", get(portable::export))
-        .route("/namespaces/{ns}/import", post(portable::import))
-        .route(
-            "/namespaces/{ns}/move",
-            get(moves::status).post(moves::start),
-        )
-        .route("/namespaces/{ns}/queues", get(queues::list))
-        .route("/namespaces/{ns}/queues/{queue}", get(queues::one))
-        .route(
-            "/namespaces/{ns}/queues/{queue}/history",
-            get(queues::history),
-        )
-        .route(
-            "/namespaces/{ns}/queues/{queue}/deadletter",
-            get(queues::dead_list),
-        )
-        .route(
-            "/namespaces/{ns}/queues/{queue}/deadletter/respawn",
-            post(queues::dead_respawn),
-        )
-        .route(
-            "/namespaces/{ns}/queues/{queue}/deadletter/delete",
-            post(queues::dead_delete),
-        )
+        .merge(token_routes())
+        .merge(namespace_routes())
         .route("/reload", post(reload))
         // One read per slot and shard per call: not for anyone who can
         // reach the listener.
@@ -93,6 +56,57 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
         .merge(health)
         .fallback(not_found)
         .method_not_allowed_fallback(crate::api::error::method_not_allowed)
+}
+
+/// Tokens, their scopes and their rate limits (guarded).
+fn token_routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/token/{ns}", get(tokens::list).post(tokens::create))
+        .route("/token/{ns}/{token}", delete(tokens::delete))
+        .route(
+            "/token/{ns}/{token}/scope",
+            get(tokens::get_scope).put(tokens::set_scope),
+        )
+        .route("/tokens/migrate", post(tokens::migrate))
+        .route(
+            "/token/{ns}/{token}/limit",
+            get(limits::get)
+                .post(limits::create)
+                .put(limits::update)
+                .delete(limits::delete),
+        )
+        .route("/limits", get(limits::list))
+}
+
+/// Namespaces, their export, import and move, their queues and dead
+/// letters (guarded).
+fn namespace_routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/namespaces", get(queues::namespaces))
+        .route("/namespaces/{ns}/export", get(portable::export))
+        .route("/namespaces/{ns}/import", post(portable::import))
+        .route(
+            "/namespaces/{ns}/move",
+            get(moves::status).post(moves::start),
+        )
+        .route("/namespaces/{ns}/queues", get(queues::list))
+        .route("/namespaces/{ns}/queues/{queue}", get(queues::one))
+        .route(
+            "/namespaces/{ns}/queues/{queue}/history",
+            get(queues::history),
+        )
+        .route(
+            "/namespaces/{ns}/queues/{queue}/deadletter",
+            get(deadletter::dead_list),
+        )
+        .route(
+            "/namespaces/{ns}/queues/{queue}/deadletter/respawn",
+            post(deadletter::dead_respawn),
+        )
+        .route(
+            "/namespaces/{ns}/queues/{queue}/deadletter/delete",
+            post(deadletter::dead_delete),
+        )
 }
 
 /// `POST /reload`: reloads the pools now; 200 with what changed, or 400 with

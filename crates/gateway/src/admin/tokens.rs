@@ -74,7 +74,31 @@ pub(super) async fn create(
     if description.is_empty() {
         return Err(ApiError::bad("invalid description"));
     }
-    let mut pool = pool_param(&state, &params)?;
+    let pool = pool_param(&state, &params)?;
+    let (token, pool) = new_token(&state, &params, pool)?;
+    moved_in(&state, &ns, &pool)?;
+    let grant = grant_of(&params)?;
+    let Some(info) = state
+        .admin
+        .tokens()
+        .create(&token, &ns, &description, &grant)
+        .await?
+    else {
+        return Err(ApiError::bad("the token has already existed"));
+    };
+    tracing::info!(ns, pool, id = info.id(), scopes = ?grant.scope_names(), "token created");
+    let mut body = describe(&info);
+    body["token"] = token.to_string().into();
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+/// The token to create, and its pool: the one `token=` gives (in `pool`
+/// unless it names its own), or a new one of `pool`.
+fn new_token(
+    state: &AppState,
+    params: &HashMap<String, String>,
+    mut pool: String,
+) -> Result<(Token, String), ApiError> {
     let token = match params.get("token").filter(|t| !t.is_empty()) {
         Some(t) => {
             let mut t = Token::parse(t);
@@ -94,9 +118,13 @@ pub(super) async fn create(
         }
         None => Token::mint(&pool),
     };
-    // A namespace of another pool that moved (or moves) into this one
-    // lives here under the other pool's tokens: a token of this pool would
-    // name a second tenant of the same name beside it.
+    Ok((token, pool))
+}
+
+/// A namespace of another pool that moved (or moves) into this one
+/// lives here under the other pool's tokens: a token of this pool would
+/// name a second tenant of the same name beside it.
+fn moved_in(state: &AppState, ns: &str, pool: &str) -> Result<(), ApiError> {
     if let Some((from, _, _)) = state
         .admin
         .homes()
@@ -109,27 +137,20 @@ pub(super) async fn create(
              tokens in pool {from}"
         )));
     }
-    let grant = match params.get("scope").filter(|s| !s.is_empty()) {
+    Ok(())
+}
+
+/// What a new token may do: `scope=` (and `queues=`), or everything.
+fn grant_of(params: &HashMap<String, String>) -> Result<Grant, ApiError> {
+    match params.get("scope").filter(|s| !s.is_empty()) {
         Some(scopes) => {
-            Grant::parse(scopes, params.get("queues").map(String::as_str)).map_err(ApiError::bad)?
+            Grant::parse(scopes, params.get("queues").map(String::as_str)).map_err(ApiError::bad)
         }
         None if params.get("queues").is_some_and(|q| !q.is_empty()) => {
-            return Err(ApiError::bad("queues need a scope: give scope=… too"));
+            Err(ApiError::bad("queues need a scope: give scope=… too"))
         }
-        None => Grant::full(),
-    };
-    let Some(info) = state
-        .admin
-        .tokens()
-        .create(&token, &ns, &description, &grant)
-        .await?
-    else {
-        return Err(ApiError::bad("the token has already existed"));
-    };
-    tracing::info!(ns, pool, id = info.id(), scopes = ?grant.scope_names(), "token created");
-    let mut body = describe(&info);
-    body["token"] = token.to_string().into();
-    Ok((StatusCode::CREATED, Json(body)))
+        None => Ok(Grant::full()),
+    }
 }
 
 /// A token as the admin API shows it after its creation: never the secret.

@@ -1,24 +1,7 @@
-//! Group commit: operations on one queue in one slot that arrive while a
-//! call for that queue runs are made together by the next call, so under
-//! load one script call (and its `EVALSHA`, its `TIME`, its counter writes
-//! and its `PUBLISH`) serves many requests. Publishes go this way, and so
-//! do a queue's acks and consumes, together in one line (`Workers`).
-//!
-//! No timer is involved: the first operation on an idle queue is sent at
-//! once, and what queues up behind a running call goes in the next one, so
-//! a batch is as large as the load makes it and a lone request waits for
-//! nothing. Once [`Op::SECOND_CALL_AT`] operations wait, a second call
-//! takes them beside the first (never more than two at once), so the line
-//! does not idle while the gateway answers a finished call. Two calls run
-//! on different pooled connections, so operations whose requests
-//! overlapped may reach Redis in either order, as they may from two
-//! gateways. Each operation stays all or nothing on its own: a publication
-//! that fails (an id that exists) changes nothing for the others in its
-//! batch, and an ack finds its job or not on its own. The calls run in a
-//! task of their own, so a request that goes away does not take its
-//! batch's other requests with it; what a call made for a request that went
-//! away is the operation's to undo (jobs reserved for a consumer that left
-//! are released when their answer is dropped, see `Reserved`).
+//! The machinery of group commit, generic over the operation: each
+//! queue's line of waiting operations, the calls that take them in
+//! batches (one at a time, or two under load), and how a line leaves the
+//! map when it idles or its task panics.
 
 use std::{
     collections::HashMap,
@@ -26,7 +9,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use sundial_core::{Delivery, EngineError, JobId, Publication, Shard, Want};
+use sundial_core::{EngineError, Shard};
 use tokio::sync::oneshot;
 
 /// Operations one call carries at most.
@@ -57,184 +40,6 @@ pub trait Op: Send + Sync + 'static {
         items: &[Self::Item],
     ) -> impl Future<Output = Result<Vec<Self::Out>, EngineError>> + Send;
 }
-
-/// Publications, each all or nothing: `false` when one of its ids exists.
-#[derive(Debug)]
-pub struct PublishOp;
-
-impl Op for PublishOp {
-    type Item = Publication;
-    type Out = bool;
-    fn size(p: &Publication) -> usize {
-        p.jobs.iter().map(|j| j.body.len()).sum()
-    }
-    /// Body bytes.
-    const LIMIT: usize = 1024 * 1024;
-    fn call(
-        shard: &Shard,
-        slot: u32,
-        qualified: &str,
-        items: &[Publication],
-    ) -> impl Future<Output = Result<Vec<bool>, EngineError>> + Send {
-        shard.publish_many(slot, qualified, items)
-    }
-}
-
-/// Jobs reserved for one consumer: what a consume call answers it, and
-/// what a pass has gathered so far. If they are dropped before they are
-/// handed over (the client hung up while its call ran, or while a later slot
-/// was asked), they are given back rather than left reserved for nobody
-/// until their TTR.
-#[derive(Debug, Default)]
-pub struct Reserved {
-    jobs: Vec<(Shard, Delivery)>,
-}
-
-impl Reserved {
-    /// Adds jobs reserved for the same consumer.
-    pub fn append(&mut self, mut other: Reserved) {
-        self.jobs.append(&mut other.jobs);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.jobs.is_empty()
-    }
-
-    pub fn len(&self) -> usize {
-        self.jobs.len()
-    }
-
-    /// The jobs, now the client's.
-    pub fn answered(mut self) -> Vec<Delivery> {
-        std::mem::take(&mut self.jobs)
-            .into_iter()
-            .map(|(_, d)| d)
-            .collect()
-    }
-}
-
-impl Drop for Reserved {
-    fn drop(&mut self) {
-        if self.jobs.is_empty() {
-            return;
-        }
-        let jobs = std::mem::take(&mut self.jobs);
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                // Each release goes back to the head of its queue: the last
-                // first, so that the oldest is served first again.
-                for (shard, d) in jobs.into_iter().rev() {
-                    release(&shard, &d).await;
-                }
-            });
-        }
-    }
-}
-
-/// Gives back a job reserved for a client that went away.
-async fn release(shard: &Shard, d: &Delivery) {
-    match shard.release(d).await {
-        Ok(_) => tracing::debug!(job_id = d.job.id, "consumer went away; job released"),
-        Err(e) => {
-            tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR")
-        }
-    }
-}
-
-/// What a worker asks of a queue: an ack, or jobs.
-#[derive(Debug)]
-pub enum Work {
-    /// Delete job `id`, in whatever state it is.
-    Ack(JobId),
-    /// Reserve jobs.
-    Take(Want),
-}
-
-/// What a [`Work`] is answered.
-#[derive(Debug)]
-pub enum Done {
-    /// Whether the job existed there.
-    Acked(bool),
-    /// The jobs reserved for the consumer.
-    Taken(Reserved),
-}
-
-/// Acks and consumes, in groups. A worker acks one job and asks for the
-/// next, so the two arrive together: the acks and consumes of a queue that
-/// ask a slot while a call for it runs share the next call, which makes
-/// the acks first and then serves the consumers in arrival order. Under a
-/// load that starts a second call, order holds within each call: an ack
-/// and a consume from different requests that overlapped may run in
-/// either order.
-#[derive(Debug)]
-pub struct WorkOp;
-
-/// The group commit of acks and consumes.
-pub type Workers = Lines<WorkOp>;
-
-impl Op for WorkOp {
-    type Item = Work;
-    type Out = Done;
-    fn size(w: &Work) -> usize {
-        match w {
-            Work::Ack(_) => 0,
-            Work::Take(want) => want.count as usize,
-        }
-    }
-    /// Jobs taken: as many as one request may ask for. Bodies may be up to
-    /// 1 MiB each, and a call holds the records it takes in Redis's Lua
-    /// memory until it returns, so a call takes no more than one request
-    /// could on its own.
-    const LIMIT: usize = 100;
-    /// A worker brings two operations (its ack and its next consume), so
-    /// 16 is the same load as 8 publishes. In alternated bench rounds
-    /// (consume + ack, 32 workers) 16 beat both 8 (which made 0.22 calls
-    /// per job instead of 0.15, and cost Redis more per job) and no
-    /// second call at all.
-    const SECOND_CALL_AT: usize = 16;
-    async fn call(
-        shard: &Shard,
-        slot: u32,
-        qualified: &str,
-        items: &[Work],
-    ) -> Result<Vec<Done>, EngineError> {
-        let mut acks = Vec::new();
-        let mut wants = Vec::new();
-        for w in items {
-            match w {
-                Work::Ack(id) => acks.push(id.clone()),
-                Work::Take(want) => wants.push(*want),
-            }
-        }
-        let served = shard.serve(slot, qualified, &acks, &wants).await?;
-        let mut acked = served.acked.into_iter();
-        let mut taken = served.taken.into_iter();
-        // `serve` answers each ack and want, in order, or fails.
-        items
-            .iter()
-            .map(|w| match w {
-                Work::Ack(_) => acked.next().map(Done::Acked),
-                Work::Take(_) => taken.next().map(|jobs| {
-                    Done::Taken(Reserved {
-                        jobs: jobs.into_iter().map(|d| (shard.clone(), d)).collect(),
-                    })
-                }),
-            })
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| mismatch(shard))
-    }
-}
-
-/// An answer of the wrong kind or count: a defect, reported as a bad reply.
-fn mismatch(shard: &Shard) -> EngineError {
-    EngineError::Reply {
-        shard: shard.name().to_owned(),
-        what: "a worker call answered out of step with what it was asked".to_owned(),
-    }
-}
-
-/// The group commit of publishes.
-pub type Publishes = Lines<PublishOp>;
 
 /// (shard, slot, qualified queue).
 type Key = (String, u32, String);
@@ -289,67 +94,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Publishes {
-    /// Stores `publication` (jobs of `qualified` in `slot` on `shard`), in a
-    /// call of its own or with others that wait for the same queue.
-    pub async fn publish(
-        &self,
-        shard: &Shard,
-        slot: u32,
-        qualified: &str,
-        publication: Publication,
-    ) -> Result<(), EngineError> {
-        if self.submit(shard, slot, qualified, publication).await? {
-            Ok(())
-        } else {
-            Err(EngineError::Exists {
-                shard: shard.name().to_owned(),
-            })
-        }
-    }
-}
-
-impl Workers {
-    /// Deletes job `id` of `qualified` in `slot` on `shard`, in a call of
-    /// its own or with other acks and consumes of the same queue; whether
-    /// it existed.
-    pub async fn ack(
-        &self,
-        shard: &Shard,
-        slot: u32,
-        qualified: &str,
-        id: JobId,
-    ) -> Result<bool, EngineError> {
-        match self.submit(shard, slot, qualified, Work::Ack(id)).await? {
-            Done::Acked(found) => Ok(found),
-            Done::Taken(_) => Err(mismatch(shard)),
-        }
-    }
-
-    /// Reserves jobs of `qualified` in `slot` on `shard` for one consumer,
-    /// in a call of its own or with other acks and consumes of the same
-    /// queue.
-    pub async fn consume(
-        &self,
-        shard: &Shard,
-        slot: u32,
-        qualified: &str,
-        want: Want,
-    ) -> Result<Reserved, EngineError> {
-        match self
-            .submit(shard, slot, qualified, Work::Take(want))
-            .await?
-        {
-            Done::Taken(jobs) => Ok(jobs),
-            Done::Acked(_) => Err(mismatch(shard)),
-        }
-    }
-}
-
 impl<O: Op> Lines<O> {
     /// Makes the operation `item` on `qualified` in `slot` on `shard`, in a
     /// call of its own or with others that wait for the same queue.
-    async fn submit(
+    pub(super) async fn submit(
         &self,
         shard: &Shard,
         slot: u32,
@@ -499,9 +247,10 @@ fn take<O: Op>(waiting: &mut Vec<Waiting<O>>) -> Vec<Waiting<O>> {
 
 #[cfg(test)]
 mod tests {
-    use sundial_core::ShardOptions;
+    use sundial_core::{Publication, ShardOptions};
 
     use super::*;
+    use crate::batch::Publishes;
 
     #[tokio::test]
     async fn a_line_whose_task_panics_answers_its_waiters_and_leaves() {

@@ -1,0 +1,142 @@
+//! `GET /namespaces/{ns}/export`: a namespace's jobs streamed as NDJSON,
+//! a page of one place at a time.
+
+use std::sync::Arc;
+
+use axum::{
+    body::{Body, Bytes},
+    extract::{Path, State},
+    http::{HeaderValue, Uri, header},
+    response::{IntoResponse, Response},
+};
+use sundial_core::{PageSize, PortableJob, Shard};
+
+use super::{
+    line::Line,
+    places::{places, wholly_in},
+};
+use crate::{admin::queues::namespace_route, api::error::ApiError, state::AppState};
+
+/// Records read per export page, at most (fewer when their bodies are
+/// large: see `PageSize`).
+const PAGE: u32 = 200;
+
+/// Every page of the namespace's jobs at one place, as NDJSON, to `tx`:
+/// delayed and reserved jobs, then each queue's ready and dead lists.
+async fn export_place(
+    tx: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    shard: &Shard,
+    slot: u32,
+    ns: &str,
+    queues: &[String],
+) -> Result<u64, sundial_core::EngineError> {
+    let mut n = 0;
+    let send = |jobs: Vec<PortableJob>| {
+        let mut out = Vec::new();
+        for j in &jobs {
+            if serde_json::to_writer(&mut out, &Line::of(j)).is_ok() {
+                out.push(b'\n');
+            }
+        }
+        (jobs.len() as u64, Bytes::from(out))
+    };
+    // The jobs hash, the lists, and last the jobs in transit (a mover took
+    // them out of the hash or a list and has not let them go: a job may be
+    // read twice, here and at its copy).
+    for transit in [false, true] {
+        if transit {
+            for q in queues {
+                lists(tx, shard, slot, q, &send, &mut n).await?;
+            }
+        }
+        let mut cursor = "0".to_owned();
+        let mut size = PageSize::new(PAGE);
+        loop {
+            let page = shard
+                .export_scan(slot, ns, transit, &cursor, size.get())
+                .await?;
+            size.saw(page.jobs.len(), page.bytes());
+            let (k, chunk) = send(page.jobs);
+            n += k;
+            if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
+                return Ok(n);
+            }
+            match page.next {
+                Some(c) => cursor = c,
+                None => break,
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// The ready and dead lists of queue `q` at one place, newest first.
+async fn lists(
+    tx: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    shard: &Shard,
+    slot: u32,
+    q: &str,
+    send: &impl Fn(Vec<PortableJob>) -> (u64, Bytes),
+    n: &mut u64,
+) -> Result<(), sundial_core::EngineError> {
+    for dead in [false, true] {
+        let mut passed = 0u64;
+        let mut size = PageSize::new(PAGE);
+        loop {
+            let page = shard.export_list(slot, q, dead, passed, size.get()).await?;
+            size.saw(page.jobs.len(), page.bytes());
+            let (k, chunk) = send(page.jobs);
+            *n += k;
+            if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
+                return Ok(());
+            }
+            match page.next.and_then(|p| p.parse().ok()) {
+                Some(p) => passed = p,
+                None => break,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `GET /namespaces/{ns}/export?pool=`: the namespace's jobs as NDJSON
+/// (`application/x-ndjson`), streamed. A failure midway (a shard that does
+/// not answer) ends the stream without its last chunk: the client sees an
+/// incomplete response, never a short file that looks whole.
+pub(in crate::admin) async fn export(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    let (_, pool) = namespace_route(&state, &ns, &uri)?;
+    wholly_in(&state, &pool, &ns)?;
+    let places = places(&state, &pool, &ns).await?;
+    // A few chunks in flight: the walk goes at the pace the client reads.
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        let mut jobs = 0;
+        for (shard, slot, queues) in &places {
+            match export_place(&tx, shard, *slot, &ns, queues).await {
+                Ok(n) => jobs += n,
+                Err(e) => {
+                    tracing::warn!(namespace = ns, shard = shard.name(), slot, error = %e, "an export stopped midway");
+                    let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+                    return;
+                }
+            }
+            if tx.is_closed() {
+                return;
+            }
+        }
+        tracing::info!(namespace = ns, jobs, "namespace exported");
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    let mut response = Body::from_stream(stream).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    Ok(response)
+}

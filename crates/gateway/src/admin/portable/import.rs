@@ -1,0 +1,243 @@
+//! `POST /namespaces/{ns}/import`: the NDJSON lines of a body stored as
+//! jobs of a namespace, line by line, in batches per place.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use axum::{
+    Json,
+    body::Body,
+    extract::{Path, State},
+    http::Uri,
+    response::IntoResponse,
+};
+use bytes::BytesMut;
+use http_body_util::BodyExt;
+use serde_json::json;
+use sundial_core::{JobId, PortableJob, Shard, job::MAX_BODY_BYTES, keys};
+use sundial_router::Pool;
+
+use super::{line::Line, places::wholly_in};
+use crate::{admin::queues::namespace_route, api::error::ApiError, state::AppState};
+
+/// Jobs per import batch (one script call).
+const BATCH: usize = 200;
+/// Bytes of jobs an import holds before it stores them.
+const HELD_BYTES: usize = 4 * 1024 * 1024;
+/// The longest line: a largest body in base64 and room for the rest.
+const MAX_LINE: usize = MAX_BODY_BYTES / 3 * 4 + 64 * 1024;
+/// Imports that may run at once: each holds its share of the body budget
+/// for as long as its body takes.
+static IMPORTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+/// Queues noted before they are added to the queue index (and forgotten).
+const INDEX_EVERY: usize = 100;
+
+/// What an import did so far.
+#[derive(Debug, Default)]
+struct Imported {
+    imported: u64,
+    existing: u64,
+}
+
+/// Jobs read but not stored yet, per place.
+struct Held<'a> {
+    pool: &'a Pool,
+    batches: BTreeMap<(String, u32), (Shard, Vec<PortableJob>)>,
+    bytes: usize,
+    done: Imported,
+}
+
+impl Held<'_> {
+    async fn add(&mut self, id: &JobId, job: PortableJob) -> Result<(), ApiError> {
+        let (_, queue) = keys::parse_qualified(&job.queue).unwrap_or_default();
+        let ns = keys::parse_qualified(&job.queue).map_or("", |(n, _)| n);
+        let slot = self.pool.slot_of(ns, queue, id.lane(self.pool.lanes()));
+        let shard = self.pool.shard_for(slot);
+        self.bytes += job.body.len() + job.attrs.len() + 64;
+        let key = (shard.name().to_owned(), slot);
+        let batch = &mut self
+            .batches
+            .entry(key.clone())
+            .or_insert_with(|| (shard.clone(), Vec::new()))
+            .1;
+        batch.push(job);
+        if batch.len() >= BATCH {
+            self.store(Some(key)).await?;
+        }
+        if self.bytes >= HELD_BYTES {
+            self.store(None).await?;
+        }
+        Ok(())
+    }
+
+    /// Stores one place's batch, or every batch.
+    async fn store(&mut self, only: Option<(String, u32)>) -> Result<(), ApiError> {
+        let keys: Vec<(String, u32)> = match only {
+            Some(k) => vec![k],
+            None => self.batches.keys().cloned().collect(),
+        };
+        for k in keys {
+            let Some((shard, jobs)) = self.batches.remove(&k) else {
+                continue;
+            };
+            let c = shard.import(k.1, &jobs).await?;
+            self.done.imported += c.copied;
+            self.done.existing += c.skipped;
+            self.bytes = self
+                .bytes
+                .saturating_sub(jobs.iter().map(|j| j.body.len() + j.attrs.len() + 64).sum());
+        }
+        if self.batches.is_empty() {
+            self.bytes = 0;
+        }
+        Ok(())
+    }
+}
+
+/// Reads the body's lines into `held` (which stores them in batches),
+/// noting each queue in `queues`, until its end or a line that is not a
+/// job (400 naming it).
+async fn read_lines(
+    state: &AppState,
+    body: Body,
+    ns: &str,
+    held: &mut Held<'_>,
+    queues: &mut std::collections::BTreeSet<String>,
+) -> Result<(), ApiError> {
+    let mut lines = BodyLines {
+        body,
+        buf: BytesMut::new(),
+        ended: false,
+    };
+    let mut line_no = 0u64;
+    while let Some(line) = lines.next(state).await? {
+        line_no += 1;
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let parsed = serde_json::from_slice::<Line>(text)
+            .map_err(|e| e.to_string())
+            .and_then(|l| l.job(ns));
+        let (id, job) = match parsed {
+            Ok(j) => j,
+            Err(why) => {
+                // The lines before it are stored first, to be counted.
+                held.store(None).await?;
+                return Err(ApiError::bad(format!(
+                    "line {line_no}: {why} ({} job(s) of the lines before it imported, {} there already)",
+                    held.done.imported, held.done.existing
+                )));
+            }
+        };
+        if let Some((_, q)) = keys::parse_qualified(&job.queue)
+            && !queues.contains(q)
+        {
+            queues.insert(q.to_owned());
+        }
+        held.add(&id, job).await?;
+        if queues.len() >= INDEX_EVERY {
+            // Stored first: the index names queues that hold jobs.
+            held.store(None).await?;
+            index(state, held.pool, ns, queues).await?;
+        }
+    }
+    Ok(())
+}
+
+/// An import body cut into lines as its chunks arrive.
+struct BodyLines {
+    body: Body,
+    buf: BytesMut,
+    ended: bool,
+}
+
+impl BodyLines {
+    /// The next line (with its `\n`, but for a last line without one), or
+    /// `None` at the body's end. A line longer than [`MAX_LINE`] is 413; a
+    /// chunk that takes longer than the body timeout, 408.
+    async fn next(&mut self, state: &AppState) -> Result<Option<BytesMut>, ApiError> {
+        while !self.ended || !self.buf.is_empty() {
+            match self.buf.iter().position(|b| *b == b'\n') {
+                Some(i) => return Ok(Some(self.buf.split_to(i + 1))),
+                None if self.ended => return Ok(Some(self.buf.split())),
+                None => {}
+            }
+            if self.buf.len() > MAX_LINE {
+                return Err(ApiError::TooLarge("an import line is too long"));
+            }
+            match tokio::time::timeout(state.bodies.timeout(), self.body.frame()).await {
+                Err(_) => return Err(ApiError::RequestTimeout("request body too slow")),
+                Ok(None) => self.ended = true,
+                Ok(Some(Err(_))) => return Err(ApiError::bad("failed to read body")),
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Adds the noted queues to the namespace's queue index (so that the admin
+/// listing and a later export find them, as a publish would add them), and
+/// forgets them.
+async fn index(
+    state: &AppState,
+    pool: &Pool,
+    ns: &str,
+    queues: &mut std::collections::BTreeSet<String>,
+) -> Result<(), ApiError> {
+    let names: Vec<String> = std::mem::take(queues).into_iter().collect();
+    state.admin.queues().add(pool.name(), ns, &names).await?;
+    Ok(())
+}
+
+/// `POST /namespaces/{ns}/import?pool=`: stores the jobs of an NDJSON body
+/// (as an export writes it) in the namespace; answers how many were stored
+/// and how many were there already (by id). A line that is not a valid job
+/// stops the import with 400 naming the line; the lines before it are
+/// stored. Each chunk of the body must arrive within `http.body_timeout_ms`
+/// of the one before.
+pub(in crate::admin) async fn import(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    uri: Uri,
+    body: Body,
+) -> Result<impl IntoResponse, ApiError> {
+    let (_, pool) = namespace_route(&state, &ns, &uri)?;
+    wholly_in(&state, &pool, &ns)?;
+    // A few imports at a time (a body may take long to arrive), each with
+    // room for a line and the jobs held from the budget all bodies share.
+    let _turn = IMPORTS.try_acquire().map_err(|_| ApiError::Busy)?;
+    let _room = state.bodies.take(MAX_LINE + HELD_BYTES + 64 * 1024)?;
+    let mut held = Held {
+        pool: &pool,
+        batches: BTreeMap::new(),
+        bytes: 0,
+        done: Imported::default(),
+    };
+    let mut queues = std::collections::BTreeSet::new();
+    let read = read_lines(&state, body, &ns, &mut held, &mut queues).await;
+    // What was stored is stored, whatever stopped the import: the admin
+    // listing (and a later export) must find its queues, as a publish
+    // would add them.
+    let stored = held.store(None).await;
+    index(&state, &pool, &ns, &mut queues).await?;
+    read?;
+    stored?;
+    tracing::info!(
+        namespace = ns,
+        imported = held.done.imported,
+        existing = held.done.existing,
+        "namespace imported"
+    );
+    Ok(Json(json!({
+        "pool": pool.name(),
+        "namespace": ns,
+        "imported": held.done.imported,
+        "existing": held.done.existing,
+    })))
+}

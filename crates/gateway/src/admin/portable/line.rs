@@ -1,0 +1,174 @@
+//! One job as a line of a namespace's NDJSON export (the format is in
+//! the `portable` module's doc): written from a job read for an export,
+//! and read back, checked, into a job to import.
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use sundial_core::{
+    JobId, PortableJob,
+    job::{
+        MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTE_VALUE_BYTES, MAX_ATTRIBUTES, MAX_BODY_BYTES,
+        check_queue,
+    },
+    keys, state as st,
+};
+
+/// The longest time a line's ms fields may say: ten years.
+const MAX_MS: u64 = 10 * 365 * 86_400_000;
+
+/// One job, as a line of NDJSON.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Line {
+    queue: String,
+    job_id: String,
+    state: String,
+    remain_tries: u16,
+    #[serde(default)]
+    delivered: bool,
+    #[serde(default)]
+    elapsed_ms: u64,
+    #[serde(default)]
+    ttl_ms: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    delay_ms: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    ttr_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dead_for_ms: Option<u64>,
+    #[serde(default)]
+    attributes: Option<serde_json::Map<String, serde_json::Value>>,
+    data: String,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+const STATES: [&str; 4] = ["delayed", "ready", "reserved", "dead"];
+
+impl Line {
+    pub(super) fn of(j: &PortableJob) -> Self {
+        Self {
+            queue: keys::parse_qualified(&j.queue)
+                .map_or(j.queue.as_str(), |(_, q)| q)
+                .to_owned(),
+            job_id: j.id.clone(),
+            state: STATES
+                .get(usize::from(j.state).wrapping_sub(1))
+                .copied()
+                .unwrap_or("unknown")
+                .to_owned(),
+            remain_tries: j.tries,
+            delivered: j.delivered,
+            elapsed_ms: j.age_ms,
+            ttl_ms: j.ttl_ms,
+            delay_ms: j.due_in_ms,
+            ttr_ms: j.ttr_ms,
+            dead_for_ms: j.dead_for_ms,
+            attributes: serde_json::from_str(&j.attrs).ok(),
+            data: base64::engine::general_purpose::STANDARD.encode(&j.body),
+        }
+    }
+
+    /// The job this line describes, in namespace `ns`, or why it cannot be.
+    pub(super) fn job(self, ns: &str) -> Result<(JobId, PortableJob), String> {
+        check_queue(&self.queue).map_err(|e| e.to_string())?;
+        let id = JobId::parse(&self.job_id).map_err(|e| e.to_string())?;
+        let state = self.state_code()?;
+        if self.remain_tries == 0 && matches!(state, st::DELAYED | st::READY) {
+            return Err("a delayed or ready job needs remain_tries of at least 1".to_owned());
+        }
+        self.check_times()?;
+        let body = self.body()?;
+        let attrs = attributes(self.attributes)?;
+        let job = PortableJob {
+            id: id.as_str().to_owned(),
+            queue: keys::qualified(ns, &self.queue),
+            state,
+            delivered: self.delivered || state == st::RESERVED,
+            tries: self.remain_tries,
+            age_ms: self.elapsed_ms,
+            ttl_ms: self.ttl_ms,
+            due_in_ms: if state == st::DELAYED {
+                self.delay_ms
+            } else {
+                0
+            },
+            ttr_ms: if state == st::RESERVED {
+                self.ttr_ms
+            } else {
+                0
+            },
+            dead_for_ms: if state == st::DEAD {
+                self.dead_for_ms
+            } else {
+                None
+            },
+            attrs,
+            body: body.into(),
+        };
+        Ok((id, job))
+    }
+
+    /// The state's number (`sundial_core::state`).
+    fn state_code(&self) -> Result<u8, String> {
+        match STATES.iter().position(|s| *s == self.state) {
+            Some(i) => Ok(i as u8 + 1),
+            None => Err(format!("invalid state {:?}", self.state)),
+        }
+    }
+
+    /// Refuses a time over [`MAX_MS`].
+    fn check_times(&self) -> Result<(), String> {
+        let times = [
+            self.elapsed_ms,
+            self.ttl_ms,
+            self.delay_ms,
+            self.ttr_ms,
+            self.dead_for_ms.unwrap_or(0),
+        ];
+        if times.iter().any(|t| *t > MAX_MS) {
+            return Err("a time over ten years".to_owned());
+        }
+        Ok(())
+    }
+
+    /// The body, decoded, within a job's bounds.
+    fn body(&self) -> Result<Vec<u8>, String> {
+        let body = base64::engine::general_purpose::STANDARD
+            .decode(&self.data)
+            .map_err(|_| "data is not base64".to_owned())?;
+        if body.len() > MAX_BODY_BYTES {
+            return Err("job too large".to_owned());
+        }
+        Ok(body)
+    }
+}
+
+/// A line's attributes as the job stores them (JSON, or empty for none),
+/// within a job's bounds.
+fn attributes(
+    attributes: Option<serde_json::Map<String, serde_json::Value>>,
+) -> Result<String, String> {
+    Ok(match attributes {
+        None => String::new(),
+        Some(a) if a.is_empty() => String::new(),
+        Some(a) => {
+            let fits = a.len() <= MAX_ATTRIBUTES
+                && a.iter().all(|(k, v)| {
+                    k.len() <= MAX_ATTRIBUTE_KEY_BYTES
+                        && v.as_str()
+                            .is_some_and(|s| s.len() <= MAX_ATTRIBUTE_VALUE_BYTES)
+                });
+            if !fits {
+                return Err(format!(
+                    "attributes: at most {MAX_ATTRIBUTES} string values, keys of at most \
+                     {MAX_ATTRIBUTE_KEY_BYTES} bytes, values of at most \
+                     {MAX_ATTRIBUTE_VALUE_BYTES}"
+                ));
+            }
+            serde_json::Value::Object(a).to_string()
+        }
+    })
+}

@@ -1,0 +1,53 @@
+//! Publishes in groups: the publications of one queue in one slot that
+//! wait while a call for it runs share the next call.
+
+use std::future::Future;
+
+use sundial_core::{EngineError, Publication, Shard};
+
+use super::lines::{Lines, Op};
+
+/// Publications, each all or nothing: `false` when one of its ids exists.
+#[derive(Debug)]
+pub struct PublishOp;
+
+impl Op for PublishOp {
+    type Item = Publication;
+    type Out = bool;
+    fn size(p: &Publication) -> usize {
+        p.jobs.iter().map(|j| j.body.len()).sum()
+    }
+    /// Body bytes.
+    const LIMIT: usize = 1024 * 1024;
+    fn call(
+        shard: &Shard,
+        slot: u32,
+        qualified: &str,
+        items: &[Publication],
+    ) -> impl Future<Output = Result<Vec<bool>, EngineError>> + Send {
+        shard.publish_many(slot, qualified, items)
+    }
+}
+
+/// The group commit of publishes.
+pub type Publishes = Lines<PublishOp>;
+
+impl Publishes {
+    /// Stores `publication` (jobs of `qualified` in `slot` on `shard`), in a
+    /// call of its own or with others that wait for the same queue.
+    pub async fn publish(
+        &self,
+        shard: &Shard,
+        slot: u32,
+        qualified: &str,
+        publication: Publication,
+    ) -> Result<(), EngineError> {
+        if self.submit(shard, slot, qualified, publication).await? {
+            Ok(())
+        } else {
+            Err(EngineError::Exists {
+                shard: shard.name().to_owned(),
+            })
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! Pool and shard configuration, as the operator writes it: `pool.rs`
+//! (a pool, and the checks of its config that need no connection),
+//! `shard.rs` (a shard's tables and defaults), `url.rs` (the URL a shard's
+//! tables make for the client).
+
+mod pool;
+mod shard;
+mod url;
+
+pub use pool::{DEFAULT_LANES, DEFAULT_SLOTS, MAX_LANES, MAX_SLOTS, PoolConfig};
+pub use shard::{
+    ClusterConfig, DEFAULT_SHARD_NAME, DEFAULT_TIMEOUT_MS, SentinelConfig, ShardConfig, TlsConfig,
+    WaitConfig,
+};
