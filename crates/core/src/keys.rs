@@ -116,7 +116,8 @@ pub enum AdminTable {
 }
 
 impl AdminTable {
-    /// Every table, in the order they are read and restored.
+    /// Every table, in the order they are declared (and read, and
+    /// restored).
     pub const ALL: [AdminTable; 3] = [Self::Tokens, Self::Limits, Self::Homes];
 }
 

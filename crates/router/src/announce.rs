@@ -59,10 +59,11 @@ impl Announcer {
                         pool: p.clone(),
                         ns: ns.clone(),
                         to: h.to.clone(),
-                        state: h.state,
+                        state: Ok(h.state),
                     })
                 }),
         );
+        let mine = view::Rendered::new(&mine);
         for shard in pool.shards() {
             if let Err(e) = view::announce(shard, &mine, self.ttl).await {
                 tracing::warn!(shard = shard.name(), error = %e, "cannot announce this gateway's layouts");

@@ -8,7 +8,8 @@
 //!    the namespace has a home ([`crate::admin::homes`]): then they are in the pool
 //!    its writes go to, and, while it moves, in the other pool too, read
 //!    second ([`route`]). A gateway whose config lacks a pool that may hold
-//!    them answers nothing for the namespace ([`Unplaced::Missing`]).
+//!    them serves none of the namespace's requests ([`Unplaced::Missing`]:
+//!    503, retry).
 //! 2. **Shards, within a pool.** A slot's jobs are at the shard the current
 //!    layout gives it first, then at the shards that the layouts still
 //!    draining gave it, in the order they are pinned ([`slot_places`]); a
@@ -357,7 +358,8 @@ pub fn transit_place<'a>(
 /// Every place where a copy of job `id` of the qualified `queue`, taken out
 /// of `slot` of `pool` at `from` and bound to `dest`, may be: the slot's
 /// other places in its pool and, bound to another pool, every place that
-/// pool gives the job. `None` when that pool is not in `topology`.
+/// pool gives the job. `None` when that pool is not in `topology`, or
+/// the queue's name cannot be read.
 pub fn copy_places<'a>(
     topology: &'a Topology,
     pool: &'a Pool,

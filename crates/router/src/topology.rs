@@ -96,7 +96,7 @@ pub struct Pool {
     held: Vec<Arc<[u32]>>,
     /// The ring (index in `rings`) that writes go to: the current one (0),
     /// or, while some live gateway does not know the current layout yet, a
-    /// layout that every gateway reads (`crate::drain` decides).
+    /// layout that every gateway reads (`crate::writes::choose` decides).
     write: AtomicUsize,
 }
 
@@ -355,8 +355,9 @@ impl Topology {
 
     /// Each pool keeps writing to the layout its predecessor in `previous`
     /// wrote to, if it still reads that layout: a reload to a new layout
-    /// holds writes on the one every gateway knew until `crate::drain`
-    /// finds that every live gateway knows the new one too.
+    /// holds writes on the one every gateway knew until
+    /// `crate::writes::choose` finds that every live gateway knows the new
+    /// one too.
     /// Returns the pools where that layout is gone (they write to the
     /// current one until chosen again).
     pub fn keep_writes_of(&self, previous: &Topology) -> Vec<&Arc<Pool>> {

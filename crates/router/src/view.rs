@@ -48,13 +48,14 @@ pub enum ViewEntry {
 }
 
 /// A namespace's move as a view names it: the namespace `ns` of tokens of
-/// `pool`, moving to pool `to`, in `state`.
+/// `pool`, moving to pool `to`, in `state` (`Err`: a state this version
+/// does not know, as written; the gateway knows the move all the same).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MoveEntry {
     pub pool: String,
     pub ns: String,
     pub to: String,
-    pub state: MoveState,
+    pub state: Result<MoveState, String>,
 }
 
 /// The kind of an entry, as its text's start tells it.
@@ -79,7 +80,10 @@ impl fmt::Display for ViewEntry {
         match self {
             Self::Writes(l) => write!(f, "{l}"),
             Self::Knows(l) => write!(f, "{KNOWS}{l}"),
-            Self::Move(m) => write!(f, "{MOVE}{}/{} {} {}", m.pool, m.ns, m.to, m.state.as_str()),
+            Self::Move(m) => {
+                let state = m.state.as_ref().map_or_else(String::as_str, |s| s.as_str());
+                write!(f, "{MOVE}{}/{} {} {state}", m.pool, m.ns, m.to)
+            }
         }
     }
 }
@@ -109,17 +113,19 @@ impl FromStr for ViewEntry {
     }
 }
 
-/// `<pool>/<ns> <to> <state>`.
+/// `<pool>/<ns> <to> <state>`; the state is whatever follows `<to> `.
 fn parse_move(s: &str) -> Option<MoveEntry> {
-    let mut words = s.split(' ');
+    let mut words = s.splitn(3, ' ');
     let (named, to, state) = (words.next()?, words.next()?, words.next()?);
     let (pool, ns) = named.split_once('/')?;
-    let well_formed = [pool, ns, to].iter().all(|w| !w.is_empty()) && words.next().is_none();
+    if [pool, ns, to].iter().any(|w| w.is_empty()) {
+        return None;
+    }
     Some(MoveEntry {
         pool: pool.to_owned(),
         ns: ns.to_owned(),
         to: to.to_owned(),
-        state: state.parse().ok().filter(|_| well_formed)?,
+        state: state.parse().map_err(|_| state.to_owned()),
     })
 }
 
@@ -176,10 +182,13 @@ impl View {
     }
 
     /// The state in which the gateway knows the move of namespace `ns` of
-    /// `pool` to pool `to` (`None`: it knows no such move).
-    pub fn knows_move(&self, pool: &str, ns: &str, to: &str) -> Option<MoveState> {
+    /// `pool` to pool `to` (`None`: it knows no such move; `Some(Err)`: it
+    /// knows it, in a state this version does not know).
+    pub fn knows_move(&self, pool: &str, ns: &str, to: &str) -> Option<Result<MoveState, &str>> {
         self.entries.iter().find_map(|e| match e {
-            ViewEntry::Move(m) if m.pool == pool && m.ns == ns && m.to == to => Some(m.state),
+            ViewEntry::Move(m) if m.pool == pool && m.ns == ns && m.to == to => {
+                Some(m.state.as_ref().map(|s| *s).map_err(String::as_str))
+            }
             _ => None,
         })
     }
@@ -196,14 +205,20 @@ pub async fn read(shard: &Shard) -> Result<Vec<View>, EngineError> {
         .collect())
 }
 
-/// Announces `entries` as this gateway's view in `shard`, for `ttl`.
-pub async fn announce(
-    shard: &Shard,
-    entries: &[ViewEntry],
-    ttl: Duration,
-) -> Result<(), EngineError> {
-    let text: Vec<String> = entries.iter().map(ToString::to_string).collect();
-    shard.announce_view(&INSTANCE, &text, ttl).await
+/// A view's entries in their text form, made once for all the shards it
+/// is announced in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered(Vec<String>);
+
+impl Rendered {
+    pub fn new(entries: &[ViewEntry]) -> Self {
+        Self(entries.iter().map(ToString::to_string).collect())
+    }
+}
+
+/// Announces `view` as this gateway's view in `shard`, for `ttl`.
+pub async fn announce(shard: &Shard, view: &Rendered, ttl: Duration) -> Result<(), EngineError> {
+    shard.announce_view(&INSTANCE, &view.0, ttl).await
 }
 
 /// Withdraws this gateway's view from `shard`.
@@ -228,7 +243,7 @@ mod tests {
                 pool: "a".into(),
                 ns: "ns".into(),
                 to: "b".into(),
-                state: MoveState::Moving,
+                state: Ok(MoveState::Moving),
             }),
         ];
         let texts = ["a:1,b:1", "knows a:1,b:1,c:0", "home a/ns b moving"];
@@ -241,7 +256,7 @@ mod tests {
                 pool: "p".into(),
                 ns: "n".into(),
                 to: "q".into(),
-                state,
+                state: Ok(state),
             });
             assert_eq!(e.to_string().parse::<ViewEntry>(), Ok(e));
         }
@@ -251,9 +266,9 @@ mod tests {
     fn an_unreadable_entry_keeps_the_kind_its_start_names() {
         for (text, kind) in [
             ("knows a:x", EntryKind::Knows),
-            ("home a/ns b flying", EntryKind::Move),
+            ("home a/ns b", EntryKind::Move),
             ("home a b moving", EntryKind::Move),
-            ("home a/ns b moving extra", EntryKind::Move),
+            ("home /ns b moving", EntryKind::Move),
             ("a:x", EntryKind::Writes),
         ] {
             assert_eq!(
@@ -297,8 +312,25 @@ mod tests {
                 "home a/other b moving".to_owned(),
             ],
         );
-        assert_eq!(view.knows_move("a", "ns", "b"), Some(MoveState::Announced));
-        assert_eq!(view.knows_move("a", "other", "b"), Some(MoveState::Moving));
+        assert_eq!(
+            view.knows_move("a", "ns", "b"),
+            Some(Ok(MoveState::Announced))
+        );
+        assert_eq!(
+            view.knows_move("a", "other", "b"),
+            Some(Ok(MoveState::Moving))
+        );
         assert_eq!(view.knows_move("a", "ns", "c"), None);
+        // A state of another version: the move is known, in no state this
+        // version can act on.
+        let later = View::parse("g".into(), &["home a/ns b paused".to_owned()]);
+        assert_eq!(later.knows_move("a", "ns", "b"), Some(Err("paused")));
+        let entry = ViewEntry::Move(MoveEntry {
+            pool: "a".into(),
+            ns: "ns".into(),
+            to: "b".into(),
+            state: Err("paused".into()),
+        });
+        assert_eq!(entry.to_string(), "home a/ns b paused");
     }
 }

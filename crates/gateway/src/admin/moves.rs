@@ -1,5 +1,5 @@
 //! Moving a namespace to another pool while its producers and workers go
-//! on (`sundial_router::homes` has the states; the mover in every gateway
+//! on (`sundial_router::admin::homes` has the states; the mover in every gateway
 //! carries its jobs): start a move, and follow it.
 
 use std::sync::Arc;

@@ -46,7 +46,7 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
     };
     let _waiting = (!watches.is_empty()).then(Waiting::new);
     // The pools this poll watches: when the namespace's move changes them
-    // (`sundial_router::homes`), the poll ends with no job, and the
+    // (`sundial_router::admin::homes`), the poll ends with no job, and the
     // worker's next poll watches the new ones.
     let route = tenant.route();
     loop {

@@ -139,7 +139,8 @@ async fn store(
     jobs: &[NewJob],
 ) -> Result<(), ApiError> {
     // The topology as it is now, not as it was before the body was read:
-    // see `sundial_router::drain` for why a write must use the current layout.
+    // see `sundial_router::view::WRITE_GRACE` for why a write must use
+    // the layout written to now.
     let pool = tenant.write_pool(state)?;
     let slot = pool.slot_of(&tenant.ns, p.queue, lane);
     let stored = sundial_core::Publication {

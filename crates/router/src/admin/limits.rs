@@ -19,13 +19,17 @@ pub struct LimitTable {
 }
 
 impl Table for LimitTable {
+    /// Logs each row it cannot read (once per load: the token table's
+    /// copy reads the same rows without a word).
     fn build(tables: &RawTables) -> Self {
-        Self {
-            limits: tables
-                .get(&AdminTable::Limits)
-                .map(parse_limits)
-                .unwrap_or_default(),
+        let Some(rows) = tables.get(&AdminTable::Limits) else {
+            return Self::default();
+        };
+        let (limits, unreadable) = parse_limits(rows);
+        for e in unreadable {
+            tracing::warn!(error = %e, "ignoring an unreadable rate limit");
         }
+        Self { limits }
     }
 }
 
@@ -40,9 +44,11 @@ impl Limits<'_> {
 
     /// The rate limit of a token, from this gateway's copy.
     pub fn get(&self, r: &TokenRef, ns: &str) -> Option<Limit> {
-        let field = self.tokens().find_cached(r, ns)?.field;
         self.0
-            .read(|l| l.get::<LimitTable>()?.limits.get(&field).copied())
+            .read(|l| {
+                let field = &l.get::<TokenIndex>()?.find(r, ns)?.field;
+                l.get::<LimitTable>()?.limits.get(field).copied()
+            })
             .flatten()
     }
 

@@ -13,10 +13,11 @@
 //! same Redis but is not replicated: it is paged from Redis, and rebuilt
 //! from the pools' slots.
 //!
-//! Adding a table: a variant of `sundial_core::keys::AdminTable` with its
-//! key names; a file here with its row type, its typed form
-//! ([`replica::Table`]) and its operations; a `.with::<T>()` and an
-//! accessor in [`AdminStore`].
+//! Adding a table: a variant of `sundial_core::keys::AdminTable`, listed in
+//! `AdminTable::ALL` (what is not there is neither read, replicated nor
+//! restored), with its key names in `AdminKeys`; a file here with its row
+//! type, its typed form ([`replica::Table`]) and its operations; a
+//! `.with::<T>()` and an accessor in [`AdminStore`].
 
 pub mod homes;
 pub mod limits;

@@ -194,17 +194,22 @@ impl TokenRef {
     }
 }
 
-/// The limit table's rows that this version can read: field → limit.
+/// The limit table's rows that this version can read (field → limit),
+/// and why each other one cannot be read.
 pub(super) fn parse_limits(
     rows: &std::collections::HashMap<String, String>,
-) -> std::collections::HashMap<String, Limit> {
-    rows.iter()
-        .filter_map(|(k, v)| match serde_json::from_str(v) {
-            Ok(l) => Some((k.clone(), l)),
-            Err(e) => {
-                tracing::warn!(error = %e, "ignoring an unreadable rate limit");
-                None
+) -> (
+    std::collections::HashMap<String, Limit>,
+    Vec<serde_json::Error>,
+) {
+    let (mut read, mut unreadable) = (std::collections::HashMap::new(), Vec::new());
+    for (field, value) in rows {
+        match serde_json::from_str(value) {
+            Ok(l) => {
+                read.insert(field.clone(), l);
             }
-        })
-        .collect()
+            Err(e) => unreadable.push(e),
+        }
+    }
+    (read, unreadable)
 }

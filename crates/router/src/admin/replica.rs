@@ -188,7 +188,12 @@ impl Replica {
         });
         let after = self.loaded.load();
         for (table, tx) in &self.changed {
-            let rows = |l: Option<&Arc<Loaded>>| l.and_then(|l| l.raw.get(table)).cloned();
+            // A table missing from a load is an empty one.
+            let rows = |l: Option<&Arc<Loaded>>| {
+                l.and_then(|l| l.raw.get(table))
+                    .cloned()
+                    .unwrap_or_default()
+            };
             if rows(before.as_ref()) != rows(after.as_ref()) {
                 tx.send_modify(|n| *n += 1);
             }
@@ -240,7 +245,8 @@ impl Replica {
     /// Sets `field` of `table` to `new` (`None`: deletes it), only if what
     /// it holds now in Redis (`None`: nothing) is what `expected` accepts;
     /// returns whether it changed. A set is compared and swapped in one
-    /// script, so a change made meanwhile is not overwritten.
+    /// script, so a change made meanwhile is not overwritten; a delete is
+    /// made once the field was read as expected, whatever it holds then.
     pub async fn compare_and_set(
         &self,
         table: AdminTable,

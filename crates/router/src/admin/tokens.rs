@@ -49,7 +49,7 @@ impl Table for TokenIndex {
     fn build(tables: &RawTables) -> Self {
         let limits = tables
             .get(&AdminTable::Limits)
-            .map(parse_limits)
+            .map(|rows| parse_limits(rows).0)
             .unwrap_or_default();
         Self::new(
             tables.get(&AdminTable::Tokens).unwrap_or(&Rows::new()),

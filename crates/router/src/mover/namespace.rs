@@ -214,7 +214,7 @@ impl Step<'_> {
             for v in view::read(shard).await? {
                 let known = v.knows_move(self.token_pool, self.ns, to);
                 all_know &= known.is_some();
-                all_write &= known == Some(MoveState::Moving);
+                all_write &= known == Some(Ok(MoveState::Moving));
             }
         }
         Ok((all_know, all_write))

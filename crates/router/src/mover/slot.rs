@@ -139,13 +139,18 @@ impl SlotMove<'_> {
         if let Some(ended) = self.advance_batches().await? {
             return Ok(Next::Done(ended));
         }
-        if self.batches.taken.len() < IN_FLIGHT && self.phase != Phase::Finish {
-            return self.take().await;
+        let walking = match &self.phase {
+            Phase::Recover { cursor } => Some((MoveMode::Pending, cursor.clone())),
+            Phase::Take { cursor, .. } => Some((MoveMode::Take, cursor.clone())),
+            Phase::Finish => None,
+        };
+        match walking {
+            Some((mode, cursor)) if self.batches.taken.len() < IN_FLIGHT => {
+                self.take(mode, &cursor).await
+            }
+            None if self.batches.is_empty() => self.walked().await,
+            _ => Ok(Next::Wait(self.batches.next_due(self.opts.settle))),
         }
-        if self.phase == Phase::Finish && self.batches.is_empty() {
-            return self.walked().await;
-        }
-        Ok(Next::Wait(self.batches.next_due(self.opts.settle)))
     }
 
     /// Steps 4, 3 and 2 of every batch due for them.
@@ -199,13 +204,8 @@ impl SlotMove<'_> {
 
     /// Step 1: takes a batch out at the old shard (or reads back one left
     /// in transit), and moves the walk on.
-    async fn take(&mut self) -> Result<Next, EngineError> {
+    async fn take(&mut self, mode: MoveMode, cursor: &str) -> Result<Next, EngineError> {
         let (m, opts) = (&self.m, self.opts);
-        let (mode, cursor) = match &self.phase {
-            Phase::Recover { cursor } => (MoveMode::Pending, cursor.as_str()),
-            Phase::Take { cursor, .. } => (MoveMode::Take, cursor.as_str()),
-            Phase::Finish => return Ok(Next::Again),
-        };
         let dest = m.dest.to_string();
         let t = match m
             .from
