@@ -95,8 +95,8 @@ pub struct TlsConfig {
 
 impl TlsConfig {
     /// What the engine connects with.
-    pub fn files(&self) -> sundial_core::engine::TlsFiles {
-        sundial_core::engine::TlsFiles {
+    pub fn files(&self) -> sundial_core::TlsFiles {
+        sundial_core::TlsFiles {
             ca_file: self.ca_file.clone(),
             cert_file: self.cert_file.clone(),
             key_file: self.key_file.clone(),
@@ -219,12 +219,12 @@ fn default_weight() -> u32 {
 }
 
 fn default_connections() -> usize {
-    sundial_core::engine::DEFAULT_CONNECTIONS
+    sundial_core::DEFAULT_CONNECTIONS
 }
 
 /// The default of [`ShardConfig::timeout_ms`].
 pub const DEFAULT_TIMEOUT_MS: u64 =
-    sundial_core::engine::DEFAULT_COMMAND_TIMEOUT.as_millis() as u64;
+    sundial_core::DEFAULT_COMMAND_TIMEOUT.as_millis() as u64;
 
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS
@@ -257,7 +257,7 @@ impl ShardConfig {
         }
         if !self
             .connect_url()
-            .is_ok_and(|url| sundial_core::engine::url_uses_tls(&url))
+            .is_ok_and(|url| sundial_core::url_uses_tls(&url))
         {
             return Err(
                 "a `tls` table needs a TLS connection: a rediss:// (or rediss-cluster://) url, \

@@ -62,6 +62,7 @@ impl Shard {
         expected: &str,
     ) -> Result<bool, EngineError> {
         let v = self
+            .conn()
             .eval(
                 &SCRIPTS.table_change,
                 keysets::table_change(self.admin_keys(), table),
@@ -80,6 +81,7 @@ impl Shard {
         value: &str,
     ) -> Result<bool, EngineError> {
         let v = self
+            .conn()
             .eval(
                 &SCRIPTS.token_rehash,
                 keysets::token_rehash(self.admin_keys()),
@@ -93,6 +95,7 @@ impl Shard {
     /// one (`delta` -1); returns the count in the current window.
     pub async fn rate(&self, key: &str, window_ms: u64, delta: i64) -> Result<u64, EngineError> {
         let v = self
+            .conn()
             .eval(
                 &SCRIPTS.rate,
                 keysets::rate(key),
@@ -106,7 +109,8 @@ impl Shard {
     /// Redis, or one that lost its data).
     pub async fn admin_version(&self) -> Result<Option<i64>, EngineError> {
         let key = self.admin_keys().version;
-        self.idempotent(key, |c| async move { c.get(key).await })
+        self.conn()
+            .idempotent(key, |c| async move { c.get(key).await })
             .await
     }
 
@@ -115,6 +119,7 @@ impl Shard {
     pub async fn admin_tables(&self) -> Result<AdminTables, EngineError> {
         let names = self.admin_keys();
         let (version, tokens, limits, homes): (Option<i64>, _, _, _) = self
+            .conn()
             .idempotent(names.version, |c| async move {
                 let tx = c.multi();
                 let _: () = tx.get(names.version).await?;
@@ -145,14 +150,15 @@ impl Shard {
         }
         let key = self.admin_keys().queues(pool, ns);
         let members: Vec<(f64, String)> = queues.iter().map(|q| (0.0, q.clone())).collect();
-        self.idempotent(&key, |c| {
-            let (key, members) = (key.clone(), members.clone());
-            async move {
-                c.zadd::<(), _, _>(key, None, None, false, false, members)
-                    .await
-            }
-        })
-        .await
+        self.conn()
+            .idempotent(&key, |c| {
+                let (key, members) = (key.clone(), members.clone());
+                async move {
+                    c.zadd::<(), _, _>(key, None, None, false, false, members)
+                        .await
+                }
+            })
+            .await
     }
 
     /// Up to `limit` queue names of a namespace's index, in name order,
@@ -166,27 +172,28 @@ impl Shard {
     ) -> Result<Vec<String>, EngineError> {
         let key = self.admin_keys().queues(pool, ns);
         let from = after.map_or_else(|| "-".to_owned(), |a| format!("({a}"));
-        self.idempotent(&key, |c| {
-            let (key, from) = (key.clone(), from.clone());
-            async move {
-                let cmd = fred::types::CustomCommand::new_static(
-                    "ZRANGE",
-                    fred::types::ClusterHash::FirstKey,
-                    false,
-                );
-                let args: Vec<fred::types::Value> = vec![
-                    key.into(),
-                    from.into(),
-                    "+".into(),
-                    "BYLEX".into(),
-                    "LIMIT".into(),
-                    0.into(),
-                    (limit as i64).into(),
-                ];
-                c.custom(cmd, args).await
-            }
-        })
-        .await
+        self.conn()
+            .idempotent(&key, |c| {
+                let (key, from) = (key.clone(), from.clone());
+                async move {
+                    let cmd = fred::types::CustomCommand::new_static(
+                        "ZRANGE",
+                        fred::types::ClusterHash::FirstKey,
+                        false,
+                    );
+                    let args: Vec<fred::types::Value> = vec![
+                        key.into(),
+                        from.into(),
+                        "+".into(),
+                        "BYLEX".into(),
+                        "LIMIT".into(),
+                        0.into(),
+                        (limit as i64).into(),
+                    ];
+                    c.custom(cmd, args).await
+                }
+            })
+            .await
     }
 
     /// Every queue name of a namespace's index, a page of 1,000 at a time.
@@ -211,14 +218,16 @@ impl Shard {
     /// One field of the homes table, read from Redis.
     pub async fn admin_home(&self, field: &str) -> Result<Option<String>, EngineError> {
         let key = self.admin_keys().homes;
-        self.idempotent(key, |c| async move { c.hget(key, field).await })
+        self.conn()
+            .idempotent(key, |c| async move { c.hget(key, field).await })
             .await
     }
 
     /// The token table alone, read from Redis.
     pub async fn token_table(&self) -> Result<HashMap<String, String>, EngineError> {
         let key = self.admin_keys().tokens;
-        self.idempotent(key, |c| async move { c.hgetall(key).await })
+        self.conn()
+            .idempotent(key, |c| async move { c.hgetall(key).await })
             .await
     }
 
@@ -229,6 +238,7 @@ impl Shard {
         let names = self.admin_keys();
         // Running it twice writes the same: the union, and the same version.
         let _: fred::types::Value = self
+            .conn()
             .idempotent(names.version, |c| async move {
                 let tx = c.multi();
                 for (table, fields) in [

@@ -127,11 +127,14 @@ impl Shard {
             }
         }
         let v = self
+            .conn()
             .eval_replicated(&SCRIPTS.publish, keysets::publish(&k, qualified), args)
             .await?;
-        let mut f = Fields::new(self, v)?;
+        let mut f = Fields::new(self.conn(), v)?;
         if f.len() != publications.len() {
-            return Err(self.bad_reply("publish answered for another number of publications"));
+            return Err(self
+                .conn()
+                .bad_reply("publish answered for another number of publications"));
         }
         publications
             .iter()
@@ -156,6 +159,7 @@ impl Shard {
         args.push(new.attrs.as_str().into());
         args.push(new.body.clone().into());
         let v = self
+            .conn()
             .eval_replicated(&SCRIPTS.republish, keysets::republish(&k, qualified), args)
             .await?;
         Ok(v.as_i64() == Some(1))
@@ -208,8 +212,8 @@ impl Shard {
             args.push(i64::from(w.count).into());
             args.push((w.ttr_ms as i64).into());
         }
-        let reply = self.eval(&SCRIPTS.serve, keys, args).await?;
-        let mut f = Fields::new(self, reply)?;
+        let reply = self.conn().eval(&SCRIPTS.serve, keys, args).await?;
+        let mut f = Fields::new(self.conn(), reply)?;
         let now = f.uint()?;
         let mut acked = Vec::with_capacity(acks.len());
         for _ in acks {
@@ -220,7 +224,7 @@ impl Shard {
             let deadline_ms = f.uint()?;
             let n = f.uint()?;
             if n > u64::from(w.count) {
-                return Err(self.bad_reply("serve answered more jobs than asked"));
+                return Err(self.conn().bad_reply("serve answered more jobs than asked"));
             }
             let mut jobs = Vec::with_capacity(n as usize);
             for _ in 0..n {
@@ -228,7 +232,7 @@ impl Shard {
                 // The record as it was: reserved now, with one try spent.
                 let r = f.record()?;
                 let attrs = String::from_utf8(r.attrs.to_vec())
-                    .map_err(|_| self.bad_reply("attributes are not utf-8"))?;
+                    .map_err(|_| self.conn().bad_reply("attributes are not utf-8"))?;
                 jobs.push(Delivery {
                     job: JobView {
                         queue: qualified.to_owned(),
@@ -252,7 +256,9 @@ impl Shard {
             taken.push(jobs);
         }
         if f.len() != 0 {
-            return Err(self.bad_reply("serve answered for more consumers than asked"));
+            return Err(self
+                .conn()
+                .bad_reply("serve answered for more consumers than asked"));
         }
         Ok(Served { acked, taken })
     }
@@ -269,7 +275,7 @@ impl Shard {
             self.ready_channel(d.slot, &d.job.queue).into(),
             d.job.queue.as_str().into(),
         ];
-        let v = self.eval(&SCRIPTS.release, keys, args).await?;
+        let v = self.conn().eval(&SCRIPTS.release, keys, args).await?;
         Ok(v.as_i64() == Some(1))
     }
 
@@ -296,6 +302,7 @@ impl Shard {
     ) -> Result<Option<JobView>, EngineError> {
         let k = SlotKeys::new(slot);
         let v = self
+            .conn()
             .eval(
                 &SCRIPTS.peek_job,
                 keysets::peek_job(&k),
@@ -305,6 +312,6 @@ impl Shard {
         if v.is_null() {
             return Ok(None);
         }
-        Fields::new(self, v)?.view().map(Some)
+        Fields::new(self.conn(), v)?.view().map(Some)
     }
 }

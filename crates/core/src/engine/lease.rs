@@ -40,11 +40,16 @@ impl Shard {
     ) -> Result<(Vec<String>, bool), EngineError> {
         let args: Vec<Value> = vec![owner.into(), (ttl_ms.max(1) as i64).into()];
         let v = self
+            .conn()
             .eval(&SCRIPTS.heartbeat, keysets::heartbeat(), args)
             .await?;
         let mut parts = match v {
             Value::Array(parts) if parts.len() == 2 => parts.into_iter(),
-            other => return Err(self.bad_reply(format!("heartbeat answered {other:?}"))),
+            other => {
+                return Err(self
+                    .conn()
+                    .bad_reply(format!("heartbeat answered {other:?}")));
+            }
         };
         let rejoined = parts.next().and_then(|v| v.as_i64()) == Some(1);
         let live = parts
@@ -60,7 +65,8 @@ impl Shard {
     /// Removes `owner` from the live pump processes (its shutdown).
     pub async fn leave(&self, owner: &str) -> Result<(), EngineError> {
         let args: Vec<Value> = vec![owner.into(), 0.into()];
-        self.eval(&SCRIPTS.heartbeat, keysets::heartbeat(), args)
+        self.conn()
+            .eval(&SCRIPTS.heartbeat, keysets::heartbeat(), args)
             .await
             .map(drop)
     }
@@ -72,12 +78,13 @@ impl Shard {
     pub async fn claim(&self, slot: u32, owner: &str) -> Result<bool, EngineError> {
         let args: Vec<Value> = vec![owner.into(), "take".into()];
         let v = self
+            .conn()
             .eval(&SCRIPTS.claim, keysets::claim(&SlotKeys::new(slot)), args)
             .await?;
         match v.as_i64() {
             Some(1) => Ok(false),
             Some(2) => Ok(true),
-            _ => Err(self.bad_reply(format!("claim answered {v:?}"))),
+            _ => Err(self.conn().bad_reply(format!("claim answered {v:?}"))),
         }
     }
 
@@ -86,7 +93,8 @@ impl Shard {
     /// or to nobody.
     pub async fn give(&self, slot: u32, owner: &str, to: Option<&str>) -> Result<(), EngineError> {
         let args: Vec<Value> = vec![owner.into(), "give".into(), to.unwrap_or_default().into()];
-        self.eval(&SCRIPTS.claim, keysets::claim(&SlotKeys::new(slot)), args)
+        self.conn()
+            .eval(&SCRIPTS.claim, keysets::claim(&SlotKeys::new(slot)), args)
             .await
             .map(drop)
     }
@@ -97,6 +105,7 @@ impl Shard {
     /// clock read in the same transaction to tell the live ones.
     pub async fn pump_processes(&self) -> Result<Vec<PumpProcess>, EngineError> {
         let (time, members): ((String, String), Vec<(String, f64)>) = self
+            .conn()
             .idempotent(keys::PUMPS, |c| async move {
                 let tx = c.multi();
                 let time = fred::types::CustomCommand::new_static(

@@ -9,19 +9,16 @@ mod admin;
 mod checks;
 mod decode;
 mod jobs;
-pub(crate) mod keysets;
+mod keysets;
 mod lease;
 mod mover;
-mod nodes;
 mod paging;
 mod pins;
 mod portable;
-mod pubsub;
 mod pump;
 mod queue;
 mod shard;
 mod slots;
-mod tls;
 mod wipe;
 
 pub use admin::AdminTables;
@@ -32,11 +29,7 @@ pub use lease::PumpProcess;
 pub use mover::{Copied, InTransit, Mark, MoveMode, Taken};
 pub use paging::{PAGE_BYTES, PageSize};
 pub use portable::{ExportPage, PortableJob};
-pub use pubsub::{Handler, Heard, Listening, PubSub};
 pub use pump::PumpOutcome;
 pub use queue::{Counts, DeadJob, DeadPage};
-pub use shard::{
-    ClusterPrimary, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, ReplicaWait, Shard, ShardOptions,
-};
-pub use tls::{TlsFiles, url_uses_tls};
+pub use shard::Shard;
 pub use wipe::Wiped;

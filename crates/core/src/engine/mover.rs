@@ -208,6 +208,7 @@ impl Shard {
         // when it is set to wait for them (and on disk, by the mover's
         // settle time).
         let v = self
+            .conn()
             .eval_replicated(&SCRIPTS.move_out, keysets::move_out(&k), args)
             .await?;
         self.taken(v)
@@ -215,7 +216,7 @@ impl Shard {
 
     /// The reply of `move_out.lua`.
     fn taken(&self, v: Value) -> Result<Result<Taken, String>, EngineError> {
-        let mut f = Fields::new(self, v)?;
+        let mut f = Fields::new(self.conn(), v)?;
         let now = f.int()?;
         if now < 0 {
             return Ok(Err(f.string()?));
@@ -233,7 +234,7 @@ impl Shard {
             let entry = f.bytes()?;
             jobs.push(
                 InTransit::parse(id, entry)
-                    .ok_or_else(|| self.bad_reply("an unreadable transit entry"))?,
+                    .ok_or_else(|| self.conn().bad_reply("an unreadable transit entry"))?,
             );
         }
         Ok(Ok(Taken {
@@ -271,6 +272,7 @@ impl Shard {
         ];
         args.extend(ids.iter().map(|id| Value::from(id.as_str())));
         let v = self
+            .conn()
             .eval(&SCRIPTS.move_out, keysets::move_out(&k), args)
             .await?;
         self.taken(v)
@@ -289,7 +291,8 @@ impl Shard {
             args.push(id.as_str().into());
             args.push((*tag as i64).into());
         }
-        self.eval(&SCRIPTS.move_done, keysets::move_unmark(&k), args)
+        self.conn()
+            .eval(&SCRIPTS.move_done, keysets::move_unmark(&k), args)
             .await?;
         Ok(())
     }
@@ -303,6 +306,7 @@ impl Shard {
         }
         let key = SlotKeys::new(slot).counters();
         let _: Value = self
+            .conn()
             .idempotent(&key, |c| {
                 let key = &key;
                 async move {
@@ -331,7 +335,8 @@ impl Shard {
             "0".into(),
             "".into(),
         ];
-        self.eval(&SCRIPTS.move_out, keysets::move_out(&k), args)
+        self.conn()
+            .eval(&SCRIPTS.move_out, keysets::move_out(&k), args)
             .await?;
         Ok(())
     }
@@ -366,9 +371,10 @@ impl Shard {
             args.push(j.entry.clone().into());
         }
         let v = self
+            .conn()
             .eval_replicated(&SCRIPTS.move_in, keysets::move_in(&k), args)
             .await?;
-        let mut f = Fields::new(self, v)?;
+        let mut f = Fields::new(self.conn(), v)?;
         Ok(Copied {
             copied: f.uint()?,
             skipped: f.uint()?,
@@ -396,19 +402,25 @@ impl Shard {
         // again, unmarked. So step 3 waits for the replicas, when the shard
         // is set to wait for them.
         let v = self
+            .conn()
             .eval_replicated(&SCRIPTS.move_done, keysets::move_done(&k), args)
             .await?;
-        let mut f = Fields::new(self, v)?;
+        let mut f = Fields::new(self.conn(), v)?;
         let went = f.uint()?;
         let mut out = Vec::new();
         while f.len() > 0 {
             let raw_id = f.string()?;
             let entry = f.bytes()?;
-            let id = JobId::parse(&raw_id)
-                .map_err(|_| self.bad_reply(format!("a transit entry of a bad id {raw_id:?}")))?;
+            let id = JobId::parse(&raw_id).map_err(|_| {
+                self.conn()
+                    .bad_reply(format!("a transit entry of a bad id {raw_id:?}"))
+            })?;
             let mark = InTransit::parse(raw_id, entry)
                 .filter(|t| t.acked)
-                .ok_or_else(|| self.bad_reply("an unreadable mark of a job acked in transit"))?;
+                .ok_or_else(|| {
+                    self.conn()
+                        .bad_reply("an unreadable mark of a job acked in transit")
+                })?;
             out.push((id, mark));
         }
         Ok((went, out))
@@ -423,7 +435,8 @@ impl Shard {
         let mut args: Vec<Value> = Vec::with_capacity(1 + ids.len());
         args.push("forget".into());
         args.extend(ids.iter().map(|id| Value::from(id.as_str())));
-        self.eval_replicated(&SCRIPTS.move_done, keysets::move_done(&k), args)
+        self.conn()
+            .eval_replicated(&SCRIPTS.move_done, keysets::move_done(&k), args)
             .await?;
         Ok(())
     }

@@ -12,6 +12,7 @@ impl Shard {
     /// membership (if any) and the earlier ones that still drain.
     pub async fn ring_pins(&self) -> Result<(Option<String>, Vec<String>), EngineError> {
         let (ring, draining): (Option<String>, Option<String>) = self
+            .conn()
             .idempotent(keys::META, |c| async move {
                 c.hmget(keys::META, vec![keys::META_RING, keys::META_DRAINING])
                     .await
@@ -19,8 +20,10 @@ impl Shard {
             .await?;
         let draining = draining
             .map(|d| {
-                parse_string_list(&d)
-                    .ok_or_else(|| self.bad_reply(format!("unreadable draining pin {d:?}")))
+                parse_string_list(&d).ok_or_else(|| {
+                    self.conn()
+                        .bad_reply(format!("unreadable draining pin {d:?}"))
+                })
             })
             .transpose()?
             .unwrap_or_default();
@@ -37,11 +40,12 @@ impl Shard {
             (keys::META_RING, current.to_owned()),
             (keys::META_DRAINING, string_list(draining)),
         ];
-        self.idempotent(keys::META, |c| {
-            let fields = fields.clone();
-            async move { c.hset::<(), _, _>(keys::META, fields).await }
-        })
-        .await
+        self.conn()
+            .idempotent(keys::META, |c| {
+                let fields = fields.clone();
+                async move { c.hset::<(), _, _>(keys::META, fields).await }
+            })
+            .await
     }
 
     /// Announces the layouts a gateway instance may write to, for `ttl`.
@@ -54,21 +58,23 @@ impl Shard {
         let listed = string_list(layouts);
         // Two keys, in two cluster slots on a cluster: two commands.
         let view = keys::view(instance);
-        self.idempotent(&view, |c| {
-            let (view, listed) = (&view, &listed);
-            async move {
-                c.set::<(), _, _>(
-                    view,
-                    listed.as_str(),
-                    Some(fred::types::Expiration::PX(ttl.as_millis() as i64)),
-                    None,
-                    false,
-                )
-                .await
-            }
-        })
-        .await?;
+        self.conn()
+            .idempotent(&view, |c| {
+                let (view, listed) = (&view, &listed);
+                async move {
+                    c.set::<(), _, _>(
+                        view,
+                        listed.as_str(),
+                        Some(fred::types::Expiration::PX(ttl.as_millis() as i64)),
+                        None,
+                        false,
+                    )
+                    .await
+                }
+            })
+            .await?;
         let _: i64 = self
+            .conn()
             .idempotent(keys::VIEWS, |c| async move {
                 c.sadd(keys::VIEWS, instance).await
             })
@@ -80,12 +86,14 @@ impl Shard {
     pub async fn withdraw_view(&self, instance: &str) -> Result<(), EngineError> {
         let view = keys::view(instance);
         let _: i64 = self
+            .conn()
             .idempotent(&view, |c| {
                 let view = &view;
                 async move { c.del(view).await }
             })
             .await?;
         let _: i64 = self
+            .conn()
             .idempotent(keys::VIEWS, |c| async move {
                 c.srem(keys::VIEWS, instance).await
             })
@@ -108,6 +116,7 @@ impl Shard {
     /// instances whose view expired.
     pub async fn live_view_sets(&self) -> Result<Vec<(String, Vec<String>)>, EngineError> {
         let instances: Vec<String> = self
+            .conn()
             .idempotent(
                 keys::VIEWS,
                 |c| async move { c.smembers(keys::VIEWS).await },
@@ -117,6 +126,7 @@ impl Shard {
         for instance in instances {
             let view = keys::view(&instance);
             let v: Option<String> = self
+                .conn()
                 .idempotent(&view, |c| {
                     let view = &view;
                     async move { c.get(view).await }
@@ -127,6 +137,7 @@ impl Shard {
                 None => {
                     let instance = &instance;
                     let _: i64 = self
+                        .conn()
                         .idempotent(keys::VIEWS, |c| async move {
                             c.srem(keys::VIEWS, instance).await
                         })

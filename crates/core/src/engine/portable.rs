@@ -132,6 +132,7 @@ impl Shard {
             format!("{ns}/").into(),
         ];
         let v = self
+            .conn()
             .eval(&SCRIPTS.export, keysets::export(&k), args)
             .await?;
         let (next, jobs) = self.portable(v)?;
@@ -166,6 +167,7 @@ impl Shard {
             qualified.into(),
         ];
         let v = self
+            .conn()
             .eval(&SCRIPTS.export, keysets::export(&k), args)
             .await?;
         let (next, jobs) = self.portable(v)?;
@@ -178,7 +180,7 @@ impl Shard {
     /// The reply of `export.lua`: where to go on, and the jobs (times
     /// made relative to the reply's).
     fn portable(&self, v: Value) -> Result<(String, Vec<PortableJob>), EngineError> {
-        let mut f = Fields::new(self, v)?;
+        let mut f = Fields::new(self.conn(), v)?;
         let now = f.uint()?;
         let next = f.string()?;
         let mut jobs = Vec::with_capacity(f.len() / 4);
@@ -191,7 +193,7 @@ impl Shard {
                 .get(15..21)
                 .map_or(0, |b| b.iter().fold(0u64, |n, &x| (n << 8) | u64::from(x)));
             let r = super::decode::Record::unpack(raw)
-                .ok_or_else(|| self.bad_reply("a job record too short"))?;
+                .ok_or_else(|| self.conn().bad_reply("a job record too short"))?;
             jobs.push(PortableJob {
                 id,
                 queue,
@@ -216,7 +218,7 @@ impl Shard {
                 },
                 dead_for_ms: r.died_ms.map(|d| now.saturating_sub(d)),
                 attrs: String::from_utf8(r.attrs.to_vec())
-                    .map_err(|_| self.bad_reply("attributes are not utf-8"))?,
+                    .map_err(|_| self.conn().bad_reply("attributes are not utf-8"))?,
                 body: r.body,
             });
         }
@@ -230,8 +232,10 @@ impl Shard {
         let entries: Vec<InTransit> = jobs
             .iter()
             .map(|j| {
-                j.entry()
-                    .ok_or_else(|| self.bad_reply("a job's queue or attributes are too long"))
+                j.entry().ok_or_else(|| {
+                    self.conn()
+                        .bad_reply("a job's queue or attributes are too long")
+                })
             })
             .collect::<Result<_, _>>()?;
         self.move_in(slot, BASE_MS, &entries, false).await

@@ -50,8 +50,8 @@ impl Shard {
             self.ready_channel_prefix(slot).into(),
             owner.unwrap_or_default().into(),
         ];
-        let v = self.eval(&SCRIPTS.pump, keys, args).await?;
-        let mut f = Fields::new(self, v)?;
+        let v = self.conn().eval(&SCRIPTS.pump, keys, args).await?;
+        let mut f = Fields::new(self.conn(), v)?;
         if f.len() == 1 {
             return Ok(PumpOutcome {
                 fenced: true,

@@ -84,6 +84,7 @@ impl Shard {
             .collect();
         let key = SlotKeys::new(slot).counters();
         let v: Vec<Option<i64>> = self
+            .conn()
             .idempotent(&key, |c| {
                 let (key, fields) = (&key, &fields);
                 async move { c.hmget(key, fields.clone()).await }
@@ -106,6 +107,7 @@ impl Shard {
     pub async fn ready_count(&self, slot: u32, qualified: &str) -> Result<u64, EngineError> {
         let (key, field) = (SlotKeys::new(slot).counters(), format!("r{qualified}"));
         let n: Option<i64> = self
+            .conn()
             .idempotent(&key, |c| {
                 let (key, field) = (&key, &field);
                 async move { c.hget(key, field).await }
@@ -122,6 +124,7 @@ impl Shard {
     ) -> Result<Option<JobView>, EngineError> {
         let k = SlotKeys::new(slot);
         let v = self
+            .conn()
             .eval(
                 &SCRIPTS.peek_queue,
                 keysets::peek_queue(&k, qualified),
@@ -131,7 +134,7 @@ impl Shard {
         if v.is_null() {
             return Ok(None);
         }
-        Fields::new(self, v)?.view().map(Some)
+        Fields::new(self.conn(), v)?.view().map(Some)
     }
 
     /// Deletes every ready job of a queue in `slot`; returns how many went.
@@ -141,8 +144,11 @@ impl Shard {
         let mut deleted = 0;
         loop {
             let args: Vec<Value> = vec![(BATCH as i64).into(), qualified.into()];
-            let v = self.eval(&SCRIPTS.destroy, keys.clone(), args).await?;
-            let mut f = Fields::new(self, v)?;
+            let v = self
+                .conn()
+                .eval(&SCRIPTS.destroy, keys.clone(), args)
+                .await?;
+            let mut f = Fields::new(self.conn(), v)?;
             let popped = f.uint()?;
             deleted += f.uint()?;
             if popped == 0 {
@@ -160,6 +166,7 @@ impl Shard {
     ) -> Result<Option<(String, u64)>, EngineError> {
         let k = SlotKeys::new(slot);
         let v = self
+            .conn()
             .eval(
                 &SCRIPTS.dead_peek,
                 keysets::dead_peek(&k, qualified),
@@ -169,7 +176,7 @@ impl Shard {
         if v.is_null() {
             return Ok(None);
         }
-        let mut f = Fields::new(self, v)?;
+        let mut f = Fields::new(self.conn(), v)?;
         Ok(Some((f.string()?, f.uint()?)))
     }
 
@@ -184,13 +191,14 @@ impl Shard {
     ) -> Result<DeadPage, EngineError> {
         let k = SlotKeys::new(slot);
         let v = self
+            .conn()
             .eval(
                 &SCRIPTS.dead_list,
                 keysets::dead_list(&k, qualified),
                 vec![(skip as i64).into(), (count as i64).into()],
             )
             .await?;
-        let mut f = Fields::new(self, v)?;
+        let mut f = Fields::new(self.conn(), v)?;
         let mut page = DeadPage {
             entries: f.uint()?,
             read: f.uint()?,
@@ -237,9 +245,10 @@ impl Shard {
         ];
         args.extend(ids.iter().map(|id| Value::from(id.as_str())));
         let v = self
+            .conn()
             .eval(&SCRIPTS.dead_pick, keysets::dead_pick(&k, qualified), args)
             .await?;
-        let mut f = Fields::new(self, v)?;
+        let mut f = Fields::new(self.conn(), v)?;
         let mut out = Vec::with_capacity(ids.len());
         for _ in ids {
             out.push(f.uint()? == 1);
@@ -290,8 +299,11 @@ impl Shard {
                 self.ready_channel(slot, qualified).into(),
                 qualified.into(),
             ];
-            let v = self.eval(&SCRIPTS.dead_move, keys.clone(), args).await?;
-            let mut f = Fields::new(self, v)?;
+            let v = self
+                .conn()
+                .eval(&SCRIPTS.dead_move, keys.clone(), args)
+                .await?;
+            let mut f = Fields::new(self.conn(), v)?;
             let popped = f.uint()?;
             moved += f.uint()?;
             if popped == 0 {

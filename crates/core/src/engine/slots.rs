@@ -105,7 +105,7 @@ impl Shard {
         }
         let keys: Vec<String> = slots.iter().map(|s| key(&SlotKeys::new(*s))).collect();
         futures::future::try_join_all(keys.iter().map(|k| {
-            self.idempotent(k, move |c| async move {
+            self.conn().idempotent(k, move |c| async move {
                 let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
                 c.custom(cmd, vec![k.clone()]).await
             })

@@ -88,6 +88,7 @@ impl Shard {
             let k = keys::SlotKeys::new(slot);
             let args: Vec<Value> = vec![k.prefix().into()];
             let n = self
+                .conn()
                 .eval(&SCRIPTS.wipe_slot, super::keysets::wipe_slot(&k), args)
                 .await?;
             match n.as_i64() {
@@ -105,12 +106,14 @@ impl Shard {
         // queue index), if this Redis held them, are not a shard's: kept.
         for key in [keys::PUMPS, keys::VIEWS, keys::META] {
             let n: u64 = self
+                .conn()
                 .idempotent(key, |c| async move { c.del(key).await })
                 .await?;
             removed += n;
         }
         let tokens = self.admin_keys().table(keys::AdminTable::Tokens);
         let admin_kept: bool = self
+            .conn()
             .idempotent(tokens, |c| async move { c.exists(tokens).await })
             .await?;
         Ok(Wiped {
@@ -122,11 +125,12 @@ impl Shard {
 
     /// The data format and slot count this shard's `sd:meta` pins.
     async fn meta_format_and_slots(&self) -> Result<(Option<u32>, Option<u32>), EngineError> {
-        self.idempotent(keys::META, |c| async move {
-            c.hmget(keys::META, vec![keys::META_FORMAT, keys::META_SLOTS])
-                .await
-        })
-        .await
+        self.conn()
+            .idempotent(keys::META, |c| async move {
+                c.hmget(keys::META, vec![keys::META_FORMAT, keys::META_SLOTS])
+                    .await
+            })
+            .await
     }
 
     fn refuse(&self, why: String) -> EngineError {
