@@ -47,7 +47,7 @@ fn slots_of(queue: &str) -> Vec<u32> {
 async fn counts(s: &Shard, queue: &str) -> Result<Counts, EngineError> {
     let mut total = Counts::default();
     for slot in slots_of(queue) {
-        total.add(&s.counts(slot, &qn(queue)).await?);
+        total.add(&s.queues().counts(slot, &qn(queue)).await?);
     }
     Ok(total)
 }
@@ -66,7 +66,7 @@ async fn consume(
             if want == 0 {
                 return Ok(out);
             }
-            out.extend(s.consume(slot, &qn(q), want, ttr_ms).await?);
+            out.extend(s.jobs().consume(slot, &qn(q), want, ttr_ms).await?);
         }
     }
     Ok(out)
@@ -75,7 +75,7 @@ async fn consume(
 async fn dead_head(s: &Shard, queue: &str) -> Result<Option<String>, EngineError> {
     let mut best: Option<(String, u64)> = None;
     for slot in slots_of(queue) {
-        if let Some(h) = s.dead_head(slot, &qn(queue)).await?
+        if let Some(h) = s.dead_letter().head(slot, &qn(queue)).await?
             && best.as_ref().is_none_or(|b| h.1 < b.1)
         {
             best = Some(h);
@@ -87,7 +87,10 @@ async fn dead_head(s: &Shard, queue: &str) -> Result<Option<String>, EngineError
 async fn respawn(s: &Shard, queue: &str, limit: u64, ttl_ms: u64) -> Result<u64, EngineError> {
     let mut n = 0;
     for slot in slots_of(queue) {
-        n += s.respawn(slot, &qn(queue), limit - n, ttl_ms).await?;
+        n += s
+            .dead_letter()
+            .respawn(slot, &qn(queue), limit - n, ttl_ms)
+            .await?;
     }
     Ok(n)
 }
@@ -95,7 +98,7 @@ async fn respawn(s: &Shard, queue: &str, limit: u64, ttl_ms: u64) -> Result<u64,
 async fn dead_delete(s: &Shard, queue: &str, limit: u64) -> Result<u64, EngineError> {
     let mut n = 0;
     for slot in slots_of(queue) {
-        n += s.dead_delete(slot, &qn(queue), limit - n).await?;
+        n += s.dead_letter().delete(slot, &qn(queue), limit - n).await?;
     }
     Ok(n)
 }
@@ -103,7 +106,7 @@ async fn dead_delete(s: &Shard, queue: &str, limit: u64) -> Result<u64, EngineEr
 async fn destroy(s: &Shard, queue: &str) -> Result<u64, EngineError> {
     let mut n = 0;
     for slot in slots_of(queue) {
-        n += s.destroy(slot, &qn(queue)).await?;
+        n += s.queues().destroy(slot, &qn(queue)).await?;
     }
     Ok(n)
 }
@@ -111,7 +114,7 @@ async fn destroy(s: &Shard, queue: &str) -> Result<u64, EngineError> {
 async fn peek_queue(s: &Shard, queue: &str) -> Result<Option<JobView>, EngineError> {
     let mut best: Option<JobView> = None;
     for slot in slots_of(queue) {
-        if let Some(j) = s.peek_queue(slot, &qn(queue)).await?
+        if let Some(j) = s.queues().peek(slot, &qn(queue)).await?
             && best.as_ref().is_none_or(|b| j.elapsed_ms > b.elapsed_ms)
         {
             best = Some(j);
@@ -154,14 +157,15 @@ fn now_sched(tries: u16) -> Schedule {
 
 async fn publish(s: &Shard, queue: &str, sched: Schedule, body: &str) -> JobId {
     let j = job(body);
-    s.publish(
-        slot(queue, &j.id),
-        &qn(queue),
-        &sched,
-        std::slice::from_ref(&j),
-    )
-    .await
-    .expect("publish");
+    s.jobs()
+        .publish(
+            slot(queue, &j.id),
+            &qn(queue),
+            &sched,
+            std::slice::from_ref(&j),
+        )
+        .await
+        .expect("publish");
     j.id
 }
 
@@ -192,9 +196,15 @@ async fn publish_consume_ack_leaves_nothing_behind() {
             .is_empty()
     );
 
-    assert!(s.delete(slot("q", &id), &qn("q"), &id).await.expect("ack"));
     assert!(
-        !s.delete(slot("q", &id), &qn("q"), &id)
+        s.jobs()
+            .delete(slot("q", &id), &qn("q"), &id)
+            .await
+            .expect("ack")
+    );
+    assert!(
+        !s.jobs()
+            .delete(slot("q", &id), &qn("q"), &id)
             .await
             .expect("ack twice")
     );
@@ -219,18 +229,21 @@ async fn delete_needs_the_right_queue() {
     let s = shard(&redis).await;
     let id = publish(&s, "q", now_sched(1), "x").await;
     assert!(
-        !s.delete(slot("other", &id), &qn("other"), &id)
+        !s.jobs()
+            .delete(slot("other", &id), &qn("other"), &id)
             .await
             .expect("delete")
     );
     assert!(
-        s.peek_job(slot("q", &id), &qn("q"), &id)
+        s.jobs()
+            .peek(slot("q", &id), &qn("q"), &id)
             .await
             .expect("peek")
             .is_some()
     );
     assert!(
-        s.peek_job(slot("other", &id), &qn("other"), &id)
+        s.jobs()
+            .peek(slot("other", &id), &qn("other"), &id)
             .await
             .expect("peek")
             .is_none()
@@ -252,12 +265,12 @@ async fn delayed_jobs_wait_for_the_pump() {
             .is_empty()
     );
 
-    let early = s.pump(b, 100, None).await.expect("pump");
+    let early = s.timers().pump(b, 100, None).await.expect("pump");
     assert_eq!(early.processed, 0, "nothing is due before its time");
     let due = early.next_due_ms.expect("the slot has a deadline");
 
     wait_until_async(Duration::from_secs(5), "the job to become due", || async {
-        s.pump(b, 100, None).await.expect("pump").to_ready == 1
+        s.timers().pump(b, 100, None).await.expect("pump").to_ready == 1
     })
     .await;
     let got = consume(&s, &["q"], 1, 1000).await.expect("consume");
@@ -287,13 +300,14 @@ async fn one_pump_call_moves_due_jobs_of_several_queues_each_in_due_order() {
             ("ns/b", &mut b_ids)
         };
         let ttl = if i == 3 { 60_000 } else { 0 };
-        s.publish(b, queue, &sched(50 + i, ttl, 1), std::slice::from_ref(&j))
+        s.jobs()
+            .publish(b, queue, &sched(50 + i, ttl, 1), std::slice::from_ref(&j))
             .await
             .expect("publish");
         ids.push(j.id.as_str().to_owned());
     }
     tokio::time::sleep(Duration::from_millis(120)).await; // all six due (the thing under test is time)
-    let moved = s.pump(b, 100, None).await.expect("pump");
+    let moved = s.timers().pump(b, 100, None).await.expect("pump");
     assert_eq!((moved.processed, moved.to_ready), (6, 6));
     let mut r = redis.client();
     let k = SlotKeys::new(b);
@@ -302,7 +316,7 @@ async fn one_pump_call_moves_due_jobs_of_several_queues_each_in_due_order() {
         let mut listed: Vec<String> = r.lrange(k.ready(queue), 0, -1).expect("lrange");
         listed.reverse();
         assert_eq!(&listed, ids, "{queue}");
-        let c = s.counts(b, queue).await.expect("counts");
+        let c = s.queues().counts(b, queue).await.expect("counts");
         assert_eq!((c.ready, c.delayed), (3, 0), "{queue}");
     }
     // Only the job with a TTL keeps a timer entry: its expiry.
@@ -310,7 +324,8 @@ async fn one_pump_call_moves_due_jobs_of_several_queues_each_in_due_order() {
     assert_eq!(timer.len(), 1, "{timer:?}");
     assert_eq!(timer[0].0, b_ids[1]);
     let v = s
-        .peek_job(b, "ns/b", &JobId::parse(&b_ids[1]).expect("id"))
+        .jobs()
+        .peek(b, "ns/b", &JobId::parse(&b_ids[1]).expect("id"))
         .await
         .expect("peek")
         .expect("job");
@@ -330,7 +345,7 @@ async fn ttr_retries_then_dead_letters_then_respawns() {
     assert_eq!(d1[0].job.tries_left, 1);
     assert!(d1[0].first, "the first delivery is marked");
     wait_until_async(Duration::from_secs(5), "the TTR to run out", || async {
-        s.pump(b, 100, None).await.expect("pump").retried == 1
+        s.timers().pump(b, 100, None).await.expect("pump").retried == 1
     })
     .await;
     // Second and last delivery; the worker dies again.
@@ -339,7 +354,7 @@ async fn ttr_retries_then_dead_letters_then_respawns() {
     assert_eq!(d2[0].job.tries_left, 0);
     assert!(!d2[0].first, "a redelivery is not");
     wait_until_async(Duration::from_secs(5), "the job to go dead", || async {
-        s.pump(b, 100, None).await.expect("pump").dead == 1
+        s.timers().pump(b, 100, None).await.expect("pump").dead == 1
     })
     .await;
     let c = counts(&s, "q").await.expect("counts");
@@ -367,7 +382,7 @@ async fn dead_letter_delete_respects_limit() {
     assert_eq!(got.len(), 5);
     wait_until_async(Duration::from_secs(5), "all five to go dead", || async {
         for b in 0..S {
-            s.pump(b, 100, None).await.expect("pump");
+            s.timers().pump(b, 100, None).await.expect("pump");
         }
         counts(&s, "q").await.expect("counts").dead == 5
     })
@@ -396,7 +411,8 @@ async fn expired_jobs_are_skipped_within_the_same_consume() {
     // Deleted before anyone consumed it: a stale list entry.
     let recalled = publish(&s, "q", now_sched(1), "recalled").await;
     assert!(
-        s.delete(slot("q", &recalled), &qn("q"), &recalled)
+        s.jobs()
+            .delete(slot("q", &recalled), &qn("q"), &recalled)
             .await
             .expect("delete")
     );
@@ -427,7 +443,8 @@ async fn a_consumed_job_carries_its_record_and_an_id_listed_twice_is_taken_once(
         body: Bytes::from_static(b"with attributes"),
     };
     let b = slot("q", &j.id);
-    s.publish(b, &qn("q"), &sched(0, 60_000, 3), std::slice::from_ref(&j))
+    s.jobs()
+        .publish(b, &qn("q"), &sched(0, 60_000, 3), std::slice::from_ref(&j))
         .await
         .expect("publish");
     // The same id listed again (as a ready list may hold a stale entry).
@@ -435,7 +452,11 @@ async fn a_consumed_job_carries_its_record_and_an_id_listed_twice_is_taken_once(
     let mut r = redis.client();
     let _: () = r.lpush(k.ready(&qn("q")), j.id.as_str()).expect("lpush");
     tokio::time::sleep(Duration::from_millis(20)).await; // some time since publish (the thing under test)
-    let got = s.consume(b, &qn("q"), 5, 30_000).await.expect("consume");
+    let got = s
+        .jobs()
+        .consume(b, &qn("q"), 5, 30_000)
+        .await
+        .expect("consume");
     assert_eq!(got.len(), 1, "taken once: {got:?}");
     let v = &got[0].job;
     assert_eq!(
@@ -460,8 +481,12 @@ async fn a_consumed_job_carries_its_record_and_an_id_listed_twice_is_taken_once(
     assert_eq!((c.ready, c.reserved, c.delivered), (0, 1, 1));
     // Given back (as for a consumer that left), then taken again: not its
     // first delivery, and the try it did not use is back.
-    assert!(s.release(&got[0]).await.expect("release"));
-    let again = s.consume(b, &qn("q"), 1, 30_000).await.expect("consume");
+    assert!(s.jobs().release(&got[0]).await.expect("release"));
+    let again = s
+        .jobs()
+        .consume(b, &qn("q"), 1, 30_000)
+        .await
+        .expect("consume");
     assert_eq!(again.len(), 1);
     assert!(!again[0].first, "not its first delivery");
     assert_eq!(again[0].job.tries_left, 2, "a released try is given back");
@@ -476,7 +501,8 @@ async fn the_pump_drops_expired_jobs_and_fixes_counts() {
         Duration::from_secs(5),
         "the pump to drop the job",
         || async {
-            s.pump(slot("q", &id), 100, None)
+            s.timers()
+                .pump(slot("q", &id), 100, None)
                 .await
                 .expect("pump")
                 .expired
@@ -529,6 +555,7 @@ async fn bulk_publish_is_all_or_nothing() {
         body: Bytes::from_static(b"clash"),
     });
     let err = s
+        .jobs()
         .publish(b, &qn("q"), &now_sched(1), &jobs)
         .await
         .expect_err("an id clash fails the whole batch");
@@ -539,7 +566,8 @@ async fn bulk_publish_is_all_or_nothing() {
     assert_eq!(counts(&s, "q").await.expect("counts").ready, 1);
 
     jobs.pop();
-    s.publish(b, &qn("q"), &now_sched(1), &jobs)
+    s.jobs()
+        .publish(b, &qn("q"), &now_sched(1), &jobs)
         .await
         .expect("bulk");
     assert_eq!(counts(&s, "q").await.expect("counts").ready, 4);
@@ -560,7 +588,8 @@ async fn a_bulk_larger_than_one_write_is_stored_whole_and_in_order() {
         })
         .collect();
     let b = slot("q", &jobs[0].id);
-    s.publish(b, &qn("q"), &sched(0, 60_000, 1), &jobs)
+    s.jobs()
+        .publish(b, &qn("q"), &sched(0, 60_000, 1), &jobs)
         .await
         .expect("bulk");
     let mut r = redis.client();
@@ -594,6 +623,7 @@ async fn one_call_of_publications_with_different_schedules_keeps_each_schedule()
         jobs: vec![j.clone()],
     };
     let stored = s
+        .jobs()
         .publish_many(
             b,
             &qn("q"),
@@ -607,13 +637,13 @@ async fn one_call_of_publications_with_different_schedules_keeps_each_schedule()
         .await
         .expect("publish");
     assert_eq!(stored, vec![true; 4]);
-    let c = s.counts(b, &qn("q")).await.expect("counts");
+    let c = s.queues().counts(b, &qn("q")).await.expect("counts");
     assert_eq!((c.ready, c.delayed, c.published), (3, 1, 4));
     let q = qn("q");
     let peek = |j: &NewJob| {
         let id = j.id.clone();
         let (s, q) = (&s, &q);
-        async move { s.peek_job(b, q, &id).await }
+        async move { s.jobs().peek(b, q, &id).await }
     };
     let v = peek(&plain).await.expect("peek").expect("plain");
     assert_eq!((v.ttl_ms, v.tries_left, v.state), (0, 1, 2));
@@ -630,7 +660,11 @@ async fn one_call_of_publications_with_different_schedules_keeps_each_schedule()
         .expect("zrange");
     assert_eq!(timer.len(), 1, "{timer:?}");
     assert_eq!(timer[0].0, expiring.id.as_str());
-    let got = s.consume(b, &qn("q"), 3, 30_000).await.expect("consume");
+    let got = s
+        .jobs()
+        .consume(b, &qn("q"), 3, 30_000)
+        .await
+        .expect("consume");
     let bodies: Vec<&[u8]> = got.iter().map(|d| &d.job.body[..]).collect();
     assert_eq!(bodies, [&b"plain"[..], b"expiring", b"also plain"]);
 }
@@ -648,12 +682,14 @@ async fn republish_replaces_atomically() {
     };
     let sched = sched(0, 0, 2);
     assert!(
-        s.republish(b, &qn("q"), &old, &sched, &new)
+        s.jobs()
+            .republish(b, &qn("q"), &old, &sched, &new)
             .await
             .expect("republish")
     );
     assert!(
-        s.peek_job(slot("q", &old), &qn("q"), &old)
+        s.jobs()
+            .peek(slot("q", &old), &qn("q"), &old)
             .await
             .expect("peek")
             .is_none()
@@ -676,7 +712,8 @@ async fn peek_shows_the_head_without_taking_it() {
     assert_eq!(head.id, first.as_str());
     assert_eq!(counts(&s, "q").await.expect("counts").ready, 2);
     let by_id = s
-        .peek_job(slot("q", &first), &qn("q"), &first)
+        .jobs()
+        .peek(slot("q", &first), &qn("q"), &first)
         .await
         .expect("peek")
         .expect("the job");
@@ -702,8 +739,11 @@ async fn release_gives_the_job_and_its_try_back() {
     let s = shard(&redis).await;
     let id = publish(&s, "q", now_sched(1), "x").await;
     let d = consume(&s, &["q"], 1, 60_000).await.expect("consume");
-    assert!(s.release(&d[0]).await.expect("release"));
-    assert!(!s.release(&d[0]).await.expect("release twice"), "fenced");
+    assert!(s.jobs().release(&d[0]).await.expect("release"));
+    assert!(
+        !s.jobs().release(&d[0]).await.expect("release twice"),
+        "fenced"
+    );
     let again = consume(&s, &["q"], 1, 60_000).await.expect("consume");
     assert_eq!(again[0].job.id, id.as_str());
     assert_eq!(again[0].job.tries_left, 0);
@@ -828,14 +868,14 @@ async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
 
     // The pump wakes a slot (1 s) ahead of the second the job is due in, so
     // at least 1 s before the job is due.
-    let o = s.pump(b, 100, None).await.expect("pump");
+    let o = s.timers().pump(b, 100, None).await.expect("pump");
     let wake = o.next_due_ms.expect("a wake-up");
     assert!(wake <= o.now_ms + 1_300, "wake {wake} now {}", o.now_ms);
 
     wait_until_async(
         Duration::from_secs(10),
         "the job to be moved on time",
-        || async { s.pump(b, 100, None).await.expect("pump").to_ready == 1 },
+        || async { s.timers().pump(b, 100, None).await.expect("pump").to_ready == 1 },
     )
     .await;
     assert!(
@@ -862,7 +902,8 @@ async fn a_wheel_second_opened_late_sends_its_due_jobs_straight_to_ready() {
     let jobs: Vec<NewJob> = (0..3).map(|i| job(&format!("far {i}"))).collect();
     for (i, j) in jobs.iter().enumerate() {
         let ttl = if i == 1 { 2_300 } else { 0 };
-        s.publish(b, &q, &sched(2_200, ttl, 1), std::slice::from_ref(j))
+        s.jobs()
+            .publish(b, &q, &sched(2_200, ttl, 1), std::slice::from_ref(j))
             .await
             .expect("publish");
     }
@@ -870,7 +911,7 @@ async fn a_wheel_second_opened_late_sends_its_due_jobs_straight_to_ready() {
     // No pump ran while they came due (a backlog, or a pump that was down):
     // the first call after opens their second and moves them at once.
     tokio::time::sleep(Duration::from_millis(2_600)).await; // past due and past the TTL (the thing under test is time)
-    let o = s.pump(b, 100, None).await.expect("pump");
+    let o = s.timers().pump(b, 100, None).await.expect("pump");
     assert_eq!((o.to_ready, o.expired), (2, 1), "{o:?}");
     let late = o.now_ms - o.oldest_due_ms.expect("the lateness is known");
     assert!((300..5_000).contains(&late), "{late}");
@@ -881,9 +922,9 @@ async fn a_wheel_second_opened_late_sends_its_due_jobs_straight_to_ready() {
     assert_eq!(timer, 0, "no timer entry is left behind");
     let held: u64 = r.hlen(k.jobs()).expect("hlen");
     assert_eq!(held, 2, "the expired record is gone");
-    let c = s.counts(b, &q).await.expect("counts");
+    let c = s.queues().counts(b, &q).await.expect("counts");
     assert_eq!((c.ready, c.delayed), (2, 0));
-    let got = s.consume(b, &q, 3, 1_000).await.expect("consume");
+    let got = s.jobs().consume(b, &q, 3, 1_000).await.expect("consume");
     let ids: Vec<&str> = got.iter().map(|d| d.job.id.as_str()).collect();
     assert_eq!(
         ids,
@@ -904,14 +945,15 @@ async fn a_pump_call_over_large_bodies_writes_in_parts_and_loses_nothing() {
     let jobs: Vec<NewJob> = (0..40).map(|_| job(&body)).collect();
     for (i, j) in jobs.iter().enumerate() {
         let delay = 50 + i as u64;
-        s.publish(b, &q, &sched(delay, 0, 1), std::slice::from_ref(j))
+        s.jobs()
+            .publish(b, &q, &sched(delay, 0, 1), std::slice::from_ref(j))
             .await
             .expect("publish");
     }
     tokio::time::sleep(Duration::from_millis(300)).await; // past every due time
-    let o = s.pump(b, 100, None).await.expect("pump");
+    let o = s.timers().pump(b, 100, None).await.expect("pump");
     assert_eq!((o.processed, o.to_ready), (40, 40), "{o:?}");
-    let c = s.counts(b, &q).await.expect("counts");
+    let c = s.queues().counts(b, &q).await.expect("counts");
     assert_eq!((c.delayed, c.ready), (0, 40));
     let mut r = redis.client();
     let k = SlotKeys::new(b);
@@ -922,7 +964,7 @@ async fn a_pump_call_over_large_bodies_writes_in_parts_and_loses_nothing() {
         listed, 40,
         "each listed once, whatever the number of writes"
     );
-    let got = s.consume(b, &q, 40, 1_000).await.expect("consume");
+    let got = s.jobs().consume(b, &q, 40, 1_000).await.expect("consume");
     let ids: Vec<&str> = got.iter().map(|d| d.job.id.as_str()).collect();
     let want: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     assert_eq!(ids, want, "all of them, in due order");
@@ -937,7 +979,8 @@ async fn a_cancelled_wheel_job_is_skipped_when_its_slot_opens() {
     let id = publish(&s, "q", sched, "cancel me").await;
     let b = slot("q", &id);
     assert!(
-        s.delete(slot("q", &id), &qn("q"), &id)
+        s.jobs()
+            .delete(slot("q", &id), &qn("q"), &id)
             .await
             .expect("delete")
     );
@@ -948,7 +991,7 @@ async fn a_cancelled_wheel_job_is_skipped_when_its_slot_opens() {
         "a stale entry stays until its slot opens"
     );
     wait_until_async(Duration::from_secs(10), "the slot to open", || async {
-        s.pump(b, 100, None).await.expect("pump");
+        s.timers().pump(b, 100, None).await.expect("pump");
         wheel(&redis, b) == (vec![], 0)
     })
     .await;
@@ -976,7 +1019,10 @@ async fn a_slot_larger_than_a_batch_opens_over_several_calls() {
         })
         .collect();
     let sched = sched(2_200, 0, 1);
-    s.publish(b, &qn("q"), &sched, &jobs).await.expect("bulk");
+    s.jobs()
+        .publish(b, &qn("q"), &sched, &jobs)
+        .await
+        .expect("bulk");
     assert_eq!(wheel(&redis, b).1, 64);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut moved = 0;
@@ -985,7 +1031,7 @@ async fn a_slot_larger_than_a_batch_opens_over_several_calls() {
             std::time::Instant::now() < deadline,
             "only {moved} of 64 became ready"
         );
-        let o = s.pump(b, 10, None).await.expect("pump");
+        let o = s.timers().pump(b, 10, None).await.expect("pump");
         assert!(o.processed <= 10, "a batch never exceeds its limit");
         moved += o.to_ready;
         if o.processed == 0 {
@@ -999,16 +1045,17 @@ async fn a_slot_larger_than_a_batch_opens_over_several_calls() {
 async fn holds_jobs_sees_live_jobs_only() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    assert!(!s.holds_jobs(S).await.expect("empty shard"));
+    assert!(!s.slots().hold_jobs(S).await.expect("empty shard"));
     let id = publish(&s, "q", now_sched(1), "x").await;
-    assert!(s.holds_jobs(S).await.expect("one job"));
+    assert!(s.slots().hold_jobs(S).await.expect("one job"));
     assert!(
-        s.delete(slot("q", &id), &qn("q"), &id)
+        s.jobs()
+            .delete(slot("q", &id), &qn("q"), &id)
             .await
             .expect("delete")
     );
     assert!(
-        !s.holds_jobs(S).await.expect("acked"),
+        !s.slots().hold_jobs(S).await.expect("acked"),
         "a queue that had jobs but has none"
     );
 }
@@ -1017,36 +1064,56 @@ async fn holds_jobs_sees_live_jobs_only() {
 async fn a_lease_has_one_owner_and_passes_to_the_process_that_ranks_first() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let (live, rejoined) = s.heartbeat("p1", 5_000).await.expect("p1");
+    let (live, rejoined) = s.leases().heartbeat("p1", 5_000).await.expect("p1");
     assert_eq!(live, ["p1"]);
     assert!(rejoined, "a first heartbeat joins");
     assert!(
-        !s.heartbeat("p1", 5_000).await.expect("p1").1,
+        !s.leases().heartbeat("p1", 5_000).await.expect("p1").1,
         "then renews"
     );
-    assert!(s.claim(0, "p1").await.expect("p1 takes a free lease"));
-    assert!(!s.claim(0, "p1").await.expect("already p1's"));
-    let (live, _) = s.heartbeat("p2", 5_000).await.expect("p2");
+    assert!(
+        s.leases()
+            .claim(0, "p1")
+            .await
+            .expect("p1 takes a free lease")
+    );
+    assert!(!s.leases().claim(0, "p1").await.expect("already p1's"));
+    let (live, _) = s.leases().heartbeat("p2", 5_000).await.expect("p2");
     assert_eq!(live.len(), 2);
     // p2 ranks first for slot 0 in its view: it takes the lease, whoever
     // holds it; p1 then moves nothing there (fencing).
-    assert!(s.claim(0, "p2").await.expect("p2 takes it"));
+    assert!(s.leases().claim(0, "p2").await.expect("p2 takes it"));
     let mut r = redis.client();
     let holder: Option<String> = r.get(SlotKeys::new(0).lease()).expect("get");
     assert_eq!(holder.as_deref(), Some("p2"));
-    assert!(s.pump(0, 100, Some("p1")).await.expect("pump").fenced);
-    assert!(!s.pump(0, 100, Some("p2")).await.expect("pump").fenced);
+    assert!(
+        s.timers()
+            .pump(0, 100, Some("p1"))
+            .await
+            .expect("pump")
+            .fenced
+    );
+    assert!(
+        !s.timers()
+            .pump(0, 100, Some("p2"))
+            .await
+            .expect("pump")
+            .fenced
+    );
     // Giving up is compare-and-delete: only the holder's does anything.
-    s.give(0, "p1", None).await.expect("give");
+    s.leases().give(0, "p1", None).await.expect("give");
     let holder: Option<String> = r.get(SlotKeys::new(0).lease()).expect("get");
     assert_eq!(holder.as_deref(), Some("p2"));
-    s.give(0, "p2", None).await.expect("give");
+    s.leases().give(0, "p2", None).await.expect("give");
     let holder: Option<String> = r.get(SlotKeys::new(0).lease()).expect("get");
     assert_eq!(holder, None, "given up");
-    assert!(s.claim(1, "p2").await.expect("p2"));
+    assert!(s.leases().claim(1, "p2").await.expect("p2"));
     // Leaving the live set.
-    s.leave("p1").await.expect("leave");
-    assert_eq!(s.heartbeat("p2", 5_000).await.expect("p2").0, ["p2"]);
+    s.leases().leave("p1").await.expect("leave");
+    assert_eq!(
+        s.leases().heartbeat("p2", 5_000).await.expect("p2").0,
+        ["p2"]
+    );
     let keys: Vec<String> = r.keys("sd:*").expect("keys");
     let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     keys.sort_unstable();
@@ -1063,24 +1130,24 @@ async fn a_lease_whose_holder_paused_passes_and_its_old_owner_is_fenced() {
     let s = shard(&redis).await;
     let id = publish(&s, "q", sched(50, 0, 1), "x").await;
     let b = slot("q", &id);
-    s.heartbeat("old", 100).await.expect("old");
-    assert!(s.claim(b, "old").await.expect("old"));
+    s.leases().heartbeat("old", 100).await.expect("old");
+    assert!(s.leases().claim(b, "old").await.expect("old"));
     // The old owner pauses past its heartbeat; the new one, now first among
     // the live, takes over.
     wait_until_async(
         Duration::from_secs(5),
         "the old heartbeat to lapse",
-        || async { s.heartbeat("new", 5_000).await.expect("new").0 == ["new"] },
+        || async { s.leases().heartbeat("new", 5_000).await.expect("new").0 == ["new"] },
     )
     .await;
-    assert!(s.claim(b, "new").await.expect("new"));
+    assert!(s.leases().claim(b, "new").await.expect("new"));
     tokio::time::sleep(Duration::from_millis(60)).await; // let the job fall due
-    let (_, rejoined) = s.heartbeat("old", 100).await.expect("old");
+    let (_, rejoined) = s.leases().heartbeat("old", 100).await.expect("old");
     assert!(rejoined, "the old owner learns that it had lapsed");
-    let o = s.pump(b, 100, Some("old")).await.expect("pump");
+    let o = s.timers().pump(b, 100, Some("old")).await.expect("pump");
     assert!(o.fenced, "the old owner moves nothing");
     assert_eq!(counts(&s, "q").await.expect("counts").delayed, 1);
-    let o = s.pump(b, 100, Some("new")).await.expect("pump");
+    let o = s.timers().pump(b, 100, Some("new")).await.expect("pump");
     assert!(!o.fenced);
     assert_eq!(o.to_ready, 1);
 }
@@ -1123,7 +1190,7 @@ async fn jobs_that_expire_or_are_deleted_leave_no_entry_behind() {
     }
     wait_until_async(Duration::from_secs(60), "2,500 dead jobs", || async {
         for b in 0..S {
-            s.pump(b, 1_000, None).await.expect("pump");
+            s.timers().pump(b, 1_000, None).await.expect("pump");
         }
         counts(&s, "q").await.expect("counts").dead == 2_500
     })
@@ -1151,7 +1218,12 @@ async fn jobs_that_expire_or_are_deleted_leave_no_entry_behind() {
     // id stays until the list goes with the queue's last ready job.
     let middle = &ready[2_500];
     for id in [still_ready, &dead_id, middle] {
-        assert!(s.delete(slot("q", id), &qn("q"), id).await.expect("delete"));
+        assert!(
+            s.jobs()
+                .delete(slot("q", id), &qn("q"), id)
+                .await
+                .expect("delete")
+        );
     }
     let (calls_before, usec_before) = command_stats(&redis, "lrem");
     let (lpos_calls_before, lpos_usec_before) = command_stats(&redis, "lpos");
@@ -1159,7 +1231,7 @@ async fn jobs_that_expire_or_are_deleted_leave_no_entry_behind() {
     let start = std::time::Instant::now();
     wait_until_async(Duration::from_secs(15), "every job to expire", || async {
         for b in 0..S {
-            s.pump(b, 1_000, None).await.expect("pump");
+            s.timers().pump(b, 1_000, None).await.expect("pump");
         }
         counts(&s, "q").await.expect("counts").live() == 0
     })
@@ -1202,7 +1274,8 @@ async fn publish_in_lane_0(s: &Shard, queue: &str, sched: Schedule, n: usize) ->
                 body: Bytes::from_static(b"x"),
             })
             .collect();
-        s.publish(keys::slot_of("ns", queue, 0, S), &qn(queue), &sched, &batch)
+        s.jobs()
+            .publish(keys::slot_of("ns", queue, 0, S), &qn(queue), &sched, &batch)
             .await
             .expect("publish");
         left -= batch.len();
@@ -1224,12 +1297,18 @@ async fn ids_that_expire_deep_in_a_list_leave_once_older_jobs_have_left() {
     let slot0 = keys::slot_of("ns", "q", 0, S);
     let list = SlotKeys::new(slot0).ready(&qn("q"));
     let llen = |redis: &RedisServer| -> u64 { redis.client().llen(&list).expect("llen") };
-    let ready = || async { s.counts(slot0, &qn("q")).await.expect("counts").ready };
+    let ready = || async {
+        s.queues()
+            .counts(slot0, &qn("q"))
+            .await
+            .expect("counts")
+            .ready
+    };
     wait_until_async(
         Duration::from_secs(10),
         "the 1 s jobs to expire",
         || async {
-            s.pump(slot0, 1_000, None).await.expect("pump");
+            s.timers().pump(slot0, 1_000, None).await.expect("pump");
             ready().await == 600
         },
     )
@@ -1239,7 +1318,7 @@ async fn ids_that_expire_deep_in_a_list_leave_once_older_jobs_have_left() {
         Duration::from_secs(10),
         "the 2 s jobs to expire",
         || async {
-            s.pump(slot0, 1_000, None).await.expect("pump");
+            s.timers().pump(slot0, 1_000, None).await.expect("pump");
             ready().await == 300
         },
     )
@@ -1253,7 +1332,7 @@ async fn ids_that_expire_deep_in_a_list_leave_once_older_jobs_have_left() {
         Duration::from_secs(10),
         "the last jobs to expire",
         || async {
-            s.pump(slot0, 1_000, None).await.expect("pump");
+            s.timers().pump(slot0, 1_000, None).await.expect("pump");
             ready().await == 0
         },
     )
@@ -1270,7 +1349,8 @@ async fn a_token_is_rehashed_with_its_limit_and_never_brought_back_once_revoked(
     let _: () = c.hset("sd:limits", "p/ns/plain", "{}").expect("HSET");
     let (plain, hashed) = ("p/ns/plain", "p/ns/sha256:abc");
     assert!(
-        s.token_rehash(plain, hashed, "{\"description\":\"old\"}")
+        s.admin()
+            .token_rehash(plain, hashed, "{\"description\":\"old\"}")
             .await
             .expect("rehash")
     );
@@ -1285,7 +1365,12 @@ async fn a_token_is_rehashed_with_its_limit_and_never_brought_back_once_revoked(
     assert_eq!(version, 1);
     // Revoked before the rewrite reaches it: nothing is written.
     let _: () = c.hdel("sd:tokens", hashed).expect("HDEL");
-    assert!(!s.token_rehash(plain, hashed, "{}").await.expect("rehash"));
+    assert!(
+        !s.admin()
+            .token_rehash(plain, hashed, "{}")
+            .await
+            .expect("rehash")
+    );
     let tokens: Vec<(String, String)> = c.hgetall("sd:tokens").expect("HGETALL");
     assert!(tokens.is_empty(), "{tokens:?}");
     let version: i64 = c.get("sd:tokens:version").expect("GET");
@@ -1308,14 +1393,15 @@ async fn publish_one(s: &Shard, queue: &str, sched: Schedule, attrs: &str, body:
         attrs: attrs.to_owned(),
         body: Bytes::from(body.to_owned()),
     };
-    s.publish(
-        keys::slot_of("ns", queue, 0, S),
-        &qn(queue),
-        &sched,
-        std::slice::from_ref(&job),
-    )
-    .await
-    .expect("publish");
+    s.jobs()
+        .publish(
+            keys::slot_of("ns", queue, 0, S),
+            &qn(queue),
+            &sched,
+            std::slice::from_ref(&job),
+        )
+        .await
+        .expect("publish");
     job.id
 }
 
@@ -1326,7 +1412,8 @@ async fn move_all(a: &Shard, b: &Shard, slot: u32, owner: &str, batch: u32) -> u
     let (mut cursor, mut copied) = ("0".to_owned(), 0);
     for _ in 0..1000 {
         let t = a
-            .move_out(
+            .mover()
+            .take(
                 slot,
                 owner,
                 Duration::from_secs(30),
@@ -1340,21 +1427,22 @@ async fn move_all(a: &Shard, b: &Shard, slot: u32, owner: &str, batch: u32) -> u
             .expect("move out")
             .expect("lease");
         if t.cleared {
-            b.add_totals(slot, &t.totals).await.expect("totals");
+            b.mover().add_totals(slot, &t.totals).await.expect("totals");
             return copied;
         }
         copied += b
-            .move_in(slot, t.now_ms, &t.jobs, true)
+            .mover()
+            .store(slot, t.now_ms, &t.jobs, true)
             .await
             .expect("move in")
             .copied;
         let ids: Vec<String> = t.jobs.iter().map(|j| j.id.clone()).collect();
         assert_eq!(
-            a.move_done(slot, &ids).await.expect("done"),
+            a.mover().done(slot, &ids).await.expect("done"),
             (ids.len() as u64, Vec::new())
         );
         let marks: Vec<_> = t.jobs.iter().map(|j| j.mark()).collect();
-        b.move_unmark(slot, &marks).await.expect("unmark");
+        b.mover().unmark(slot, &marks).await.expect("unmark");
         cursor = t.cursor;
     }
     panic!("the slot never cleared");
@@ -1377,16 +1465,24 @@ async fn a_moved_slot_arrives_whole_with_every_job_as_it_was() {
     for i in 0..2 {
         dead.push(publish_one(&a, q, now_sched(1), "", &format!("dead-{i}")).await);
     }
-    assert_eq!(a.consume(sl, &qn(q), 2, 1).await.expect("consume").len(), 2);
+    assert_eq!(
+        a.jobs()
+            .consume(sl, &qn(q), 2, 1)
+            .await
+            .expect("consume")
+            .len(),
+        2
+    );
     tokio::time::sleep(Duration::from_millis(20)).await;
-    assert_eq!(a.pump(sl, 100, None).await.expect("pump").dead, 2);
+    assert_eq!(a.timers().pump(sl, 100, None).await.expect("pump").dead, 2);
     // Three reserved for a minute, with tries left.
     let mut reserved = Vec::new();
     for i in 0..3 {
         reserved.push(publish_one(&a, q, sched(0, 3_600_000, 3), "", &format!("res-{i}")).await);
     }
     assert_eq!(
-        a.consume(sl, &qn(q), 3, 60_000)
+        a.jobs()
+            .consume(sl, &qn(q), 3, 60_000)
             .await
             .expect("consume")
             .len(),
@@ -1425,7 +1521,8 @@ async fn a_moved_slot_arrives_whole_with_every_job_as_it_was() {
     let mut before = Vec::new();
     for id in &all {
         before.push(
-            a.peek_job(sl, &qn(q), id)
+            a.jobs()
+                .peek(sl, &qn(q), id)
                 .await
                 .expect("peek")
                 .expect("there"),
@@ -1442,7 +1539,8 @@ async fn a_moved_slot_arrives_whole_with_every_job_as_it_was() {
 
     for (id, was) in all.iter().zip(&before) {
         let now = b
-            .peek_job(sl, &qn(q), id)
+            .jobs()
+            .peek(sl, &qn(q), id)
             .await
             .expect("peek")
             .expect("moved");
@@ -1479,6 +1577,7 @@ async fn a_moved_slot_arrives_whole_with_every_job_as_it_was() {
     assert_eq!(wheel(&rb, sl).1, 4);
     // Ready jobs come out in publish order.
     let got: Vec<String> = b
+        .jobs()
         .consume(sl, &qn(q), 10, 1_000)
         .await
         .expect("consume")
@@ -1506,7 +1605,8 @@ async fn a_take_of_large_jobs_stops_at_its_byte_budget_and_the_slot_still_moves_
         ids.push(publish_one(&a, q, sched(at, 0, 2), "", &body(i)).await);
     }
     let t = a
-        .move_out(
+        .mover()
+        .take(
             sl,
             "m",
             Duration::from_secs(30),
@@ -1527,16 +1627,18 @@ async fn a_take_of_large_jobs_stops_at_its_byte_budget_and_the_slot_still_moves_
     );
     // The rest follows in later takes; each job arrives once, whole.
     let copied = b
-        .move_in(sl, t.now_ms, &t.jobs, true)
+        .mover()
+        .store(sl, t.now_ms, &t.jobs, true)
         .await
         .expect("copy")
         .copied;
     let went: Vec<String> = t.jobs.iter().map(|j| j.id.clone()).collect();
-    a.move_done(sl, &went).await.expect("done");
+    a.mover().done(sl, &went).await.expect("done");
     assert_eq!(copied + move_all(&a, &b, sl, "m", 500).await, 12);
     for (i, id) in ids.iter().enumerate() {
         let j = b
-            .peek_job(sl, &qn(q), id)
+            .jobs()
+            .peek(sl, &qn(q), id)
             .await
             .expect("peek")
             .expect("moved");
@@ -1560,7 +1662,8 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
     let out = |owner: &'static str, mode, limit| {
         let (a, name) = (&a, b.name().to_owned());
         async move {
-            a.move_out(sl, owner, lease, mode, limit, &name, "0", "")
+            a.mover()
+                .take(sl, owner, lease, mode, limit, &name, "0", "")
                 .await
                 .expect("move out")
         }
@@ -1573,34 +1676,53 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
     // A job in transit is still found by id, and its ack counts.
     let in_transit = JobId::parse(&t1.jobs[0].id).expect("id");
     assert!(
-        a.peek_job(sl, &qn(q), &in_transit)
+        a.jobs()
+            .peek(sl, &qn(q), &in_transit)
             .await
             .expect("peek")
             .is_some()
     );
-    assert!(a.delete(sl, &qn(q), &in_transit).await.expect("ack"));
+    assert!(a.jobs().delete(sl, &qn(q), &in_transit).await.expect("ack"));
     assert!(
-        a.peek_job(sl, &qn(q), &in_transit)
+        a.jobs()
+            .peek(sl, &qn(q), &in_transit)
             .await
             .expect("peek")
             .is_none()
     );
-    assert!(!a.delete(sl, &qn(q), &in_transit).await.expect("ack twice"));
+    assert!(
+        !a.jobs()
+            .delete(sl, &qn(q), &in_transit)
+            .await
+            .expect("ack twice")
+    );
     // The lease lapses; mover 2 reads back what is in transit and copies it.
     tokio::time::sleep(lease + Duration::from_millis(100)).await;
     let p = out("m2", MoveMode::Pending, 100).await.expect("lease");
     assert_eq!(p.jobs.len(), 4);
     let keep = true;
-    let c = b.move_in(sl, p.now_ms, &p.jobs, keep).await.expect("copy");
+    let c = b
+        .mover()
+        .store(sl, p.now_ms, &p.jobs, keep)
+        .await
+        .expect("copy");
     assert_eq!((c.copied, c.skipped), (3, 1), "the acked job is not copied");
     // The new shard restarts without its last writes: copied again, once.
     let _: () = redis::cmd("FLUSHALL")
         .query(&mut rb.client())
         .expect("flush");
-    let c = b.move_in(sl, p.now_ms, &p.jobs, keep).await.expect("copy");
+    let c = b
+        .mover()
+        .store(sl, p.now_ms, &p.jobs, keep)
+        .await
+        .expect("copy");
     assert_eq!(c.copied, 3);
     // The mover dies after copying; the next copies nothing twice.
-    let c = b.move_in(sl, p.now_ms, &p.jobs, keep).await.expect("copy");
+    let c = b
+        .mover()
+        .store(sl, p.now_ms, &p.jobs, keep)
+        .await
+        .expect("copy");
     assert_eq!(c.copied, 0);
     // A copy acked at the new shard is not brought back by a late copy.
     let copied_id = p
@@ -1609,9 +1731,15 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
         .map(|j| JobId::parse(&j.id).expect("id"))
         .find(|id| *id != in_transit)
         .expect("a copied job");
-    assert!(b.delete(sl, &qn(q), &copied_id).await.expect("ack copy"));
+    assert!(
+        b.jobs()
+            .delete(sl, &qn(q), &copied_id)
+            .await
+            .expect("ack copy")
+    );
     assert_eq!(
-        b.move_in(sl, p.now_ms, &p.jobs, keep)
+        b.mover()
+            .store(sl, p.now_ms, &p.jobs, keep)
             .await
             .expect("copy")
             .copied,
@@ -1620,7 +1748,7 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
     // The entries go; the job acked in transit comes back for its copy to
     // be deleted (it has none), then its mark goes.
     let ids_p: Vec<String> = p.jobs.iter().map(|j| j.id.clone()).collect();
-    let (went, deleted) = a.move_done(sl, &ids_p).await.expect("done");
+    let (went, deleted) = a.mover().done(sl, &ids_p).await.expect("done");
     assert_eq!(went, 3, "the three copied");
     let deleted: Vec<_> = deleted
         .into_iter()
@@ -1631,8 +1759,14 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
         vec![(in_transit.clone(), qn(q), b.name().to_owned(), true)],
         "the mark tells where the copy went"
     );
-    assert!(!b.delete(sl, &qn(q), &in_transit).await.expect("no copy"));
-    a.move_forget(sl, &[in_transit.as_str().to_owned()])
+    assert!(
+        !b.jobs()
+            .delete(sl, &qn(q), &in_transit)
+            .await
+            .expect("no copy")
+    );
+    a.mover()
+        .forget(sl, &[in_transit.as_str().to_owned()])
         .await
         .expect("forget");
     // The rest moves; every job but the two acked is at the new shard once.
@@ -1671,7 +1805,8 @@ async fn a_mark_left_by_a_dead_mover_never_hides_a_later_move_of_the_same_job() 
     let take = |from: &Shard, to: &Shard| {
         let (from, to) = (from.clone(), to.name().to_owned());
         async move {
-            from.move_out(sl, "m", lease, MoveMode::Take, 10, &to, "0", "")
+            from.mover()
+                .take(sl, "m", lease, MoveMode::Take, 10, &to, "0", "")
                 .await
                 .expect("move out")
                 .expect("lease")
@@ -1680,11 +1815,18 @@ async fn a_mark_left_by_a_dead_mover_never_hides_a_later_move_of_the_same_job() 
     // Steps 2 and 3 of a take, a to b.
     let copy = |t: &sundial_core::Taken| {
         let (b, now, jobs) = (&b, t.now_ms, t.jobs.clone());
-        async move { b.move_in(sl, now, &jobs, true).await.expect("copy").copied }
+        async move {
+            b.mover()
+                .store(sl, now, &jobs, true)
+                .await
+                .expect("copy")
+                .copied
+        }
     };
     let done = || async {
         let (went, acked) = a
-            .move_done(sl, &[id.as_str().to_owned()])
+            .mover()
+            .done(sl, &[id.as_str().to_owned()])
             .await
             .expect("done");
         assert!(acked.is_empty());
@@ -1707,14 +1849,21 @@ async fn a_mark_left_by_a_dead_mover_never_hides_a_later_move_of_the_same_job() 
     assert_eq!(copy_mark(&rb, sl, id.as_str()), Some(t3.jobs[0].tag));
     // A late step 4 of the first take leaves the new mark alone, so the
     // new copy, once acked, is not brought back by a copy sent again.
-    b.move_unmark(sl, &[t1.jobs[0].mark()])
+    b.mover()
+        .unmark(sl, &[t1.jobs[0].mark()])
         .await
         .expect("late unmark");
     assert_eq!(copy_mark(&rb, sl, id.as_str()), Some(t3.jobs[0].tag));
-    assert!(b.delete(sl, &qn(q), &id).await.expect("ack the copy"));
+    assert!(
+        b.jobs()
+            .delete(sl, &qn(q), &id)
+            .await
+            .expect("ack the copy")
+    );
     assert_eq!(copy(&t3).await, 0, "sent again, skipped");
     assert_eq!(done().await, 1);
-    b.move_unmark(sl, &[t3.jobs[0].mark()])
+    b.mover()
+        .unmark(sl, &[t3.jobs[0].mark()])
         .await
         .expect("unmark");
     assert_eq!(copy_mark(&rb, sl, id.as_str()), None);

@@ -223,8 +223,7 @@ fn default_connections() -> usize {
 }
 
 /// The default of [`ShardConfig::timeout_ms`].
-pub const DEFAULT_TIMEOUT_MS: u64 =
-    sundial_core::DEFAULT_COMMAND_TIMEOUT.as_millis() as u64;
+pub const DEFAULT_TIMEOUT_MS: u64 = sundial_core::DEFAULT_COMMAND_TIMEOUT.as_millis() as u64;
 
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS

@@ -92,6 +92,7 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
         // A view that does not parse names no layout of ours.
         writers.extend(
             shard
+                .layouts()
                 .live_views()
                 .await?
                 .iter()
@@ -132,15 +133,16 @@ pub async fn report(pool: &Pool) -> Result<PoolReport, EngineError> {
         }
         for (place, slots) in elsewhere.into_values() {
             let slots: Vec<u32> = slots.into_iter().collect();
-            left += place.slot_transit(&slots).await?.iter().sum::<u64>();
+            left += place.slots().transit(&slots).await?.iter().sum::<u64>();
         }
         for (shard, slots) in per_shard.into_values() {
-            for n in shard.slot_jobs(&slots).await? {
+            for n in shard.slots().jobs(&slots).await? {
                 pending += u64::from(n > 0);
                 left += n;
             }
             moving += shard
-                .slot_movers(&slots)
+                .slots()
+                .movers(&slots)
                 .await?
                 .into_iter()
                 .filter(|held| *held)
@@ -181,7 +183,7 @@ pub async fn settle_writes(pool: &Pool, me: Option<&str>) -> Result<(), EngineEr
     let mut failed = None;
     let mut answered = false;
     for shard in pool.shards() {
-        match shard.live_view_sets().await {
+        match shard.layouts().live_view_sets().await {
             Ok(sets) => {
                 answered = true;
                 for (instance, entries) in sets {
@@ -315,7 +317,7 @@ pub async fn run(
             .iter()
             .filter(|s| !topology.shards().any(|t| t.name() == s.name()))
         {
-            if let Err(e) = gone.withdraw_view(&views.instance).await {
+            if let Err(e) = gone.layouts().withdraw_view(&views.instance).await {
                 tracing::warn!(shard = gone.name(), error = %e, "cannot withdraw this gateway's view from a shard it left; it expires by itself");
             }
         }
@@ -326,7 +328,7 @@ pub async fn run(
         }
     }
     for shard in live.topology().shards() {
-        let _ = shard.withdraw_view(&views.instance).await;
+        let _ = shard.layouts().withdraw_view(&views.instance).await;
     }
 }
 
@@ -384,7 +386,11 @@ impl Views {
                 .map(|(p, ns, h)| h.view_entry(p, ns)),
         );
         for shard in pool.shards() {
-            if let Err(e) = shard.announce_view(&self.instance, &mine, self.ttl).await {
+            if let Err(e) = shard
+                .layouts()
+                .announce_view(&self.instance, &mine, self.ttl)
+                .await
+            {
                 tracing::warn!(shard = shard.name(), error = %e, "cannot announce this gateway's layouts");
             }
         }

@@ -357,7 +357,7 @@ pub async fn run(
             // shard that is down lets them expire).
             let release = async {
                 for (shard, slot) in &held {
-                    let _ = shard.move_release(*slot, &INSTANCE).await;
+                    let _ = shard.mover().release(*slot, &INSTANCE).await;
                 }
             };
             let _ = tokio::time::timeout(Duration::from_secs(2), release).await;
@@ -372,7 +372,7 @@ async fn sweep(topology: &Arc<Topology>) -> Vec<Move> {
     let mut out = Vec::new();
     for pool in topology.pools() {
         for (shard, slots) in pool.groups() {
-            let Ok(counts) = shard.slot_transit(slots).await else {
+            let Ok(counts) = shard.slots().transit(slots).await else {
                 continue;
             };
             for (&slot, n) in slots.iter().zip(counts) {
@@ -491,12 +491,18 @@ pub async fn namespace_queues(
         );
     };
     for (shard, slots) in pool.groups() {
-        add(shard.slot_queue_names(slots).await?);
+        add(shard.slots().queue_names(slots).await?);
     }
     for (shard, slot, _) in pool.moved() {
-        add(shard.slot_queue_names(&[slot]).await?);
+        add(shard.slots().queue_names(&[slot]).await?);
     }
-    queues.extend(tokens.redis().all_indexed_queues(pool.name(), ns).await?);
+    queues.extend(
+        tokens
+            .redis()
+            .admin()
+            .all_indexed_queues(pool.name(), ns)
+            .await?,
+    );
     Ok(queues)
 }
 
@@ -527,7 +533,7 @@ async fn namespace_step(
     let mut all_know = true;
     let mut all_write = true;
     for shard in from.shards().chain(to.shards()) {
-        for (_, entries) in shard.live_view_sets().await? {
+        for (_, entries) in shard.layouts().live_view_sets().await? {
             all_know &= entries.iter().any(|e| e.starts_with(&knows));
             all_write &= entries.contains(&moving);
         }
@@ -562,7 +568,11 @@ async fn namespace_step(
             let queues = namespace_queues(from, tokens, ns).await?;
             // The new pool lists them (as a publish there would add them).
             let listed: Vec<String> = queues.iter().cloned().collect();
-            tokens.redis().index_queues(to.name(), ns, &listed).await?;
+            tokens
+                .redis()
+                .admin()
+                .index_queues(to.name(), ns, &listed)
+                .await?;
             let mut at: BTreeMap<(String, u32), Move> = BTreeMap::new();
             for q in &queues {
                 for (shard, slot) in from.queue_places(ns, q) {
@@ -591,7 +601,8 @@ async fn namespace_left(moves: &[Move], ns: &str) -> Result<bool, EngineError> {
     let prefix = format!("{ns}/");
     for m in moves {
         if m.from
-            .slot_transit(&[m.slot])
+            .slots()
+            .transit(&[m.slot])
             .await?
             .first()
             .copied()
@@ -600,7 +611,7 @@ async fn namespace_left(moves: &[Move], ns: &str) -> Result<bool, EngineError> {
         {
             return Ok(true);
         }
-        let counts = m.from.slot_counts(&[m.slot]).await?;
+        let counts = m.from.slots().counts(&[m.slot]).await?;
         if counts
             .iter()
             .any(|(q, c)| q.starts_with(&prefix) && c.iter().any(|n| *n > 0))
@@ -628,7 +639,7 @@ async fn movable(topology: &Arc<Topology>, pool: &Arc<Pool>) -> Result<(Vec<Move
     let mut written: HashSet<Layout> = HashSet::new();
     let mut answered = false;
     for shard in pool.shards() {
-        let Ok(sets) = shard.live_view_sets().await else {
+        let Ok(sets) = shard.layouts().live_view_sets().await else {
             continue;
         };
         answered = true;
@@ -699,7 +710,7 @@ async fn movable(topology: &Arc<Topology>, pool: &Arc<Pool>) -> Result<(Vec<Move
     }
     let mut held_back: HashSet<(String, u32)> = HashSet::new();
     for (name, (home, slots)) in by_dest {
-        let counts = home.slot_transit(&slots).await.unwrap_or_default();
+        let counts = home.slots().transit(&slots).await.unwrap_or_default();
         for (i, &slot) in slots.iter().enumerate() {
             // Unanswered: held back too, until the next check.
             if counts.get(i).is_none_or(|n| *n > 0) {
@@ -758,7 +769,7 @@ async fn move_slot(
         while letgo.front().is_some_and(|(at, _)| due(at)) {
             if let Some((_, marks)) = letgo.pop_front() {
                 for (shard, slot, marks) in &marks {
-                    shard.move_unmark(*slot, marks).await?;
+                    shard.mover().unmark(*slot, marks).await?;
                 }
             }
         }
@@ -776,7 +787,7 @@ async fn move_slot(
                 break;
             };
             let sent = Instant::now();
-            let read = match m.from.move_read(m.slot, owner, opts.lease, &ids).await? {
+            let read = match m.from.mover().read(m.slot, owner, opts.lease, &ids).await? {
                 Ok(t) => t,
                 Err(holder) => return Ok(Ended::Held(holder)),
             };
@@ -805,7 +816,8 @@ async fn move_slot(
             };
             let t = match m
                 .from
-                .move_out(
+                .mover()
+                .take(
                     m.slot,
                     owner,
                     opts.lease,
@@ -826,7 +838,7 @@ async fn move_slot(
                 // this fail or the gateway die first).
                 let to = m.pool.home_of(m.slot);
                 if !to.same(&m.from)
-                    && let Err(e) = to.add_totals(m.slot, &t.totals).await
+                    && let Err(e) = to.mover().add_totals(m.slot, &t.totals).await
                 {
                     tracing::warn!(pool = m.pool.name(), shard = to.name(), slot = m.slot, error = %e, "a moved slot's running totals were lost");
                 }
@@ -866,7 +878,7 @@ async fn move_slot(
                     // What is left cannot be placed from here (bound to a
                     // pool this gateway's config lacks): leave it, and the
                     // lease, to a gateway that can.
-                    m.from.move_release(m.slot, owner).await?;
+                    m.from.mover().release(m.slot, owner).await?;
                     return Ok(Ended::Stopped);
                 }
                 // Entries this mover did not make (a mover that lost its
@@ -880,7 +892,7 @@ async fn move_slot(
             if !m.take || !m.only.is_empty() {
                 // The slot stays (others' jobs); its lease goes at once, so
                 // that a drain waiting on it need not wait for it to expire.
-                m.from.move_release(m.slot, owner).await?;
+                m.from.mover().release(m.slot, owner).await?;
                 return Ok(Ended::Cleared);
             }
             exhausted = false;
@@ -977,7 +989,7 @@ async fn copy(m: &Move, read: &Taken) -> Result<(Vec<String>, Marks), EngineErro
     }
     let mut marks = Vec::new();
     for ((_, slot), (to, jobs)) in by_place {
-        to.move_in(slot, read.now_ms, &jobs, true).await?;
+        to.mover().store(slot, read.now_ms, &jobs, true).await?;
         done.extend(jobs.iter().map(|j| j.id.clone()));
         marks.push((to.clone(), slot, jobs.iter().map(InTransit::mark).collect()));
     }
@@ -991,7 +1003,7 @@ async fn copy(m: &Move, read: &Taken) -> Result<(Vec<String>, Marks), EngineErro
 /// marks. A mark bound to a pool this gateway's config lacks stays, for a
 /// gateway that has it. Returns how many jobs' moves it completed.
 async fn finish(m: &Move, ids: &[String]) -> Result<u64, EngineError> {
-    let (went, deleted) = m.from.move_done(m.slot, ids).await?;
+    let (went, deleted) = m.from.mover().done(m.slot, ids).await?;
     let mut forget = Vec::with_capacity(deleted.len());
     for (id, mark) in &deleted {
         let mut places: Vec<(&Shard, u32)> = m
@@ -1011,11 +1023,11 @@ async fn finish(m: &Move, ids: &[String]) -> Result<u64, EngineError> {
             places.extend(pool.locations(slot).into_iter().map(|s| (s, slot)));
         }
         for (shard, slot) in places {
-            shard.delete(slot, &mark.queue, id).await?;
+            shard.jobs().delete(slot, &mark.queue, id).await?;
         }
         forget.push(id.as_str().to_owned());
     }
-    m.from.move_forget(m.slot, &forget).await?;
+    m.from.mover().forget(m.slot, &forget).await?;
     Ok(went)
 }
 

@@ -462,7 +462,10 @@ impl TokenStore {
         let field = hashed_field(&info.pool, &info.ns, &info.digest);
         let value = Stored::new(&info.description, &Grant::full(), None).json();
         let redis = self.redis();
-        redis.token_rehash(&info.field, &field, &value).await?;
+        redis
+            .admin()
+            .token_rehash(&info.field, &field, &value)
+            .await?;
         self.reload().await?;
         let table = self.table.load();
         let stored = table.as_ref().and_then(|t| t.tokens.get(&field)).cloned();
@@ -494,7 +497,12 @@ impl TokenStore {
             let value = Stored::new(&info.description, &Grant::full(), None).json();
             // One script each, no reload between: a token revoked meanwhile
             // is skipped, not brought back.
-            migrated += usize::from(redis.token_rehash(&info.field, &field, &value).await?);
+            migrated += usize::from(
+                redis
+                    .admin()
+                    .token_rehash(&info.field, &field, &value)
+                    .await?,
+            );
         }
         self.reload().await?;
         if migrated > 0 {
@@ -585,7 +593,11 @@ impl TokenStore {
         field: &str,
         value: &str,
     ) -> Result<bool, EngineError> {
-        let changed = self.redis().table_change(table, op, field, value).await?;
+        let changed = self
+            .redis()
+            .admin()
+            .table_change(table, op, field, value)
+            .await?;
         if changed {
             self.reload().await?;
         }
@@ -628,7 +640,7 @@ impl TokenStore {
         expected: Option<&crate::homes::Home>,
     ) -> Result<bool, EngineError> {
         let field = crate::homes::field(pool, ns);
-        let current: Option<String> = self.redis().admin_home(&field).await?;
+        let current: Option<String> = self.redis().admin().home(&field).await?;
         let parsed: Option<crate::homes::Home> = current
             .as_deref()
             .and_then(|c| serde_json::from_str(c).ok());
@@ -640,12 +652,14 @@ impl TokenStore {
             Some(h) => {
                 let value = serde_json::to_string(h).unwrap_or_default();
                 self.redis()
+                    .admin()
                     .table_change_if(AdminTable::Homes, "cas", &field, &value, &was)
                     .await?
             }
             None if was.is_empty() => false,
             None => {
                 self.redis()
+                    .admin()
                     .table_change(AdminTable::Homes, "del", &field, "")
                     .await?
             }
@@ -673,7 +687,7 @@ impl TokenStore {
     /// The tokens of a namespace in a pool, oldest first. Read from Redis,
     /// not the cache, so it is exact.
     pub async fn list(&self, pool: &str, ns: &str) -> Result<Vec<TokenInfo>, EngineError> {
-        let all = self.redis().token_table().await?;
+        let all = self.redis().admin().token_table().await?;
         let prefix = format!("{pool}/{ns}/");
         let tables = Snapshot::new(
             0,
@@ -698,7 +712,7 @@ impl TokenStore {
         // Redis having lost anything, and restoring it then would give two
         // different tables the same version.
         let cached = self.table.load_full();
-        let version = redis.admin_version().await?;
+        let version = redis.admin().version().await?;
         if let Some(t) = &cached {
             if t.version > version.unwrap_or(0) {
                 return self.restore(&redis, t).await;
@@ -707,7 +721,7 @@ impl TokenStore {
                 return Ok(());
             }
         }
-        let tables = redis.admin_tables().await?;
+        let tables = redis.admin().tables().await?;
         let limits = tables
             .limits
             .into_iter()
@@ -779,7 +793,7 @@ impl TokenStore {
                 .map(|(f, (raw, _))| (f.clone(), raw.clone()))
                 .collect(),
         };
-        redis.restore_admin_tables(&tables).await
+        redis.admin().restore_tables(&tables).await
     }
 
     /// Polls the version until `shutdown`. With `follow` (the tables live

@@ -1,4 +1,5 @@
-//! Admin operations: the token and limit tables, and rate counters.
+//! Admin operations, on [`Admin`] (`shard.admin()`): the token, limit and
+//! home tables, rate counters, and the namespaces' queue indexes.
 //!
 //! The tables are hashes keyed by a token's field (`<pool>/<ns>/sha256:<hex>`,
 //! see `sundial_router::tokens`): tokens hold a JSON record, limits a JSON
@@ -17,6 +18,18 @@ use crate::{
     scripts::SCRIPTS,
 };
 
+/// A shard's admin operations (on the admin Redis): see the module's docs.
+#[derive(Clone, Copy, Debug)]
+pub struct Admin<'a>(&'a Shard);
+
+impl Shard {
+    /// The admin tables, rate counters and queue indexes this Redis holds
+    /// when it is the admin Redis.
+    pub fn admin(&self) -> Admin<'_> {
+        Admin(self)
+    }
+}
+
 /// The token and limit tables and their version, as read in one
 /// transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,10 +44,10 @@ pub struct AdminTables {
     pub homes: HashMap<String, String>,
 }
 
-impl Shard {
+impl Admin<'_> {
     /// The names of the admin tables on this Redis.
-    pub fn admin_keys(&self) -> &'static AdminKeys {
-        AdminKeys::of(self.is_cluster())
+    pub fn keys(self) -> &'static AdminKeys {
+        AdminKeys::of(self.0.is_cluster())
     }
 
     /// Changes one field of an admin table and bumps the tables' version
@@ -43,7 +56,7 @@ impl Shard {
     /// field holds `expected`, or is absent when `expected` is empty).
     /// Returns whether it changed.
     pub async fn table_change(
-        &self,
+        self,
         table: AdminTable,
         op: &str,
         field: &str,
@@ -54,7 +67,7 @@ impl Shard {
 
     /// [`Self::table_change`] with `expected` for `cas`.
     pub async fn table_change_if(
-        &self,
+        self,
         table: AdminTable,
         op: &str,
         field: &str,
@@ -62,10 +75,11 @@ impl Shard {
         expected: &str,
     ) -> Result<bool, EngineError> {
         let v = self
+            .0
             .conn()
             .eval(
                 &SCRIPTS.table_change,
-                keysets::table_change(self.admin_keys(), table),
+                keysets::table_change(self.keys(), table),
                 vec![op.into(), field.into(), value.into(), expected.into()],
             )
             .await?;
@@ -75,16 +89,17 @@ impl Shard {
     /// Rewrites a plaintext token field as its hashed field (`value`), with
     /// its limit, in one script; `false` if the plaintext field was gone.
     pub async fn token_rehash(
-        &self,
+        self,
         plain: &str,
         hashed: &str,
         value: &str,
     ) -> Result<bool, EngineError> {
         let v = self
+            .0
             .conn()
             .eval(
                 &SCRIPTS.token_rehash,
-                keysets::token_rehash(self.admin_keys()),
+                keysets::token_rehash(self.keys()),
                 vec![plain.into(), hashed.into(), value.into()],
             )
             .await?;
@@ -93,8 +108,9 @@ impl Shard {
 
     /// Counts one request on a fixed-window counter (`delta` 1), or refunds
     /// one (`delta` -1); returns the count in the current window.
-    pub async fn rate(&self, key: &str, window_ms: u64, delta: i64) -> Result<u64, EngineError> {
+    pub async fn rate(self, key: &str, window_ms: u64, delta: i64) -> Result<u64, EngineError> {
         let v = self
+            .0
             .conn()
             .eval(
                 &SCRIPTS.rate,
@@ -107,18 +123,20 @@ impl Shard {
 
     /// The tables' version (`None` when the key is missing: a new admin
     /// Redis, or one that lost its data).
-    pub async fn admin_version(&self) -> Result<Option<i64>, EngineError> {
-        let key = self.admin_keys().version;
-        self.conn()
+    pub async fn version(self) -> Result<Option<i64>, EngineError> {
+        let key = self.keys().version;
+        self.0
+            .conn()
             .idempotent(key, |c| async move { c.get(key).await })
             .await
     }
 
     /// Both tables and their version, read together, so that a change made
     /// in between shows in the next version rather than being lost.
-    pub async fn admin_tables(&self) -> Result<AdminTables, EngineError> {
-        let names = self.admin_keys();
+    pub async fn tables(self) -> Result<AdminTables, EngineError> {
+        let names = self.keys();
         let (version, tokens, limits, homes): (Option<i64>, _, _, _) = self
+            .0
             .conn()
             .idempotent(names.version, |c| async move {
                 let tx = c.multi();
@@ -140,7 +158,7 @@ impl Shard {
     /// Adds queues to a namespace's queue index (a queue already there
     /// stays as it is).
     pub async fn index_queues(
-        &self,
+        self,
         pool: &str,
         ns: &str,
         queues: &[String],
@@ -148,9 +166,10 @@ impl Shard {
         if queues.is_empty() {
             return Ok(());
         }
-        let key = self.admin_keys().queues(pool, ns);
+        let key = self.keys().queues(pool, ns);
         let members: Vec<(f64, String)> = queues.iter().map(|q| (0.0, q.clone())).collect();
-        self.conn()
+        self.0
+            .conn()
             .idempotent(&key, |c| {
                 let (key, members) = (key.clone(), members.clone());
                 async move {
@@ -164,15 +183,16 @@ impl Shard {
     /// Up to `limit` queue names of a namespace's index, in name order,
     /// after `after` (from the first when `None`).
     pub async fn indexed_queues(
-        &self,
+        self,
         pool: &str,
         ns: &str,
         after: Option<&str>,
         limit: u64,
     ) -> Result<Vec<String>, EngineError> {
-        let key = self.admin_keys().queues(pool, ns);
+        let key = self.keys().queues(pool, ns);
         let from = after.map_or_else(|| "-".to_owned(), |a| format!("({a}"));
-        self.conn()
+        self.0
+            .conn()
             .idempotent(&key, |c| {
                 let (key, from) = (key.clone(), from.clone());
                 async move {
@@ -198,7 +218,7 @@ impl Shard {
 
     /// Every queue name of a namespace's index, a page of 1,000 at a time.
     pub async fn all_indexed_queues(
-        &self,
+        self,
         pool: &str,
         ns: &str,
     ) -> Result<Vec<String>, EngineError> {
@@ -216,17 +236,19 @@ impl Shard {
     }
 
     /// One field of the homes table, read from Redis.
-    pub async fn admin_home(&self, field: &str) -> Result<Option<String>, EngineError> {
-        let key = self.admin_keys().homes;
-        self.conn()
+    pub async fn home(self, field: &str) -> Result<Option<String>, EngineError> {
+        let key = self.keys().homes;
+        self.0
+            .conn()
             .idempotent(key, |c| async move { c.hget(key, field).await })
             .await
     }
 
     /// The token table alone, read from Redis.
-    pub async fn token_table(&self) -> Result<HashMap<String, String>, EngineError> {
-        let key = self.admin_keys().tokens;
-        self.conn()
+    pub async fn token_table(self) -> Result<HashMap<String, String>, EngineError> {
+        let key = self.keys().tokens;
+        self.0
+            .conn()
             .idempotent(key, |c| async move { c.hgetall(key).await })
             .await
     }
@@ -234,10 +256,11 @@ impl Shard {
     /// Writes `tables` back into an admin Redis that lost them, keeping
     /// fields that exist (the result is the union), and sets the version to
     /// `tables.version + 1`, in one transaction.
-    pub async fn restore_admin_tables(&self, tables: &AdminTables) -> Result<(), EngineError> {
-        let names = self.admin_keys();
+    pub async fn restore_tables(self, tables: &AdminTables) -> Result<(), EngineError> {
+        let names = self.keys();
         // Running it twice writes the same: the union, and the same version.
         let _: fred::types::Value = self
+            .0
             .conn()
             .idempotent(names.version, |c| async move {
                 let tx = c.multi();

@@ -37,6 +37,14 @@ impl Shard {
             self.refuse_unsafe(&found, None)?;
             found
         };
+        self.pin_format().await?;
+        self.pin_counts(slots, lanes).await?;
+        Ok(check)
+    }
+
+    /// Refuses data of a format this build does not read, and pins this
+    /// build's format in a shard that has none yet.
+    async fn pin_format(&self) -> Result<(), EngineError> {
         let (old_buckets, format): (Option<String>, Option<u32>) = self
             .conn()
             .idempotent(keys::META, |c| async move {
@@ -70,6 +78,12 @@ impl Shard {
                     .await?;
             }
         }
+        Ok(())
+    }
+
+    /// Pins the pool's slot and lane counts in the shard, and refuses other
+    /// counts than those pinned.
+    async fn pin_counts(&self, slots: u32, lanes: u32) -> Result<(), EngineError> {
         for (field, want, what) in [
             (keys::META_SLOTS, slots, "slots"),
             (keys::META_LANES, lanes, "lanes"),
@@ -95,7 +109,7 @@ impl Shard {
                 )));
             }
         }
-        Ok(check)
+        Ok(())
     }
 
     /// The startup check of every primary of a cluster shard, and of the

@@ -45,7 +45,8 @@ pub struct Delivery {
     pub job: JobView,
     /// The slot the job lives in.
     pub slot: u32,
-    /// When its TTR runs out (ms, shard clock); fences [`Shard::release`](crate::Shard::release).
+    /// When its TTR runs out (ms, shard clock); fences
+    /// [`Jobs::release`](crate::engine::Jobs::release).
     pub deadline_ms: u64,
     /// Whether this is the job's first delivery.
     pub first: bool,

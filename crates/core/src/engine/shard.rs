@@ -1,13 +1,18 @@
-//! [`Shard`]: the engine's handle of one shard, over its
-//! [`Connection`]. What a user of a shard asks of the shard itself (its
-//! name, whether it is up, its subscriber and channels) is here; the job
-//! operations are grouped by concern in the sibling files.
+//! [`Shard`]: the engine's handle of one shard, over its [`Connection`].
+//!
+//! What every user of a shard asks of the shard itself is here: its name
+//! and identity (`same`), whether it is up (`is_connected`,
+//! `wait_connected`, `probe`), `load_scripts`, its shared subscriber and
+//! the channels it announces on. The connection's details (a cluster's
+//! primaries, the node that serves a key, the replicas a publish waits
+//! for) are asked of [`Shard::conn`]. The job operations are grouped by
+//! concern on handles, in the sibling files (see [`crate::engine`]).
 
 use std::time::Duration;
 
 use crate::{
     EngineError,
-    conn::{ClusterPrimary, Connection, PubSub, ShardOptions},
+    conn::{Connection, PubSub, ShardOptions},
     keys::{self, SlotKeys},
 };
 
@@ -42,34 +47,14 @@ impl Shard {
         self.conn.same(&other.conn)
     }
 
-    /// How many replicas a publish waits for (`wait`), if any.
-    pub fn wait_replicas(&self) -> Option<u32> {
-        self.conn.wait_replicas()
-    }
-
     /// Whether the shard is a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         self.conn.is_cluster()
     }
 
-    /// See [`Connection::cluster_primaries`].
-    pub fn cluster_primaries(&self) -> Vec<ClusterPrimary> {
-        self.conn.cluster_primaries()
-    }
-
-    /// See [`Connection::cluster_node_of`].
-    pub fn cluster_node_of(&self, key: &str) -> Option<String> {
-        self.conn.cluster_node_of(key)
-    }
-
     /// Whether the shard can be reached (see [`Connection::is_connected`]).
     pub fn is_connected(&self) -> bool {
         self.conn.is_connected()
-    }
-
-    /// See [`Connection::is_connected_for`].
-    pub fn is_connected_for(&self, key: &str) -> bool {
-        self.conn.is_connected_for(key)
     }
 
     /// Waits until the shard is connected, up to `timeout` (see

@@ -264,6 +264,7 @@ async fn export_place(
         let mut size = PageSize::new(PAGE);
         loop {
             let page = shard
+                .portable()
                 .export_scan(slot, ns, transit, &cursor, size.get())
                 .await?;
             size.saw(page.jobs.len(), page.bytes());
@@ -294,7 +295,10 @@ async fn lists(
         let mut passed = 0u64;
         let mut size = PageSize::new(PAGE);
         loop {
-            let page = shard.export_list(slot, q, dead, passed, size.get()).await?;
+            let page = shard
+                .portable()
+                .export_list(slot, q, dead, passed, size.get())
+                .await?;
             size.saw(page.jobs.len(), page.bytes());
             let (k, chunk) = send(page.jobs);
             *n += k;
@@ -430,7 +434,7 @@ impl Held<'_> {
             let Some((shard, jobs)) = self.batches.remove(&k) else {
                 continue;
             };
-            let c = shard.import(k.1, &jobs).await?;
+            let c = shard.portable().import(k.1, &jobs).await?;
             self.done.imported += c.copied;
             self.done.existing += c.skipped;
             self.bytes = self
@@ -526,6 +530,7 @@ async fn index(
     state
         .tokens
         .redis()
+        .admin()
         .index_queues(pool.name(), ns, &names)
         .await?;
     Ok(())

@@ -118,6 +118,7 @@ pub(super) async fn list(
     let mut queues = state
         .tokens
         .redis()
+        .admin()
         .indexed_queues(pool.name(), &ns, cursor.as_deref(), limit + 1)
         .await?;
     let more = queues.len() as u64 > limit;
@@ -235,7 +236,10 @@ pub(super) async fn dead_list(
     while place < places.len() && (jobs.len() as u64) < limit {
         let (shard, slot) = places[place];
         let want = limit - jobs.len() as u64;
-        let page = shard.dead_list(slot, &qualified, skip, want).await?;
+        let page = shard
+            .dead_letter()
+            .list(slot, &qualified, skip, want)
+            .await?;
         for j in page.jobs {
             if !seen.insert(j.id.clone()) {
                 continue;
@@ -357,10 +361,16 @@ async fn pick(
             done += match mode {
                 "respawn" => {
                     shard
+                        .dead_letter()
                         .respawn(slot, &qualified, limit - done, ttl_ms)
                         .await?
                 }
-                _ => shard.dead_delete(slot, &qualified, limit - done).await?,
+                _ => {
+                    shard
+                        .dead_letter()
+                        .delete(slot, &qualified, limit - done)
+                        .await?
+                }
             };
         }
     } else {
@@ -381,7 +391,8 @@ async fn pick(
                     break;
                 }
                 let handled = shard
-                    .dead_pick(slot, &qualified, mode, ttl_ms, &ids)
+                    .dead_letter()
+                    .pick(slot, &qualified, mode, ttl_ms, &ids)
                     .await?;
                 let mut left = Vec::new();
                 for (id, ok) in ids.into_iter().zip(handled) {
@@ -455,7 +466,7 @@ async fn index_once(
     for pool in topology.pools() {
         let mut by_ns: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (shard, slots) in pool.groups() {
-            for qualified in shard.slot_queues(slots).await? {
+            for qualified in shard.slots().queues(slots).await? {
                 if let Some((ns, queue)) = keys::parse_qualified(&qualified) {
                     by_ns
                         .entry(ns.to_owned())
@@ -466,7 +477,10 @@ async fn index_once(
         }
         for (ns, queues) in by_ns {
             n += queues.len();
-            redis.index_queues(pool.name(), &ns, &queues).await?;
+            redis
+                .admin()
+                .index_queues(pool.name(), &ns, &queues)
+                .await?;
         }
     }
     Ok(n)

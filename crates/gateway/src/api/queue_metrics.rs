@@ -95,6 +95,7 @@ impl Handles {
         tokio::spawn(async move {
             let [(_, pool), (_, ns), (_, queue)] = &this.labels;
             if let Err(e) = redis
+                .admin()
                 .index_queues(pool, ns, std::slice::from_ref(queue))
                 .await
             {

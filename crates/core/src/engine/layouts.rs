@@ -1,17 +1,31 @@
-//! The layouts pinned in a shard (the pool's current ring membership and
-//! the earlier ones that still drain), and the views that live gateways
-//! announce of the layouts they may write to. Layouts are opaque strings
-//! here; the router gives them meaning.
+//! The layouts a shard knows of, on [`Layouts`] (`shard.layouts()`): those
+//! pinned in it (the pool's current ring membership and the earlier ones
+//! that still drain), and the views that live gateways announce of the
+//! layouts they may write to. Layouts are opaque strings here; the router
+//! gives them meaning.
 
 use fred::prelude::*;
 
 use crate::{EngineError, Shard, keys};
 
+/// A shard's layout pins and gateway views: see the module's docs.
+#[derive(Clone, Copy, Debug)]
+pub struct Layouts<'a>(&'a Shard);
+
 impl Shard {
+    /// The layouts pinned in this shard, and the gateways' views of those
+    /// they write to.
+    pub fn layouts(&self) -> Layouts<'_> {
+        Layouts(self)
+    }
+}
+
+impl Layouts<'_> {
     /// The pool's layouts as pinned in this shard: the current ring
     /// membership (if any) and the earlier ones that still drain.
-    pub async fn ring_pins(&self) -> Result<(Option<String>, Vec<String>), EngineError> {
+    pub async fn pins(self) -> Result<(Option<String>, Vec<String>), EngineError> {
         let (ring, draining): (Option<String>, Option<String>) = self
+            .0
             .conn()
             .idempotent(keys::META, |c| async move {
                 c.hmget(keys::META, vec![keys::META_RING, keys::META_DRAINING])
@@ -21,7 +35,8 @@ impl Shard {
         let draining = draining
             .map(|d| {
                 parse_string_list(&d).ok_or_else(|| {
-                    self.conn()
+                    self.0
+                        .conn()
                         .bad_reply(format!("unreadable draining pin {d:?}"))
                 })
             })
@@ -31,16 +46,13 @@ impl Shard {
     }
 
     /// Pins the pool's layouts in this shard.
-    pub async fn set_ring_pins(
-        &self,
-        current: &str,
-        draining: &[String],
-    ) -> Result<(), EngineError> {
+    pub async fn set_pins(self, current: &str, draining: &[String]) -> Result<(), EngineError> {
         let fields = vec![
             (keys::META_RING, current.to_owned()),
             (keys::META_DRAINING, string_list(draining)),
         ];
-        self.conn()
+        self.0
+            .conn()
             .idempotent(keys::META, |c| {
                 let fields = fields.clone();
                 async move { c.hset::<(), _, _>(keys::META, fields).await }
@@ -50,7 +62,7 @@ impl Shard {
 
     /// Announces the layouts a gateway instance may write to, for `ttl`.
     pub async fn announce_view(
-        &self,
+        self,
         instance: &str,
         layouts: &[String],
         ttl: std::time::Duration,
@@ -58,7 +70,8 @@ impl Shard {
         let listed = string_list(layouts);
         // Two keys, in two cluster slots on a cluster: two commands.
         let view = keys::view(instance);
-        self.conn()
+        self.0
+            .conn()
             .idempotent(&view, |c| {
                 let (view, listed) = (&view, &listed);
                 async move {
@@ -74,6 +87,7 @@ impl Shard {
             })
             .await?;
         let _: i64 = self
+            .0
             .conn()
             .idempotent(keys::VIEWS, |c| async move {
                 c.sadd(keys::VIEWS, instance).await
@@ -83,9 +97,10 @@ impl Shard {
     }
 
     /// Withdraws a gateway instance's view (at shutdown).
-    pub async fn withdraw_view(&self, instance: &str) -> Result<(), EngineError> {
+    pub async fn withdraw_view(self, instance: &str) -> Result<(), EngineError> {
         let view = keys::view(instance);
         let _: i64 = self
+            .0
             .conn()
             .idempotent(&view, |c| {
                 let view = &view;
@@ -93,6 +108,7 @@ impl Shard {
             })
             .await?;
         let _: i64 = self
+            .0
             .conn()
             .idempotent(keys::VIEWS, |c| async move {
                 c.srem(keys::VIEWS, instance).await
@@ -103,7 +119,7 @@ impl Shard {
 
     /// The layouts that live gateway instances may write to; forgets
     /// instances whose view expired.
-    pub async fn live_views(&self) -> Result<Vec<String>, EngineError> {
+    pub async fn live_views(self) -> Result<Vec<String>, EngineError> {
         Ok(self
             .live_view_sets()
             .await?
@@ -114,8 +130,9 @@ impl Shard {
 
     /// Each live gateway instance with the entries of its view; forgets
     /// instances whose view expired.
-    pub async fn live_view_sets(&self) -> Result<Vec<(String, Vec<String>)>, EngineError> {
+    pub async fn live_view_sets(self) -> Result<Vec<(String, Vec<String>)>, EngineError> {
         let instances: Vec<String> = self
+            .0
             .conn()
             .idempotent(
                 keys::VIEWS,
@@ -126,6 +143,7 @@ impl Shard {
         for instance in instances {
             let view = keys::view(&instance);
             let v: Option<String> = self
+                .0
                 .conn()
                 .idempotent(&view, |c| {
                     let view = &view;
@@ -137,6 +155,7 @@ impl Shard {
                 None => {
                     let instance = &instance;
                     let _: i64 = self
+                        .0
                         .conn()
                         .idempotent(keys::VIEWS, |c| async move {
                             c.srem(keys::VIEWS, instance).await
