@@ -853,11 +853,11 @@ async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
     let published = std::time::Instant::now();
     let id = publish(&s, "q", sched, "far").await;
     let b = slot("q", &id);
-    let (slots, queued) = wheel(&redis, b);
+    let (seconds, queued) = wheel(&redis, b);
     assert_eq!(
-        (slots.len(), queued),
+        (seconds.len(), queued),
         (1, 1),
-        "a far job is in a wheel slot"
+        "a far job is in a wheel second"
     );
     let mut r = redis.client();
     let in_timer: Option<f64> = r
@@ -866,7 +866,7 @@ async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
     assert_eq!(in_timer, None, "and not in the timer zset");
     assert_eq!(counts(&s, "q").await.expect("counts").delayed, 1);
 
-    // The pump wakes a slot (1 s) ahead of the second the job is due in, so
+    // The pump wakes 1 s ahead of the wheel second the job is due in, so
     // at least 1 s before the job is due.
     let o = s.timers().pump(b, 100, None).await.expect("pump");
     let wake = o.next_due_ms.expect("a wake-up");
@@ -885,7 +885,7 @@ async fn far_delayed_jobs_wait_in_the_wheel_then_fire_on_time() {
     assert_eq!(
         wheel(&redis, b),
         (vec![], 0),
-        "the slot is gone once opened"
+        "the second is gone once opened"
     );
     let got = consume(&s, &["q"], 1, 1000).await.expect("consume");
     assert_eq!(got[0].job.id, id.as_str());
@@ -988,9 +988,9 @@ async fn a_cancelled_wheel_job_is_skipped_when_its_slot_opens() {
     assert_eq!(
         wheel(&redis, b).1,
         1,
-        "a stale entry stays until its slot opens"
+        "a stale entry stays until its second opens"
     );
-    wait_until_async(Duration::from_secs(10), "the slot to open", || async {
+    wait_until_async(Duration::from_secs(10), "the second to open", || async {
         s.timers().pump(b, 100, None).await.expect("pump");
         wheel(&redis, b) == (vec![], 0)
     })

@@ -161,8 +161,7 @@ impl Connection {
         let Conns::Cluster(c) = &self.inner.conns else {
             return None;
         };
-        c.owner(crate::keys::cluster_slot(key))
-            .map(|n| n.addr.clone())
+        c.owner(crate::keys::hash_slot(key)).map(|n| n.addr.clone())
     }
 
     /// Whether the shard can be reached: a pooled connection is up (on a
@@ -180,7 +179,7 @@ impl Connection {
         match &self.inner.conns {
             Conns::Single(n) => n.is_connected(),
             Conns::Cluster(c) => c
-                .owner(crate::keys::cluster_slot(key))
+                .owner(crate::keys::hash_slot(key))
                 .is_some_and(|n| n.is_connected()),
         }
     }
@@ -216,7 +215,7 @@ impl Connection {
     /// unused).
     pub(super) fn hash_slot_of(&self, key: &str) -> u16 {
         if self.is_cluster() {
-            crate::keys::cluster_slot(key)
+            crate::keys::hash_slot(key)
         } else {
             0
         }

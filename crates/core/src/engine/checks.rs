@@ -24,7 +24,7 @@ impl Shard {
     ///
     /// On a Redis Cluster every primary is checked (the first that fails
     /// is named; AOF counts as on only if every primary has it), and the
-    /// scripts' keys must lie in one cluster slot.
+    /// scripts' keys must lie in one cluster hash slot.
     pub async fn check(&self, slots: u32, lanes: u32) -> Result<ShardCheck, EngineError> {
         let check = if self.is_cluster() {
             self.check_primaries().await?

@@ -247,13 +247,13 @@ fn single_hash_slot(script: &str, keys: &[String]) -> Result<(), String> {
     let Some((first, rest)) = keys.split_first() else {
         return Ok(());
     };
-    let hash_slot = keys::cluster_slot(first);
-    match rest.iter().find(|k| keys::cluster_slot(k) != hash_slot) {
+    let hash_slot = keys::hash_slot(first);
+    match rest.iter().find(|k| keys::hash_slot(k) != hash_slot) {
         None => Ok(()),
         Some(other) => Err(format!(
             "script {script} would touch keys in two cluster slots ({first} in {hash_slot}, \
              {other} in {}); a cluster cannot run it",
-            keys::cluster_slot(other)
+            keys::hash_slot(other)
         )),
     }
 }

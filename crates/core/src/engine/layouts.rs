@@ -68,7 +68,7 @@ impl Layouts<'_> {
         ttl: std::time::Duration,
     ) -> Result<(), EngineError> {
         let listed = string_list(layouts);
-        // Two keys, in two cluster slots on a cluster: two commands.
+        // Two keys, in two cluster hash slots on a cluster: two commands.
         let view = keys::view(instance);
         self.0
             .conn()

@@ -251,9 +251,9 @@ mod tests {
 
     #[test]
     fn moved_replies_name_a_slot_and_a_node() {
-        let (slot, server) = parse_moved("MOVED 3999 127.0.0.1:6381").expect("parsed");
+        let (hash_slot, server) = parse_moved("MOVED 3999 127.0.0.1:6381").expect("parsed");
         assert_eq!(
-            (slot, &*server.host, server.port),
+            (hash_slot, &*server.host, server.port),
             (3999, "127.0.0.1", 6381)
         );
         for ipv6 in ["MOVED 1 ::1:7000", "MOVED 1 [::1]:7000"] {

@@ -154,7 +154,7 @@ impl Subscriber<'_> {
                 served,
             } => (cluster, nodes, served),
         };
-        let hash_slot = crate::keys::cluster_slot(channel);
+        let hash_slot = crate::keys::hash_slot(channel);
         for attempt in 0..2 {
             let node = cluster.route(hash_slot).await?;
             if !node.is_connected() {
@@ -240,7 +240,7 @@ impl Subscriber<'_> {
             .iter()
             .filter(|(c, at)| {
                 cluster
-                    .owner(crate::keys::cluster_slot(c))
+                    .owner(crate::keys::hash_slot(c))
                     .is_some_and(|n| n.addr != **at)
             })
             .map(|(c, _)| c.clone())
