@@ -24,9 +24,10 @@ local DELAYED, READY, RESERVED, DEAD = 1, 2, 3, 4
 local COUNTER = { 'l', 'r', 'f', 'd' }
 local HEADER = '>BHI6I6I6I3Hc0'
 -- The timer wheel: a delayed job due at least NEAR_MS from now waits in the
--- list of its SLOT_MS-wide slot (compact), not in the timer zset; the pump
--- moves a slot's jobs into the zset SLOT_MS before the slot starts.
-local SLOT_MS, NEAR_MS = 1000, 2000
+-- list of its SECOND_MS-wide wheel second (compact), not in the timer zset;
+-- the pump moves a second's jobs into the zset SECOND_MS before the second
+-- starts.
+local SECOND_MS, NEAR_MS = 1000, 2000
 
 -- Announces `message` on `channel`: a sharded channel (`SPUBLISH`, heard
 -- only on the node that serves the slot) when the channel carries a hash tag,
@@ -305,11 +306,11 @@ local function view(r, id, now)
 end
 
 -- When the slot's pump must next wake: its earliest timer entry, or
--- SLOT_MS before its earliest wheel slot starts; nil when it has neither.
+-- SECOND_MS before its earliest wheel second starts; nil when it has neither.
 local function next_wake(tkey, skey)
   local t = zmin(tkey)
   local s = zmin(skey)
-  if s then s = s - SLOT_MS end
+  if s then s = s - SECOND_MS end
   if t and s then return math.min(t, s) end
   return t or s
 end
@@ -324,10 +325,10 @@ local function delay(k, id, due, now, wake, timer_channel, slot_tag)
     redis.call('ZADD', k.t, due, id)
     at = due
   else
-    local slot = math.floor(due / SLOT_MS)
-    redis.call('RPUSH', k.prefix .. 'w:' .. slot, id)
-    redis.call('ZADD', k.s, slot * SLOT_MS, slot)
-    at = slot * SLOT_MS - SLOT_MS
+    local second = math.floor(due / SECOND_MS)
+    redis.call('RPUSH', k.prefix .. 'w:' .. second, id)
+    redis.call('ZADD', k.s, second * SECOND_MS, second)
+    at = second * SECOND_MS - SECOND_MS
   end
   if wake == nil or at < wake then
     announce(timer_channel, slot_tag)

@@ -2,7 +2,7 @@
 -- TTR ran out back to ready while tries remain, else to the dead letter; jobs
 -- past their TTL dropped (with their ready or dead list entry); stale timer
 -- entries removed.
--- First, wheel seconds that start within SLOT_MS are opened (at most `limit`
+-- First, wheel seconds that start within SECOND_MS are opened (at most `limit`
 -- entries): their delayed jobs move to the timer zset at their exact due
 -- time, or straight to ready when they are due already.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
@@ -21,10 +21,10 @@
 -- The ready, dead and wheel lists are named here rather than passed in KEYS
 -- because which queues and seconds are due is only known from the data.
 -- They carry the same hash tag as KEYS[1], so the script still touches one
--- Redis Cluster hash slot (a cluster allows this for keys of the slot that
--- the script's KEYS name), and the guard (KEYS[7]) keeps the script from
--- starting while a cluster moves the slot, when one of these lists could be
--- on the other node.
+-- Redis Cluster hash slot (a cluster allows this for keys of the hash slot
+-- that the script's KEYS name), and the guard (KEYS[7]) keeps the script
+-- from starting while a cluster moves that hash slot, when one of these
+-- lists could be on the other node.
 -- Counters are gathered per queue and written once per call (`tally`).
 local prefix, limit, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if ARGV[4] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[4] then
@@ -154,14 +154,14 @@ local function each_record(ids, handle)
   end
 end
 
--- Open the wheel seconds that start within SLOT_MS. A job of an opened
+-- Open the wheel seconds that start within SECOND_MS. A job of an opened
 -- second goes on the timer at its due time; one that is due already (the
 -- pump is behind: a backlog, or a second opened late) goes straight to
 -- ready, and one past its TTL goes, without passing through the timer.
 local opened = 0
 while opened < limit do
   local first = redis.call('ZRANGE', skey, 0, 0, 'WITHSCORES')
-  if #first == 0 or tonumber(first[2]) >= now + SLOT_MS then break end
+  if #first == 0 or tonumber(first[2]) >= now + SECOND_MS then break end
   local wkey = prefix .. 'w:' .. first[1]
   local ids = redis.call('LPOP', wkey, limit - opened)
   if ids then

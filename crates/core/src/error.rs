@@ -101,7 +101,7 @@ fn is_transient_reply(details: &str) -> bool {
         "MASTERDOWN",
         "TRYAGAIN",
         "CLUSTERDOWN",
-        // A cluster slot that moved, or is moving, for longer than a
+        // A cluster hash slot that moved, or is moving, for longer than a
         // request waits for it.
         "MOVED ",
         "ASK ",

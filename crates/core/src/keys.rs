@@ -58,7 +58,7 @@
 //! cluster names the tables `sd:{admin}:tokens`, `sd:{admin}:limits`,
 //! `sd:{admin}:homes` and `sd:{admin}:tokens:version` ([`AdminKeys`]): one
 //! hash tag, so that a
-//! change and its version bump stay one script in one cluster slot; the
+//! change and its version bump stay one script in one cluster hash slot; the
 //! queue indexes carry the same tag (`sd:{admin}:queues:<pool>/<ns>`).
 //!
 //! Channels: on a standalone or Sentinel shard, `sd:ready:<ns>/<queue>` (a
@@ -141,7 +141,7 @@ const ADMIN_KEYS: AdminKeys = AdminKeys {
     queues: "sd:queues:",
 };
 
-/// The admin tables on a Redis Cluster: one hash tag, one cluster slot.
+/// The admin tables on a Redis Cluster: one hash tag, one cluster hash slot.
 const CLUSTER_ADMIN_KEYS: AdminKeys = AdminKeys {
     tokens: "sd:{admin}:tokens",
     limits: "sd:{admin}:limits",
@@ -343,7 +343,7 @@ impl SlotKeys {
 
 /// The Redis Cluster hash slot of `key` (CRC16 of the key, or of its hash
 /// tag, modulo 16384), as the cluster computes it.
-pub fn cluster_slot(key: &str) -> u16 {
+pub fn hash_slot(key: &str) -> u16 {
     fred::util::redis_keyslot(key.as_bytes())
 }
 
@@ -414,7 +414,7 @@ mod tests {
     /// the whole key.
     #[test]
     fn cluster_slots_match_redis() {
-        for (key, slot) in [
+        for (key, want) in [
             ("123456789", 12_739),
             ("foo", 12_182),
             ("sd:meta", 10_191),
@@ -425,11 +425,11 @@ mod tests {
             ("foo{{bar}}zap", 4_015),
             ("foo{bar}{zap}", 5_061),
         ] {
-            assert_eq!(cluster_slot(key), slot, "{key}");
+            assert_eq!(hash_slot(key), want, "{key}");
         }
         let k = SlotKeys::new(7);
-        let slot = cluster_slot(&k.jobs());
-        assert_eq!(cluster_slot(&k.ready_channel("ns/q")), slot);
-        assert_eq!(cluster_slot(&k.timer_channel()), slot);
+        let tagged = hash_slot(&k.jobs());
+        assert_eq!(hash_slot(&k.ready_channel("ns/q")), tagged);
+        assert_eq!(hash_slot(&k.timer_channel()), tagged);
     }
 }

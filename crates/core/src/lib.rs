@@ -1,33 +1,62 @@
 //! Sundial's job model and Lua engine.
 //!
+//! Rooms, each using only those above it:
 //! - [`job`]: job ids, names, limits and the validation of what a client sends.
 //! - [`keys`]: every Redis key and channel name, with the data structure behind
 //!   it and its invariant. Nothing else in the workspace spells a key.
 //! - [`scripts`]: the Lua scripts (`lua/*.lua`), loaded with `EVALSHA` and
-//!   reloaded on `NOSCRIPT`.
-//! - [`engine`]: one [`engine::Shard`] (a Redis deployment) and the job
-//!   operations that run on it, each of them one script call; its shared
-//!   subscriber ([`engine::PubSub`]).
+//!   reloaded on `NOSCRIPT`; [`error`]: what a fault means.
+//! - [`conn`]: the Redis connection layer. A shard's connections
+//!   ([`Connection`]: a standalone server, a Sentinel-managed master, or a
+//!   Redis Cluster with its hash slot map), the script runner (`EVALSHA`,
+//!   `WAIT` for replicas, commands sent again while a hash slot moves), its
+//!   health (wait, probe, load the scripts) and the shared subscriber
+//!   ([`PubSub`]). It knows nothing of jobs and imports nothing from
+//!   `engine`.
+//! - [`engine`]: [`Shard`], the engine's cheap-to-clone handle of one shard
+//!   over its `Connection`, and the job operations, each one script call,
+//!   grouped by concern on handles that borrow the shard: `shard.jobs()`,
+//!   `queues()`, `dead_letter()`, `timers()`, `leases()`, `mover()`,
+//!   `slots()`, `layouts()`, `admin()`, `portable()` (see [`engine`]).
+//!
+//! What every user of a shard asks of the shard as a whole is on [`Shard`]
+//! itself: `name`, `same`, `is_cluster`, `is_connected`, `wait_connected`,
+//! `probe`, `load_scripts`, `pubsub` and the channel names, and the startup
+//! `check` and `wipe`. The connection's own details (a cluster's primaries,
+//! the node that serves a key, `is_connected_for`, `wait_replicas`) are
+//! asked of [`Shard::conn`].
+//!
+//! Words: a *slot* is a pool slot ([`keys`]); a Redis Cluster's slot is a
+//! *hash slot*; the timer wheel's unit is a *second*.
 //!
 //! Invariants kept here:
 //! - every state change of a job is one script on one shard;
 //! - all times come from the shard's clock (`TIME` inside the scripts), in ms;
-//! - a script validates before it writes, so an error reply means no change.
+//! - a script validates before it writes, so an error reply means no change;
+//! - the engine's handles cost nothing: making one neither allocates nor
+//!   awaits, so the hot paths (publish, consume, ack, pump) pay only their
+//!   script call;
+//! - imports inside the crate point one way: `engine` → `conn` →
+//!   `scripts`, `keys`, `error`.
 //!
 //! Errors: this crate returns [`EngineError`]; whether a fault means "Redis is
 //! unreachable" (503) or something else (500) is decided here, once.
 
+pub mod conn;
 pub mod engine;
 pub mod error;
 pub mod job;
 pub mod keys;
 pub mod scripts;
 
+pub use conn::{
+    ClusterPrimary, Connection, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, Handler, Heard,
+    Listening, PubSub, ReplicaWait, ShardOptions, TlsFiles, url_uses_tls,
+};
 pub use engine::{
-    AdminTables, ClusterPrimary, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage, Handler,
-    Heard, InTransit, JobView, Listening, Mark, MoveMode, NewJob, PAGE_BYTES, PageSize,
-    PortableJob, PubSub, Publication, PumpOutcome, PumpProcess, ReplicaWait, Schedule, Served,
-    Shard, ShardCheck, ShardOptions, Taken, Want, state,
+    AdminTables, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage, InTransit, JobView, Mark,
+    MoveMode, NewJob, PAGE_BYTES, PageSize, PortableJob, Publication, PumpOutcome, PumpProcess,
+    Schedule, Served, Shard, ShardCheck, Taken, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

@@ -1,6 +1,7 @@
 //! The Lua scripts, each prefixed with `lua/lib.lua`, run with `EVALSHA` and
 //! loaded again when the shard answers `NOSCRIPT` (after a restart or a
-//! failover to a replica that never saw them).
+//! failover to a replica that never saw them). The keys each is called
+//! with are built in `engine::keysets`.
 
 use std::sync::LazyLock;
 
@@ -86,33 +87,6 @@ scripts! {
     export,
 }
 
-/// Checks that the keys a script is called with lie in one Redis Cluster
-/// hash slot, as every script must (a cluster runs a script on the node of
-/// its keys, and refuses keys of several slots); says which keys do not.
-fn single_slot(script: &str, keys: &[String]) -> Result<(), String> {
-    let Some((first, rest)) = keys.split_first() else {
-        return Ok(());
-    };
-    let slot = crate::keys::cluster_slot(first);
-    match rest.iter().find(|k| crate::keys::cluster_slot(k) != slot) {
-        None => Ok(()),
-        Some(other) => Err(format!(
-            "script {script} would touch keys in two cluster slots ({first} in {slot}, {other} in \
-             {}); a cluster cannot run it",
-            crate::keys::cluster_slot(other)
-        )),
-    }
-}
-
-/// The startup check of a cluster shard: every script's keys, as the calls
-/// build them ([`crate::engine::keysets`]), lie in one cluster slot.
-pub fn check_single_slot() -> Result<(), String> {
-    for (script, keys) in crate::engine::keysets::samples() {
-        single_slot(script, &keys)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,28 +107,5 @@ mod tests {
             .map(|s| s.script.sha1().to_string())
             .collect();
         assert_eq!(shas.len(), COUNT, "scripts are distinct");
-    }
-
-    #[test]
-    fn every_script_touches_one_cluster_slot() {
-        assert_eq!(check_single_slot(), Ok(()));
-        let names: std::collections::BTreeSet<&str> = crate::engine::keysets::samples()
-            .iter()
-            .map(|(n, _)| *n)
-            .collect();
-        assert_eq!(names.len(), COUNT, "every script is checked");
-        let err = single_slot("x", &["sd:{1}:j".to_owned(), "sd:{2}:j".to_owned()]);
-        assert!(err.is_err_and(|e| e.contains("two cluster slots")));
-        assert!(
-            single_slot(
-                "table_change",
-                &[
-                    crate::keys::TOKENS.to_owned(),
-                    crate::keys::TOKENS_VERSION.to_owned()
-                ]
-            )
-            .is_err(),
-            "the single-Redis admin names would not run on a cluster"
-        );
     }
 }

@@ -487,7 +487,7 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
     let mut expected = vec![taken.as_str().to_owned()];
     expected.extend(stored.iter().map(|id| id.as_str().to_owned()));
     assert_eq!(listed, expected);
-    let counts = shard.counts(0, "ns/q").await.expect("counts");
+    let counts = shard.queues().counts(0, "ns/q").await.expect("counts");
     assert_eq!((counts.ready, counts.published), (49, 49));
     assert_eq!(batch.lines(), 0, "an idle queue leaves no line behind");
 }
@@ -504,6 +504,7 @@ async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
     };
     let ids: Vec<JobId> = (0..30).map(|_| JobId::mint(false)).collect();
     shard
+        .jobs()
         .publish(
             0,
             "ns/q",
@@ -546,7 +547,7 @@ async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
     let listed: u64 = redis::Commands::llen(&mut c, k.ready("ns/q")).expect("llen");
     let timed: u64 = redis::Commands::zcard(&mut c, k.timer()).expect("zcard");
     assert_eq!((held, listed, timed), (10, 10, 10));
-    let counts = shard.counts(0, "ns/q").await.expect("counts");
+    let counts = shard.queues().counts(0, "ns/q").await.expect("counts");
     assert_eq!(counts.ready, 10);
     assert_eq!(acks.lines(), 0, "an idle queue leaves no line behind");
 }
@@ -568,6 +569,7 @@ async fn publish_ready(shard: &sundial_core::Shard, n: usize) -> Vec<sundial_cor
             body: bytes::Bytes::from_static(b"x"),
         };
         shard
+            .jobs()
             .publish(0, "ns/q", &schedule, &[job])
             .await
             .expect("publish");
@@ -620,7 +622,7 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
         expected.push(next.by_ref().take(n).collect());
     }
     assert_eq!(got, expected, "oldest jobs first, in arrival order");
-    let counts = shard.counts(0, "ns/q").await.expect("counts");
+    let counts = shard.queues().counts(0, "ns/q").await.expect("counts");
     assert_eq!((counts.ready, counts.reserved), (0, 15));
 
     // Each consumer's jobs carry its own TTR: the third's run 60 s, the
@@ -661,13 +663,17 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
     tokio::time::timeout(Duration::from_secs(5), released)
         .await
         .expect("the departed consumer's job is on the queue");
-    let counts = shard.counts(0, "ns/q").await.expect("counts");
+    let counts = shard.queues().counts(0, "ns/q").await.expect("counts");
     assert_eq!(
         (counts.ready, counts.reserved, counts.delivered),
         (1, 16, 16),
         "no delivery counted for it"
     );
-    let again = shard.consume(0, "ns/q", 1, 30_000).await.expect("consume");
+    let again = shard
+        .jobs()
+        .consume(0, "ns/q", 1, 30_000)
+        .await
+        .expect("consume");
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].job.id, more[1].as_str());
     assert_eq!(again[0].job.tries_left, 2, "no try was spent on it");
@@ -683,14 +689,25 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
     assert_eq!(taken.len(), 2);
     drop(taken);
     let back = async {
-        while shard.counts(0, "ns/q").await.expect("counts").ready < 2 {
+        while shard
+            .queues()
+            .counts(0, "ns/q")
+            .await
+            .expect("counts")
+            .ready
+            < 2
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
     tokio::time::timeout(Duration::from_secs(5), back)
         .await
         .expect("released");
-    let again = shard.consume(0, "ns/q", 2, 30_000).await.expect("consume");
+    let again = shard
+        .jobs()
+        .consume(0, "ns/q", 2, 30_000)
+        .await
+        .expect("consume");
     let ids: Vec<&str> = again.iter().map(|d| d.job.id.as_str()).collect();
     assert_eq!(ids, [last[0].as_str(), last[1].as_str()], "oldest first");
     assert!(again.iter().all(|d| d.job.tries_left == 2), "tries back");
@@ -703,7 +720,11 @@ async fn acks_and_consumes_that_arrive_together_share_one_call_acks_first() {
     let redis = RedisServer::start();
     let shard = engine_shard(&redis).await;
     let ids = publish_ready(&shard, 10).await;
-    let first = shard.consume(0, "ns/q", 3, 30_000).await.expect("consume");
+    let first = shard
+        .jobs()
+        .consume(0, "ns/q", 3, 30_000)
+        .await
+        .expect("consume");
     assert_eq!(first.len(), 3);
     let workers = sundial_gateway::batch::Workers::default();
     let before = calls(&redis, "evalsha");
@@ -767,7 +788,7 @@ async fn acks_and_consumes_that_arrive_together_share_one_call_acks_first() {
     let mut want_timed: Vec<String> = ids[4..7].iter().map(|id| id.as_str().to_owned()).collect();
     want_timed.sort();
     assert_eq!(timed_sorted, want_timed, "only the reserved jobs are timed");
-    let counts = shard.counts(0, "ns/q").await.expect("counts");
+    let counts = shard.queues().counts(0, "ns/q").await.expect("counts");
     assert_eq!((counts.ready, counts.reserved), (3, 3));
     assert_eq!(workers.lines(), 0, "an idle queue leaves no line behind");
 }

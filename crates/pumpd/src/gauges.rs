@@ -57,7 +57,7 @@ impl Backlog {
     /// tries again).
     pub(crate) async fn report(&mut self, pool: &str, shard: &Shard, held: &[u32]) {
         let mut now: HashMap<(String, String), [u64; 4]> = HashMap::new();
-        match shard.slot_counts(held).await {
+        match shard.slots().counts(held).await {
             Ok(counts) => {
                 for (qualified, c) in counts {
                     if let Some((ns, queue)) = sundial_core::keys::parse_qualified(&qualified) {

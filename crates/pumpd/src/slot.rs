@@ -66,7 +66,7 @@ pub(crate) async fn run(job: SlotPump, shutdown: CancellationToken) -> Ended {
         let outcome = {
             // Never closed: a permit always comes.
             let _call = calls.acquire().await;
-            shard.pump(slot, opts.batch, Some(&owner)).await
+            shard.timers().pump(slot, opts.batch, Some(&owner)).await
         };
         let pause = match outcome {
             Ok(o) if o.fenced => {
@@ -160,7 +160,10 @@ mod tests {
             .expect("connected");
         shard.load_scripts().await.expect("scripts");
         let slot = 3;
-        assert!(shard.claim(slot, "me").await.expect("claim"), "taken");
+        assert!(
+            shard.leases().claim(slot, "me").await.expect("claim"),
+            "taken"
+        );
         let schedule = Schedule {
             delay_ms: 20,
             ttl_ms: 0,
@@ -172,6 +175,7 @@ mod tests {
             body: bytes::Bytes::from_static(b"x"),
         };
         shard
+            .jobs()
             .publish(slot, "ns/q", &schedule, &[job])
             .await
             .expect("publish");
@@ -192,11 +196,23 @@ mod tests {
             stop.clone(),
         ));
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let ready = shard.counts(slot, "ns/q").await.expect("counts").ready;
+        let ready = shard
+            .queues()
+            .counts(slot, "ns/q")
+            .await
+            .expect("counts")
+            .ready;
         assert_eq!(ready, 0, "due, but not pumped without a permit");
         calls.add_permits(1);
         let pumped = async {
-            while shard.counts(slot, "ns/q").await.expect("counts").ready == 0 {
+            while shard
+                .queues()
+                .counts(slot, "ns/q")
+                .await
+                .expect("counts")
+                .ready
+                == 0
+            {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         };

@@ -93,12 +93,13 @@ pub async fn report(pool: &Pool, mover: MoverStatus) -> Result<PoolReport, Engin
             writers: writers.iter().filter(|w| *w == layout).count() as u64,
         };
         for (shard, slots) in per_shard.into_values() {
-            for n in shard.slot_jobs(&slots).await? {
+            for n in shard.slots().jobs(&slots).await? {
                 r.slots_pending += u64::from(n > 0);
                 r.jobs_left += n;
             }
             r.slots_moving += shard
-                .slot_movers(&slots)
+                .slots()
+                .movers(&slots)
                 .await?
                 .into_iter()
                 .filter(|held| *held)
@@ -139,7 +140,7 @@ async fn in_transit_elsewhere(
     let mut left = 0;
     for (place, slots) in elsewhere.into_values() {
         let slots: Vec<u32> = slots.into_iter().collect();
-        left += place.slot_transit(&slots).await?.iter().sum::<u64>();
+        left += place.slots().transit(&slots).await?.iter().sum::<u64>();
     }
     Ok(left)
 }

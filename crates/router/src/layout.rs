@@ -104,7 +104,7 @@ pub struct Pins {
 impl Pins {
     /// Reads a shard's pins; an unreadable one is an error, not a guess.
     pub async fn read(shard: &Shard) -> Result<Self, EngineError> {
-        let (current, draining) = shard.ring_pins().await?;
+        let (current, draining) = shard.layouts().pins().await?;
         let parse = |s: &str| {
             s.parse::<Layout>().map_err(|e| EngineError::Reply {
                 shard: shard.name().to_owned(),
@@ -127,7 +127,10 @@ impl Pins {
         draining: &[Layout],
     ) -> Result<(), EngineError> {
         let draining: Vec<String> = draining.iter().map(ToString::to_string).collect();
-        shard.set_ring_pins(&current.to_string(), &draining).await
+        shard
+            .layouts()
+            .set_pins(&current.to_string(), &draining)
+            .await
     }
 
     /// Every layout pinned, current or draining.

@@ -240,10 +240,10 @@ pub async fn namespace_queues(
         );
     };
     for (shard, slots) in pool.groups() {
-        add(shard.slot_queue_names(slots).await?);
+        add(shard.slots().queue_names(slots).await?);
     }
     for (shard, slot, _) in pool.moved() {
-        add(shard.slot_queue_names(&[slot]).await?);
+        add(shard.slots().queue_names(&[slot]).await?);
     }
     queues.extend(admin.queues().all(pool.name(), ns).await?);
     Ok(queues)

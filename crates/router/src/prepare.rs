@@ -130,7 +130,7 @@ async fn check_shard(
              set `appendonly yes` for durability"
         );
     }
-    if let Some(wanted) = shard.wait_replicas()
+    if let Some(wanted) = shard.conn().wait_replicas()
         && check.replicas < wanted
     {
         tracing::warn!(

@@ -106,9 +106,13 @@ impl Reloader {
                 continue;
             }
             for shard in pool.shards() {
-                let holds = shard.holds_jobs(pool.slots()).await.with_context(|| {
-                    format!("cannot tell whether pool {} still holds jobs", pool.name())
-                })?;
+                let holds = shard
+                    .slots()
+                    .hold_jobs(pool.slots())
+                    .await
+                    .with_context(|| {
+                        format!("cannot tell whether pool {} still holds jobs", pool.name())
+                    })?;
                 anyhow::ensure!(
                     !holds,
                     "pool {} still holds jobs (shard {}); drain it before removing it",

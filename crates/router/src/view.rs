@@ -198,6 +198,7 @@ impl View {
 /// forgotten on the way).
 pub async fn read(shard: &Shard) -> Result<Vec<View>, EngineError> {
     Ok(shard
+        .layouts()
         .live_view_sets()
         .await?
         .into_iter()
@@ -218,12 +219,12 @@ impl Rendered {
 
 /// Announces `view` as this gateway's view in `shard`, for `ttl`.
 pub async fn announce(shard: &Shard, view: &Rendered, ttl: Duration) -> Result<(), EngineError> {
-    shard.announce_view(&INSTANCE, &view.0, ttl).await
+    shard.layouts().announce_view(&INSTANCE, &view.0, ttl).await
 }
 
 /// Withdraws this gateway's view from `shard`.
 pub async fn withdraw(shard: &Shard) -> Result<(), EngineError> {
-    shard.withdraw_view(&INSTANCE).await
+    shard.layouts().withdraw_view(&INSTANCE).await
 }
 
 #[cfg(test)]

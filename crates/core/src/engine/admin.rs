@@ -1,5 +1,5 @@
-//! Admin operations: the replicated admin tables, the queue index and rate
-//! counters.
+//! Admin operations, on [`Admin`] (`shard.admin()`): the replicated admin
+//! tables, rate counters, and the namespaces' queue indexes.
 //!
 //! The tables ([`AdminTable`]) are hashes of text fields and values, whose
 //! meaning is the router's (`sundial_router::admin`). A version key counts
@@ -17,6 +17,18 @@ use crate::{
     scripts::SCRIPTS,
 };
 
+/// A shard's admin operations (on the admin Redis): see the module's docs.
+#[derive(Clone, Copy, Debug)]
+pub struct Admin<'a>(&'a Shard);
+
+impl Shard {
+    /// The admin tables, rate counters and queue indexes this Redis holds
+    /// when it is the admin Redis.
+    pub fn admin(&self) -> Admin<'_> {
+        Admin(self)
+    }
+}
+
 /// Every admin table and their version, as read in one transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AdminTables {
@@ -26,10 +38,10 @@ pub struct AdminTables {
     pub tables: BTreeMap<AdminTable, HashMap<String, String>>,
 }
 
-impl Shard {
+impl Admin<'_> {
     /// The names of the admin tables on this Redis.
-    pub fn admin_keys(&self) -> &'static AdminKeys {
-        AdminKeys::of(self.is_cluster())
+    pub fn keys(self) -> &'static AdminKeys {
+        AdminKeys::of(self.0.is_cluster())
     }
 
     /// Changes one field of an admin table and bumps the tables' version
@@ -38,7 +50,7 @@ impl Shard {
     /// field holds `expected`, or is absent when `expected` is empty).
     /// Returns whether it changed.
     pub async fn table_change(
-        &self,
+        self,
         table: AdminTable,
         op: &str,
         field: &str,
@@ -49,7 +61,7 @@ impl Shard {
 
     /// [`Self::table_change`] with `expected` for `cas`.
     pub async fn table_change_if(
-        &self,
+        self,
         table: AdminTable,
         op: &str,
         field: &str,
@@ -57,9 +69,11 @@ impl Shard {
         expected: &str,
     ) -> Result<bool, EngineError> {
         let v = self
+            .0
+            .conn()
             .eval(
                 &SCRIPTS.table_change,
-                keysets::table_change(self.admin_keys(), table),
+                keysets::table_change(self.keys(), table),
                 vec![op.into(), field.into(), value.into(), expected.into()],
             )
             .await?;
@@ -69,15 +83,17 @@ impl Shard {
     /// Rewrites a plaintext token field as its hashed field (`value`), with
     /// its limit, in one script; `false` if the plaintext field was gone.
     pub async fn token_rehash(
-        &self,
+        self,
         plain: &str,
         hashed: &str,
         value: &str,
     ) -> Result<bool, EngineError> {
         let v = self
+            .0
+            .conn()
             .eval(
                 &SCRIPTS.token_rehash,
-                keysets::token_rehash(self.admin_keys()),
+                keysets::token_rehash(self.keys()),
                 vec![plain.into(), hashed.into(), value.into()],
             )
             .await?;
@@ -86,8 +102,10 @@ impl Shard {
 
     /// Counts one request on a fixed-window counter (`delta` 1), or refunds
     /// one (`delta` -1); returns the count in the current window.
-    pub async fn rate(&self, key: &str, window_ms: u64, delta: i64) -> Result<u64, EngineError> {
+    pub async fn rate(self, key: &str, window_ms: u64, delta: i64) -> Result<u64, EngineError> {
         let v = self
+            .0
+            .conn()
             .eval(
                 &SCRIPTS.rate,
                 keysets::rate(key),
@@ -99,17 +117,21 @@ impl Shard {
 
     /// The tables' version (`None` when the key is missing: a new admin
     /// Redis, or one that lost its data).
-    pub async fn admin_version(&self) -> Result<Option<i64>, EngineError> {
-        let key = self.admin_keys().version;
-        self.idempotent(key, |c| async move { c.get(key).await })
+    pub async fn version(self) -> Result<Option<i64>, EngineError> {
+        let key = self.keys().version;
+        self.0
+            .conn()
+            .idempotent(key, |c| async move { c.get(key).await })
             .await
     }
 
-    /// Every table and their version, read together, so that a change made
+    /// Both tables and their version, read together, so that a change made
     /// in between shows in the next version rather than being lost.
-    pub async fn admin_tables(&self) -> Result<AdminTables, EngineError> {
-        let names = self.admin_keys();
+    pub async fn tables(self) -> Result<AdminTables, EngineError> {
+        let names = self.keys();
         let (version, rows): (Option<i64>, Vec<HashMap<String, String>>) = self
+            .0
+            .conn()
             .idempotent(names.version, |c| async move {
                 let tx = c.multi();
                 let _: () = tx.get(names.version).await?;
@@ -138,7 +160,7 @@ impl Shard {
     /// Adds queues to a namespace's queue index (a queue already there
     /// stays as it is).
     pub async fn index_queues(
-        &self,
+        self,
         pool: &str,
         ns: &str,
         queues: &[String],
@@ -146,55 +168,59 @@ impl Shard {
         if queues.is_empty() {
             return Ok(());
         }
-        let key = self.admin_keys().queues(pool, ns);
+        let key = self.keys().queues(pool, ns);
         let members: Vec<(f64, String)> = queues.iter().map(|q| (0.0, q.clone())).collect();
-        self.idempotent(&key, |c| {
-            let (key, members) = (key.clone(), members.clone());
-            async move {
-                c.zadd::<(), _, _>(key, None, None, false, false, members)
-                    .await
-            }
-        })
-        .await
+        self.0
+            .conn()
+            .idempotent(&key, |c| {
+                let (key, members) = (key.clone(), members.clone());
+                async move {
+                    c.zadd::<(), _, _>(key, None, None, false, false, members)
+                        .await
+                }
+            })
+            .await
     }
 
     /// Up to `limit` queue names of a namespace's index, in name order,
     /// after `after` (from the first when `None`).
     pub async fn indexed_queues(
-        &self,
+        self,
         pool: &str,
         ns: &str,
         after: Option<&str>,
         limit: u64,
     ) -> Result<Vec<String>, EngineError> {
-        let key = self.admin_keys().queues(pool, ns);
+        let key = self.keys().queues(pool, ns);
         let from = after.map_or_else(|| "-".to_owned(), |a| format!("({a}"));
-        self.idempotent(&key, |c| {
-            let (key, from) = (key.clone(), from.clone());
-            async move {
-                let cmd = fred::types::CustomCommand::new_static(
-                    "ZRANGE",
-                    fred::types::ClusterHash::FirstKey,
-                    false,
-                );
-                let args: Vec<fred::types::Value> = vec![
-                    key.into(),
-                    from.into(),
-                    "+".into(),
-                    "BYLEX".into(),
-                    "LIMIT".into(),
-                    0.into(),
-                    (limit as i64).into(),
-                ];
-                c.custom(cmd, args).await
-            }
-        })
-        .await
+        self.0
+            .conn()
+            .idempotent(&key, |c| {
+                let (key, from) = (key.clone(), from.clone());
+                async move {
+                    let cmd = fred::types::CustomCommand::new_static(
+                        "ZRANGE",
+                        fred::types::ClusterHash::FirstKey,
+                        false,
+                    );
+                    let args: Vec<fred::types::Value> = vec![
+                        key.into(),
+                        from.into(),
+                        "+".into(),
+                        "BYLEX".into(),
+                        "LIMIT".into(),
+                        0.into(),
+                        (limit as i64).into(),
+                    ];
+                    c.custom(cmd, args).await
+                }
+            })
+            .await
     }
 
     /// Every queue name of a namespace's index, a page of 1,000 at a time.
     pub async fn all_indexed_queues(
-        &self,
+        self,
         pool: &str,
         ns: &str,
     ) -> Result<Vec<String>, EngineError> {
@@ -213,32 +239,38 @@ impl Shard {
 
     /// One field of a table, read from Redis.
     pub async fn table_field(
-        &self,
+        self,
         table: AdminTable,
         field: &str,
     ) -> Result<Option<String>, EngineError> {
-        let key = self.admin_keys().table(table);
-        self.idempotent(key, |c| async move { c.hget(key, field).await })
+        let key = self.keys().table(table);
+        self.0
+            .conn()
+            .idempotent(key, |c| async move { c.hget(key, field).await })
             .await
     }
 
     /// One table, read from Redis.
     pub async fn table_rows(
-        &self,
+        self,
         table: AdminTable,
     ) -> Result<HashMap<String, String>, EngineError> {
-        let key = self.admin_keys().table(table);
-        self.idempotent(key, |c| async move { c.hgetall(key).await })
+        let key = self.keys().table(table);
+        self.0
+            .conn()
+            .idempotent(key, |c| async move { c.hgetall(key).await })
             .await
     }
 
     /// Writes `tables` back into an admin Redis that lost them, keeping
     /// fields that exist (the result is the union), and sets the version to
     /// `tables.version + 1`, in one transaction.
-    pub async fn restore_admin_tables(&self, tables: &AdminTables) -> Result<(), EngineError> {
-        let names = self.admin_keys();
+    pub async fn restore_tables(self, tables: &AdminTables) -> Result<(), EngineError> {
+        let names = self.keys();
         // Running it twice writes the same: the union, and the same version.
         let _: fred::types::Value = self
+            .0
+            .conn()
             .idempotent(names.version, |c| async move {
                 let tx = c.multi();
                 for (table, fields) in &tables.tables {

@@ -3,7 +3,6 @@
 
 use fred::prelude::*;
 
-use super::shard::Conns;
 use crate::{EngineError, Shard, keys};
 
 /// What the startup check found on a shard.
@@ -25,19 +24,29 @@ impl Shard {
     ///
     /// On a Redis Cluster every primary is checked (the first that fails
     /// is named; AOF counts as on only if every primary has it), and the
-    /// scripts' keys must lie in one cluster slot.
+    /// scripts' keys must lie in one cluster hash slot.
     pub async fn check(&self, slots: u32, lanes: u32) -> Result<ShardCheck, EngineError> {
         let check = if self.is_cluster() {
             self.check_primaries().await?
         } else {
             let info: String = self
+                .conn()
                 .idempotent(keys::META, |c| async move { c.info(None).await })
                 .await?;
             let found = read_info(&info);
             self.refuse_unsafe(&found, None)?;
             found
         };
+        self.pin_format().await?;
+        self.pin_counts(slots, lanes).await?;
+        Ok(check)
+    }
+
+    /// Refuses data of a format this build does not read, and pins this
+    /// build's format in a shard that has none yet.
+    async fn pin_format(&self) -> Result<(), EngineError> {
         let (old_buckets, format): (Option<String>, Option<u32>) = self
+            .conn()
             .idempotent(keys::META, |c| async move {
                 c.hmget(keys::META, vec![keys::META_BUCKETS_V1, keys::META_FORMAT])
                     .await
@@ -62,22 +71,31 @@ impl Shard {
             }
             None => {
                 let _: bool = self
+                    .conn()
                     .idempotent(keys::META, |c| async move {
                         c.hsetnx(keys::META, keys::META_FORMAT, keys::FORMAT).await
                     })
                     .await?;
             }
         }
+        Ok(())
+    }
+
+    /// Pins the pool's slot and lane counts in the shard, and refuses other
+    /// counts than those pinned.
+    async fn pin_counts(&self, slots: u32, lanes: u32) -> Result<(), EngineError> {
         for (field, want, what) in [
             (keys::META_SLOTS, slots, "slots"),
             (keys::META_LANES, lanes, "lanes"),
         ] {
             let _: bool = self
+                .conn()
                 .idempotent(keys::META, |c| async move {
                     c.hsetnx(keys::META, field, want).await
                 })
                 .await?;
             let stored: Option<u32> = self
+                .conn()
                 .idempotent(
                     keys::META,
                     |c| async move { c.hget(keys::META, field).await },
@@ -91,37 +109,35 @@ impl Shard {
                 )));
             }
         }
-        Ok(check)
+        Ok(())
     }
 
     /// The startup check of every primary of a cluster shard, and of the
     /// scripts' keys.
     async fn check_primaries(&self) -> Result<ShardCheck, EngineError> {
-        crate::scripts::check_single_slot().map_err(|what| self.unsafe_because(what))?;
-        let primaries = match self.conns() {
-            Conns::Cluster(c) => c.primaries(),
-            Conns::Single(_) => Vec::new(),
-        };
+        super::keysets::check_single_hash_slot().map_err(|what| self.unsafe_because(what))?;
         let mut all: Option<ShardCheck> = None;
-        for node in primaries {
-            let Some(client) = node.client() else {
-                return Err(self.unavailable_node(&node.addr));
-            };
-            let info: String = client.info(None).await.map_err(|e| self.err(e))?;
-            let found = read_info(&info);
-            self.refuse_unsafe(&found, Some(&node.addr))?;
-            let aof = all.as_ref().is_none_or(|a| a.aof_enabled) && found.aof_enabled;
-            let replicas = all
-                .as_ref()
-                .map_or(found.replicas, |a| a.replicas.min(found.replicas));
-            all = Some(ShardCheck {
-                aof_enabled: aof,
-                replicas,
-                ..found
-            });
-        }
+        self.conn()
+            .each_primary_info(|addr, info| {
+                let found = read_info(info);
+                self.refuse_unsafe(&found, Some(addr))?;
+                let aof = all.as_ref().is_none_or(|a| a.aof_enabled) && found.aof_enabled;
+                let replicas = all
+                    .as_ref()
+                    .map_or(found.replicas, |a| a.replicas.min(found.replicas));
+                all = Some(ShardCheck {
+                    aof_enabled: aof,
+                    replicas,
+                    ..found
+                });
+                Ok(())
+            })
+            .await?;
         // Not read yet: the cluster could not be reached.
-        all.ok_or_else(|| self.unavailable_node("(none known: the slot map was not read)"))
+        all.ok_or_else(|| {
+            self.conn()
+                .unavailable_node("(none known: the slot map was not read)")
+        })
     }
 
     fn unsafe_because(&self, what: String) -> EngineError {

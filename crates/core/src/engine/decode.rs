@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use fred::types::Value;
 
-use crate::{EngineError, Shard};
+use crate::{EngineError, conn::Connection};
 
 /// A job as a read (peek) sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,8 @@ pub struct Delivery {
     pub job: JobView,
     /// The slot the job lives in.
     pub slot: u32,
-    /// When its TTR runs out (ms, shard clock); fences [`Shard::release`].
+    /// When its TTR runs out (ms, shard clock); fences
+    /// [`Jobs::release`](crate::engine::Jobs::release).
     pub deadline_ms: u64,
     /// Whether this is the job's first delivery.
     pub first: bool,
@@ -103,12 +104,12 @@ impl Record {
 
 /// Reads the fields of a reply array in order.
 pub(crate) struct Fields<'a> {
-    shard: &'a Shard,
+    shard: &'a Connection,
     items: std::vec::IntoIter<Value>,
 }
 
 impl<'a> Fields<'a> {
-    pub(crate) fn new(shard: &'a Shard, v: Value) -> Result<Self, EngineError> {
+    pub(crate) fn new(shard: &'a Connection, v: Value) -> Result<Self, EngineError> {
         match v {
             Value::Array(items) => Ok(Self {
                 shard,

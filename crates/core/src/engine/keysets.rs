@@ -1,7 +1,8 @@
 //! The keys each script is called with, in the order the script takes them
 //! (`KEYS[1]`, …). Every call builds its keys here, and the startup check of
-//! a cluster shard ([`samples`], through [`crate::scripts::check_single_slot`])
-//! refuses a build in which some script's keys lie in several cluster slots.
+//! a cluster shard ([`samples`], through [`check_single_hash_slot`])
+//! refuses a build in which some script's keys lie in several cluster hash
+//! slots.
 //!
 //! Every script that writes to a slot declares the slot's
 //! [`guard`](SlotKeys::guard) last, so that it never starts while a cluster
@@ -236,4 +237,61 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("move_done", move_unmark(&k)),
         ("export", export(&k)),
     ]
+}
+
+/// Checks that the keys a script is called with lie in one Redis Cluster
+/// hash slot, as every script must (a cluster runs a script on the node of
+/// its keys, and refuses keys of several hash slots); says which keys do
+/// not.
+fn single_hash_slot(script: &str, keys: &[String]) -> Result<(), String> {
+    let Some((first, rest)) = keys.split_first() else {
+        return Ok(());
+    };
+    let hash_slot = keys::hash_slot(first);
+    match rest.iter().find(|k| keys::hash_slot(k) != hash_slot) {
+        None => Ok(()),
+        Some(other) => Err(format!(
+            "script {script} would touch keys in two cluster slots ({first} in {hash_slot}, \
+             {other} in {}); a cluster cannot run it",
+            keys::hash_slot(other)
+        )),
+    }
+}
+
+/// The startup check of a cluster shard: every script's keys, as the calls
+/// build them ([`samples`]), lie in one cluster hash slot.
+pub(crate) fn check_single_hash_slot() -> Result<(), String> {
+    for (script, keys) in samples() {
+        single_hash_slot(script, &keys)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_touches_one_cluster_slot() {
+        assert_eq!(check_single_hash_slot(), Ok(()));
+        let names: std::collections::BTreeSet<&str> = samples().iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names.len(),
+            crate::scripts::COUNT,
+            "every script is checked"
+        );
+        let err = single_hash_slot("x", &["sd:{1}:j".to_owned(), "sd:{2}:j".to_owned()]);
+        assert!(err.is_err_and(|e| e.contains("two cluster slots")));
+        assert!(
+            single_hash_slot(
+                "table_change",
+                &[
+                    crate::keys::TOKENS.to_owned(),
+                    crate::keys::TOKENS_VERSION.to_owned()
+                ]
+            )
+            .is_err(),
+            "the single-Redis admin names would not run on a cluster"
+        );
+    }
 }

@@ -1,42 +1,64 @@
-//! One shard (a Redis deployment) and the job operations that run on it.
+//! The job engine: one [`Shard`] (a Redis deployment, over its
+//! [`Connection`](crate::conn::Connection)) and the job operations that run
+//! on it.
 //!
 //! Each operation is one script call (queue-wide operations that may touch
 //! many jobs, like destroy or respawn, are one call per batch; each batch is
 //! atomic), and every script works on the keys of one slot. Operations take
 //! the slot; which shard holds which slot is the router's business.
+//!
+//! The operations are grouped by concern, each on a handle that borrows the
+//! shard (`shard.jobs().publish(..)`) and costs nothing to make:
+//!
+//! | handle | file | what |
+//! | --- | --- | --- |
+//! | [`Shard::jobs`] | `jobs/` | publish, serve (consume, ack by `delete`), republish, release, peek by id |
+//! | [`Shard::queues`] | `queues.rs` | a queue's counts, its next ready job, destroy |
+//! | [`Shard::dead_letter`] | `dead_letter.rs` | a queue's dead letter: head, list, pick, respawn, delete |
+//! | [`Shard::timers`] | `timers.rs` | the pump step of a slot |
+//! | [`Shard::leases`] | `leases.rs` | pump processes' heartbeats and slot leases |
+//! | [`Shard::mover`] | `mover/` | a moved slot's jobs taken out, read, stored, let go |
+//! | [`Shard::slots`] | `slots.rs` | what the shard's slots hold, in bulk |
+//! | [`Shard::layouts`] | `layouts.rs` | pinned layouts, gateway views |
+//! | [`Shard::admin`] | `admin.rs` | admin tables, rate counters, queue indexes |
+//! | [`Shard::portable`] | `portable.rs` | jobs read for an export, stored by an import |
+//!
+//! On [`Shard`] itself (`shard.rs`): what a user asks of the shard as a
+//! whole (its name, whether it is up, its subscriber and channels), and in
+//! their own files the startup check (`checks.rs`) and the wipe of a shard
+//! that left its pool (`wipe.rs`). Beside them: the keys each script is
+//! called with (`keysets.rs`), script replies decoded (`decode.rs`), and
+//! page sizes of walks over a slot (`paging.rs`).
 
 mod admin;
 mod checks;
+mod dead_letter;
 mod decode;
 mod jobs;
-pub(crate) mod keysets;
-mod lease;
+mod keysets;
+mod layouts;
+mod leases;
 mod mover;
-mod nodes;
 mod paging;
-mod pins;
 mod portable;
-mod pubsub;
-mod pump;
-mod queue;
+mod queues;
 mod shard;
 mod slots;
-mod tls;
+mod timers;
 mod wipe;
 
-pub use admin::AdminTables;
+pub use admin::{Admin, AdminTables};
 pub use checks::ShardCheck;
+pub use dead_letter::{DeadJob, DeadLetter, DeadPage};
 pub use decode::{Delivery, JobView, state};
-pub use jobs::{NewJob, Publication, Schedule, Served, Want};
-pub use lease::PumpProcess;
-pub use mover::{Copied, InTransit, Mark, MoveMode, Taken};
+pub use jobs::{Jobs, NewJob, Publication, Schedule, Served, Want};
+pub use layouts::Layouts;
+pub use leases::{Leases, PumpProcess};
+pub use mover::{Copied, InTransit, Mark, MoveMode, Mover, Taken};
 pub use paging::{PAGE_BYTES, PageSize};
-pub use portable::{ExportPage, PortableJob};
-pub use pubsub::{Handler, Heard, Listening, PubSub};
-pub use pump::PumpOutcome;
-pub use queue::{Counts, DeadJob, DeadPage};
-pub use shard::{
-    ClusterPrimary, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, ReplicaWait, Shard, ShardOptions,
-};
-pub use tls::{TlsFiles, url_uses_tls};
+pub use portable::{ExportPage, Portable, PortableJob};
+pub use queues::{Counts, Queues};
+pub use shard::Shard;
+pub use slots::Slots;
+pub use timers::{PumpOutcome, Timers};
 pub use wipe::Wiped;

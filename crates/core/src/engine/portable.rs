@@ -1,5 +1,5 @@
 //! Jobs out of and into a shard for export and import (NDJSON, by the
-//! gateway): each job with its times relative to the moment it was read,
+//! gateway), on [`Portable`] (`shard.portable()`): each job with its times relative to the moment it was read,
 //! so that it can be stored again on any shard, whose clock may differ.
 //!
 //! An export reads, per slot, the namespace's delayed and reserved jobs
@@ -20,6 +20,17 @@ use super::{
     mover::{Copied, InTransit},
 };
 use crate::{EngineError, Shard, keys::SlotKeys, scripts::SCRIPTS};
+
+/// A shard's export and import: see the module's docs.
+#[derive(Clone, Copy, Debug)]
+pub struct Portable<'a>(&'a Shard);
+
+impl Shard {
+    /// Jobs read for an export and stored by an import.
+    pub fn portable(&self) -> Portable<'_> {
+        Portable(self)
+    }
+}
 
 /// A job as an export carries it, times relative to when it was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,12 +123,12 @@ impl PortableJob {
     }
 }
 
-impl Shard {
+impl Portable<'_> {
     /// A page of `ns`'s delayed and reserved jobs in `slot` (with
     /// `transit`: its jobs in transit to another shard, in any state), from
     /// the hash cursor `cursor` (`"0"` to start), about `count` read.
     pub async fn export_scan(
-        &self,
+        self,
         slot: u32,
         ns: &str,
         transit: bool,
@@ -132,9 +143,11 @@ impl Shard {
             format!("{ns}/").into(),
         ];
         let v = self
+            .0
+            .conn()
             .eval(&SCRIPTS.export, keysets::export(&k), args)
             .await?;
-        let (next, jobs) = self.portable(v)?;
+        let (next, jobs) = self.page(v)?;
         Ok(ExportPage {
             next: (next != "0").then_some(next),
             jobs,
@@ -144,7 +157,7 @@ impl Shard {
     /// A page of the ready (or, with `dead`, the dead) list of a queue in
     /// `slot`, newest first, after `passed` entries.
     pub async fn export_list(
-        &self,
+        self,
         slot: u32,
         qualified: &str,
         dead: bool,
@@ -166,9 +179,11 @@ impl Shard {
             qualified.into(),
         ];
         let v = self
+            .0
+            .conn()
             .eval(&SCRIPTS.export, keysets::export(&k), args)
             .await?;
-        let (next, jobs) = self.portable(v)?;
+        let (next, jobs) = self.page(v)?;
         Ok(ExportPage {
             next: (next != "-1").then_some(next),
             jobs,
@@ -177,8 +192,8 @@ impl Shard {
 
     /// The reply of `export.lua`: where to go on, and the jobs (times
     /// made relative to the reply's).
-    fn portable(&self, v: Value) -> Result<(String, Vec<PortableJob>), EngineError> {
-        let mut f = Fields::new(self, v)?;
+    fn page(self, v: Value) -> Result<(String, Vec<PortableJob>), EngineError> {
+        let mut f = Fields::new(self.0.conn(), v)?;
         let now = f.uint()?;
         let next = f.string()?;
         let mut jobs = Vec::with_capacity(f.len() / 4);
@@ -191,7 +206,7 @@ impl Shard {
                 .get(15..21)
                 .map_or(0, |b| b.iter().fold(0u64, |n, &x| (n << 8) | u64::from(x)));
             let r = super::decode::Record::unpack(raw)
-                .ok_or_else(|| self.bad_reply("a job record too short"))?;
+                .ok_or_else(|| self.0.conn().bad_reply("a job record too short"))?;
             jobs.push(PortableJob {
                 id,
                 queue,
@@ -216,7 +231,7 @@ impl Shard {
                 },
                 dead_for_ms: r.died_ms.map(|d| now.saturating_sub(d)),
                 attrs: String::from_utf8(r.attrs.to_vec())
-                    .map_err(|_| self.bad_reply("attributes are not utf-8"))?,
+                    .map_err(|_| self.0.conn().bad_reply("attributes are not utf-8"))?,
                 body: r.body,
             });
         }
@@ -226,14 +241,17 @@ impl Shard {
     /// Stores `jobs` (all of `slot`) as they were exported, each with its
     /// state, tries, attributes, body and times; a job whose id is here
     /// already is skipped.
-    pub async fn import(&self, slot: u32, jobs: &[PortableJob]) -> Result<Copied, EngineError> {
+    pub async fn import(self, slot: u32, jobs: &[PortableJob]) -> Result<Copied, EngineError> {
         let entries: Vec<InTransit> = jobs
             .iter()
             .map(|j| {
-                j.entry()
-                    .ok_or_else(|| self.bad_reply("a job's queue or attributes are too long"))
+                j.entry().ok_or_else(|| {
+                    self.0
+                        .conn()
+                        .bad_reply("a job's queue or attributes are too long")
+                })
             })
             .collect::<Result<_, _>>()?;
-        self.move_in(slot, BASE_MS, &entries, false).await
+        self.0.mover().store(slot, BASE_MS, &entries, false).await
     }
 }

@@ -1,5 +1,6 @@
-//! What a shard's slots hold, read in bulk: for drains, backlog gauges and
-//! admin listings. O(slots), pipelined; never on a request's hot path.
+//! What a shard's slots hold, read in bulk, on [`Slots`] (`shard.slots()`):
+//! for drains, backlog gauges and admin listings. O(slots), pipelined;
+//! never on a request's hot path.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -10,17 +11,28 @@ use fred::{
 
 use crate::{EngineError, Shard, keys::SlotKeys};
 
+/// A shard's bulk reads of its slots: see the module's docs.
+#[derive(Clone, Copy, Debug)]
+pub struct Slots<'a>(&'a Shard);
+
 impl Shard {
+    /// What this shard's slots hold, read in bulk.
+    pub fn slots(&self) -> Slots<'_> {
+        Slots(self)
+    }
+}
+
+impl Slots<'_> {
     /// Whether any of `0..slots` holds a job here, in any state.
-    pub async fn holds_jobs(&self, slots: u32) -> Result<bool, EngineError> {
+    pub async fn hold_jobs(self, slots: u32) -> Result<bool, EngineError> {
         let all: Vec<u32> = (0..slots).collect();
-        Ok(self.slot_jobs(&all).await?.iter().any(|n| *n > 0))
+        Ok(self.jobs(&all).await?.iter().any(|n| *n > 0))
     }
 
     /// How many jobs each of `slots` holds here: records in any state,
     /// and jobs in transit to another shard (whose copy may not be safe
     /// yet: see `engine::mover`).
-    pub async fn slot_jobs(&self, slots: &[u32]) -> Result<Vec<u64>, EngineError> {
+    pub async fn jobs(self, slots: &[u32]) -> Result<Vec<u64>, EngineError> {
         let (held, moving): (Vec<u64>, Vec<u64>) = futures::future::try_join(
             self.per_slot("HLEN", slots, SlotKeys::jobs),
             self.per_slot("HLEN", slots, SlotKeys::transit),
@@ -31,7 +43,7 @@ impl Shard {
 
     /// The qualified queues whose jobs `slots` here have ever held (their
     /// queue tables), whether or not they hold any now.
-    pub async fn slot_queue_names(&self, slots: &[u32]) -> Result<BTreeSet<String>, EngineError> {
+    pub async fn queue_names(self, slots: &[u32]) -> Result<BTreeSet<String>, EngineError> {
         let all: Vec<Vec<String>> = self.per_slot("HKEYS", slots, SlotKeys::queues).await?;
         Ok(all
             .into_iter()
@@ -42,19 +54,19 @@ impl Shard {
 
     /// Whether a mover holds each of `slots` here (its lease, which goes
     /// when the mover has cleared the slot, or expires).
-    pub async fn slot_movers(&self, slots: &[u32]) -> Result<Vec<bool>, EngineError> {
+    pub async fn movers(self, slots: &[u32]) -> Result<Vec<bool>, EngineError> {
         self.per_slot("EXISTS", slots, SlotKeys::mover).await
     }
 
     /// How many transit entries (jobs on their way to another shard, or
     /// marks of jobs acked in transit) each of `slots` holds here.
-    pub async fn slot_transit(&self, slots: &[u32]) -> Result<Vec<u64>, EngineError> {
+    pub async fn transit(self, slots: &[u32]) -> Result<Vec<u64>, EngineError> {
         self.per_slot("HLEN", slots, SlotKeys::transit).await
     }
 
     /// The qualified queues that have been published to in `slots` here
     /// (whether or not they hold jobs now).
-    pub async fn slot_queues(&self, slots: &[u32]) -> Result<BTreeSet<String>, EngineError> {
+    pub async fn queues(self, slots: &[u32]) -> Result<BTreeSet<String>, EngineError> {
         let all: Vec<Vec<String>> = self.per_slot("HKEYS", slots, SlotKeys::counters).await?;
         Ok(all
             .into_iter()
@@ -66,10 +78,7 @@ impl Shard {
     /// The per-state counters of `slots`, per qualified queue:
     /// `<ns>/<queue>` → [delayed, ready, reserved, dead]. Queues whose
     /// counts are all 0 are left out.
-    pub async fn slot_counts(
-        &self,
-        slots: &[u32],
-    ) -> Result<BTreeMap<String, [u64; 4]>, EngineError> {
+    pub async fn counts(self, slots: &[u32]) -> Result<BTreeMap<String, [u64; 4]>, EngineError> {
         let all: Vec<HashMap<String, i64>> =
             self.per_slot("HGETALL", slots, SlotKeys::counters).await?;
         let mut out = BTreeMap::new();
@@ -95,7 +104,7 @@ impl Shard {
     /// once (each to the node that serves its key on a cluster); the
     /// answers in the order of `slots`.
     pub(super) async fn per_slot<R: FromValue>(
-        &self,
+        self,
         command: &'static str,
         slots: &[u32],
         key: fn(&SlotKeys) -> String,
@@ -105,7 +114,7 @@ impl Shard {
         }
         let keys: Vec<String> = slots.iter().map(|s| key(&SlotKeys::new(*s))).collect();
         futures::future::try_join_all(keys.iter().map(|k| {
-            self.idempotent(k, move |c| async move {
+            self.0.conn().idempotent(k, move |c| async move {
                 let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
                 c.custom(cmd, vec![k.clone()]).await
             })

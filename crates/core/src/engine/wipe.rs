@@ -42,8 +42,35 @@ impl Shard {
     /// live pump process runs on it. Refuses with the reason otherwise,
     /// having removed nothing.
     pub async fn wipe(&self) -> Result<Wiped, EngineError> {
-        // Only a shard of this build's format: an older one keeps its jobs
-        // under other keys, and a Redis without `sd:meta` is not a shard.
+        let slots = self.slot_count_to_wipe().await?;
+        let all: Vec<u32> = (0..slots).collect();
+        self.refuse_if_used(&all).await?;
+        let mut removed = self.wipe_slots(all).await?;
+        // The shard's own keys last; the admin tables (tokens, limits, the
+        // queue index), if this Redis held them, are not a shard's: kept.
+        for key in [keys::PUMPS, keys::VIEWS, keys::META] {
+            let n: u64 = self
+                .conn()
+                .idempotent(key, |c| async move { c.del(key).await })
+                .await?;
+            removed += n;
+        }
+        let tokens = self.admin().keys().table(keys::AdminTable::Tokens);
+        let admin_kept: bool = self
+            .conn()
+            .idempotent(tokens, |c| async move { c.exists(tokens).await })
+            .await?;
+        Ok(Wiped {
+            slots,
+            keys: removed,
+            admin_kept,
+        })
+    }
+
+    /// The slot count of a shard of this build's format: an older one
+    /// keeps its jobs under other keys, and a Redis without `sd:meta` is
+    /// not a shard.
+    async fn slot_count_to_wipe(&self) -> Result<u32, EngineError> {
         let (format, slots) = self.meta_format_and_slots().await?;
         match format {
             Some(f) if f == keys::FORMAT => {}
@@ -55,10 +82,14 @@ impl Shard {
             }
             None => return Err(self.refuse("it has no sd:meta: not a Sundial shard".into())),
         }
-        let slots = slots.ok_or_else(|| self.refuse("its sd:meta names no slot count".into()))?;
-        // Writers first, then jobs (as a drain retires a layout): a gateway
-        // that still lists the shard may still write to it.
-        let views = self.live_view_sets().await?;
+        slots.ok_or_else(|| self.refuse("its sd:meta names no slot count".into()))
+    }
+
+    /// Refuses a shard still in use: writers first, then jobs (as a drain
+    /// retires a layout), since a gateway that still lists the shard may
+    /// still write to it.
+    async fn refuse_if_used(&self, all: &[u32]) -> Result<(), EngineError> {
+        let views = self.layouts().live_view_sets().await?;
         if !views.is_empty() {
             return Err(self.refuse(format!(
                 "{} live gateway(s) still list it in their config (a gateway withdraws its view \
@@ -66,7 +97,7 @@ impl Shard {
                 views.len()
             )));
         }
-        let pumps = self.pump_processes().await?;
+        let pumps = self.leases().processes().await?;
         if let Some(p) = pumps.iter().find(|p| p.live) {
             return Err(self.refuse(format!(
                 "pump process {} still runs on it (its heartbeat lapses after pump.lease_ttl_ms \
@@ -74,20 +105,25 @@ impl Shard {
                 p.id
             )));
         }
-        let all: Vec<u32> = (0..slots).collect();
-        let jobs: u64 = self.slot_jobs(&all).await?.iter().sum();
+        let jobs: u64 = self.slots().jobs(all).await?.iter().sum();
         if jobs > 0 {
             return Err(self.refuse(format!(
                 "it still holds {jobs} job(s): it has not drained (GET /drains), or it is \
                  still in a pool"
             )));
         }
-        // Each slot in one script that refuses a slot a job reached since.
+        Ok(())
+    }
+
+    /// Wipes each slot in one script that refuses a slot a job reached
+    /// since; returns how many keys went.
+    async fn wipe_slots(&self, all: Vec<u32>) -> Result<u64, EngineError> {
         let mut removed = 0u64;
         for slot in all {
             let k = keys::SlotKeys::new(slot);
             let args: Vec<Value> = vec![k.prefix().into()];
             let n = self
+                .conn()
                 .eval(&SCRIPTS.wipe_slot, super::keysets::wipe_slot(&k), args)
                 .await?;
             match n.as_i64() {
@@ -101,32 +137,17 @@ impl Shard {
                 }
             }
         }
-        // The shard's own keys last; the admin tables (tokens, limits, the
-        // queue index), if this Redis held them, are not a shard's: kept.
-        for key in [keys::PUMPS, keys::VIEWS, keys::META] {
-            let n: u64 = self
-                .idempotent(key, |c| async move { c.del(key).await })
-                .await?;
-            removed += n;
-        }
-        let tokens = self.admin_keys().table(keys::AdminTable::Tokens);
-        let admin_kept: bool = self
-            .idempotent(tokens, |c| async move { c.exists(tokens).await })
-            .await?;
-        Ok(Wiped {
-            slots,
-            keys: removed,
-            admin_kept,
-        })
+        Ok(removed)
     }
 
     /// The data format and slot count this shard's `sd:meta` pins.
     async fn meta_format_and_slots(&self) -> Result<(Option<u32>, Option<u32>), EngineError> {
-        self.idempotent(keys::META, |c| async move {
-            c.hmget(keys::META, vec![keys::META_FORMAT, keys::META_SLOTS])
-                .await
-        })
-        .await
+        self.conn()
+            .idempotent(keys::META, |c| async move {
+                c.hmget(keys::META, vec![keys::META_FORMAT, keys::META_SLOTS])
+                    .await
+            })
+            .await
     }
 
     fn refuse(&self, why: String) -> EngineError {

@@ -66,7 +66,10 @@ pub(super) async fn dead_list(
     while place < places.len() && (jobs.len() as u64) < limit {
         let (shard, slot) = places[place];
         let want = limit - jobs.len() as u64;
-        let page = shard.dead_list(slot, &qualified, skip, want).await?;
+        let page = shard
+            .dead_letter()
+            .list(slot, &qualified, skip, want)
+            .await?;
         for j in page.jobs {
             if !seen.insert(j.id.clone()) {
                 continue;
@@ -234,8 +237,18 @@ impl DeadLetter<'_> {
                 break;
             }
             done += match mode {
-                "respawn" => shard.respawn(slot, qualified, limit - done, ttl_ms).await?,
-                _ => shard.dead_delete(slot, qualified, limit - done).await?,
+                "respawn" => {
+                    shard
+                        .dead_letter()
+                        .respawn(slot, qualified, limit - done, ttl_ms)
+                        .await?
+                }
+                _ => {
+                    shard
+                        .dead_letter()
+                        .delete(slot, qualified, limit - done)
+                        .await?
+                }
             };
         }
         Ok(done)
@@ -268,7 +281,10 @@ impl DeadLetter<'_> {
                 if ids.is_empty() {
                     break;
                 }
-                let handled = shard.dead_pick(slot, qualified, mode, ttl_ms, &ids).await?;
+                let handled = shard
+                    .dead_letter()
+                    .pick(slot, qualified, mode, ttl_ms, &ids)
+                    .await?;
                 let mut left = Vec::new();
                 for (id, ok) in ids.into_iter().zip(handled) {
                     if ok {

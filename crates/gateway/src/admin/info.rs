@@ -39,7 +39,7 @@ pub(super) async fn info(
     };
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (shard, slots) in pool.groups() {
-        for qualified in shard.slot_queues(slots).await? {
+        for qualified in shard.slots().queues(slots).await? {
             if let Some((ns, queue)) = sundial_core::keys::parse_qualified(&qualified) {
                 out.entry(ns.to_owned()).or_default().push(queue.to_owned());
             }
@@ -129,8 +129,8 @@ pub(super) async fn pool_status(
 async fn pumps(shard: &sundial_core::Shard, slots: &[u32]) -> serde_json::Value {
     let read = async {
         Ok::<_, sundial_core::EngineError>((
-            shard.pump_processes().await?,
-            shard.lease_holders(slots).await?,
+            shard.leases().processes().await?,
+            shard.leases().holders(slots).await?,
         ))
     };
     let (processes, holders) = match read.await {
@@ -171,11 +171,12 @@ fn primaries(shard: &sundial_core::Shard, slots: &[u32]) -> serde_json::Value {
     let mut per_node: HashMap<String, u64> = HashMap::new();
     for slot in slots {
         let key = sundial_core::keys::SlotKeys::new(*slot).jobs();
-        if let Some(addr) = shard.cluster_node_of(&key) {
+        if let Some(addr) = shard.conn().cluster_node_of(&key) {
             *per_node.entry(addr).or_default() += 1;
         }
     }
     shard
+        .conn()
         .cluster_primaries()
         .into_iter()
         .map(|p| {

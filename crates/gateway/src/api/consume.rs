@@ -130,7 +130,7 @@ async fn watch(
             let channel = shard.ready_channel(slot, &qualified);
             // A disconnected shard (cluster node) cannot announce anything;
             // waiting for its subscribe would only hold the request up.
-            if !shard.is_connected_for(&channel) {
+            if !shard.conn().is_connected_for(&channel) {
                 continue;
             }
             if seen.iter().any(|(s, c)| s.same(shard) && *c == channel) {
@@ -212,7 +212,7 @@ fn ready_first<'a>(
         .into_iter()
         .map(|(slot, shard)| async move {
             let count = if ask {
-                shard.ready_count(slot, qualified).await.ok()
+                shard.queues().ready_count(slot, qualified).await.ok()
             } else {
                 None
             };

@@ -17,7 +17,7 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
     // The oldest head among the queue's slots.
     let mut head: Option<(String, u64)> = None;
     for (shard, slot) in tenant.queue_places(queue) {
-        if let Some(h) = shard.dead_head(slot, &qualified).await?
+        if let Some(h) = shard.dead_letter().head(slot, &qualified).await?
             && head.as_ref().is_none_or(|b| (h.1, &h.0) < (b.1, &b.0))
         {
             head = Some(h);
@@ -56,6 +56,7 @@ pub(super) async fn respawn(
             break;
         }
         count += shard
+            .dead_letter()
             .respawn(slot, &qualified, limit - count, ttl_ms)
             .await?;
     }
@@ -78,7 +79,10 @@ pub(super) async fn delete(tenant: Tenant) -> Result<impl IntoResponse, ApiError
         if count >= limit {
             break;
         }
-        count += shard.dead_delete(slot, &qualified, limit - count).await?;
+        count += shard
+            .dead_letter()
+            .delete(slot, &qualified, limit - count)
+            .await?;
     }
     super::queue_metrics::count(super::queue_metrics::Event::Deleted, &tenant, queue, count);
     Ok(StatusCode::NO_CONTENT)

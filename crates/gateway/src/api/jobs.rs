@@ -45,7 +45,7 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
     // Where the slot is written now, then where it drains from (and in
     // the other pool while the namespace moves).
     for (shard, slot) in tenant.job_places(t.queue, &t.id) {
-        if let Some(j) = shard.peek_job(slot, &t.qualified, &t.id).await? {
+        if let Some(j) = shard.jobs().peek(slot, &t.qualified, &t.id).await? {
             return Ok(Json(render::job(&tenant.ns, &j)));
         }
     }

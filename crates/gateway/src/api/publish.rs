@@ -259,6 +259,7 @@ pub(super) async fn republish(
     let qualified = keys::qualified(&tenant.ns, p.queue);
     let written = pool.shard_for(slot);
     let existed = written
+        .jobs()
         .republish(slot, &qualified, &old, &p.schedule, &job)
         .await?;
     // While the slot moves, the old job may be at its other location: it
@@ -278,7 +279,7 @@ pub(super) async fn republish(
             .collect();
         let mut deleted = others.is_empty();
         for (other, s) in others {
-            if other.delete(s, &qualified, &old).await? {
+            if other.jobs().delete(s, &qualified, &old).await? {
                 deleted = true;
                 break;
             }
@@ -286,7 +287,7 @@ pub(super) async fn republish(
         // Missed everywhere: the mover may have carried it to the written
         // place meanwhile (see `Tenant::job_places`).
         if !deleted {
-            written.delete(slot, &qualified, &old).await?;
+            written.jobs().delete(slot, &qualified, &old).await?;
         }
     }
     Ok(published(

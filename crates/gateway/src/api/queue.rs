@@ -24,7 +24,7 @@ pub(crate) async fn counts_of(
     let qualified = keys::qualified(ns, queue);
     let mut total = Counts::default();
     for (shard, slot) in sundial_router::placement::queue_places(pool, ns, queue) {
-        total.add(&shard.counts(slot, &qualified).await?);
+        total.add(&shard.queues().counts(slot, &qualified).await?);
     }
     Ok(total)
 }
@@ -35,7 +35,7 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
     let qualified = keys::qualified(&tenant.ns, queue);
     let mut best: Option<sundial_core::JobView> = None;
     for (shard, slot) in tenant.queue_places(queue) {
-        if let Some(j) = shard.peek_queue(slot, &qualified).await?
+        if let Some(j) = shard.queues().peek(slot, &qualified).await?
             && best.as_ref().is_none_or(|b| j.elapsed_ms > b.elapsed_ms)
         {
             best = Some(j);
@@ -119,7 +119,7 @@ pub(super) async fn destroy(tenant: Tenant) -> Result<impl IntoResponse, ApiErro
     let qualified = keys::qualified(&tenant.ns, queue);
     let mut n = 0;
     for (shard, slot) in tenant.queue_places(queue) {
-        n += shard.destroy(slot, &qualified).await?;
+        n += shard.queues().destroy(slot, &qualified).await?;
     }
     super::queue_metrics::count(super::queue_metrics::Event::Deleted, &tenant, queue, n);
     Ok(StatusCode::NO_CONTENT)

@@ -43,7 +43,7 @@ pub(super) async fn limited<T>(
     let key = keys::rate(&tenant.token.pool, &tenant.ns, &tenant.access.id, tag);
     let window_ms = limit.interval.saturating_mul(1000);
     let redis = state.admin.redis();
-    match redis.rate(&key, window_ms, 1).await {
+    match redis.admin().rate(&key, window_ms, 1).await {
         Ok(n) if n > max => {
             refund(state, &key, window_ms).await;
             metrics::counter!("sundial_rate_limited_total", "pool" => tenant.pool().name().to_owned(), "action" => verb)
@@ -68,7 +68,7 @@ pub(super) async fn limited<T>(
 }
 
 async fn refund(state: &AppState, key: &str, window_ms: u64) {
-    if let Err(e) = state.admin.redis().rate(key, window_ms, -1).await {
+    if let Err(e) = state.admin.redis().admin().rate(key, window_ms, -1).await {
         tracing::warn!(error = %e, "cannot refund a rate-limit count");
     }
 }

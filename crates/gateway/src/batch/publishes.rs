@@ -25,7 +25,7 @@ impl Op for PublishOp {
         qualified: &str,
         items: &[Publication],
     ) -> impl Future<Output = Result<Vec<bool>, EngineError>> + Send {
-        shard.publish_many(slot, qualified, items)
+        shard.jobs().publish_many(slot, qualified, items)
     }
 }
 

@@ -59,7 +59,7 @@ impl Drop for Reserved {
 
 /// Gives back a job reserved for a client that went away.
 async fn release(shard: &Shard, d: &Delivery) {
-    match shard.release(d).await {
+    match shard.jobs().release(d).await {
         Ok(_) => tracing::debug!(job_id = d.job.id, "consumer went away; job released"),
         Err(e) => {
             tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR")
@@ -132,7 +132,7 @@ impl Op for WorkOp {
                 Work::Take(want) => wants.push(*want),
             }
         }
-        let served = shard.serve(slot, qualified, &acks, &wants).await?;
+        let served = shard.jobs().serve(slot, qualified, &acks, &wants).await?;
         let mut acked = served.acked.into_iter();
         let mut taken = served.taken.into_iter();
         // `serve` answers each ack and want, in order, or fails.

@@ -38,7 +38,7 @@ impl ShardPumps {
         // by that, so a hung shard shows as an error, not as a stuck loop.
         let beat = tokio::time::timeout(
             std::time::Duration::from_millis(member_ttl),
-            self.shard.heartbeat(&self.owner, member_ttl),
+            self.shard.leases().heartbeat(&self.owner, member_ttl),
         )
         .await
         .map_err(|_| "the heartbeat timed out".to_owned())
@@ -93,7 +93,7 @@ impl ShardPumps {
         let mine = first == self.owner;
         let held = self.held.contains_key(&slot);
         if mine && !held {
-            match self.shard.claim(slot, &self.owner).await {
+            match self.shard.leases().claim(slot, &self.owner).await {
                 Ok(taken) => {
                     if taken {
                         self.leases.acquired.increment(1);
@@ -112,7 +112,10 @@ impl ShardPumps {
             // To the process that ranks first, which believes it should
             // hold it: a lease deleted instead could sit unpumped under
             // a process that thinks it holds it already.
-            self.shard.give(slot, &self.owner, Some(&first)).await
+            self.shard
+                .leases()
+                .give(slot, &self.owner, Some(&first))
+                .await
         } else {
             Ok(())
         }
@@ -150,7 +153,7 @@ impl ShardPumps {
         let held: Vec<u32> = self.held.keys().copied().collect();
         let mut released = 0;
         for slot in held {
-            match self.shard.give(slot, &self.owner, None).await {
+            match self.shard.leases().give(slot, &self.owner, None).await {
                 Ok(()) => released += 1,
                 Err(e) => {
                     tracing::warn!(shard = self.shard.name(), error = %e, "cannot release pump leases; others take them once this process's heartbeat lapses");
@@ -159,7 +162,7 @@ impl ShardPumps {
             }
         }
         if self.process.is_cancelled() {
-            let _ = self.shard.leave(&self.owner).await;
+            let _ = self.shard.leases().leave(&self.owner).await;
         }
         tracing::info!(shard = self.shard.name(), released, "pump leases released");
         self.held.clear();

@@ -45,7 +45,7 @@ pub struct QueueIndex<'a>(pub(super) &'a Replica);
 impl QueueIndex<'_> {
     /// Adds queues to a namespace's index (a queue already there stays).
     pub async fn add(&self, pool: &str, ns: &str, queues: &[String]) -> Result<(), EngineError> {
-        self.0.redis().index_queues(pool, ns, queues).await
+        self.0.redis().admin().index_queues(pool, ns, queues).await
     }
 
     /// Up to `limit` queue names of a namespace's index, in name order,
@@ -57,12 +57,16 @@ impl QueueIndex<'_> {
         after: Option<&str>,
         limit: u64,
     ) -> Result<Vec<String>, EngineError> {
-        self.0.redis().indexed_queues(pool, ns, after, limit).await
+        self.0
+            .redis()
+            .admin()
+            .indexed_queues(pool, ns, after, limit)
+            .await
     }
 
     /// Every queue name of a namespace's index.
     pub async fn all(&self, pool: &str, ns: &str) -> Result<Vec<String>, EngineError> {
-        self.0.redis().all_indexed_queues(pool, ns).await
+        self.0.redis().admin().all_indexed_queues(pool, ns).await
     }
 
     /// Adds `queue` of namespace `ns` in `pool` to the index, in the
@@ -87,6 +91,7 @@ impl QueueIndex<'_> {
         let (pool, ns, queue) = (pool.to_owned(), ns.to_owned(), queue.to_owned());
         tokio::spawn(async move {
             let added = redis
+                .admin()
                 .index_queues(&pool, &ns, std::slice::from_ref(&queue))
                 .await;
             if let Err(e) = added {
@@ -107,7 +112,7 @@ impl QueueIndex<'_> {
         for pool in topology.pools() {
             let mut by_ns: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for (shard, slots) in pool.groups() {
-                for qualified in shard.slot_queues(slots).await? {
+                for qualified in shard.slots().queues(slots).await? {
                     if let Some((ns, queue)) = keys::parse_qualified(&qualified) {
                         by_ns
                             .entry(ns.to_owned())
@@ -238,6 +243,7 @@ mod tests {
             tries: 1,
         };
         pool.shard_for(slot)
+            .jobs()
             .publish(slot, "ns/q", &schedule, std::slice::from_ref(&job))
             .await
             .expect("publish");

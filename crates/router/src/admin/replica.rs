@@ -169,7 +169,7 @@ impl Replica {
         // Redis having lost anything, and restoring it then would give two
         // different tables the same version.
         let cached = self.loaded.load_full();
-        let version = redis.admin_version().await?.unwrap_or(0);
+        let version = redis.admin().version().await?.unwrap_or(0);
         if let Some(t) = &cached {
             if t.version > version {
                 return self.restore(&redis, t).await;
@@ -178,7 +178,7 @@ impl Replica {
                 return Ok(());
             }
         }
-        let loaded = Arc::new(self.build(redis.admin_tables().await?));
+        let loaded = Arc::new(self.build(redis.admin().tables().await?));
         // Reloads run concurrently (each admin change reloads at once, and
         // the poller): never replace a newer copy with an older one, or a
         // token created a moment ago would be refused until the next poll.
@@ -219,7 +219,7 @@ impl Replica {
             version: t.version,
             tables: t.raw.clone(),
         };
-        redis.restore_admin_tables(&tables).await?;
+        redis.admin().restore_tables(&tables).await?;
         self.lost.send_modify(|n| *n += 1);
         Ok(())
     }
@@ -235,7 +235,11 @@ impl Replica {
         field: &str,
         value: &str,
     ) -> Result<bool, EngineError> {
-        let changed = self.redis().table_change(table, op, field, value).await?;
+        let changed = self
+            .redis()
+            .admin()
+            .table_change(table, op, field, value)
+            .await?;
         if changed {
             self.reload().await?;
         }
@@ -255,7 +259,7 @@ impl Replica {
         new: Option<&str>,
     ) -> Result<bool, EngineError> {
         let redis = self.redis();
-        let current = redis.table_field(table, field).await?;
+        let current = redis.admin().table_field(table, field).await?;
         if !expected(current.as_deref()) {
             return Ok(false);
         }
@@ -263,11 +267,12 @@ impl Replica {
         let changed = match new {
             Some(value) => {
                 redis
+                    .admin()
                     .table_change_if(table, "cas", field, value, &was)
                     .await?
             }
             None if was.is_empty() => false,
-            None => redis.table_change(table, "del", field, "").await?,
+            None => redis.admin().table_change(table, "del", field, "").await?,
         };
         if changed {
             self.reload().await?;
@@ -277,7 +282,7 @@ impl Replica {
 
     /// One table's rows, read from Redis rather than the copy (exact).
     pub async fn rows_now(&self, table: AdminTable) -> Result<Rows, EngineError> {
-        self.redis().table_rows(table).await
+        self.redis().admin().table_rows(table).await
     }
 }
 

@@ -243,6 +243,7 @@ impl Tokens<'_> {
         let value = Stored::new(&info.description, &Grant::full(), None).json();
         self.0
             .redis()
+            .admin()
             .token_rehash(&info.field, &field, &value)
             .await?;
         self.0.reload().await?;
@@ -277,7 +278,12 @@ impl Tokens<'_> {
             let value = Stored::new(&info.description, &Grant::full(), None).json();
             // One script each, no reload between: a token revoked meanwhile
             // is skipped, not brought back.
-            migrated += usize::from(redis.token_rehash(&info.field, &field, &value).await?);
+            migrated += usize::from(
+                redis
+                    .admin()
+                    .token_rehash(&info.field, &field, &value)
+                    .await?,
+            );
         }
         self.0.reload().await?;
         if migrated > 0 {

@@ -158,7 +158,7 @@ impl ShardConfig {
         }
         if !self
             .connect_url()
-            .is_ok_and(|url| sundial_core::engine::url_uses_tls(&url))
+            .is_ok_and(|url| sundial_core::url_uses_tls(&url))
         {
             return Err(
                 "a `tls` table needs a TLS connection: a rediss:// (or rediss-cluster://) url, \

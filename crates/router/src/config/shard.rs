@@ -66,8 +66,8 @@ pub struct TlsConfig {
 
 impl TlsConfig {
     /// What the engine connects with.
-    pub fn files(&self) -> sundial_core::engine::TlsFiles {
-        sundial_core::engine::TlsFiles {
+    pub fn files(&self) -> sundial_core::TlsFiles {
+        sundial_core::TlsFiles {
             ca_file: self.ca_file.clone(),
             cert_file: self.cert_file.clone(),
             key_file: self.key_file.clone(),
@@ -136,12 +136,11 @@ fn default_weight() -> u32 {
 }
 
 fn default_connections() -> usize {
-    sundial_core::engine::DEFAULT_CONNECTIONS
+    sundial_core::DEFAULT_CONNECTIONS
 }
 
 /// The default of [`ShardConfig::timeout_ms`].
-pub const DEFAULT_TIMEOUT_MS: u64 =
-    sundial_core::engine::DEFAULT_COMMAND_TIMEOUT.as_millis() as u64;
+pub const DEFAULT_TIMEOUT_MS: u64 = sundial_core::DEFAULT_COMMAND_TIMEOUT.as_millis() as u64;
 
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS

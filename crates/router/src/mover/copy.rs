@@ -45,7 +45,7 @@ pub(super) async fn copy(m: &Move, read: &Taken) -> Result<(Vec<String>, Marks),
     }
     let mut marks = Vec::new();
     for ((_, slot), (to, jobs)) in by_place {
-        to.move_in(slot, read.now_ms, &jobs, true).await?;
+        to.mover().store(slot, read.now_ms, &jobs, true).await?;
         done.extend(jobs.iter().map(|j| j.id.clone()));
         marks.push((to.clone(), slot, jobs.iter().map(InTransit::mark).collect()));
     }
@@ -58,7 +58,7 @@ pub(super) async fn copy(m: &Move, read: &Taken) -> Result<(Vec<String>, Marks),
 /// this gateway's config lacks stays, for a gateway that has it. Returns
 /// how many jobs' moves it completed.
 pub(super) async fn finish(m: &Move, ids: &[String]) -> Result<u64, EngineError> {
-    let (went, deleted) = m.from.move_done(m.slot, ids).await?;
+    let (went, deleted) = m.from.mover().done(m.slot, ids).await?;
     let mut forget = Vec::with_capacity(deleted.len());
     for (id, mark) in &deleted {
         let dest: Dest = mark.dest.parse().unwrap_or_else(|never| match never {});
@@ -74,10 +74,10 @@ pub(super) async fn finish(m: &Move, ids: &[String]) -> Result<u64, EngineError>
             continue;
         };
         for (shard, slot) in places {
-            shard.delete(slot, &mark.queue, id).await?;
+            shard.jobs().delete(slot, &mark.queue, id).await?;
         }
         forget.push(id.as_str().to_owned());
     }
-    m.from.move_forget(m.slot, &forget).await?;
+    m.from.mover().forget(m.slot, &forget).await?;
     Ok(went)
 }

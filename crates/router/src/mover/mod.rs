@@ -298,7 +298,7 @@ fn shard_of<'a>(topology: &'a Topology, key: &MoveKey) -> Option<&'a Shard> {
 async fn release(held: &[(Shard, u32)]) {
     let release = async {
         for (shard, slot) in held {
-            let _ = shard.move_release(*slot, &INSTANCE).await;
+            let _ = shard.mover().release(*slot, &INSTANCE).await;
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), release).await;

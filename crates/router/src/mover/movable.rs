@@ -118,7 +118,7 @@ async fn hold_back(pool: &Pool, out: &mut Vec<Move>) -> usize {
     }
     let mut held_back: HashSet<(String, u32)> = HashSet::new();
     for (name, (now, slots)) in by_dest {
-        let counts = now.slot_transit(&slots).await.unwrap_or_default();
+        let counts = now.slots().transit(&slots).await.unwrap_or_default();
         for (i, &slot) in slots.iter().enumerate() {
             if counts.get(i).is_none_or(|n| *n > 0) {
                 held_back.insert((name.clone(), slot));

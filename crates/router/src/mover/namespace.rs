@@ -248,7 +248,8 @@ pub(super) async fn left(moves: &[Move], ns: &str) -> Result<bool, EngineError> 
     let prefix = format!("{ns}/");
     for m in moves {
         if m.from
-            .slot_transit(&[m.slot])
+            .slots()
+            .transit(&[m.slot])
             .await?
             .first()
             .copied()
@@ -257,7 +258,7 @@ pub(super) async fn left(moves: &[Move], ns: &str) -> Result<bool, EngineError> 
         {
             return Ok(true);
         }
-        let counts = m.from.slot_counts(&[m.slot]).await?;
+        let counts = m.from.slots().counts(&[m.slot]).await?;
         if counts
             .iter()
             .any(|(q, c)| q.starts_with(&prefix) && c.iter().any(|n| *n > 0))

@@ -159,7 +159,7 @@ impl SlotMove<'_> {
         let due = |at: &Instant| at.elapsed() >= settle;
         while let Some((_, marks)) = self.batches.letgo.pop_front_if(|(at, _)| due(at)) {
             for (shard, slot, marks) in &marks {
-                shard.move_unmark(*slot, marks).await?;
+                shard.mover().unmark(*slot, marks).await?;
             }
         }
         while let Some((_, ids, marks)) = self.batches.copied.pop_front_if(|(at, _, _)| due(at)) {
@@ -180,7 +180,12 @@ impl SlotMove<'_> {
     async fn read_and_copy(&mut self, ids: &[String]) -> Result<Option<Ended>, EngineError> {
         let (m, opts) = (&self.m, self.opts);
         let sent = Instant::now();
-        let read = match m.from.move_read(m.slot, &INSTANCE, opts.lease, ids).await? {
+        let read = match m
+            .from
+            .mover()
+            .read(m.slot, &INSTANCE, opts.lease, ids)
+            .await?
+        {
             Ok(t) => t,
             Err(holder) => return Ok(Some(Ended::Held(holder))),
         };
@@ -209,7 +214,8 @@ impl SlotMove<'_> {
         let dest = m.dest.to_string();
         let t = match m
             .from
-            .move_out(
+            .mover()
+            .take(
                 m.slot,
                 &INSTANCE,
                 opts.lease,
@@ -272,7 +278,7 @@ impl SlotMove<'_> {
                 // What is left cannot be placed from here (bound to a pool
                 // this gateway's config lacks): leave it, and the lease, to
                 // a gateway that can.
-                m.from.move_release(m.slot, owner).await?;
+                m.from.mover().release(m.slot, owner).await?;
                 return Ok(Next::Done(Ended::Stopped));
             }
             // Entries this mover did not make (a mover that lost its lease,
@@ -287,7 +293,7 @@ impl SlotMove<'_> {
         if m.what != super::task::What::Slot {
             // The slot stays (others' jobs); its lease goes at once, so that
             // a drain waiting on it need not wait for it to expire.
-            m.from.move_release(m.slot, owner).await?;
+            m.from.mover().release(m.slot, owner).await?;
             return Ok(Next::Done(Ended::Cleared));
         }
         self.phase = Phase::Take {
@@ -304,7 +310,7 @@ impl SlotMove<'_> {
         let m = &self.m;
         let to = m.pool.current_shard(m.slot);
         if !to.same(&m.from)
-            && let Err(e) = to.add_totals(m.slot, totals).await
+            && let Err(e) = to.mover().add_totals(m.slot, totals).await
         {
             tracing::warn!(pool = m.pool.name(), shard = to.name(), slot = m.slot, error = %e, "a moved slot's running totals were lost");
         }

@@ -17,7 +17,7 @@ pub(super) async fn sweeps(topology: &Arc<Topology>) -> Vec<Move> {
     let mut out = Vec::new();
     for pool in topology.pools() {
         for (shard, slots) in pool.groups() {
-            let Ok(counts) = shard.slot_transit(slots).await else {
+            let Ok(counts) = shard.slots().transit(slots).await else {
                 continue;
             };
             for (&slot, n) in slots.iter().zip(counts) {

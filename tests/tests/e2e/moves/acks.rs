@@ -79,18 +79,21 @@ async fn an_ack_whose_job_the_mover_carries_between_its_lookups_still_acks_it() 
     to.wait_connected(Duration::from_secs(5)).await.expect("b");
     let lease = Duration::from_secs(30);
     let taken = from
-        .move_out(slot, "test", lease, MoveMode::Take, 10, to.name(), "0", "")
+        .mover()
+        .take(slot, "test", lease, MoveMode::Take, 10, to.name(), "0", "")
         .await
         .expect("take")
         .expect("lease");
     assert_eq!(taken.jobs.len(), 1, "the job is taken");
-    to.move_in(slot, taken.now_ms, &taken.jobs, true)
+    to.mover()
+        .store(slot, taken.now_ms, &taken.jobs, true)
         .await
         .expect("copy");
-    from.move_done(slot, std::slice::from_ref(&id))
+    from.mover()
+        .done(slot, std::slice::from_ref(&id))
         .await
         .expect("let go");
-    from.move_release(slot, "test").await.expect("release");
+    from.mover().release(slot, "test").await.expect("release");
     let on_b: Option<Vec<u8>> = b
         .client()
         .hget(keys::SlotKeys::new(slot).jobs(), &id)
@@ -236,7 +239,8 @@ async fn moved_back_mid_batch(all_acked: bool) {
     sa.wait_connected(Duration::from_secs(5)).await.expect("a");
     sb.wait_connected(Duration::from_secs(5)).await.expect("b");
     let t = sa
-        .move_out(
+        .mover()
+        .take(
             slot,
             "dead mover",
             Duration::from_secs(15),
@@ -251,7 +255,8 @@ async fn moved_back_mid_batch(all_acked: bool) {
         .expect("lease");
     assert_eq!(t.jobs.len(), in_slot.len());
     let c = sb
-        .move_in(slot, t.now_ms, &t.jobs, true)
+        .mover()
+        .store(slot, t.now_ms, &t.jobs, true)
         .await
         .expect("copy");
     assert_eq!(c.copied, in_slot.len() as u64);
@@ -261,19 +266,26 @@ async fn moved_back_mid_batch(all_acked: bool) {
         // Workers ack every job of the slot at b: the copies, and the new
         // job published there.
         for id in in_slot.iter().copied().chain(new.last()) {
-            assert!(sb.delete(slot, "ns/q", &job(id)).await.expect("ack at b"));
+            assert!(
+                sb.jobs()
+                    .delete(slot, "ns/q", &job(id))
+                    .await
+                    .expect("ack at b")
+            );
             acked.push(id.clone());
         }
     } else {
         // A worker acks one of the copies at b; another ack reaches a job's
         // transit entry at a (while its copy at b lives).
         assert!(
-            sb.delete(slot, "ns/q", &job(in_slot[0]))
+            sb.jobs()
+                .delete(slot, "ns/q", &job(in_slot[0]))
                 .await
                 .expect("ack at b")
         );
         assert!(
-            sa.delete(slot, "ns/q", &job(in_slot[1]))
+            sa.jobs()
+                .delete(slot, "ns/q", &job(in_slot[1]))
                 .await
                 .expect("ack in transit")
         );

@@ -53,6 +53,7 @@ async fn export_place(
         let mut size = PageSize::new(PAGE);
         loop {
             let page = shard
+                .portable()
                 .export_scan(slot, ns, transit, &cursor, size.get())
                 .await?;
             size.saw(page.jobs.len(), page.bytes());
@@ -83,7 +84,10 @@ async fn lists(
         let mut passed = 0u64;
         let mut size = PageSize::new(PAGE);
         loop {
-            let page = shard.export_list(slot, q, dead, passed, size.get()).await?;
+            let page = shard
+                .portable()
+                .export_list(slot, q, dead, passed, size.get())
+                .await?;
             size.saw(page.jobs.len(), page.bytes());
             let (k, chunk) = send(page.jobs);
             *n += k;

@@ -79,7 +79,7 @@ impl Held<'_> {
             let Some((shard, jobs)) = self.batches.remove(&k) else {
                 continue;
             };
-            let c = shard.import(k.1, &jobs).await?;
+            let c = shard.portable().import(k.1, &jobs).await?;
             self.done.imported += c.copied;
             self.done.existing += c.skipped;
             self.bytes = self

@@ -67,7 +67,7 @@ impl TlsFiles {
 }
 
 /// Whether fred connects to `url` with TLS (`rediss://`,
-/// `rediss-cluster://`, `valkeys://`…), as [`super::Shard::connect`] reads
+/// `rediss-cluster://`, `valkeys://`…), as [`super::Connection::connect`] reads
 /// it.
 pub fn url_uses_tls(url: &str) -> bool {
     fred::types::config::Config::from_url(url).is_ok_and(|c| c.tls.is_some())

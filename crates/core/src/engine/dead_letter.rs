@@ -1,19 +1,28 @@
-//! Operations over a whole queue in one slot (a queue spans one slot per
-//! lane; the gateway visits each). Batches of at most [`BATCH`] jobs, each
-//! one atomic script call.
+//! A queue's dead letter in one slot, on [`DeadLetter`]
+//! (`shard.dead_letter()`): its head, a page of it, and dead jobs
+//! respawned or deleted, by id or from the oldest, in batches of at most
+//! [`BATCH`], each one atomic script call.
 
-use fred::{prelude::*, types::Value};
+use fred::types::Value;
 
 use super::{
-    decode::{Fields, JobView},
+    decode::Fields,
     keysets,
+    queues::{BATCH, PEEK_SCAN},
 };
 use crate::{EngineError, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
-/// How many stale list entries a peek skips before giving up.
-const PEEK_SCAN: i64 = 64;
-/// How many list entries one destroy or dead-letter batch handles at most.
-const BATCH: u64 = 500;
+/// A shard's dead-letter operations: see the module's docs.
+#[derive(Clone, Copy, Debug)]
+pub struct DeadLetter<'a>(&'a Shard);
+
+impl Shard {
+    /// Operations on a queue's dead letter in one slot: head, list, pick,
+    /// respawn, delete.
+    pub fn dead_letter(&self) -> DeadLetter<'_> {
+        DeadLetter(self)
+    }
+}
 
 /// A dead job, as the dead-letter listing shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,121 +54,18 @@ pub struct DeadPage {
     pub now_ms: u64,
 }
 
-/// A queue's live jobs per state, and its running totals.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
-    pub delayed: u64,
-    pub ready: u64,
-    pub reserved: u64,
-    pub dead: u64,
-    /// Jobs ever published to the queue (only grows).
-    pub published: u64,
-    /// Deliveries ever made from the queue (only grows; a retried job counts
-    /// each time).
-    pub delivered: u64,
-}
-
-impl Counts {
-    /// Jobs that exist, in any state.
-    pub fn live(&self) -> u64 {
-        self.delayed + self.ready + self.reserved + self.dead
-    }
-
-    pub fn add(&mut self, o: &Counts) {
-        self.delayed += o.delayed;
-        self.ready += o.ready;
-        self.reserved += o.reserved;
-        self.dead += o.dead;
-        self.published += o.published;
-        self.delivered += o.delivered;
-    }
-}
-
-impl Shard {
-    /// Counts a queue's live jobs per state in `slot` (one `HMGET`).
-    pub async fn counts(&self, slot: u32, qualified: &str) -> Result<Counts, EngineError> {
-        let fields: Vec<String> = ['l', 'r', 'f', 'd', 'P', 'C']
-            .iter()
-            .map(|c| format!("{c}{qualified}"))
-            .collect();
-        let key = SlotKeys::new(slot).counters();
-        let v: Vec<Option<i64>> = self
-            .idempotent(&key, |c| {
-                let (key, fields) = (&key, &fields);
-                async move { c.hmget(key, fields.clone()).await }
-            })
-            .await?;
-        let n = |i: usize| v.get(i).copied().flatten().unwrap_or(0).max(0) as u64;
-        Ok(Counts {
-            delayed: n(0),
-            ready: n(1),
-            reserved: n(2),
-            dead: n(3),
-            published: n(4),
-            delivered: n(5),
-        })
-    }
-
-    /// How many ready jobs of a queue `slot` holds (one `HGET` of its
-    /// counter, no script): a consume asks this of a queue's lanes first,
-    /// and skips those with none.
-    pub async fn ready_count(&self, slot: u32, qualified: &str) -> Result<u64, EngineError> {
-        let (key, field) = (SlotKeys::new(slot).counters(), format!("r{qualified}"));
-        let n: Option<i64> = self
-            .idempotent(&key, |c| {
-                let (key, field) = (&key, &field);
-                async move { c.hget(key, field).await }
-            })
-            .await?;
-        Ok(n.unwrap_or(0).max(0) as u64)
-    }
-
-    /// The next ready job of a queue in `slot`, without taking it.
-    pub async fn peek_queue(
-        &self,
-        slot: u32,
-        qualified: &str,
-    ) -> Result<Option<JobView>, EngineError> {
-        let k = SlotKeys::new(slot);
-        let v = self
-            .eval(
-                &SCRIPTS.peek_queue,
-                keysets::peek_queue(&k, qualified),
-                vec![PEEK_SCAN.into(), qualified.into()],
-            )
-            .await?;
-        if v.is_null() {
-            return Ok(None);
-        }
-        Fields::new(self, v)?.view().map(Some)
-    }
-
-    /// Deletes every ready job of a queue in `slot`; returns how many went.
-    pub async fn destroy(&self, slot: u32, qualified: &str) -> Result<u64, EngineError> {
-        let k = SlotKeys::new(slot);
-        let keys = keysets::release(&k, qualified);
-        let mut deleted = 0;
-        loop {
-            let args: Vec<Value> = vec![(BATCH as i64).into(), qualified.into()];
-            let v = self.eval(&SCRIPTS.destroy, keys.clone(), args).await?;
-            let mut f = Fields::new(self, v)?;
-            let popped = f.uint()?;
-            deleted += f.uint()?;
-            if popped == 0 {
-                return Ok(deleted);
-            }
-        }
-    }
-
+impl DeadLetter<'_> {
     /// The id and publish time (ms) of the job at the head of a queue's dead
     /// letter in `slot`.
-    pub async fn dead_head(
-        &self,
+    pub async fn head(
+        self,
         slot: u32,
         qualified: &str,
     ) -> Result<Option<(String, u64)>, EngineError> {
         let k = SlotKeys::new(slot);
         let v = self
+            .0
+            .conn()
             .eval(
                 &SCRIPTS.dead_peek,
                 keysets::dead_peek(&k, qualified),
@@ -169,14 +75,14 @@ impl Shard {
         if v.is_null() {
             return Ok(None);
         }
-        let mut f = Fields::new(self, v)?;
+        let mut f = Fields::new(self.0.conn(), v)?;
         Ok(Some((f.string()?, f.uint()?)))
     }
 
     /// Reads `count` entries of a queue's dead list in one slot, after
     /// passing `skip` from its oldest end; nothing changes.
-    pub async fn dead_list(
-        &self,
+    pub async fn list(
+        self,
         slot: u32,
         qualified: &str,
         skip: u64,
@@ -184,13 +90,15 @@ impl Shard {
     ) -> Result<DeadPage, EngineError> {
         let k = SlotKeys::new(slot);
         let v = self
+            .0
+            .conn()
             .eval(
                 &SCRIPTS.dead_list,
                 keysets::dead_list(&k, qualified),
                 vec![(skip as i64).into(), (count as i64).into()],
             )
             .await?;
-        let mut f = Fields::new(self, v)?;
+        let mut f = Fields::new(self.0.conn(), v)?;
         let mut page = DeadPage {
             entries: f.uint()?,
             read: f.uint()?,
@@ -217,8 +125,8 @@ impl Shard {
     /// expire) or deletes (`delete`) the dead jobs `ids` of a queue in one
     /// slot. Returns, per id, whether it was a live dead job of the queue
     /// here and was handled.
-    pub async fn dead_pick(
-        &self,
+    pub async fn pick(
+        self,
         slot: u32,
         qualified: &str,
         mode: &str,
@@ -232,14 +140,16 @@ impl Shard {
         let mut args: Vec<Value> = vec![
             mode.into(),
             (ttl_ms as i64).into(),
-            self.ready_channel(slot, qualified).into(),
+            self.0.ready_channel(slot, qualified).into(),
             qualified.into(),
         ];
         args.extend(ids.iter().map(|id| Value::from(id.as_str())));
         let v = self
+            .0
+            .conn()
             .eval(&SCRIPTS.dead_pick, keysets::dead_pick(&k, qualified), args)
             .await?;
-        let mut f = Fields::new(self, v)?;
+        let mut f = Fields::new(self.0.conn(), v)?;
         let mut out = Vec::with_capacity(ids.len());
         for _ in ids {
             out.push(f.uint()? == 1);
@@ -250,7 +160,7 @@ impl Shard {
     /// Moves up to `limit` dead jobs back to ready with one try and a TTL of
     /// `ttl_ms` (0 = never expire). Returns how many moved.
     pub async fn respawn(
-        &self,
+        self,
         slot: u32,
         qualified: &str,
         limit: u64,
@@ -261,17 +171,14 @@ impl Shard {
     }
 
     /// Deletes up to `limit` dead jobs. Returns how many went.
-    pub async fn dead_delete(
-        &self,
-        slot: u32,
-        qualified: &str,
-        limit: u64,
-    ) -> Result<u64, EngineError> {
+    pub async fn delete(self, slot: u32, qualified: &str, limit: u64) -> Result<u64, EngineError> {
         self.dead_move(slot, qualified, limit, "delete", 0).await
     }
 
+    /// Respawns or deletes up to `limit` dead jobs (`dead_move.lua`), a
+    /// batch at a time; returns how many moved.
     async fn dead_move(
-        &self,
+        self,
         slot: u32,
         qualified: &str,
         limit: u64,
@@ -287,11 +194,15 @@ impl Shard {
                 (batch as i64).into(),
                 mode.into(),
                 (ttl_ms as i64).into(),
-                self.ready_channel(slot, qualified).into(),
+                self.0.ready_channel(slot, qualified).into(),
                 qualified.into(),
             ];
-            let v = self.eval(&SCRIPTS.dead_move, keys.clone(), args).await?;
-            let mut f = Fields::new(self, v)?;
+            let v = self
+                .0
+                .conn()
+                .eval(&SCRIPTS.dead_move, keys.clone(), args)
+                .await?;
+            let mut f = Fields::new(self.0.conn(), v)?;
             let popped = f.uint()?;
             moved += f.uint()?;
             if popped == 0 {

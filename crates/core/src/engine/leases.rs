@@ -1,9 +1,11 @@
-//! Pump leases: which process may move a slot's timers. A slot's lease names
-//! one owner at a time and the pump script checks it (fencing), so a process
-//! whose lease passed moves nothing. Leases do not expire: a process proves
-//! it is alive with a heartbeat per shard ([`Shard::heartbeat`]), ranks the
-//! live processes per slot, takes the slots it ranks first for
-//! ([`Shard::claim`]) and hands the others it holds to the process that ranks first ([`Shard::give`]).
+//! Pump leases, on [`Leases`] (`shard.leases()`): which process may move a
+//! slot's timers. A slot's lease names one owner at a time and the pump
+//! script checks it (fencing), so a process whose lease passed moves
+//! nothing. Leases do not expire: a process proves it is alive with a
+//! heartbeat per shard ([`Leases::heartbeat`]), ranks the live processes
+//! per slot, takes the slots it ranks first for ([`Leases::claim`]) and
+//! hands the others it holds to the process that ranks first
+//! ([`Leases::give`]).
 //! So a steady process costs one heartbeat per shard per round, however
 //! many slots it pumps.
 
@@ -15,6 +17,18 @@ use crate::{
     keys::{self, SlotKeys},
     scripts::SCRIPTS,
 };
+
+/// A shard's lease operations: see the module's docs.
+#[derive(Clone, Copy, Debug)]
+pub struct Leases<'a>(&'a Shard);
+
+impl Shard {
+    /// Pump leases and the pump processes' membership: heartbeat, leave,
+    /// claim, give, processes, holders.
+    pub fn leases(&self) -> Leases<'_> {
+        Leases(self)
+    }
+}
 
 /// A pump process as a shard's membership records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,23 +42,30 @@ pub struct PumpProcess {
     pub live: bool,
 }
 
-impl Shard {
+impl Leases<'_> {
     /// Records that `owner` is alive for `ttl_ms`, and returns the live pump
     /// processes (it included) and whether `owner` was not live before this
     /// heartbeat (its first, or one after a lapse: leases it believes it
     /// holds may have passed to others meanwhile).
     pub async fn heartbeat(
-        &self,
+        self,
         owner: &str,
         ttl_ms: u64,
     ) -> Result<(Vec<String>, bool), EngineError> {
         let args: Vec<Value> = vec![owner.into(), (ttl_ms.max(1) as i64).into()];
         let v = self
+            .0
+            .conn()
             .eval(&SCRIPTS.heartbeat, keysets::heartbeat(), args)
             .await?;
         let mut parts = match v {
             Value::Array(parts) if parts.len() == 2 => parts.into_iter(),
-            other => return Err(self.bad_reply(format!("heartbeat answered {other:?}"))),
+            other => {
+                return Err(self
+                    .0
+                    .conn()
+                    .bad_reply(format!("heartbeat answered {other:?}")));
+            }
         };
         let rejoined = parts.next().and_then(|v| v.as_i64()) == Some(1);
         let live = parts
@@ -58,9 +79,11 @@ impl Shard {
     }
 
     /// Removes `owner` from the live pump processes (its shutdown).
-    pub async fn leave(&self, owner: &str) -> Result<(), EngineError> {
+    pub async fn leave(self, owner: &str) -> Result<(), EngineError> {
         let args: Vec<Value> = vec![owner.into(), 0.into()];
-        self.eval(&SCRIPTS.heartbeat, keysets::heartbeat(), args)
+        self.0
+            .conn()
+            .eval(&SCRIPTS.heartbeat, keysets::heartbeat(), args)
             .await
             .map(drop)
     }
@@ -69,34 +92,38 @@ impl Shard {
     /// live processes it knows, whoever holds it now. Returns whether the
     /// lease was taken from another holder or from nobody (`false`: it was
     /// already `owner`'s).
-    pub async fn claim(&self, slot: u32, owner: &str) -> Result<bool, EngineError> {
+    pub async fn claim(self, slot: u32, owner: &str) -> Result<bool, EngineError> {
         let args: Vec<Value> = vec![owner.into(), "take".into()];
         let v = self
+            .0
+            .conn()
             .eval(&SCRIPTS.claim, keysets::claim(&SlotKeys::new(slot)), args)
             .await?;
         match v.as_i64() {
             Some(1) => Ok(false),
             Some(2) => Ok(true),
-            _ => Err(self.bad_reply(format!("claim answered {v:?}"))),
+            _ => Err(self.0.conn().bad_reply(format!("claim answered {v:?}"))),
         }
     }
 
     /// Gives up `slot`'s lease if `owner` holds it: to `to` (the process
     /// that ranks first for it, so that its lease and its own view agree),
     /// or to nobody.
-    pub async fn give(&self, slot: u32, owner: &str, to: Option<&str>) -> Result<(), EngineError> {
+    pub async fn give(self, slot: u32, owner: &str, to: Option<&str>) -> Result<(), EngineError> {
         let args: Vec<Value> = vec![owner.into(), "give".into(), to.unwrap_or_default().into()];
-        self.eval(&SCRIPTS.claim, keysets::claim(&SlotKeys::new(slot)), args)
+        self.0
+            .conn()
+            .eval(&SCRIPTS.claim, keysets::claim(&SlotKeys::new(slot)), args)
             .await
             .map(drop)
     }
-}
 
-impl Shard {
     /// The pump processes this shard's membership lists, with the shard's
     /// clock read in the same transaction to tell the live ones.
-    pub async fn pump_processes(&self) -> Result<Vec<PumpProcess>, EngineError> {
+    pub async fn processes(self) -> Result<Vec<PumpProcess>, EngineError> {
         let (time, members): ((String, String), Vec<(String, f64)>) = self
+            .0
+            .conn()
             .idempotent(keys::PUMPS, |c| async move {
                 let tx = c.multi();
                 let time = fred::types::CustomCommand::new_static(
@@ -125,7 +152,7 @@ impl Shard {
 
     /// Who holds each of `slots`' pump leases here (`None`: nobody), in the
     /// order of `slots`.
-    pub async fn lease_holders(&self, slots: &[u32]) -> Result<Vec<Option<String>>, EngineError> {
-        self.per_slot("GET", slots, SlotKeys::lease).await
+    pub async fn holders(self, slots: &[u32]) -> Result<Vec<Option<String>>, EngineError> {
+        self.0.slots().per_slot("GET", slots, SlotKeys::lease).await
     }
 }

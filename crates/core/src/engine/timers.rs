@@ -1,9 +1,23 @@
-//! One pump step over one slot. The leases that fence it: [`super::lease`].
+//! The timers of one slot, on [`Timers`] (`shard.timers()`): one pump
+//! step moves its due delayed jobs to ready and its expired reservations
+//! back to ready or to the dead letter. The leases that fence it:
+//! [`super::leases`].
 
 use fred::types::Value;
 
 use super::decode::Fields;
 use crate::{EngineError, Shard, keys::SlotKeys, scripts::SCRIPTS};
+
+/// A shard's timer operations: see the module's docs.
+#[derive(Clone, Copy, Debug)]
+pub struct Timers<'a>(&'a Shard);
+
+impl Shard {
+    /// The timers of one slot: the pump.
+    pub fn timers(&self) -> Timers<'_> {
+        Timers(self)
+    }
+}
 
 /// What one pump call did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,11 +47,11 @@ pub struct PumpOutcome {
     pub per_queue: Vec<(String, [u64; 4])>,
 }
 
-impl Shard {
+impl Timers<'_> {
     /// Moves up to `limit` due timer entries of one slot. With an `owner`,
     /// only while that owner holds the slot's lease (else `fenced`).
     pub async fn pump(
-        &self,
+        self,
         slot: u32,
         limit: u32,
         owner: Option<&str>,
@@ -47,11 +61,11 @@ impl Shard {
         let args: Vec<Value> = vec![
             k.prefix().into(),
             i64::from(limit).into(),
-            self.ready_channel_prefix(slot).into(),
+            self.0.ready_channel_prefix(slot).into(),
             owner.unwrap_or_default().into(),
         ];
-        let v = self.eval(&SCRIPTS.pump, keys, args).await?;
-        let mut f = Fields::new(self, v)?;
+        let v = self.0.conn().eval(&SCRIPTS.pump, keys, args).await?;
+        let mut f = Fields::new(self.0.conn(), v)?;
         if f.len() == 1 {
             return Ok(PumpOutcome {
                 fenced: true,

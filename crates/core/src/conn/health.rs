@@ -1,0 +1,130 @@
+//! Whether a shard answers: waiting for it at startup, probing it, loading
+//! the scripts ahead of the first requests, and the `INFO` of each primary
+//! for the startup check.
+
+use std::time::Duration;
+
+use fred::{error::Error as RedisError, prelude::*, types::Value};
+
+use super::connection::{Connection, Conns};
+use crate::{EngineError, keys, scripts::SCRIPTS};
+
+impl Connection {
+    /// Waits until the shard is connected, up to `timeout`, logging every
+    /// few seconds which shard it waits for and the Redis client's last
+    /// error; fails with that error.
+    pub async fn wait_connected(&self, timeout: Duration) -> Result<(), EngineError> {
+        const REPORT: Duration = Duration::from_secs(3);
+        let start = tokio::time::Instant::now();
+        let mut errors: Vec<_> = self
+            .nodes()
+            .iter()
+            .flat_map(|n| {
+                n.pool
+                    .clients()
+                    .iter()
+                    .map(|c| c.error_rx())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let mut last: Option<RedisError> = None;
+        let mut reported = start;
+        while !self.is_connected() {
+            for rx in &mut errors {
+                while let Ok((e, _)) = rx.try_recv() {
+                    last = Some(e);
+                }
+            }
+            let now = tokio::time::Instant::now();
+            if now >= start + timeout {
+                return Err(match last {
+                    Some(source) => EngineError::Unavailable {
+                        shard: self.inner.name.clone(),
+                        source,
+                    },
+                    None => self.unavailable("not connected"),
+                });
+            }
+            if now >= reported + REPORT {
+                reported = now;
+                tracing::warn!(
+                    shard = self.name(),
+                    waited_s = (now - start).as_secs(),
+                    timeout_s = timeout.as_secs(),
+                    last_error = last
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_else(|| "none yet".to_owned()),
+                    "waiting for the shard to answer"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// Loads every script (on every primary of a cluster), so that the
+    /// first requests need no reload.
+    pub async fn load_scripts(&self) -> Result<(), EngineError> {
+        for node in self.primaries() {
+            let client = self.client_of(&node, false)?;
+            for s in SCRIPTS.all() {
+                s.script
+                    .load(&client)
+                    .await
+                    .map_err(|e| self.err_on(&node, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One round trip, bounded by the command timeout, that also says
+    /// whether the shard holds Sundial's metadata (`sd:meta`), which every
+    /// shard in use has: one without it was restarted without its data, or
+    /// flushed. Returns how long it took and whether the metadata is there.
+    ///
+    /// A cluster shard is up when every primary answers a `PING` too: one
+    /// missing a primary serves only part of its hash slots.
+    pub async fn probe(&self) -> Result<(Duration, bool), EngineError> {
+        let start = std::time::Instant::now();
+        if let Conns::Cluster(c) = &self.inner.conns {
+            let primaries = c.primaries();
+            if primaries.is_empty() {
+                return Err(self.unavailable_node("(none known: the slot map was not read)"));
+            }
+            futures::future::try_join_all(primaries.iter().map(|n| async move {
+                let client = self.client_of(n, false)?;
+                client
+                    .ping::<Value>(None)
+                    .await
+                    .map_err(|e| self.err_on(n, e))
+            }))
+            .await?;
+        }
+        let n: i64 = self
+            .idempotent(keys::META, |c| async move { c.exists(keys::META).await })
+            .await?;
+        Ok((start.elapsed(), n > 0))
+    }
+
+    /// Hands the `INFO` of each primary of a cluster shard to `f`, in turn,
+    /// with the primary's address, until `f` refuses one; a primary that is
+    /// not connected, or does not answer, ends it with that error. Does
+    /// nothing on other shards.
+    pub(crate) async fn each_primary_info<F>(&self, mut f: F) -> Result<(), EngineError>
+    where
+        F: FnMut(&str, &str) -> Result<(), EngineError>,
+    {
+        let Conns::Cluster(c) = &self.inner.conns else {
+            return Ok(());
+        };
+        for node in c.primaries() {
+            let Some(client) = node.client() else {
+                return Err(self.unavailable_node(&node.addr));
+            };
+            let info: String = client.info(None).await.map_err(|e| self.err(e))?;
+            f(&node.addr, &info)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,150 @@
+//! Publishing: a job, a bulk (all or nothing), several publications of a
+//! queue in one call (group commit), and a job replaced by another.
+
+use bytes::Bytes;
+use fred::types::Value;
+
+use super::{super::decode::Fields, super::keysets, Jobs};
+use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
+
+/// When and how often a job is delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub delay_ms: u64,
+    /// 0 = the job never expires.
+    pub ttl_ms: u64,
+    /// Deliveries allowed, at least 1.
+    pub tries: u16,
+}
+
+/// A job to publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    pub id: JobId,
+    /// Attributes as JSON text; empty for none.
+    pub attrs: String,
+    pub body: Bytes,
+}
+
+fn schedule_args(
+    shard: &Shard,
+    qualified: &str,
+    s: &Schedule,
+    slot: u32,
+    k: &SlotKeys,
+) -> Vec<Value> {
+    vec![
+        qualified.into(),
+        (s.delay_ms as i64).into(),
+        (s.ttl_ms as i64).into(),
+        i64::from(s.tries).into(),
+        shard.ready_channel(slot, qualified).into(),
+        shard.timer_channel(slot).into(),
+        i64::from(slot).into(),
+        k.prefix().into(),
+    ]
+}
+
+/// One publication: the jobs of one request (one job, or a bulk), stored
+/// all or nothing, with their schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publication {
+    pub schedule: Schedule,
+    pub jobs: Vec<NewJob>,
+}
+
+impl Jobs<'_> {
+    /// Publishes jobs of one queue that all belong to `slot`, all or
+    /// nothing. `qualified` is `<ns>/<queue>` ([`crate::keys::qualified`]).
+    pub async fn publish(
+        self,
+        slot: u32,
+        qualified: &str,
+        schedule: &Schedule,
+        jobs: &[NewJob],
+    ) -> Result<(), EngineError> {
+        let one = [Publication {
+            schedule: *schedule,
+            jobs: jobs.to_vec(),
+        }];
+        match self.publish_many(slot, qualified, &one).await?.first() {
+            Some(true) => Ok(()),
+            _ => Err(EngineError::Exists {
+                shard: self.0.name().to_owned(),
+            }),
+        }
+    }
+
+    /// Publishes several publications of one queue in `slot` in one script
+    /// call (group commit). Each is all or nothing on its own; the answer
+    /// says, per publication in order, whether it was stored (`false`: one
+    /// of its ids exists already, and nothing of it was stored).
+    pub async fn publish_many(
+        self,
+        slot: u32,
+        qualified: &str,
+        publications: &[Publication],
+    ) -> Result<Vec<bool>, EngineError> {
+        let k = SlotKeys::new(slot);
+        let jobs: usize = publications.iter().map(|p| p.jobs.len()).sum();
+        let mut args: Vec<Value> = Vec::with_capacity(5 + 4 * publications.len() + 3 * jobs);
+        args.extend([
+            qualified.into(),
+            self.0.ready_channel(slot, qualified).into(),
+            self.0.timer_channel(slot).into(),
+            i64::from(slot).into(),
+            k.prefix().into(),
+        ]);
+        for p in publications {
+            args.push((p.schedule.delay_ms as i64).into());
+            args.push((p.schedule.ttl_ms as i64).into());
+            args.push(i64::from(p.schedule.tries).into());
+            args.push((p.jobs.len() as i64).into());
+            for job in &p.jobs {
+                args.push(job.id.as_str().into());
+                args.push(job.attrs.as_str().into());
+                args.push(job.body.clone().into());
+            }
+        }
+        let v = self
+            .0
+            .conn()
+            .eval_replicated(&SCRIPTS.publish, keysets::publish(&k, qualified), args)
+            .await?;
+        let mut f = Fields::new(self.0.conn(), v)?;
+        if f.len() != publications.len() {
+            return Err(self
+                .0
+                .conn()
+                .bad_reply("publish answered for another number of publications"));
+        }
+        publications
+            .iter()
+            .map(|p| Ok(f.uint()? as usize == p.jobs.len()))
+            .collect()
+    }
+
+    /// Deletes `old` (if it still exists in the queue) and publishes `new`,
+    /// atomically; both are in `slot`. Returns whether the old job existed.
+    pub async fn republish(
+        self,
+        slot: u32,
+        qualified: &str,
+        old: &JobId,
+        schedule: &Schedule,
+        new: &NewJob,
+    ) -> Result<bool, EngineError> {
+        let k = SlotKeys::new(slot);
+        let mut args = schedule_args(self.0, qualified, schedule, slot, &k);
+        args.push(old.as_str().into());
+        args.push(new.id.as_str().into());
+        args.push(new.attrs.as_str().into());
+        args.push(new.body.clone().into());
+        let v = self
+            .0
+            .conn()
+            .eval_replicated(&SCRIPTS.republish, keysets::republish(&k, qualified), args)
+            .await?;
+        Ok(v.as_i64() == Some(1))
+    }
+}

@@ -1,0 +1,151 @@
+//! What workers take and give back: `serve` (acks and consumes of one
+//! queue in one script call, group commit), and `consume` and `delete`,
+//! its single forms.
+
+use fred::types::Value;
+
+use super::{
+    super::{
+        decode::{Delivery, Fields, JobView, state::RESERVED},
+        keysets,
+    },
+    Jobs,
+};
+use crate::{EngineError, JobId, conn::Connection, keys::SlotKeys, scripts::SCRIPTS};
+
+/// What one consumer asks of a queue in a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Want {
+    /// Jobs at most.
+    pub count: u32,
+    /// How long each job stays reserved for it.
+    pub ttr_ms: u64,
+}
+
+/// What one [`Jobs::serve`] call answered.
+#[derive(Debug, Default)]
+pub struct Served {
+    /// Per ack, in order: whether its job existed (in that queue).
+    pub acked: Vec<bool>,
+    /// Per want, in order: the jobs reserved for it.
+    pub taken: Vec<Vec<Delivery>>,
+}
+
+impl Jobs<'_> {
+    /// Takes up to `count` ready jobs of one queue in `slot`, each reserved
+    /// for `ttr_ms` with one try spent, in one script call.
+    pub async fn consume(
+        self,
+        slot: u32,
+        qualified: &str,
+        count: u32,
+        ttr_ms: u64,
+    ) -> Result<Vec<Delivery>, EngineError> {
+        let mut served = self
+            .serve(slot, qualified, &[], &[Want { count, ttr_ms }])
+            .await?;
+        Ok(served.taken.pop().unwrap_or_default())
+    }
+
+    /// Deletes (acknowledges) a job in any state. Returns whether it existed.
+    pub async fn delete(self, slot: u32, qualified: &str, id: &JobId) -> Result<bool, EngineError> {
+        let served = self
+            .serve(slot, qualified, std::slice::from_ref(id), &[])
+            .await?;
+        Ok(served.acked.first().copied().unwrap_or(false))
+    }
+
+    /// Serves the workers of one queue in `slot` in one script call (group
+    /// commit): first the `acks` (deletes by id of jobs in any state, each
+    /// found or not on its own), then the `wants`, in order, each up to its
+    /// `count` jobs reserved for its `ttr_ms` with one try spent. The first
+    /// wants are served first; once the queue is empty the rest get none.
+    pub async fn serve(
+        self,
+        slot: u32,
+        qualified: &str,
+        acks: &[JobId],
+        wants: &[Want],
+    ) -> Result<Served, EngineError> {
+        if acks.is_empty() && wants.iter().all(|w| w.count == 0) {
+            return Ok(Served {
+                acked: Vec::new(),
+                taken: wants.iter().map(|_| Vec::new()).collect(),
+            });
+        }
+        let conn = self.0.conn();
+        let k = SlotKeys::new(slot);
+        let keys = keysets::serve(&k, qualified);
+        let mut args: Vec<Value> = Vec::with_capacity(4 + acks.len() + 2 * wants.len());
+        args.extend([
+            qualified.into(),
+            self.0.timer_channel(slot).into(),
+            i64::from(slot).into(),
+            (acks.len() as i64).into(),
+        ]);
+        args.extend(acks.iter().map(|id| Value::from(id.as_str())));
+        for w in wants {
+            args.push(i64::from(w.count).into());
+            args.push((w.ttr_ms as i64).into());
+        }
+        let reply = conn.eval(&SCRIPTS.serve, keys, args).await?;
+        let mut f = Fields::new(conn, reply)?;
+        let now = f.uint()?;
+        let mut acked = Vec::with_capacity(acks.len());
+        for _ in acks {
+            acked.push(f.uint()? > 0);
+        }
+        let mut taken = Vec::with_capacity(wants.len());
+        for w in wants {
+            let deadline_ms = f.uint()?;
+            let n = f.uint()?;
+            if n > u64::from(w.count) {
+                return Err(conn.bad_reply("serve answered more jobs than asked"));
+            }
+            let mut jobs = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                jobs.push(delivery(conn, &mut f, qualified, slot, now, deadline_ms)?);
+            }
+            taken.push(jobs);
+        }
+        if f.len() != 0 {
+            return Err(conn.bad_reply("serve answered for more consumers than asked"));
+        }
+        Ok(Served { acked, taken })
+    }
+}
+
+/// The next job of a `serve.lua` reply (its id, then its record as it was:
+/// reserved now, with one try spent), taken at `now` until `deadline_ms`.
+fn delivery(
+    conn: &Connection,
+    f: &mut Fields<'_>,
+    qualified: &str,
+    slot: u32,
+    now: u64,
+    deadline_ms: u64,
+) -> Result<Delivery, EngineError> {
+    let id = f.string()?;
+    let r = f.record()?;
+    let attrs = String::from_utf8(r.attrs.to_vec())
+        .map_err(|_| conn.bad_reply("attributes are not utf-8"))?;
+    Ok(Delivery {
+        job: JobView {
+            queue: qualified.to_owned(),
+            id,
+            elapsed_ms: now.saturating_sub(r.published_ms),
+            ttl_ms: if r.expire_ms == 0 {
+                0
+            } else {
+                r.expire_ms.saturating_sub(now)
+            },
+            tries_left: r.tries.saturating_sub(1),
+            attrs,
+            body: r.body,
+            state: RESERVED,
+        },
+        slot,
+        deadline_ms,
+        first: !r.delivered,
+    })
+}

@@ -1,0 +1,20 @@
+//! The Lua engine against a real Redis: every state change, checked both
+//! through the engine and, with an independent client, in what Redis holds.
+//! One module per scenario (`jobs`, `queues`, `dead_letter`, `timers`,
+//! `shard`, `leases`, `cleanup`, `admin`, `moves`), what they share in
+//! `helpers`.
+//!
+//! The modules are one test binary on purpose: every integration test file
+//! is linked on its own, and CI's time goes mostly to linking. Run one
+//! scenario with `cargo test -p sundial-core --test engine <module>::`.
+
+mod admin;
+mod cleanup;
+mod dead_letter;
+mod helpers;
+mod jobs;
+mod leases;
+mod moves;
+mod queues;
+mod shard;
+mod timers;
