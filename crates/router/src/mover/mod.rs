@@ -19,7 +19,8 @@
 //! sweep finishes transit entries that no move would ([`sweep`]).
 //!
 //! Rooms: [`options`] and [`status`] (what it is told and what it says);
-//! [`task`] (a slot's move as a task, and the tasks of one topology);
+//! [`task`] (what a slot's move carries, and how it ended); [`tasks`]
+//! (the running moves of one topology);
 //! [`slot`] (one slot's move: phase and step); [`copy`] (a batch's copy
 //! and let-go); [`movable`], [`sweep`] and [`namespace`] (what to move).
 
@@ -31,6 +32,7 @@ mod slot;
 mod status;
 mod sweep;
 mod task;
+mod tasks;
 
 use std::{
     collections::HashMap,
@@ -44,7 +46,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use options::MoverOptions;
 pub use status::{MoverStatus, Status};
-use task::{Ended, MoveKey, Tasks, What};
+use task::{Ended, MoveKey, What};
+use tasks::Tasks;
 
 use crate::{
     LiveTopology, Topology,
