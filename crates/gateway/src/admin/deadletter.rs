@@ -12,7 +12,7 @@ use axum::{
 };
 use base64::Engine as _;
 use serde_json::json;
-use sundial_core::{JobId, keys};
+use sundial_core::{DeadJob, JobId, keys};
 use sundial_router::{Pool, placement};
 
 use super::queues::{page_size, queue_route};
@@ -71,20 +71,9 @@ pub(super) async fn dead_list(
             .list(slot, &qualified, skip, want)
             .await?;
         for j in page.jobs {
-            if !seen.insert(j.id.clone()) {
-                continue;
+            if seen.insert(j.id.clone()) {
+                jobs.push(dead_job(&j, page.now_ms, preview));
             }
-            let shown = &j.body[..j.body.len().min(preview)];
-            jobs.push(json!({
-                "job_id": j.id,
-                "remain_tries": j.tries_left,
-                "published_at_ms": j.published_ms,
-                "died_at_ms": j.died_ms,
-                "ttl": if j.expire_ms == 0 { 0 } else { j.expire_ms.saturating_sub(page.now_ms).div_ceil(1000) },
-                "attributes": serde_json::from_str::<serde_json::Value>(&j.attrs).ok(),
-                "body_size": j.body.len(),
-                "body_preview": base64::engine::general_purpose::STANDARD.encode(shown),
-            }));
         }
         skip += page.read;
         if page.read == 0 || skip >= page.entries {
@@ -100,6 +89,26 @@ pub(super) async fn dead_list(
         "jobs": jobs,
         "next_cursor": next,
     })))
+}
+
+/// A dead job as the listing shows it, read at `now_ms` (the shard's
+/// clock), with the first `preview` bytes of its body.
+fn dead_job(j: &DeadJob, now_ms: u64, preview: usize) -> serde_json::Value {
+    let shown = &j.body[..j.body.len().min(preview)];
+    let ttl = match j.expire_ms {
+        0 => 0,
+        at => at.saturating_sub(now_ms).div_ceil(1000),
+    };
+    json!({
+        "job_id": j.id,
+        "remain_tries": j.tries_left,
+        "published_at_ms": j.published_ms,
+        "died_at_ms": j.died_ms,
+        "ttl": ttl,
+        "attributes": serde_json::from_str::<serde_json::Value>(&j.attrs).ok(),
+        "body_size": j.body.len(),
+        "body_preview": base64::engine::general_purpose::STANDARD.encode(shown),
+    })
 }
 
 /// The body of a respawn or delete: `{"ids": [...]}` or `{"all": true}`.
