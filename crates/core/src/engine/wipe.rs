@@ -36,11 +36,11 @@ pub struct Wiped {
 
 impl Shard {
     /// Removes every key of Sundial's from a shard that left its pool,
-    /// after checking that it is not an admin Redis (it holds no token
-    /// table), that it holds no job, that no live gateway announces
+    /// after checking that it holds no job, that no live gateway announces
     /// a view in it (a gateway whose config still lists it) and that no
-    /// live pump process runs on it. Refuses with the reason otherwise,
-    /// having removed nothing.
+    /// live pump process runs on it; refuses with the reason otherwise,
+    /// having removed nothing. Admin tables that this Redis also holds are
+    /// kept (and said so in [`Wiped::admin_kept`]).
     pub async fn wipe(&self) -> Result<Wiped, EngineError> {
         let slots = self.slot_count_to_wipe().await?;
         let all: Vec<u32> = (0..slots).collect();

@@ -1,7 +1,7 @@
 //! Moving a slot's jobs from a shard the slot left to the shard that holds
-//! it now, a batch at a time, on [`Mover`] (`shard.mover()`). The router decides which slots move, when,
-//! and where (`sundial_router::mover`); these are its three steps, each
-//! one script on one shard:
+//! it now, a batch at a time, on [`Mover`] (`shard.mover()`). The router
+//! decides which slots move, when, and where (`sundial_router::mover`);
+//! these are its four steps, each one script on one shard:
 //!
 //! 1. [`Mover::take`] on the old shard takes a batch out of the slot:
 //!    each job leaves its lists, timer and counts and waits in the slot's
