@@ -1,5 +1,5 @@
 -- Takes jobs out of a slot whose writes have moved to another shard, for
--- the mover (`src/engine/mover.rs`), which copies them there
+-- the mover (`src/engine/mover/`), which copies them there
 -- (`move_in.lua`) and then lets them go here (`move_done.lua`). A taken job
 -- leaves its lists, its timer entry and its count, and waits in the
 -- transit hash (see `transit_pack` in `lib.lua`), where peek and ack by id

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use crate::Topology;
 
 /// The current topology. Requests load it once and finish on it; a reload
-/// stores a new one whole. Those that follow it (pumps, the token store)
+/// stores a new one whole. Those that follow it (pumps, the admin store)
 /// watch [`LiveTopology::changes`].
 #[derive(Debug)]
 pub struct LiveTopology {

@@ -1,6 +1,7 @@
-//! Writes a client is told are stored (publishes, the mover's copies),
-//! confirmed by replicas with `WAIT` when the shard is set to wait for
-//! them.
+//! Writes that must be on the replicas before anything relies on them
+//! (publishes and republishes, which a client is then told are stored, and
+//! each step of the mover), confirmed with `WAIT` when the shard is set to
+//! wait for them.
 
 use std::time::Duration;
 
@@ -17,8 +18,9 @@ use crate::{EngineError, scripts::Named};
 pub(crate) const WAIT_BACKOFF: Duration = Duration::from_secs(1);
 
 impl Connection {
-    /// [`eval`](Self::eval) of a script that stores jobs a client is then
-    /// told are stored (publish, republish). When the shard is configured
+    /// [`eval`](Self::eval) of a script whose writes must be on the
+    /// replicas before anything relies on them (publish and republish,
+    /// then answered as stored; the mover's steps). When the shard is configured
     /// to (`wait`), the script runs on connections of their own, and then
     /// waits on the same connection to the same master until that many
     /// replicas hold every write made on it so far (`WAIT`); it fails with
