@@ -44,7 +44,9 @@ type Builder = fn(&RawTables) -> Arc<dyn Any + Send + Sync>;
 pub struct Loaded {
     pub version: i64,
     raw: RawTables,
-    typed: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    /// Each table's typed form, by its type: a handful, looked through in
+    /// order (cheaper than hashing a type id on every token check).
+    typed: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
 }
 
 impl std::fmt::Debug for Loaded {
@@ -59,7 +61,9 @@ impl std::fmt::Debug for Loaded {
 impl Loaded {
     /// The typed form of table `T`.
     pub fn get<T: Table>(&self) -> Option<&T> {
-        self.typed.get(&TypeId::of::<T>())?.downcast_ref()
+        let id = TypeId::of::<T>();
+        let (_, typed) = self.typed.iter().find(|(t, _)| *t == id)?;
+        typed.downcast_ref()
     }
 
     /// A table's rows, as stored.
