@@ -1,9 +1,11 @@
 //! Errors of the engine.
 //!
 //! Library code returns [`EngineError`]; the gateway maps
-//! [`EngineError::Unavailable`] to 503 and the rest to 500. Only
-//! transport-class failures (connection refused or lost, timeouts) are
-//! `Unavailable`: they are the ones a client may simply retry.
+//! [`EngineError::Unavailable`] and [`EngineError::OutOfMemory`] to 503 and
+//! the rest to 500. Only transport-class failures (connection refused or
+//! lost, timeouts) are `Unavailable`: they are the ones a client may simply
+//! retry. `OutOfMemory` is a shard over its `maxmemory` that refused a
+//! script adding data before it ran: nothing was written.
 
 use fred::error::{Error as RedisError, ErrorKind};
 
@@ -12,6 +14,14 @@ pub enum EngineError {
     /// The shard could not be reached or did not answer in time.
     #[error("redis shard {shard} unavailable: {source}")]
     Unavailable {
+        shard: String,
+        #[source]
+        source: RedisError,
+    },
+    /// The shard is over its `maxmemory` and refused a script that adds
+    /// data, before running it (see `scripts.rs`): nothing was written.
+    #[error("redis shard {shard} out of memory: {source}")]
+    OutOfMemory {
         shard: String,
         #[source]
         source: RedisError,
@@ -61,6 +71,7 @@ impl EngineError {
                 Self::Unavailable { shard, source }
             }
             _ if is_transient_reply(source.details()) => Self::Unavailable { shard, source },
+            _ if is_out_of_memory(source.details()) => Self::OutOfMemory { shard, source },
             _ => Self::Redis { shard, source },
         }
     }
@@ -74,7 +85,10 @@ impl EngineError {
 
     /// Whether the request may succeed if retried later (answer 503).
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Unavailable { .. } | Self::NotReplicated { .. })
+        matches!(
+            self,
+            Self::Unavailable { .. } | Self::NotReplicated { .. } | Self::OutOfMemory { .. }
+        )
     }
 }
 
@@ -112,6 +126,13 @@ fn is_transient_reply(details: &str) -> bool {
     .any(|p| details.starts_with(p))
 }
 
+/// Redis's refusal of a write over `maxmemory`: the reply itself when a
+/// flagged script is refused before it runs, or wrapped in a script error
+/// when a command inside one is.
+fn is_out_of_memory(details: &str) -> bool {
+    details.starts_with("OOM ") || details.contains("OOM command not allowed")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +164,18 @@ mod tests {
             "EXISTS 01ARZ3NDEKTSV4RRFFQ69G5FAV"
         ));
         assert!(!classify(ErrorKind::Parse, "bad reply"));
+    }
+
+    #[test]
+    fn a_refusal_over_maxmemory_is_out_of_memory_and_may_be_retried() {
+        for details in [
+            "OOM command not allowed when used memory > 'maxmemory'.",
+            "ERR Error running script (call to f_1): @user_script:9: \
+             OOM command not allowed when used memory > 'maxmemory'.",
+        ] {
+            let e = EngineError::from_redis("p/s", RedisError::new(ErrorKind::Unknown, details));
+            assert!(matches!(e, EngineError::OutOfMemory { .. }), "{e:?}");
+            assert!(e.is_unavailable());
+        }
     }
 }

@@ -2,15 +2,30 @@
 //! loaded again when the shard answers `NOSCRIPT` (after a restart or a
 //! failover to a replica that never saw them). The keys each is called
 //! with are built in `engine::keysets`.
+//!
+//! Each script starts with a `#!lua` line that declares its flags (Redis
+//! 7.0), so that Redis decides before a script runs whether it may, and
+//! never stops one halfway:
+//! - scripts that add jobs (publish, republish, a mover's copy) have no
+//!   flag: when the shard is over its `maxmemory`, Redis refuses them whole
+//!   with `OOM`, which the gateway answers 503;
+//! - the others are `allow-oom` and run at any memory level: consume, ack,
+//!   delete, expire, respawn and drop dead letters free memory or move a
+//!   job that exists; leases and rate counters keep the shard working; and
+//!   admin writes are a few bytes that let an operator act (set a quota,
+//!   revoke a token) on a Redis that a tenant filled.
 
 use std::sync::LazyLock;
 
 use fred::types::scripts::Script;
 
-/// The source of `lua/<name>.lua`, prefixed with `lua/lib.lua`.
+/// The source of `lua/<name>.lua`, prefixed with its flags line and
+/// `lua/lib.lua`.
 macro_rules! script {
-    ($name:ident) => {
+    ($name:ident, $flags:literal) => {
         concat!(
+            $flags,
+            "\n",
             include_str!("../lua/lib.lua"),
             "\n",
             include_str!(concat!("../lua/", stringify!($name), ".lua"))
@@ -30,7 +45,7 @@ pub struct Named {
 /// Declares every script once: the `Scripts` table, its `all()` list in
 /// the same order, and each script's name and index.
 macro_rules! scripts {
-    ($($name:ident),* $(,)?) => {
+    ($($name:ident: $flags:literal),* $(,)?) => {
         /// Every script, parsed once.
         #[derive(Debug)]
         pub struct Scripts {
@@ -49,7 +64,7 @@ macro_rules! scripts {
                 n
             };
             Scripts {
-                $($name: next(stringify!($name), script!($name)),)*
+                $($name: next(stringify!($name), script!($name, $flags)),)*
             }
         });
 
@@ -63,28 +78,28 @@ macro_rules! scripts {
 }
 
 scripts! {
-    publish,
-    republish,
-    serve,
-    release,
-    peek_job,
-    peek_queue,
-    destroy,
-    dead_peek,
-    dead_move,
-    dead_list,
-    dead_pick,
-    pump,
-    rate,
-    heartbeat,
-    claim,
-    table_change,
-    token_rehash,
-    wipe_slot,
-    move_out,
-    move_in,
-    move_done,
-    export,
+    publish: "#!lua",
+    republish: "#!lua",
+    serve: "#!lua flags=allow-oom",
+    release: "#!lua flags=allow-oom",
+    peek_job: "#!lua flags=allow-oom",
+    peek_queue: "#!lua flags=allow-oom",
+    destroy: "#!lua flags=allow-oom",
+    dead_peek: "#!lua flags=allow-oom",
+    dead_move: "#!lua flags=allow-oom",
+    dead_list: "#!lua flags=allow-oom",
+    dead_pick: "#!lua flags=allow-oom",
+    pump: "#!lua flags=allow-oom",
+    rate: "#!lua flags=allow-oom",
+    heartbeat: "#!lua flags=allow-oom",
+    claim: "#!lua flags=allow-oom",
+    table_change: "#!lua flags=allow-oom",
+    token_rehash: "#!lua flags=allow-oom",
+    wipe_slot: "#!lua flags=allow-oom",
+    move_out: "#!lua flags=allow-oom",
+    move_in: "#!lua",
+    move_done: "#!lua flags=allow-oom",
+    export: "#!lua flags=allow-oom",
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ mod faults;
 mod http_abuse;
 mod leases;
 mod limits;
+mod memory;
 mod moves;
 mod openapi;
 mod operators;

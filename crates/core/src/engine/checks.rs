@@ -151,23 +151,19 @@ impl Shard {
     /// `node` names the cluster node the check is of.
     fn refuse_unsafe(&self, check: &ShardCheck, node: Option<&str>) -> Result<(), EngineError> {
         let on = node.map(|n| format!("node {n}: ")).unwrap_or_default();
-        // The scripts use LPOP with a count and LPOS (Redis 6.2); on a
-        // cluster, sharded pub/sub (Redis 7.0).
+        // The scripts declare their flags in a `#!lua` line (Redis 7.0), and
+        // a cluster shard uses sharded pub/sub (Redis 7.0).
+        let need = (7, 0);
         let version: Vec<u32> = check
             .redis_version
             .split('.')
             .map_while(|p| p.parse().ok())
             .collect();
-        let (need, why) = if self.is_cluster() {
-            ((7, 0), " for a cluster shard (sharded pub/sub)")
-        } else {
-            ((6, 2), "")
-        };
         if version.len() >= 2 && (version[0], version[1]) < need {
             return Err(EngineError::Unsafe {
                 shard: self.name().to_owned(),
                 what: format!(
-                    "{on}Redis {} is too old: Sundial needs Redis {}.{} or later{why}",
+                    "{on}Redis {} is too old: Sundial needs Redis {}.{} or later",
                     check.redis_version, need.0, need.1
                 ),
             });

@@ -108,6 +108,16 @@ impl IntoResponse for ApiError {
                 json!({ "error": "server busy, retry later" }),
             ),
             Self::Unserved(m) => (StatusCode::SERVICE_UNAVAILABLE, json!({ "error": m })),
+            Self::Unavailable(EngineError::OutOfMemory { shard, .. }) => {
+                tracing::warn!(shard, "redis refused a write: out of memory");
+                let pool = shard.split_once('/').map_or(shard.as_str(), |(p, _)| p);
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({ "error": format!(
+                        "pool {pool} is out of memory: nothing was stored; retry later"
+                    ) }),
+                )
+            }
             Self::Unavailable(e @ EngineError::NotReplicated { .. }) => {
                 tracing::warn!(error = %e, "write not confirmed by replicas");
                 (

@@ -1,0 +1,82 @@
+//! A pool's Redis at its `maxmemory`: what clients see, what keeps working,
+//! and that publishing works again once memory is freed.
+
+use std::time::Duration;
+
+use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
+
+/// 8 KiB, as in the measurement that found a full Redis answered 500.
+const BODY: [u8; 8192] = [b'x'; 8192];
+
+/// Publishes `body` until the first refusal, and returns how many were
+/// stored and the refusal.
+async fn fill(api: &Api, queue: &str, body: &[u8]) -> (u64, sundial_tests::Resp) {
+    for stored in 0..10_000 {
+        let r = api.put(&format!("/api/ns/{queue}"), body).await;
+        if r.status != 201 {
+            return (stored, r);
+        }
+    }
+    panic!("10,000 jobs fit in a Redis of 8 MiB");
+}
+
+#[tokio::test]
+async fn a_full_redis_refuses_publishes_whole_with_a_503_and_keeps_serving_workers() {
+    let redis = RedisServer::start_with(&["--maxmemory", "8mb"]);
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    let timer = api.publish("ns", "timed", "delay=2", b"due later").await;
+
+    let (stored, refused) = fill(&api, "q", &BODY).await;
+    assert!(stored > 100, "{stored} stored before the refusal");
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(
+        refused.json["error"],
+        "pool default is out of memory: nothing was stored; retry later"
+    );
+    // Redis refuses while its used memory is over the bound, and takes a
+    // write that starts under it: small jobs fill what is left.
+    let (small, refused) = fill(&api, "other", b"small").await;
+    assert!(small < 1_000, "{small} small jobs stored");
+    assert_eq!(refused.status, 503, "{refused:?}");
+    let bulk = api.put("/api/ns/q/bulk", b"[\"a\",\"b\",\"c\"]").await;
+    assert_eq!(bulk.status, 503, "{bulk:?}");
+
+    // Nothing of the refused publishes was stored.
+    let stats = api.get("/api/ns/q/stats").await;
+    assert_eq!(stats.json["ready"], stored, "{stats:?}");
+    assert_eq!(api.get("/api/ns/other/stats").await.json["ready"], small);
+
+    // Timers fire, and workers consume and ack at any memory level.
+    let due = api.get("/api/ns/timed?timeout=10").await;
+    assert_eq!(
+        (due.status, &due.json["job_id"]),
+        (200, &timer.clone().into())
+    );
+    assert_eq!(
+        api.delete(&format!("/api/ns/timed/job/{timer}"))
+            .await
+            .status,
+        204
+    );
+    let mut acked = 0;
+    while acked < stored / 2 {
+        let r = api.get("/api/ns/q?count=50&ttr=60").await;
+        assert_eq!(r.status, 200, "{r:?}");
+        for job in r.json.as_array().expect("a list of jobs") {
+            let id = job["job_id"].as_str().expect("job_id");
+            assert_eq!(api.delete(&format!("/api/ns/q/job/{id}")).await.status, 204);
+            acked += 1;
+        }
+    }
+
+    // With memory freed, publishes are taken again, by every namespace.
+    wait_until_async(
+        Duration::from_secs(5),
+        "publishes to work again",
+        || async { api.put("/api/ns/other", b"small").await.status == 201 },
+    )
+    .await;
+    assert!(!gw.log().contains("panicked"), "{}", gw.log());
+}
