@@ -88,7 +88,27 @@ impl Store {
     /// those named in `except` (as `INFO commandstats` names them, e.g.
     /// `info`, `cluster|slots`).
     pub fn commands_run(&self, except: &[&str]) -> u64 {
-        let mut total = 0;
+        self.command_stats()
+            .into_iter()
+            .filter(|(name, _)| !except.contains(&name.as_str()))
+            .map(|(_, calls)| calls)
+            .sum()
+    }
+
+    /// How many times the servers have run `command` (as `INFO
+    /// commandstats` names it, e.g. `evalsha`, `hget`), summed over every
+    /// server.
+    pub fn calls_of(&self, command: &str) -> u64 {
+        self.command_stats()
+            .into_iter()
+            .filter(|(name, _)| name == command)
+            .map(|(_, calls)| calls)
+            .sum()
+    }
+
+    /// (command, calls) of every server's `INFO commandstats`.
+    fn command_stats(&self) -> Vec<(String, u64)> {
+        let mut all = Vec::new();
         for s in self.servers() {
             let info: String = redis::cmd("INFO")
                 .arg("commandstats")
@@ -101,16 +121,14 @@ impl Store {
                 else {
                     continue;
                 };
-                if except.contains(&name) {
-                    continue;
-                }
-                total += stats
+                let calls = stats
                     .split(',')
                     .find_map(|f| f.strip_prefix("calls="))
                     .and_then(|v| v.parse::<u64>().ok())
                     .unwrap_or(0);
+                all.push((name.to_owned(), calls));
             }
         }
-        total
+        all
     }
 }

@@ -7,7 +7,11 @@ use axum::{
     extract::State,
     response::{IntoResponse, Response},
 };
-use futures::{Stream, StreamExt, future::select_all, stream::FuturesUnordered};
+use futures::{
+    FutureExt, StreamExt,
+    future::{BoxFuture, select_all},
+    stream::FuturesUnordered,
+};
 use serde_json::Value;
 use sundial_core::{Delivery, Shard, Want, job::check_queue, keys};
 
@@ -29,11 +33,33 @@ pub(super) async fn consume(
     throttle::limited(&state, &tenant, Action::Read, work).await
 }
 
-async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, ApiError> {
-    let queues: Arc<[String]> = tenant.queue.split(',').map(str::to_owned).collect();
-    if queues.iter().any(|q| check_queue(q).is_err()) {
-        return Err(ApiError::bad("invalid queue name(s)"));
+/// The most queues one consume may name, duplicates counted once. Each is
+/// watched while the poll waits and has its ready counts read on every
+/// pass, so this bounds the Redis work that one request can cause.
+const MAX_QUEUES: usize = 64;
+
+/// The queues a consume names, in priority order, each once.
+fn named_queues(list: &str) -> Result<Arc<[String]>, ApiError> {
+    let mut queues: Vec<String> = Vec::new();
+    for q in list.split(',') {
+        if check_queue(q).is_err() {
+            return Err(ApiError::bad("invalid queue name(s)"));
+        }
+        if queues.iter().any(|seen| seen == q) {
+            continue;
+        }
+        if queues.len() == MAX_QUEUES {
+            return Err(ApiError::bad(format!(
+                "too many queues: a consume names at most {MAX_QUEUES}"
+            )));
+        }
+        queues.push(q.to_owned());
     }
+    Ok(queues.into())
+}
+
+async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, ApiError> {
+    let queues = named_queues(&tenant.queue)?;
     let p = ConsumeParams::parse(&tenant.params, &state.limits)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(p.timeout_secs));
 
@@ -145,45 +171,53 @@ async fn watch(
 
 /// One pass until `count` jobs are taken: queues in priority order (strict),
 /// and within a queue the places of its lanes' slots (where each is written
-/// now, and where it drains from) that hold ready jobs, in the order their
-/// counts answer (`ready_first`; with one place, that place). A slot that
-/// fails does not stop the others: its error is returned only if no slot
-/// had a job (then "no job" could be false). Consumers of a queue that ask
-/// a slot together share one call, with its acks (`crate::batch`).
+/// now, and where it drains from). With more than one place in all, the
+/// ready counts of every place of every named queue are asked at once (one
+/// `HGET` each, sent together), and only places with ready jobs get a
+/// consume call: a pass costs one round of counter reads and a script call
+/// per place that holds a job, however many of the named queues are empty.
+/// A queue is served once its counts, and those of the queues before it,
+/// are known, its places in the order their counts arrived, so a hung
+/// shard holds up only the queues on it and those after them (and a pass
+/// that is served before it answers drops its call). A place that fails
+/// does not stop the others: its error is returned only if no place had a
+/// job (then "no job" could be false). Consumers of a queue that ask a
+/// slot together share one call, with its acks (`crate::batch`).
 async fn take(
     state: &AppState,
     tenant: &Tenant,
     queues: &Arc<[String]>,
     p: &ConsumeParams,
 ) -> Result<Vec<Delivery>, ApiError> {
+    let qualified: Vec<String> = queues
+        .iter()
+        .map(|q| keys::qualified(&tenant.ns, q))
+        .collect();
+    let places = places_of(tenant, queues);
+    let mut counts = Counts::ask(&places, &qualified);
     let mut out = Reserved::default();
     let mut failed = None;
-    'queues: for q in queues.iter() {
-        let qualified = keys::qualified(&tenant.ns, q);
-        // Each pool's slots from a random one (both pools while the
-        // namespace moves).
-        let places: Vec<(u32, &Shard)> = tenant
-            .pools
-            .queue_places_from(&tenant.ns, q, |n| rand::random_range(0..n))
-            .into_iter()
-            .map(|(shard, slot)| (slot, shard))
-            .collect();
-        let mut places = std::pin::pin!(ready_first(places, &qualified));
-        while let Some((slot, shard)) = places.next().await {
+    'queues: for (q, qualified) in qualified.iter().enumerate() {
+        for i in counts.of_queue(q).await {
             let want = p.count - out.len() as u32;
             if want == 0 {
                 break 'queues;
             }
+            let (_, slot, shard) = places[i];
             let want = Want {
                 count: want,
                 ttr_ms: p.ttr_ms,
             };
-            match state.workers.consume(shard, slot, &qualified, want).await {
-                Ok(got) => out.append(got),
-                Err(e) => {
-                    tracing::warn!(shard = shard.name(), slot, error = %e, "consume skipped a failing shard");
-                    failed = Some(e);
-                }
+            match counts.result(i) {
+                Err(e) => failed = Some(e),
+                Ok(Some(0)) => {}
+                Ok(_) => match state.workers.consume(shard, slot, qualified, want).await {
+                    Ok(got) => out.append(got),
+                    Err(e) => {
+                        tracing::warn!(shard = shard.name(), slot, error = %e, "consume skipped a failing shard");
+                        failed = Some(e);
+                    }
+                },
             }
         }
     }
@@ -193,33 +227,79 @@ async fn take(
     }
 }
 
-/// The places (slot, shard) of a queue worth a consume call. With more than
-/// one, their ready counts are asked all at once (one `HGET` each), places
-/// come in the order their counts arrive, and those without a ready job are
-/// skipped: a queue over L lanes would otherwise cost L calls one after the
-/// other, each waiting its turn behind whatever the shard is busy with
-/// (1.5 s for 16 lanes while a backlog drained), and a hung shard's lanes
-/// would hold up the others'. A place whose count cannot be read is kept,
-/// so that its consume reports the error. A job that lands in a skipped
-/// place meanwhile is announced on the queue's ready channel, which a long
-/// poll watches.
-fn ready_first<'a>(
-    places: Vec<(u32, &'a Shard)>,
-    qualified: &'a str,
-) -> impl Stream<Item = (u32, &'a Shard)> + Send + 'a {
-    let ask = places.len() > 1;
+/// Every place (queue index, slot, shard) of the named queues, in priority
+/// order; each pool's slots of a queue from a random one (both pools while
+/// the namespace moves).
+fn places_of<'a>(tenant: &'a Tenant, queues: &[String]) -> Vec<(usize, u32, &'a Shard)> {
+    let mut places = Vec::new();
+    for (q, name) in queues.iter().enumerate() {
+        let of_queue = tenant
+            .pools
+            .queue_places_from(&tenant.ns, name, |n| rand::random_range(0..n));
+        places.extend(of_queue.into_iter().map(|(shard, slot)| (q, slot, shard)));
+    }
     places
-        .into_iter()
-        .map(|(slot, shard)| async move {
-            let count = if ask {
-                shard.queues().ready_count(slot, qualified).await.ok()
-            } else {
-                None
+}
+
+/// The ready counts of a pass's places, asked all at once and read as they
+/// arrive. With one place there is nothing to choose, and no count is
+/// asked: its consume call answers at once when the queue is empty.
+struct Counts<'a> {
+    queue_of: Vec<usize>,
+    known: Vec<Option<Result<Option<u64>, sundial_core::EngineError>>>,
+    arriving: FuturesUnordered<BoxFuture<'a, (usize, Result<u64, sundial_core::EngineError>)>>,
+}
+
+impl<'a> Counts<'a> {
+    fn ask(places: &[(usize, u32, &'a Shard)], qualified: &'a [String]) -> Self {
+        let queue_of: Vec<usize> = places.iter().map(|&(q, ..)| q).collect();
+        let arriving = FuturesUnordered::new();
+        let mut known = Vec::with_capacity(places.len());
+        for (i, &(q, slot, shard)) in places.iter().enumerate() {
+            if places.len() == 1 {
+                known.push(Some(Ok(None)));
+                continue;
+            }
+            known.push(None);
+            let qualified = &qualified[q];
+            arriving.push(
+                async move { (i, shard.queues().ready_count(slot, qualified).await) }.boxed(),
+            );
+        }
+        Self {
+            queue_of,
+            known,
+            arriving,
+        }
+    }
+
+    /// Waits for the counts of every place of queue `q`, and returns those
+    /// places in the order their counts arrived.
+    async fn of_queue(&mut self, q: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.known.len())
+            .filter(|&i| self.queue_of[i] == q && self.known[i].is_some())
+            .collect();
+        while self
+            .queue_of
+            .iter()
+            .zip(&self.known)
+            .any(|(&of, k)| of == q && k.is_none())
+        {
+            let Some((i, count)) = self.arriving.next().await else {
+                break;
             };
-            ((slot, shard), count)
-        })
-        .collect::<FuturesUnordered<_>>()
-        .filter_map(|(place, count)| async move { (count != Some(0)).then_some(place) })
+            self.known[i] = Some(count.map(Some));
+            if self.queue_of[i] == q {
+                order.push(i);
+            }
+        }
+        order
+    }
+
+    /// What place `i`'s count said: `Some(n)` ready jobs, `None` not asked.
+    fn result(&mut self, i: usize) -> Result<Option<u64>, sundial_core::EngineError> {
+        self.known[i].take().unwrap_or(Ok(None))
+    }
 }
 
 fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {
@@ -239,5 +319,30 @@ fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {
         Json(Value::Array(items)).into_response()
     } else {
         Json(items.swap_remove(0)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_consume_names_each_queue_once_in_order_and_at_most_the_cap() {
+        assert_eq!(&*named_queues("b,a,b,c,a").expect("valid"), ["b", "a", "c"]);
+        let at_cap: Vec<String> = (0..MAX_QUEUES).map(|i| format!("q{i}")).collect();
+        let mut repeated = at_cap.clone();
+        repeated.extend(at_cap.iter().cloned());
+        assert_eq!(
+            named_queues(&repeated.join(",")).expect("valid").len(),
+            MAX_QUEUES
+        );
+        let mut over = at_cap;
+        over.push("one-more".to_owned());
+        let e = named_queues(&over.join(",")).expect_err("refused");
+        assert_eq!(e.to_string(), "too many queues: a consume names at most 64");
+        assert_eq!(
+            named_queues("a,,b").expect_err("refused").to_string(),
+            "invalid queue name(s)"
+        );
     }
 }
