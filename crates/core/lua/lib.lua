@@ -337,14 +337,22 @@ local function delay(k, id, due, now, wake, timer_channel, slot_tag)
   return wake
 end
 
--- Stores a new job: delayed (see `delay`), or ready at the tail of its queue.
+-- Stores a new job: delayed (see `delay`), or ready at the tail of its
+-- queue, with its expiry on the timer (the pumps told when it is the
+-- slot's earliest entry, so that a pump asleep until its idle check drops
+-- it on time).
 local function put(k, rkey, id, r, now, wake, timer_channel, slot_tag)
   redis.call('HSET', k.j, id, encode(r))
   if r.state == DELAYED then
     return delay(k, id, r.due, now, wake, timer_channel, slot_tag)
   end
   redis.call('LPUSH', rkey, id)
-  if r.expire > 0 then redis.call('ZADD', k.t, r.expire, id) end
+  if r.expire > 0 then
+    -- Its expiry, which wakes a sleeping pump as a due time does.
+    local before = zmin(k.t)
+    redis.call('ZADD', k.t, r.expire, id)
+    if before == nil or r.expire < before then announce(timer_channel, slot_tag) end
+  end
   return wake
 end
 

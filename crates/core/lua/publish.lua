@@ -40,6 +40,8 @@ end
 
 local out = {}
 local records, ready_ids, expiries = {}, {}, {}
+-- The earliest expiry of the ready jobs, if any has one.
+local soonest = nil
 local wake, woke = nil, false
 -- Publications with the same schedule share their record's fixed fields
 -- (the usual case: a call of many single-job publishes): one record
@@ -80,6 +82,7 @@ for _, p in ipairs(pubs) do
         if r.expire > 0 then
           expiries[#expiries + 1] = expire
           expiries[#expiries + 1] = id
+          if soonest == nil or r.expire < soonest then soonest = r.expire end
         end
       end
     end
@@ -94,7 +97,14 @@ end
 
 call_many('HSET', KEYS[1], records, 2)
 call_many('LPUSH', KEYS[4], ready_ids, 1)
-call_many('ZADD', KEYS[2], expiries, 2)
+if soonest then
+  -- Ready jobs' expiries wake a sleeping pump as due times do, when one is
+  -- the slot's earliest timer entry (a pump sleeps until then, or its idle
+  -- check).
+  local before = zmin(KEYS[2])
+  call_many('ZADD', KEYS[2], expiries, 2)
+  if before == nil or soonest < before then announce(ARGV[3], ARGV[4]) end
+end
 local counts = tally()
 for state, n in pairs(stored) do counts.state(state, queue, n) end
 counts.add('P' .. queue, total)

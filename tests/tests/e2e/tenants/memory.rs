@@ -1,5 +1,6 @@
 //! A pool's Redis at its `maxmemory`: what clients see, what keeps working,
-//! and that publishing works again once memory is freed.
+//! and that publishing works again once memory is freed; and expired jobs
+//! giving their memory back on time.
 
 use std::time::Duration;
 
@@ -79,4 +80,44 @@ async fn a_full_redis_refuses_publishes_whole_with_a_503_and_keeps_serving_worke
     )
     .await;
     assert!(!gw.log().contains("panicked"), "{}", gw.log());
+}
+
+on_every_shard_kind!(expired_jobs_leave_the_counts_and_redis_within_a_second_after_an_idle_spell);
+
+async fn expired_jobs_leave_the_counts_and_redis_within_a_second_after_an_idle_spell(
+    kind: sundial_tests::ShardKind,
+) {
+    let store = sundial_tests::Store::start(kind);
+    let gw = Sundial::start(&SundialConfig::new(store.url()));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    // An idle pool: every pump sleeps until its idle check (30 s), having
+    // nothing due.
+    tokio::time::sleep(Duration::from_secs(2)).await; // the idle spell is the thing under test
+    let jobs: Vec<u32> = (0..64).collect();
+    let body = serde_json::to_vec(&jobs).expect("json");
+    for _ in 0..5 {
+        let r = api.put("/api/ns/q/bulk?ttl=1", &body).await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    let published = std::time::Instant::now();
+    assert_eq!(api.get("/api/ns/q/stats").await.json["ready"], 320);
+    wait_until_async(
+        Duration::from_secs(10),
+        "the expired jobs to leave",
+        || async { api.get("/api/ns/q/stats").await.json["ready"] == 0 },
+    )
+    .await;
+    // Due at 1 s; gone within a second of it (they stayed up to the idle
+    // check's 30 s when a pump was asleep).
+    assert!(
+        published.elapsed() < Duration::from_secs(2),
+        "gone {:?} after the publish",
+        published.elapsed()
+    );
+    assert_eq!(
+        store.keys("sd:*:j"),
+        Vec::<String>::new(),
+        "their records freed"
+    );
 }
