@@ -1,11 +1,11 @@
-//! `sundial`'s operator commands: tokens, limits, queues, dead letters,
+//! `sundial`'s operator commands: tokens, limits, quotas, queues, dead letters,
 //! pools and drains, plus publish and consume for debugging. Each is a thin
 //! client of the admin API (and of the job API where a tenant's token is
 //! the right key); none reads Redis. Tables by default, `--json` for
 //! scripts; exit codes in [`exit`].
 //!
 //! - [`client`]: the HTTP client, and how failures become messages and exit codes.
-//! - `tokens`, `limits`, `queues`, `deadletter`, `pools`, `jobs`, `portable`
+//! - `tokens`, `limits`, `quotas`, `queues`, `deadletter`, `pools`, `jobs`, `portable`
 //!   (namespaces' export and import): one file per noun.
 //! - `table`: plain-text tables and formats.
 
@@ -16,6 +16,7 @@ pub mod limits;
 pub mod pools;
 pub mod portable;
 pub mod queues;
+pub mod quotas;
 mod table;
 pub mod tokens;
 
@@ -32,6 +33,8 @@ pub enum Command {
     Token(Group<tokens::TokenCmd>),
     /// Read and set tokens' rate limits (admin API).
     Limit(Group<limits::LimitCmd>),
+    /// Read, set and clear a namespace's quota (admin API).
+    Quota(Group<quotas::QuotaCmd>),
     /// List queues with their backlog; stats, peek, destroy.
     Queue(Group<queues::QueueCmd>),
     /// Browse a queue's dead letter; respawn or delete its jobs (admin API).
@@ -64,6 +67,7 @@ pub async fn run(command: Command) -> ExitCode {
     let outcome = match command {
         Command::Token(g) => with(g.global, |c| tokens::run(c, g.cmd)).await,
         Command::Limit(g) => with(g.global, |c| limits::run(c, g.cmd)).await,
+        Command::Quota(g) => with(g.global, |c| quotas::run(c, g.cmd)).await,
         Command::Queue(g) => with(g.global, |c| queues::run(c, g.cmd)).await,
         Command::Deadletter(g) => with(g.global, |c| deadletter::run_dead(c, g.cmd)).await,
         Command::Pool(g) => with(g.global, |c| pools::run(c, g.cmd)).await,

@@ -54,9 +54,12 @@
 //! `<pool>/<ns>` → JSON `{"to","from","state","since_ms"}`: the pool the
 //! namespace's tokens of that pool are served from, while it moves there
 //! from `from` (`state` `announced`, then `moving`) and once it has moved
-//! (`moved`), changed with the other tables' version. An admin Redis that is a
+//! (`moved`), changed with the other tables' version; `sd:quotas` hash
+//! `<pool>/<ns>` → JSON of the quota fields a namespace overrides (see
+//! `sundial_router::quota`), changed with the same version; `sd:quota:<pool>/<ns>:<p|c>`,
+//! a namespace's publish and consume rate buckets. An admin Redis that is a
 //! cluster names the tables `sd:{admin}:tokens`, `sd:{admin}:limits`,
-//! `sd:{admin}:homes` and `sd:{admin}:tokens:version` ([`AdminKeys`]): one
+//! `sd:{admin}:homes`, `sd:{admin}:quotas` and `sd:{admin}:tokens:version` ([`AdminKeys`]): one
 //! hash tag, so that a
 //! change and its version bump stay one script in one cluster hash slot; the
 //! queue indexes carry the same tag (`sd:{admin}:queues:<pool>/<ns>`).
@@ -113,12 +116,14 @@ pub enum AdminTable {
     /// Where a namespace's tokens are served from, while and after it
     /// moves to another pool.
     Homes,
+    /// A namespace's quota, where it overrides its pool's.
+    Quotas,
 }
 
 impl AdminTable {
     /// Every table, in the order they are declared (and read, and
     /// restored).
-    pub const ALL: [AdminTable; 3] = [Self::Tokens, Self::Limits, Self::Homes];
+    pub const ALL: [AdminTable; 4] = [Self::Tokens, Self::Limits, Self::Homes, Self::Quotas];
 }
 
 /// The names of the admin tables on one kind of admin Redis.
@@ -127,6 +132,7 @@ pub struct AdminKeys {
     pub tokens: &'static str,
     pub limits: &'static str,
     pub homes: &'static str,
+    pub quotas: &'static str,
     pub version: &'static str,
     /// Prefix of the queue indexes ([`AdminKeys::queues`]).
     queues: &'static str,
@@ -137,6 +143,7 @@ const ADMIN_KEYS: AdminKeys = AdminKeys {
     tokens: TOKENS,
     limits: LIMITS,
     homes: "sd:homes",
+    quotas: "sd:quotas",
     version: TOKENS_VERSION,
     queues: "sd:queues:",
 };
@@ -146,6 +153,7 @@ const CLUSTER_ADMIN_KEYS: AdminKeys = AdminKeys {
     tokens: "sd:{admin}:tokens",
     limits: "sd:{admin}:limits",
     homes: "sd:{admin}:homes",
+    quotas: "sd:{admin}:quotas",
     version: "sd:{admin}:tokens:version",
     queues: "sd:{admin}:queues:",
 };
@@ -172,6 +180,7 @@ impl AdminKeys {
             AdminTable::Tokens => self.tokens,
             AdminTable::Limits => self.limits,
             AdminTable::Homes => self.homes,
+            AdminTable::Quotas => self.quotas,
         }
     }
 }
@@ -181,6 +190,12 @@ impl AdminKeys {
 /// expires with the window.
 pub fn rate(pool: &str, ns: &str, token_id: &str, action: char) -> String {
     format!("sd:rate:{pool}/{ns}/{token_id}:{action}")
+}
+
+/// Admin Redis: a namespace's rate-quota bucket for one direction (`p`
+/// publish, `c` consume); expires once full again.
+pub fn quota_rate(pool: &str, ns: &str, direction: char) -> String {
+    format!("sd:quota:{pool}/{ns}:{direction}")
 }
 
 /// Per shard: live pump processes (member = owner id, score = expiry ms).

@@ -91,6 +91,7 @@ scripts! {
     dead_pick: "#!lua flags=allow-oom",
     pump: "#!lua flags=allow-oom",
     rate: "#!lua flags=allow-oom",
+    quota_rate: "#!lua flags=allow-oom",
     heartbeat: "#!lua flags=allow-oom",
     claim: "#!lua flags=allow-oom",
     table_change: "#!lua flags=allow-oom",

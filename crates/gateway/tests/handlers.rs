@@ -52,6 +52,7 @@ async fn gateway_with_lanes(redis: &RedisServer, accounts: &[(&str, &str)], lane
     let pools = BTreeMap::from([(
         "default".to_owned(),
         PoolConfig {
+            quotas: Default::default(),
             slots: 8,
             lanes,
             shards: vec![shard],

@@ -2,8 +2,10 @@
 //! process in step when that changes.
 //!
 //! - [`token`]: the `pool:secret` token format that routes a tenant to a pool.
-//! - [`admin`]: the admin Redis's tables (tokens, limits, namespace homes),
-//!   each typed, replicated into every gateway; the queue index.
+//! - [`admin`]: the admin Redis's tables (tokens, limits, namespace homes,
+//!   quotas), each typed, replicated into every gateway; the queue index.
+//! - [`quota`]: a namespace's bounds, as the config, a pool and the quota
+//!   table set them.
 //! - [`scope`]: what a token may do, and on which queues.
 //! - [`config`]: what the operator writes about pools and shards.
 //! - [`layout`]: a pool's ring membership, and how shards pin it.
@@ -43,6 +45,7 @@ pub mod live;
 pub mod mover;
 pub mod placement;
 pub mod prepare;
+pub mod quota;
 pub mod reload;
 pub mod ring;
 pub mod scope;

@@ -477,6 +477,7 @@ mod tests {
                 })
                 .collect();
             let config = PoolConfig {
+                quotas: Default::default(),
                 slots: 16,
                 lanes: shape.lanes,
                 shards,

@@ -19,6 +19,7 @@ use sundial_core::{EngineError, ReplicaWait, Shard, ShardOptions, keys};
 use crate::{
     Layout,
     config::{PoolConfig, ShardConfig},
+    quota::Quota,
     ring::Ring,
 };
 
@@ -94,6 +95,8 @@ pub struct Pool {
     /// Per shard (same order as `shards`): the slots it may hold, in the
     /// current layout or one that drains; sorted.
     held: Vec<Arc<[u32]>>,
+    /// What each namespace is held to unless the quota table says otherwise.
+    quota: Quota,
     /// The ring (index in `rings`) that writes go to: the current one (0),
     /// or, while some live gateway does not know the current layout yet, a
     /// layout that every gateway reads (`crate::writes::choose` decides).
@@ -103,6 +106,11 @@ pub struct Pool {
 impl Pool {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its namespaces' quota (the config's), under the quota table's.
+    pub fn quota(&self) -> &Quota {
+        &self.quota
     }
 
     /// Slots of the pool.
@@ -346,6 +354,7 @@ impl Topology {
                 specs: pc.shards.clone(),
                 rings,
                 held: held.into_iter().map(Arc::from).collect(),
+                quota: pc.quotas,
                 write: AtomicUsize::new(0),
             };
             pools.insert(name.clone(), Arc::new(pool));
@@ -414,6 +423,7 @@ mod tests {
         let pools = BTreeMap::from([(
             "default".to_owned(),
             PoolConfig {
+                quotas: Default::default(),
                 slots: 64,
                 lanes: 1,
                 shards,
@@ -491,6 +501,7 @@ mod tests {
             BTreeMap::from([(
                 "default".to_owned(),
                 PoolConfig {
+                    quotas: Default::default(),
                     slots: 4,
                     lanes,
                     shards: vec![spec("a", 1, 1)],

@@ -18,6 +18,7 @@ use sundial_core::Limits;
 use sundial_router::{
     PoolConfig, ShardConfig,
     config::{DEFAULT_LANES, DEFAULT_SLOTS},
+    quota::Quota,
     reload::Desired,
 };
 
@@ -52,6 +53,10 @@ pub struct Config {
     pub pump: PumpConfig,
     pub mover: MoverConfig,
     pub log: LogConfig,
+    /// Every namespace's quota, unless its pool's `quotas` or the quota
+    /// table say otherwise (see `sundial_router::quota`).
+    #[serde(default)]
+    pub quotas: Quota,
     pub pools: BTreeMap<String, PoolConfig>,
     /// `SUNDIAL_*` environment variables that name no config key, ignored
     /// (logged once logging is up).
@@ -65,6 +70,7 @@ impl Default for Config {
             slots: DEFAULT_SLOTS,
             lanes: DEFAULT_LANES,
             shards: vec![ShardConfig::at("redis://127.0.0.1:6379")],
+            quotas: Quota::default(),
         };
         Self {
             listen: ([127, 0, 0, 1], 7777).into(),
@@ -93,6 +99,7 @@ impl Default for Config {
                 level: "info".to_owned(),
                 access: false,
             },
+            quotas: Quota::default(),
             pools: BTreeMap::from([("default".to_owned(), default_pool)]),
             ignored_env: Vec::new(),
         }
@@ -144,6 +151,11 @@ impl Config {
             })
             .collect();
         cfg.validate()?;
+        // Each pool's quota, as its namespaces are held to it: its own
+        // fields over `[quotas]`.
+        for pool in cfg.pools.values_mut() {
+            pool.quotas = pool.quotas.over(&cfg.quotas);
+        }
         Ok(cfg)
     }
 
@@ -157,6 +169,9 @@ impl Config {
                 .map_err(|_| anyhow::anyhow!("pool name {name:?} must match [-_A-Za-z0-9]+"))?;
             pool.validate(name).map_err(anyhow::Error::msg)?;
         }
+        self.quotas
+            .validate()
+            .map_err(|e| anyhow::anyhow!("quotas: {e}"))?;
         anyhow::ensure!(
             self.limits.default_tries >= 1,
             "limits.default_tries must be at least 1"
@@ -227,11 +242,13 @@ impl Config {
         Duration::from_secs(self.shutdown_grace_secs)
     }
 
-    /// What a reload reads: the pools, and the other keys (which need a
+    /// What a reload reads: the pools (each with `[quotas]` under its own
+    /// quotas since [`Self::load`]), and the other keys (which need a
     /// restart) in a form that tells when they changed.
     pub fn desired(&self) -> Desired {
         let mut others = self.clone();
         others.pools.clear();
+        others.quotas = Quota::default();
         Desired {
             pools: self.pools.clone(),
             others: format!("{others:?}"),
@@ -285,5 +302,41 @@ mod tests {
         );
         cfg.mover.lease_ms = 10_000;
         cfg.validate().expect("twice is enough");
+    }
+
+    #[test]
+    fn a_pools_quotas_lie_over_the_configs_and_bad_ones_are_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("sundial.toml");
+        let write = |text: &str| std::fs::write(&path, text).expect("write");
+        write(
+            r#"
+            [quotas]
+            max_tries = 10
+            publish_rate = 50
+            [pools.default]
+            shards = [{ url = "redis://127.0.0.1:6379" }]
+            quotas = { publish_rate = 0, max_body = 4096 }
+            "#,
+        );
+        let cfg = Config::load(Some(&path)).expect("valid");
+        let q = cfg.pools["default"].quotas;
+        assert_eq!(
+            (q.max_tries, q.publish_rate, q.max_body),
+            (Some(10), Some(0), Some(4096)),
+            "the pool's fields over the config's"
+        );
+        write("[quotas]\nmax_tries = 70000\n");
+        let e = Config::load(Some(&path)).expect_err("too many tries");
+        assert_eq!(
+            format!("{e:#}"),
+            "quotas: max_tries must be at most 65535, not 70000"
+        );
+        write("[quotas]\npublish_rate = -5\n");
+        let e = Config::load(Some(&path)).expect_err("negative");
+        assert!(format!("{e:#}").contains("quotas.publish_rate"), "{e:#}");
+        write("[quotas]\npublish_rat = 5\n");
+        let e = Config::load(Some(&path)).expect_err("unknown");
+        assert!(format!("{e:#}").contains("publish_rat"), "{e:#}");
     }
 }

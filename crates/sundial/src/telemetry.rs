@@ -112,6 +112,12 @@ const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
         "Requests refused by a token's rate limit",
     ),
     (
+        Kind::Counter,
+        "sundial_quota_refusals_total",
+        None,
+        "Requests refused by a namespace quota, by quota",
+    ),
+    (
         Kind::Histogram,
         "sundial_redis_script_seconds",
         Some(Unit::Seconds),

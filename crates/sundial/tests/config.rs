@@ -95,3 +95,20 @@ fn a_pool_with_no_slots_or_lanes_is_refused() {
         assert!(format!("{err:#}").contains(field), "{text}: {err:#}");
     }
 }
+
+#[test]
+#[expect(
+    clippy::result_large_err,
+    reason = "figment::Jail's closure type is figment's"
+)]
+fn quotas_come_from_the_environment_too() {
+    figment::Jail::expect_with(|jail| {
+        jail.set_env("SUNDIAL_QUOTAS__PUBLISH_RATE", "40");
+        jail.set_env("SUNDIAL_POOLS__DEFAULT__QUOTAS__MAX_BODY", "512");
+        let cfg = Config::load(None).map_err(|e| format!("{e:#}"))?;
+        let q = cfg.pools["default"].quotas;
+        assert_eq!((q.publish_rate, q.max_body), (Some(40), Some(512)));
+        assert!(cfg.ignored_env.is_empty(), "{:?}", cfg.ignored_env);
+        Ok(())
+    });
+}

@@ -29,6 +29,29 @@ impl Shard {
     }
 }
 
+/// How a rate-quota call takes from its bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateTake {
+    /// All the jobs asked, or none (a publish).
+    All,
+    /// As many as the bucket holds, up to the jobs asked (a consume).
+    Some,
+    /// Gives back jobs taken and not used.
+    Refund,
+}
+
+/// What a rate-quota call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateGrant {
+    /// Jobs taken from the bucket (0 when refused, and for a refund).
+    pub granted: u64,
+    /// When refused: how long until the jobs asked would be granted.
+    pub retry_after_ms: u64,
+    /// Jobs drawn ahead of the rate after this call: a second's worth when
+    /// the bucket is empty.
+    pub drawn: u64,
+}
+
 /// Every admin table and their version, as read in one transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AdminTables {
@@ -113,6 +136,41 @@ impl Admin<'_> {
             )
             .await?;
         Ok(v.as_i64().unwrap_or(0).max(0) as u64)
+    }
+
+    /// Takes `n` jobs from a namespace's rate bucket (`rate` jobs per
+    /// second; see `lua/quota_rate.lua`), or gives back jobs taken and not
+    /// used.
+    pub async fn quota_rate(
+        self,
+        bucket: &str,
+        rate: u64,
+        n: u64,
+        take: RateTake,
+    ) -> Result<RateGrant, EngineError> {
+        let mode = match take {
+            RateTake::All => "all",
+            RateTake::Some => "some",
+            RateTake::Refund => "refund",
+        };
+        let v = self
+            .0
+            .conn()
+            .eval(
+                &SCRIPTS.quota_rate,
+                keysets::quota_rate(bucket),
+                vec![(rate as i64).into(), (n as i64).into(), mode.into()],
+            )
+            .await?;
+        let n = |i: usize| match &v {
+            Value::Array(a) => a.get(i).and_then(Value::as_i64).unwrap_or(0).max(0) as u64,
+            _ => 0,
+        };
+        Ok(RateGrant {
+            granted: n(0),
+            retry_after_ms: n(1),
+            drawn: n(2),
+        })
     }
 
     /// The tables' version (`None` when the key is missing: a new admin

@@ -184,6 +184,11 @@ pub(crate) fn rate(counter: &str) -> Vec<String> {
     vec![counter.to_owned()]
 }
 
+/// `quota_rate.lua`: a namespace's bucket.
+pub(crate) fn quota_rate(bucket: &str) -> Vec<String> {
+    vec![bucket.to_owned()]
+}
+
 /// `table_change.lua`: a table and the version all the tables share.
 pub(crate) fn table_change(admin: &AdminKeys, table: keys::AdminTable) -> Vec<String> {
     vec![admin.table(table).to_owned(), admin.version.to_owned()]
@@ -220,6 +225,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("claim", claim(&k)),
         ("heartbeat", heartbeat()),
         ("rate", rate(&keys::rate("p", "ns", "t", 'r'))),
+        ("quota_rate", quota_rate(&keys::quota_rate("p", "ns", 'p'))),
         ("token_rehash", token_rehash(admin)),
         ("wipe_slot", wipe_slot(&k)),
         ("move_out", move_out(&k)),

@@ -47,7 +47,7 @@ mod slots;
 mod timers;
 mod wipe;
 
-pub use admin::{Admin, AdminTables};
+pub use admin::{Admin, AdminTables, RateGrant, RateTake};
 pub use checks::ShardCheck;
 pub use dead_letter::{DeadJob, DeadLetter, DeadPage};
 pub use decode::{Delivery, JobView, state};

@@ -13,6 +13,7 @@ mod limits;
 mod moves;
 mod portable;
 mod queues;
+mod quotas;
 mod tokens;
 
 pub use info::readiness;
@@ -88,6 +89,10 @@ fn namespace_routes() -> Router<Arc<AppState>> {
         .route(
             "/namespaces/{ns}/move",
             get(moves::status).post(moves::start),
+        )
+        .route(
+            "/namespaces/{ns}/quota",
+            get(quotas::get).put(quotas::set).delete(quotas::clear),
         )
         .route("/namespaces/{ns}/queues", get(queues::list))
         .route("/namespaces/{ns}/queues/{queue}", get(queues::one))

@@ -14,11 +14,12 @@ use futures::{
 };
 use serde_json::Value;
 use sundial_core::{Delivery, Shard, Want, job::check_queue, keys};
+use sundial_router::quota::Quota;
 
 use super::{
     error::ApiError,
     params::ConsumeParams,
-    render,
+    quota, render,
     tenant::Tenant,
     throttle::{self, Action},
 };
@@ -75,6 +76,7 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
     // (`sundial_router::admin::homes`), the poll ends with no job, and the
     // worker's next poll watches the new ones.
     let route = tenant.route();
+    let quota = quota::of(state, tenant);
     loop {
         let mut woken: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> = watches
             .iter()
@@ -83,7 +85,7 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
         for n in &mut woken {
             n.as_mut().enable();
         }
-        let jobs = take(state, tenant, &queues, &p).await?;
+        let jobs = take_within_rate(state, tenant, &queues, &p, &quota).await?;
         if !jobs.is_empty() {
             return Ok(answer(tenant, jobs, p.count));
         }
@@ -225,6 +227,30 @@ async fn take(
         Some(e) if out.is_empty() => Err(e.into()),
         _ => Ok(out.answered()),
     }
+}
+
+/// One pass ([`take`]) for at most as many jobs as the namespace's consume
+/// rate holds (429 when it holds none), which gets back those not taken.
+async fn take_within_rate(
+    state: &AppState,
+    tenant: &Tenant,
+    queues: &Arc<[String]>,
+    p: &ConsumeParams,
+    quota: &Quota,
+) -> Result<Vec<Delivery>, ApiError> {
+    let Some(taken) = quota::take_consume(state, tenant, quota, u64::from(p.count)).await? else {
+        return take(state, tenant, queues, p).await;
+    };
+    let within = ConsumeParams {
+        count: u32::try_from(taken.jobs).unwrap_or(p.count).min(p.count),
+        ..*p
+    };
+    let got = take(state, tenant, queues, &within).await;
+    let used = got.as_ref().map_or(0, |jobs| jobs.len() as u64);
+    taken
+        .give_back(state, taken.jobs.saturating_sub(used))
+        .await;
+    got
 }
 
 /// Every place (queue index, slot, shard) of the named queues, in priority

@@ -37,6 +37,11 @@ pub enum ApiError {
     /// 413 `{"error": …}`
     #[error("{0}")]
     TooLarge(&'static str),
+    /// 400, 413 or 429 `{"error", "quota", "limit", "usage"}`: over a
+    /// namespace quota (`super::quota`); a rate's answer says when to
+    /// retry (`Retry-After`).
+    #[error("{}", .0.message)]
+    Quota(Box<QuotaRefusal>),
     /// 405 `{"error": "method not allowed"}`: no route has this method.
     #[error("method not allowed")]
     MethodNotAllowed,
@@ -57,6 +62,31 @@ pub enum ApiError {
     /// 500 `{"error": "internal error"}`
     #[error(transparent)]
     Internal(anyhow::Error),
+}
+
+/// A request refused by a namespace quota: nothing of it was done.
+#[derive(Debug)]
+pub struct QuotaRefusal {
+    pub status: StatusCode,
+    /// The bound's name (`max_body`, `publish_rate`, …).
+    pub quota: &'static str,
+    pub limit: u64,
+    /// What met the limit: the job's value, or the jobs drawn on a rate.
+    pub usage: u64,
+    /// A rate: how long until the request would pass.
+    pub retry_after_ms: Option<u64>,
+    pub message: String,
+}
+
+impl QuotaRefusal {
+    fn body(&self) -> serde_json::Value {
+        json!({
+            "error": self.message,
+            "quota": self.quota,
+            "limit": self.limit,
+            "usage": self.usage,
+        })
+    }
 }
 
 impl ApiError {
@@ -89,6 +119,10 @@ impl From<EngineError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let retry_after_ms = match &self {
+            Self::Quota(r) => r.retry_after_ms,
+            _ => None,
+        };
         let (status, body) = match &self {
             Self::BadRequest(m) => (StatusCode::BAD_REQUEST, json!({ "error": m })),
             Self::Unauthorized(m) => (StatusCode::UNAUTHORIZED, json!({ "error": m })),
@@ -97,6 +131,7 @@ impl IntoResponse for ApiError {
             Self::Conflict(m) => (StatusCode::CONFLICT, json!({ "error": m })),
             Self::NoJob => (StatusCode::NOT_FOUND, json!({ "msg": "no job available" })),
             Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": m })),
+            Self::Quota(r) => (r.status, r.body()),
             Self::TooMany(m) => (StatusCode::TOO_MANY_REQUESTS, json!({ "msg": m })),
             Self::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -108,31 +143,7 @@ impl IntoResponse for ApiError {
                 json!({ "error": "server busy, retry later" }),
             ),
             Self::Unserved(m) => (StatusCode::SERVICE_UNAVAILABLE, json!({ "error": m })),
-            Self::Unavailable(EngineError::OutOfMemory { shard, .. }) => {
-                tracing::warn!(shard, "redis refused a write: out of memory");
-                let pool = shard.split_once('/').map_or(shard.as_str(), |(p, _)| p);
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    json!({ "error": format!(
-                        "pool {pool} is out of memory: nothing was stored; retry later"
-                    ) }),
-                )
-            }
-            Self::Unavailable(e @ EngineError::NotReplicated { .. }) => {
-                tracing::warn!(error = %e, "write not confirmed by replicas");
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    json!({ "error": "stored, but not confirmed by the replicas in time: \
-                                      it may still be delivered, or be lost if Redis fails over now" }),
-                )
-            }
-            Self::Unavailable(e) => {
-                tracing::warn!(error = %e, "redis unavailable");
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    json!({ "error": "storage unavailable, retry later" }),
-                )
-            }
+            Self::Unavailable(e) => unavailable(e),
             Self::Internal(e) => {
                 tracing::error!(error = format!("{e:#}"), "internal error");
                 (
@@ -141,8 +152,36 @@ impl IntoResponse for ApiError {
                 )
             }
         };
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if let Some(ms) = retry_after_ms {
+            // Whole seconds (RFC 9110), rounded up.
+            let secs = ms.div_ceil(1000).max(1);
+            response.headers_mut().insert("retry-after", secs.into());
+        }
+        response
     }
+}
+
+/// A 503 for a shard that could not do a request, logged once here.
+fn unavailable(e: &EngineError) -> (StatusCode, serde_json::Value) {
+    let error = match e {
+        EngineError::OutOfMemory { shard, .. } => {
+            tracing::warn!(shard, "redis refused a write: out of memory");
+            let pool = shard.split_once('/').map_or(shard.as_str(), |(p, _)| p);
+            format!("pool {pool} is out of memory: nothing was stored; retry later")
+        }
+        EngineError::NotReplicated { .. } => {
+            tracing::warn!(error = %e, "write not confirmed by replicas");
+            "stored, but not confirmed by the replicas in time: it may still be delivered, \
+             or be lost if Redis fails over now"
+                .to_owned()
+        }
+        _ => {
+            tracing::warn!(error = %e, "redis unavailable");
+            "storage unavailable, retry later".to_owned()
+        }
+    };
+    (StatusCode::SERVICE_UNAVAILABLE, json!({ "error": error }))
 }
 
 /// A route that exists, with a method it does not have: 405, nothing done.

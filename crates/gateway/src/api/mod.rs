@@ -9,6 +9,7 @@ pub(crate) mod params;
 mod publish;
 pub(crate) mod queue;
 mod queue_metrics;
+mod quota;
 mod render;
 pub mod tenant;
 mod throttle;

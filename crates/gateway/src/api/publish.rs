@@ -23,10 +23,11 @@ use super::{
     body,
     error::ApiError,
     params::PublishParams,
+    quota,
     tenant::Tenant,
     throttle::{self, Action},
 };
-use sundial_router::placement::NamespacePools;
+use sundial_router::{placement::NamespacePools, quota::Quota};
 
 use crate::state::AppState;
 
@@ -80,21 +81,27 @@ struct Publication<'a> {
     schedule: Schedule,
     versioned: bool,
     attrs: String,
+    /// The namespace's quota, as the request found it.
+    quota: Quota,
 }
 
 impl<'a> Publication<'a> {
     /// Reads the request's queue, parameters and headers (by reference:
-    /// the body is read after).
+    /// the body is read after), and holds its schedule to the namespace's
+    /// quota before the body is read.
     fn parse(state: &AppState, tenant: &'a Tenant, req: Request) -> Result<(Self, Body), ApiError> {
         let (parts, body) = req.into_parts();
         let queue = super::jobs::queue(tenant)?;
-        let schedule = PublishParams::parse(&tenant.params, &state.limits)?.schedule();
+        let asked = PublishParams::parse(&tenant.params, &state.limits)?.schedule();
         let (versioned, attrs) = version_and_attrs(&parts.headers)?;
+        let quota = quota::of(state, tenant);
+        let schedule = quota::schedule(tenant, &quota, &tenant.params, asked)?;
         let p = Self {
             queue,
             schedule,
             versioned,
             attrs,
+            quota,
         };
         Ok((p, body))
     }
@@ -159,6 +166,26 @@ async fn store(
     Ok(())
 }
 
+/// Stores `jobs` as [`store`] does, once they are taken from the
+/// namespace's publish rate (all or none), which gets them back if they
+/// are not stored.
+async fn store_within_rate(
+    state: &AppState,
+    tenant: &Tenant,
+    p: &Publication<'_>,
+    lane: u32,
+    jobs: &[NewJob],
+) -> Result<(), ApiError> {
+    let taken = quota::take_publish(state, tenant, &p.quota, jobs.len() as u64).await?;
+    let stored = store(state, tenant, p, lane, jobs).await;
+    if stored.is_err()
+        && let Some(t) = &taken
+    {
+        t.give_back(state, t.jobs).await;
+    }
+    stored
+}
+
 /// `PUT /api/{ns}/{queue}`
 pub(super) async fn publish(
     State(state): State<Arc<AppState>>,
@@ -176,8 +203,9 @@ async fn publish_one(
 ) -> Result<Response, ApiError> {
     let (p, body) = Publication::parse(state, tenant, req)?;
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
+    quota::check_body(tenant, &p.quota, body.bytes.len())?;
     let (lane, job) = p.job(None, tenant.pool().lanes(), body.bytes.clone());
-    store(state, tenant, &p, lane, std::slice::from_ref(&job)).await?;
+    store_within_rate(state, tenant, &p, lane, std::slice::from_ref(&job)).await?;
     Ok(published(
         state,
         tenant,
@@ -220,6 +248,8 @@ async fn publish_bulk(
     if items.iter().any(|i| i.get().len() > MAX_BODY_BYTES) {
         return Err(ApiError::TooLarge("job too large"));
     }
+    let largest = items.iter().map(|i| i.get().len()).max().unwrap_or(0);
+    quota::check_body(tenant, &p.quota, largest)?;
     let lanes = tenant.pool().lanes();
     let lane = rand::random_range(0..lanes);
     let jobs: Vec<NewJob> = items
@@ -230,7 +260,7 @@ async fn publish_bulk(
             p.job(Some(lane), lanes, body).1
         })
         .collect();
-    store(state, tenant, &p, lane, &jobs).await?;
+    store_within_rate(state, tenant, &p, lane, &jobs).await?;
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     Ok(published(
         state,
@@ -239,6 +269,37 @@ async fn publish_bulk(
         jobs.len(),
         json!({ "msg": "published", "job_ids": ids }),
     ))
+}
+
+/// Deletes the job `old` where else it may be than at `written` (the
+/// pools `now`: the one written to as the topology is now, and the one the
+/// namespace moves from, while it moves); missed everywhere, at `written`
+/// after all, where the mover may have carried it meanwhile (see
+/// `Tenant::job_places`).
+async fn delete_elsewhere(
+    now: &NamespacePools,
+    ns: &str,
+    queue: &str,
+    old: &JobId,
+    (written, slot): (&sundial_core::Shard, u32),
+) -> Result<(), ApiError> {
+    let qualified = keys::qualified(ns, queue);
+    let others: Vec<(&sundial_core::Shard, u32)> = now
+        .job_places_once(ns, queue, old)
+        .into_iter()
+        .filter(|(s, n)| !(s.same(written) && *n == slot))
+        .collect();
+    let mut deleted = others.is_empty();
+    for (other, s) in others {
+        if other.jobs().delete(s, &qualified, old).await? {
+            deleted = true;
+            break;
+        }
+    }
+    if !deleted {
+        written.jobs().delete(slot, &qualified, old).await?;
+    }
+    Ok(())
 }
 
 /// `PUT /api/{ns}/{queue}/job/{job_id}`: deletes the job and publishes its
@@ -252,43 +313,32 @@ pub(super) async fn republish(
     let (p, body) = Publication::parse(&state, &tenant, req)?;
     let old = super::jobs::job_id(&tenant)?;
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
+    quota::check_body(&tenant, &p.quota, body.bytes.len())?;
     let lanes = tenant.pool().lanes();
     let (lane, job) = p.job(Some(old.lane(lanes)), lanes, body.bytes.clone());
     let pool = tenant.write_pool(&state)?;
     let slot = pool.slot_of(&tenant.ns, p.queue, lane);
     let qualified = keys::qualified(&tenant.ns, p.queue);
     let written = pool.shard_for(slot);
-    let existed = written
+    let taken = quota::take_publish(&state, &tenant, &p.quota, 1).await?;
+    let republished = written
         .jobs()
         .republish(slot, &qualified, &old, &p.schedule, &job)
-        .await?;
+        .await;
+    if republished.is_err()
+        && let Some(t) = &taken
+    {
+        t.give_back(&state, t.jobs).await;
+    }
     // While the slot moves, the old job may be at its other location: it
     // goes after the new one is stored (a crash in between leaves both,
     // never neither).
-    if !existed {
-        // (And in the pool the namespace moves from, while it moves.) The
-        // pool written to as the topology is now.
+    if !republished? {
         let now = NamespacePools {
             writes: pool.clone(),
             also: tenant.pools.also.clone(),
         };
-        let others: Vec<(&sundial_core::Shard, u32)> = now
-            .job_places_once(&tenant.ns, p.queue, &old)
-            .into_iter()
-            .filter(|(s, n)| !(s.same(written) && *n == slot))
-            .collect();
-        let mut deleted = others.is_empty();
-        for (other, s) in others {
-            if other.jobs().delete(s, &qualified, &old).await? {
-                deleted = true;
-                break;
-            }
-        }
-        // Missed everywhere: the mover may have carried it to the written
-        // place meanwhile (see `Tenant::job_places`).
-        if !deleted {
-            written.jobs().delete(slot, &qualified, &old).await?;
-        }
+        delete_elsewhere(&now, &tenant.ns, p.queue, &old, (written, slot)).await?;
     }
     Ok(published(
         &state,

@@ -6,6 +6,7 @@
 //! | tokens | `sd:tokens` | a token's record, by `<pool>/<ns>/sha256:<digest>` | [`tokens`] ([`records`]) |
 //! | limits | `sd:limits` | a token's rate limit, by its token's field | [`limits`] |
 //! | homes | `sd:homes` | where a namespace's tokens are served from, by `<pool>/<ns>` | [`homes`] |
+//! | quotas | `sd:quotas` | the quota fields a namespace sets over its pool's, by `<pool>/<ns>` | [`quotas`] |
 //!
 //! The replicated tables share one version: a change takes effect in every
 //! gateway within one poll ([`POLL`]), and an admin Redis that lost them
@@ -22,6 +23,7 @@
 pub mod homes;
 pub mod limits;
 pub mod queues;
+pub mod quotas;
 pub mod records;
 pub mod replica;
 #[cfg(test)]
@@ -38,11 +40,13 @@ use crate::LiveTopology;
 use homes::{HomeTable, Homes};
 use limits::{LimitTable, Limits};
 use queues::QueueIndex;
+use quotas::{QuotaTable, Quotas};
 use replica::Replica;
 use tokens::{TokenIndex, Tokens};
 
-/// How often each gateway checks the tables' version.
-pub const POLL: Duration = Duration::from_millis(500);
+/// How often each gateway checks the tables' version: a change (a token
+/// revoked, a quota set) is in force everywhere within this and a load.
+pub const POLL: Duration = Duration::from_millis(200);
 
 /// The admin Redis and this gateway's copy of its tables.
 #[derive(Debug)]
@@ -57,7 +61,8 @@ impl AdminStore {
         let replica = Replica::new(redis)
             .with::<TokenIndex>()
             .with::<LimitTable>()
-            .with::<HomeTable>();
+            .with::<HomeTable>()
+            .with::<QuotaTable>();
         Arc::new(Self {
             replica: Arc::new(replica),
         })
@@ -76,6 +81,11 @@ impl AdminStore {
     /// Where namespaces that moved between pools are served from.
     pub fn homes(&self) -> Homes<'_> {
         Homes(&self.replica)
+    }
+
+    /// What each namespace sets over its pool's quota.
+    pub fn quotas(&self) -> Quotas<'_> {
+        Quotas(&self.replica)
     }
 
     /// The queues each namespace has been published to.

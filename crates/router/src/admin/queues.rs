@@ -212,6 +212,7 @@ mod tests {
         let pools = BTreeMap::from([(
             "default".to_owned(),
             PoolConfig {
+                quotas: Default::default(),
                 slots: 8,
                 lanes: 1,
                 shards: vec![ShardConfig {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::shard::ShardConfig;
-use crate::Layout;
+use crate::{Layout, quota::Quota};
 
 /// The default number of slots per pool; see `docs/ARCHITECTURE.md` for
 /// why.
@@ -34,6 +34,11 @@ pub struct PoolConfig {
     pub lanes: u32,
     /// The pool's shards.
     pub shards: Vec<ShardConfig>,
+    /// The quota of each of its namespaces, unless the quota table says
+    /// otherwise for one (the config's `[quotas]` under it: see
+    /// `crate::quota`).
+    #[serde(default, skip_serializing_if = "Quota::is_empty")]
+    pub quotas: Quota,
 }
 
 fn default_slots() -> u32 {
@@ -50,6 +55,9 @@ impl PoolConfig {
         self.check_sizes(name)?;
         self.check_timeouts(name)?;
         self.check_shards(name)?;
+        self.quotas
+            .validate()
+            .map_err(|e| format!("pool {name}: quotas: {e}"))?;
         if self.shards.iter().all(|s| s.weight == 0) {
             return Err(format!(
                 "pool {name}: at least one shard needs a weight above 0"
@@ -178,6 +186,7 @@ mod tests {
     #[test]
     fn validation() {
         let pool = |shards| PoolConfig {
+            quotas: Default::default(),
             slots: 16,
             lanes: 1,
             shards,
@@ -222,11 +231,13 @@ mod tests {
     #[test]
     fn layout_ignores_order_and_addresses() {
         let a = PoolConfig {
+            quotas: Default::default(),
             slots: 16,
             lanes: 1,
             shards: vec![shard(Some("x"), 1), shard(Some("y"), 2)],
         };
         let mut b = PoolConfig {
+            quotas: Default::default(),
             slots: 16,
             lanes: 1,
             shards: vec![shard(Some("y"), 2), shard(Some("x"), 1)],

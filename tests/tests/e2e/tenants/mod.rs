@@ -1,6 +1,8 @@
 //! Tenants kept apart: what one namespace can do to a shared pool, and what
-//! it cannot do to the others. A pool's Redis at its `maxmemory`, and the
-//! bound on the work one consume can cause. One file per kind of scenario.
+//! it cannot do to the others. Quotas, a pool's Redis at its `maxmemory`,
+//! and the bound on the work one consume can cause. One file per kind of
+//! scenario.
 
 mod consume;
 mod memory;
+mod quotas;

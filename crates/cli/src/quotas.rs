@@ -1,0 +1,141 @@
+//! `sundial quota …`: a namespace's quota (admin API).
+
+use clap::{Args, Subcommand};
+use reqwest::Method;
+use serde_json::{Map, Value};
+
+use crate::{
+    client::{Client, Failure, Listener, Outcome, exit, seg},
+    queues::pool_query,
+    table,
+};
+
+#[derive(Debug, Subcommand)]
+pub enum QuotaCmd {
+    /// What a namespace is held to, what it sets, and its pool's quota.
+    Get {
+        namespace: String,
+        #[arg(long)]
+        pool: Option<String>,
+    },
+    /// Set some of a namespace's bounds (the others stay as they are; 0
+    /// lifts a bound its pool sets).
+    Set {
+        namespace: String,
+        #[arg(long)]
+        pool: Option<String>,
+        #[command(flatten)]
+        bounds: Bounds,
+    },
+    /// Remove what a namespace sets: its pool's quota holds again.
+    Clear {
+        namespace: String,
+        #[arg(long)]
+        pool: Option<String>,
+    },
+}
+
+/// The bounds `quota set` can give, each left as it is when not given.
+#[derive(Debug, Args)]
+pub struct Bounds {
+    /// Jobs published per second (a bulk counts each job).
+    #[arg(long)]
+    publish_rate: Option<u64>,
+    /// Jobs consumed per second.
+    #[arg(long)]
+    consume_rate: Option<u64>,
+    /// Bytes of one job's body.
+    #[arg(long)]
+    max_body: Option<u64>,
+    /// Seconds of one job's delay.
+    #[arg(long)]
+    max_delay: Option<u64>,
+    /// Seconds of one job's TTL.
+    #[arg(long)]
+    max_ttl: Option<u64>,
+    /// Tries of one job.
+    #[arg(long)]
+    max_tries: Option<u64>,
+}
+
+impl Bounds {
+    /// (name, value) of each bound given.
+    fn given(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("publish_rate", self.publish_rate),
+            ("consume_rate", self.consume_rate),
+            ("max_body", self.max_body),
+            ("max_delay", self.max_delay),
+            ("max_ttl", self.max_ttl),
+            ("max_tries", self.max_tries),
+        ]
+        .into_iter()
+        .filter_map(|(name, v)| Some((name, v?)))
+        .collect()
+    }
+}
+
+fn path(ns: &str, pool: Option<&String>) -> String {
+    format!("/namespaces/{}/quota{}", seg(ns), pool_query(pool))
+}
+
+pub(crate) async fn run(c: Client, cmd: QuotaCmd) -> Outcome {
+    let answer = match cmd {
+        QuotaCmd::Get { namespace, pool } => c.admin_get(&path(&namespace, pool.as_ref())).await?,
+        QuotaCmd::Set {
+            namespace,
+            pool,
+            bounds,
+        } => {
+            let path = path(&namespace, pool.as_ref());
+            let given = bounds.given();
+            if given.is_empty() {
+                return Err(Failure::new(
+                    exit::USAGE,
+                    "give at least one bound (`sundial quota set --help`)",
+                ));
+            }
+            // What the namespace sets now, with the bounds given over it.
+            let now = c.admin_get(&path).await?;
+            let mut set: Map<String, Value> = now["set"].as_object().cloned().unwrap_or_default();
+            for (name, v) in given {
+                set.insert(name.to_owned(), v.into());
+            }
+            let body = Value::Object(set);
+            c.call(Listener::Admin, Method::PUT, &path, Some(body))
+                .await?
+                .json
+        }
+        QuotaCmd::Clear { namespace, pool } => {
+            let path = path(&namespace, pool.as_ref());
+            c.call(Listener::Admin, Method::DELETE, &path, None)
+                .await?
+                .json
+        }
+    };
+    c.show(&answer, print);
+    Ok(())
+}
+
+/// A row per bound: what holds, what the namespace sets, the pool's.
+fn print(answer: &Value) {
+    let rows: Vec<Vec<String>> = answer["quota"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, held)| {
+            vec![
+                name.clone(),
+                table::cell(held),
+                table::cell(&answer["set"][name]),
+                table::cell(&answer["pool_quota"][name]),
+            ]
+        })
+        .collect();
+    println!(
+        "namespace {} in pool {} (- : no bound; 0 set: the pool's bound lifted)",
+        table::cell(&answer["namespace"]),
+        table::cell(&answer["pool"])
+    );
+    table::print(&["BOUND", "HELD TO", "SET", "POOL"], &rows);
+}

@@ -1,0 +1,111 @@
+//! `/namespaces/{ns}/quota?pool=`: a namespace's quota, what it sets over
+//! its pool's (`sundial_router::quota`), read, replaced and cleared.
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::Uri,
+};
+use serde_json::{Value, json};
+use sundial_router::{
+    Pool,
+    quota::{Bound, Quota},
+};
+
+use super::queues::{names, pool};
+use crate::{
+    api::{error::ApiError, params::Params},
+    state::AppState,
+};
+
+/// The answer of every quota route: what the namespace is held to (each
+/// bound, `null` where none), what it sets itself, and its pool's.
+fn answer(state: &AppState, pool: &Pool, ns: &str) -> Json<Value> {
+    let own = state.admin.quotas().get(pool.name(), ns);
+    let held = own.over(pool.quota());
+    let bounds: serde_json::Map<String, Value> = Bound::ALL
+        .iter()
+        .map(|&b| (b.name().to_owned(), held.limit(b).into()))
+        .collect();
+    Json(json!({
+        "pool": pool.name(),
+        "namespace": ns,
+        "quota": bounds,
+        "set": own,
+        "pool_quota": pool.quota(),
+    }))
+}
+
+/// The pool and namespace a quota route names: the pool must be in this
+/// gateway's config, and the namespace must have a token in it. A read
+/// of one that is not there is 404; a change, 400 (nothing changed).
+fn named(state: &AppState, ns: &str, uri: &Uri, change: bool) -> Result<Arc<Pool>, ApiError> {
+    names(ns, None)?;
+    let not_there = |what: String| {
+        if change {
+            ApiError::bad(what)
+        } else {
+            ApiError::NotFound("namespace not found")
+        }
+    };
+    let pool = pool(state, &Params::new(uri)).map_err(|e| match e {
+        ApiError::NotFound(_) if change => ApiError::bad("pool not found"),
+        e => e,
+    })?;
+    let namespaces = state
+        .admin
+        .tokens()
+        .namespaces(pool.name())
+        .ok_or_else(ApiError::tokens_not_loaded)?;
+    if namespaces.binary_search_by(|n| n.as_str().cmp(ns)).is_err() {
+        return Err(not_there(format!(
+            "namespace {ns} has no token in pool {}",
+            pool.name()
+        )));
+    }
+    Ok(pool)
+}
+
+/// `GET /namespaces/{ns}/quota?pool=`
+pub(super) async fn get(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let pool = named(&state, &ns, &uri, false)?;
+    Ok(answer(&state, &pool, &ns))
+}
+
+/// `PUT /namespaces/{ns}/quota?pool=`: body, a JSON object of the fields
+/// the namespace sets (replacing what it set; `{}` sets none).
+pub(super) async fn set(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    uri: Uri,
+    body: axum::body::Body,
+) -> Result<Json<Value>, ApiError> {
+    let pool = named(&state, &ns, &uri, true)?;
+    let body = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
+    let text =
+        std::str::from_utf8(&body.bytes).map_err(|_| ApiError::bad("invalid quota: not UTF-8"))?;
+    let quota = Quota::from_json(text).map_err(|e| ApiError::bad(format!("invalid quota: {e}")))?;
+    state.admin.quotas().set(pool.name(), &ns, &quota).await?;
+    tracing::info!(pool = pool.name(), ns, quota = ?quota, "namespace quota set");
+    Ok(answer(&state, &pool, &ns))
+}
+
+/// `DELETE /namespaces/{ns}/quota?pool=`: the namespace sets nothing; its
+/// pool's quota holds.
+pub(super) async fn clear(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let pool = named(&state, &ns, &uri, true)?;
+    if state.admin.quotas().clear(pool.name(), &ns).await? {
+        tracing::info!(pool = pool.name(), ns, "namespace quota cleared");
+    }
+    Ok(answer(&state, &pool, &ns))
+}

@@ -1,0 +1,299 @@
+//! Namespace quotas on the job API (`sundial_router::quota`): a job's body,
+//! delay, TTL and tries checked before anything is stored, and the
+//! namespace's publish and consume rates counted in the admin Redis, so
+//! that they hold across gateways.
+//!
+//! A rate is a bucket on the admin Redis's clock (`lua/quota_rate.lua`): a
+//! second's worth of jobs at once, then one job per `1/rate` s. A publish
+//! takes all its jobs or none (a bulk counts each of its jobs) and gives
+//! them back if it fails; a consume takes what the bucket holds, up to its
+//! `count`, and gives back what it did not get. As with token limits, a
+//! request is let through when the admin Redis cannot count (and a
+//! warning logged): a quota protects the other tenants, it should not take
+//! the service down.
+
+use axum::http::StatusCode;
+use sundial_core::{RateTake, Schedule, keys};
+use sundial_router::quota::{Bound, Quota};
+
+use super::{
+    error::{ApiError, QuotaRefusal},
+    params::Params,
+    tenant::Tenant,
+};
+use crate::state::AppState;
+
+/// The quota the tenant's namespace is held to now: its own fields (set
+/// under its tokens' pool) over the config's quota of the pool it writes
+/// to.
+pub(super) fn of(state: &AppState, tenant: &Tenant) -> Quota {
+    state
+        .admin
+        .quotas()
+        .effective(&tenant.token.pool, &tenant.ns, tenant.pool().quota())
+}
+
+/// The schedule a publish asked for, held to the quota: a delay, TTL or
+/// tries the client left to the configured default is lowered to the
+/// namespace's bound (a TTL of 0, "never", included); one it gave over
+/// the bound is refused (400), before the body is read.
+pub(super) fn schedule(
+    tenant: &Tenant,
+    quota: &Quota,
+    params: &Params,
+    mut s: Schedule,
+) -> Result<Schedule, ApiError> {
+    let given = |name: &str| params.get(name).is_some();
+    if let Some(max) = quota.limit(Bound::MaxDelay)
+        && !given("delay")
+        && !given("delay_ms")
+    {
+        s.delay_ms = s.delay_ms.min(max.saturating_mul(1000));
+    }
+    if let Some(max) = quota.limit(Bound::MaxTtl)
+        && !given("ttl")
+        && (s.ttl_ms == 0 || s.ttl_ms > max.saturating_mul(1000))
+    {
+        s.ttl_ms = max.saturating_mul(1000);
+    }
+    if let Some(max) = quota.limit(Bound::MaxTries)
+        && !given("tries")
+    {
+        s.tries = s.tries.min(u16::try_from(max).unwrap_or(u16::MAX));
+    }
+    check_schedule(tenant, quota, &s)?;
+    if let Some(max) = quota.limit(Bound::MaxTtl)
+        && s.ttl_ms < s.delay_ms
+    {
+        let delay = s.delay_ms.div_ceil(1000);
+        return Err(refuse(
+            tenant,
+            StatusCode::BAD_REQUEST,
+            Bound::MaxTtl,
+            max,
+            delay,
+            format!(
+                "a delay of {delay} s outlives the namespace's quota max_ttl of {max} s: the job \
+                 would expire before it is due"
+            ),
+        ));
+    }
+    Ok(s)
+}
+
+/// Refuses a schedule over the quota's delay, TTL or tries (400).
+fn check_schedule(tenant: &Tenant, quota: &Quota, s: &Schedule) -> Result<(), ApiError> {
+    let over = |bound: Bound, value: u64, unit: &str| -> Result<(), ApiError> {
+        match quota.limit(bound) {
+            Some(limit) if value > limit => Err(refuse(
+                tenant,
+                StatusCode::BAD_REQUEST,
+                bound,
+                limit,
+                value,
+                format!(
+                    "{} of {value}{unit} is over the namespace's quota {} of {limit}{unit}",
+                    &bound.name()[4..],
+                    bound.name()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    };
+    over(Bound::MaxDelay, s.delay_ms.div_ceil(1000), " s")?;
+    // A TTL of 0 never expires: longer than any bound.
+    let ttl = if s.ttl_ms == 0 {
+        u64::MAX
+    } else {
+        s.ttl_ms.div_ceil(1000)
+    };
+    if let Some(limit) = quota.limit(Bound::MaxTtl)
+        && ttl > limit
+    {
+        let said = if s.ttl_ms == 0 {
+            "a ttl of 0 (never expires)".to_owned()
+        } else {
+            format!("ttl of {ttl} s")
+        };
+        return Err(refuse(
+            tenant,
+            StatusCode::BAD_REQUEST,
+            Bound::MaxTtl,
+            limit,
+            ttl.min(u64::from(u32::MAX)),
+            format!("{said} is over the namespace's quota max_ttl of {limit} s"),
+        ));
+    }
+    over(Bound::MaxTries, u64::from(s.tries), "")
+}
+
+/// Refuses a body over the quota's `max_body` (413).
+pub(super) fn check_body(tenant: &Tenant, quota: &Quota, len: usize) -> Result<(), ApiError> {
+    match quota.limit(Bound::MaxBody) {
+        Some(limit) if len as u64 > limit => Err(refuse(
+            tenant,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Bound::MaxBody,
+            limit,
+            len as u64,
+            format!(
+                "a body of {len} bytes is over the namespace's quota max_body of {limit} bytes"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Jobs taken from a rate bucket, to give back what was not used.
+#[derive(Debug)]
+pub(super) struct Taken {
+    bucket: String,
+    rate: u64,
+    pub(super) jobs: u64,
+}
+
+impl Taken {
+    /// Gives back `jobs` of them (a publish that failed, a consume that got
+    /// fewer).
+    pub(super) async fn give_back(&self, state: &AppState, jobs: u64) {
+        if jobs == 0 {
+            return;
+        }
+        let refunded = state
+            .admin
+            .redis()
+            .admin()
+            .quota_rate(&self.bucket, self.rate, jobs, RateTake::Refund)
+            .await;
+        if let Err(e) = refunded {
+            tracing::warn!(error = %e, "cannot give back jobs to a rate quota");
+        }
+    }
+}
+
+/// Takes `jobs` from the namespace's publish rate, all or none (429 when
+/// the bucket lacks them). `None`: no rate to count against.
+pub(super) async fn take_publish(
+    state: &AppState,
+    tenant: &Tenant,
+    quota: &Quota,
+    jobs: u64,
+) -> Result<Option<Taken>, ApiError> {
+    take(
+        state,
+        tenant,
+        quota,
+        Bound::PublishRate,
+        jobs,
+        RateTake::All,
+    )
+    .await
+}
+
+/// Takes up to `jobs` from the namespace's consume rate (429 when the
+/// bucket holds none). `None`: no rate to count against.
+pub(super) async fn take_consume(
+    state: &AppState,
+    tenant: &Tenant,
+    quota: &Quota,
+    jobs: u64,
+) -> Result<Option<Taken>, ApiError> {
+    take(
+        state,
+        tenant,
+        quota,
+        Bound::ConsumeRate,
+        jobs,
+        RateTake::Some,
+    )
+    .await
+}
+
+async fn take(
+    state: &AppState,
+    tenant: &Tenant,
+    quota: &Quota,
+    bound: Bound,
+    jobs: u64,
+    how: RateTake,
+) -> Result<Option<Taken>, ApiError> {
+    let Some(rate) = quota.limit(bound) else {
+        return Ok(None);
+    };
+    let direction = if bound == Bound::PublishRate {
+        'p'
+    } else {
+        'c'
+    };
+    let bucket = keys::quota_rate(&tenant.token.pool, &tenant.ns, direction);
+    let redis = state.admin.redis();
+    let grant = match redis.admin().quota_rate(&bucket, rate, jobs, how).await {
+        Ok(g) => g,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot count against a rate quota; letting the request through");
+            return Ok(None);
+        }
+    };
+    if grant.granted == 0 {
+        let verb = &bound.name()[..bound.name().len() - "_rate".len()];
+        let mut refusal = refusal(
+            tenant,
+            StatusCode::TOO_MANY_REQUESTS,
+            bound,
+            rate,
+            grant.drawn,
+            format!(
+                "{jobs} job(s) to {verb} would go over the namespace's quota {} of {rate} jobs/s: \
+                 retry in {} ms",
+                bound.name(),
+                grant.retry_after_ms
+            ),
+        );
+        refusal.retry_after_ms = Some(grant.retry_after_ms.max(1));
+        return Err(ApiError::Quota(Box::new(refusal)));
+    }
+    Ok(Some(Taken {
+        bucket,
+        rate,
+        jobs: grant.granted,
+    }))
+}
+
+fn refuse(
+    tenant: &Tenant,
+    status: StatusCode,
+    bound: Bound,
+    limit: u64,
+    usage: u64,
+    message: String,
+) -> ApiError {
+    ApiError::Quota(Box::new(refusal(
+        tenant, status, bound, limit, usage, message,
+    )))
+}
+
+/// A refusal, counted in `sundial_quota_refusals_total`.
+fn refusal(
+    tenant: &Tenant,
+    status: StatusCode,
+    bound: Bound,
+    limit: u64,
+    usage: u64,
+    message: String,
+) -> QuotaRefusal {
+    metrics::counter!(
+        "sundial_quota_refusals_total",
+        "pool" => tenant.token.pool.clone(),
+        "namespace" => tenant.ns.clone(),
+        "quota" => bound.name(),
+    )
+    .increment(1);
+    QuotaRefusal {
+        status,
+        quota: bound.name(),
+        limit,
+        usage,
+        retry_after_ms: None,
+        message,
+    }
+}

@@ -1,0 +1,232 @@
+//! A namespace's quota: what it may hold and do in its pool.
+//!
+//! One type, [`Quota`], serves three places, each field set or not: the
+//! config's `[quotas]` (every pool's default), a pool's `quotas` (over
+//! `[quotas]`), and a namespace's row of the quota table
+//! (`crate::admin::quotas`, over its pool's). [`Quota::over`] lays one over
+//! another field by field; a field set to 0 means "no bound", so that a
+//! namespace can be let out of a bound its pool sets.
+
+use serde::{Deserialize, Serialize};
+
+/// The bounds of one namespace: each `None` where not set at this level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quota {
+    /// Jobs published per second, a bulk counting each of its jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_rate: Option<u64>,
+    /// Jobs consumed per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consume_rate: Option<u64>,
+    /// Bytes of one job's body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_body: Option<u64>,
+    /// Seconds of one job's delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_delay: Option<u64>,
+    /// Seconds of one job's TTL (0, "never expires", counts as longer than
+    /// any bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ttl: Option<u64>,
+    /// Tries of one job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tries: Option<u64>,
+}
+
+/// One bound of a quota, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    PublishRate,
+    ConsumeRate,
+    MaxBody,
+    MaxDelay,
+    MaxTtl,
+    MaxTries,
+}
+
+impl Bound {
+    /// Every bound, in the order the API lists them.
+    pub const ALL: [Bound; 6] = [
+        Self::PublishRate,
+        Self::ConsumeRate,
+        Self::MaxBody,
+        Self::MaxDelay,
+        Self::MaxTtl,
+        Self::MaxTries,
+    ];
+
+    /// Its name in the API, the config and errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PublishRate => "publish_rate",
+            Self::ConsumeRate => "consume_rate",
+            Self::MaxBody => "max_body",
+            Self::MaxDelay => "max_delay",
+            Self::MaxTtl => "max_ttl",
+            Self::MaxTries => "max_tries",
+        }
+    }
+}
+
+impl Quota {
+    /// `self` where it sets a field, else `base`.
+    #[must_use]
+    pub fn over(&self, base: &Quota) -> Quota {
+        Quota {
+            publish_rate: self.publish_rate.or(base.publish_rate),
+            consume_rate: self.consume_rate.or(base.consume_rate),
+            max_body: self.max_body.or(base.max_body),
+            max_delay: self.max_delay.or(base.max_delay),
+            max_ttl: self.max_ttl.or(base.max_ttl),
+            max_tries: self.max_tries.or(base.max_tries),
+        }
+    }
+
+    /// The bound a field sets: `None` when unset or 0.
+    pub fn limit(&self, bound: Bound) -> Option<u64> {
+        let v = match bound {
+            Bound::PublishRate => self.publish_rate,
+            Bound::ConsumeRate => self.consume_rate,
+            Bound::MaxBody => self.max_body,
+            Bound::MaxDelay => self.max_delay,
+            Bound::MaxTtl => self.max_ttl,
+            Bound::MaxTries => self.max_tries,
+        };
+        v.filter(|&n| n > 0)
+    }
+
+    /// Whether no field is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Quota::default()
+    }
+
+    /// Refuses values no job or namespace could meet, naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(t) = self.max_tries
+            && t > u64::from(u16::MAX)
+        {
+            return Err(format!("max_tries must be at most {}, not {t}", u16::MAX));
+        }
+        for (name, v) in [("max_delay", self.max_delay), ("max_ttl", self.max_ttl)] {
+            if let Some(v) = v
+                && v > u64::from(u32::MAX)
+            {
+                return Err(format!(
+                    "{name} must be at most {} seconds, not {v}",
+                    u32::MAX
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a quota from JSON as the API and the table hold it: an object
+    /// of fields, each a whole number from 0 up. The error names the field
+    /// that is wrong (unknown, not such a number, out of bounds).
+    pub fn from_json(text: &str) -> Result<Quota, String> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+        let serde_json::Value::Object(fields) = value else {
+            return Err("a quota is a JSON object".to_owned());
+        };
+        let mut q = Quota::default();
+        for (name, v) in &fields {
+            let slot = q
+                .field_mut(name)
+                .ok_or_else(|| format!("unknown field `{name}`"))?;
+            let n = v
+                .as_u64()
+                .ok_or_else(|| format!("{name} must be a whole number from 0 up, not {v}"))?;
+            *slot = Some(n);
+        }
+        q.validate()?;
+        Ok(q)
+    }
+
+    /// The field named `name`, to set.
+    fn field_mut(&mut self, name: &str) -> Option<&mut Option<u64>> {
+        Some(match name {
+            "publish_rate" => &mut self.publish_rate,
+            "consume_rate" => &mut self.consume_rate,
+            "max_body" => &mut self.max_body,
+            "max_delay" => &mut self.max_delay,
+            "max_ttl" => &mut self.max_ttl,
+            "max_tries" => &mut self.max_tries,
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespace_field_overrides_its_pools_and_zero_lifts_the_bound() {
+        let pool = Quota {
+            consume_rate: Some(1_000),
+            max_body: Some(4_096),
+            ..Quota::default()
+        };
+        let ns = Quota {
+            consume_rate: Some(0),
+            publish_rate: Some(50),
+            ..Quota::default()
+        };
+        let q = ns.over(&pool);
+        assert_eq!(
+            q.limit(Bound::ConsumeRate),
+            None,
+            "0 lifts the pool's bound"
+        );
+        assert_eq!(q.limit(Bound::MaxBody), Some(4_096), "inherited");
+        assert_eq!(q.limit(Bound::PublishRate), Some(50));
+        assert_eq!(q.limit(Bound::MaxTries), None, "set nowhere");
+    }
+
+    #[test]
+    fn bad_quotas_are_refused_with_the_field_named() {
+        for (text, want) in [
+            (
+                r#"{"publish_rate": -1}"#,
+                "publish_rate must be a whole number from 0 up, not -1",
+            ),
+            (
+                r#"{"publish_rate": "10"}"#,
+                "publish_rate must be a whole number from 0 up, not \"10\"",
+            ),
+            (
+                r#"{"publish_rate": 1.5}"#,
+                "publish_rate must be a whole number from 0 up, not 1.5",
+            ),
+            (
+                r#"{"publish_rate": null}"#,
+                "publish_rate must be a whole number from 0 up, not null",
+            ),
+            (r#"{"max_job": 10}"#, "unknown field `max_job`"),
+            ("{", "invalid JSON"),
+            (r#"{"max_tries": 70000}"#, "max_tries must be at most 65535"),
+            (r#"{"max_ttl": 5000000000}"#, "max_ttl must be at most"),
+            ("[1]", "a quota is a JSON object"),
+        ] {
+            let e = Quota::from_json(text).expect_err(text);
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        let q = Quota::from_json(r#"{"publish_rate": 10, "max_tries": 3}"#).expect("valid");
+        assert_eq!((q.publish_rate, q.max_tries), (Some(10), Some(3)));
+        assert!(Quota::from_json("{}").expect("valid").is_empty());
+    }
+
+    #[test]
+    fn a_quota_round_trips_through_json_with_only_its_set_fields() {
+        let q = Quota {
+            max_delay: Some(20),
+            max_ttl: Some(0),
+            ..Quota::default()
+        };
+        let text = serde_json::to_string(&q).expect("json");
+        assert_eq!(text, r#"{"max_delay":20,"max_ttl":0}"#);
+        assert_eq!(Quota::from_json(&text), Ok(q));
+    }
+}
