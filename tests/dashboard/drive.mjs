@@ -14,11 +14,14 @@
 //                       QUEUE or RESPAWN then)
 //   MOVE=<state>        only check that NAMESPACE's page shows its move to
 //                       another pool in that state
+//   QUOTA=<jobs/s>      only set NAMESPACE's publish rate to that on its
+//                       page, and check the page says it holds
 //   SCREENSHOTS         a folder to save the pages in (optional)
 //   CHROMIUM            the browser (default /usr/bin/chromium)
 //
-// Prints `respawned <id>` (or `drain pending=<slots> jobs_left=<n>`, or
-// the move's line) and exits 0, or prints why and exits 1.
+// Prints `respawned <id>` (or `drain pending=<slots> jobs_left=<n>`, the
+// move's line, or `quota publish_rate=<n>`) and exits 0, or prints why and
+// exits 1.
 import { chromium } from "playwright-core";
 
 const env = (name, fallback) => {
@@ -29,6 +32,7 @@ const env = (name, fallback) => {
 const admin = env("SUNDIAL_ADMIN_URL");
 const drain = process.env.DRAIN === "1";
 const move = process.env.MOVE;
+const quota = process.env.QUOTA;
 const shots = process.env.SCREENSHOTS;
 const origin = new URL(admin).origin;
 
@@ -67,6 +71,7 @@ try {
   await page.locator("tr[data-shard] .pill.up").first().waitFor();
   done = drain ? await showsDrain(page, shot)
     : move ? await showsMove(page, move)
+    : quota ? await setsQuota(page, quota, shot)
     : await respawnOne(page, shot);
 } catch (e) {
   problems.push(e.stack || String(e));
@@ -105,6 +110,25 @@ async function showsMove(page, state) {
   const line = page.locator(`[data-move="${state}"]`);
   await line.waitFor();
   return (await line.innerText()).toLowerCase();
+}
+
+/** The namespace's page: its publish rate set in the quota form, saved,
+ *  and shown as what the namespace is held to. */
+async function setsQuota(page, rate, shot) {
+  const ns = env("NAMESPACE");
+  await page.getByRole("link", { name: "Namespaces" }).click();
+  await page.locator(`a[data-namespace="${ns}"]`).click();
+  await page.getByRole("heading", { name: `Namespace ${ns}` }).waitFor();
+  await page.getByLabel(`publish rate set for ${ns}`).fill(rate);
+  await page.locator('[data-action="save-quota"]').click();
+  await page.getByText("Quota saved").waitFor();
+  await page.locator(`tr[data-bound="publish_rate"] td[data-held="${rate}"]`).waitFor();
+  // The form survives the page's refresh (every 5 s) with its value.
+  await page.waitForTimeout(5500);
+  const kept = await page.getByLabel(`publish rate set for ${ns}`).inputValue();
+  if (kept !== rate) throw new Error(`the form shows ${kept} after a refresh`);
+  await shot("quota");
+  return `quota publish_rate=${rate}`;
 }
 
 /** Namespaces → the namespace → its queues, then the queue, and one dead

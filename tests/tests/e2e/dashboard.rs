@@ -387,3 +387,20 @@ async fn the_namespace_page_shows_its_move_to_another_pool_in_a_real_browser() {
     );
     assert_eq!(b.job_records(), 3, "the jobs are in pool big");
 }
+
+#[tokio::test]
+async fn an_operator_sets_a_namespaces_quota_from_the_dashboard_in_a_real_browser() {
+    let (_redis, gw, token) = gateway().await;
+    let admin = admin(&gw);
+    let stdout = drive(&gw, &[("QUOTA", "3"), ("NAMESPACE", "shop")]).await;
+    assert!(stdout.contains("quota publish_rate=3"), "{stdout}");
+    let q = admin.get("/namespaces/shop/quota").await.json;
+    assert_eq!(q["set"], json!({"publish_rate": 3}), "{q}");
+    // In force: the fourth job of a burst waits.
+    let api = Api::new(gw.api(), Some(&token));
+    for i in 0..3 {
+        api.publish("shop", "emails", "", format!("{i}").as_bytes())
+            .await;
+    }
+    assert_eq!(api.put("/api/shop/emails", b"3").await.status, 429);
+}

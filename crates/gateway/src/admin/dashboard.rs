@@ -1,7 +1,7 @@
 //! The web dashboard, on the admin listener behind the same basic auth:
-//! one page and its script and style, embedded at build time, that read
-//! the admin API (namespaces, queues, history, dead letters, pools,
-//! drains). Nothing is fetched from elsewhere: the page's
+//! one page and its scripts and style, embedded at build time, that read
+//! the admin API (namespaces, queues, history, dead letters, quotas,
+//! pools, drains). Nothing is fetched from elsewhere: the page's
 //! `Content-Security-Policy` allows only this origin.
 
 use axum::{
@@ -13,6 +13,8 @@ use axum::{
 use crate::api::error::ApiError;
 
 const INDEX: &str = include_str!("dashboard/index.html");
+const LIB: &str = include_str!("dashboard/lib.js");
+const QUOTA: &str = include_str!("dashboard/quota.js");
 const SCRIPT: &str = include_str!("dashboard/app.js");
 const STYLE: &str = include_str!("dashboard/app.css");
 
@@ -25,10 +27,13 @@ pub(super) async fn index() -> Response {
     asset("text/html; charset=utf-8", INDEX)
 }
 
-/// `GET /dashboard/{file}`: `app.js` and `app.css`.
+/// `GET /dashboard/{file}`: the scripts and `app.css`.
 pub(super) async fn file(Path(file): Path<String>) -> Result<Response, ApiError> {
+    const JS: &str = "text/javascript; charset=utf-8";
     match file.as_str() {
-        "app.js" => Ok(asset("text/javascript; charset=utf-8", SCRIPT)),
+        "lib.js" => Ok(asset(JS, LIB)),
+        "quota.js" => Ok(asset(JS, QUOTA)),
+        "app.js" => Ok(asset(JS, SCRIPT)),
         "app.css" => Ok(asset("text/css; charset=utf-8", STYLE)),
         _ => Err(ApiError::NotFound("api not found")),
     }

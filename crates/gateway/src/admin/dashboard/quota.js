@@ -1,0 +1,64 @@
+// A namespace's quota on its page: what it is held to, what it sets and
+// its pool's, each bound editable (`GET`/`PUT`/`DELETE
+// /namespaces/{ns}/quota`). Loaded after `lib.js`, before `app.js`.
+"use strict";
+
+const QUOTA_BOUNDS = [
+  ["publish_rate", "publish rate", "jobs/s"],
+  ["consume_rate", "consume rate", "jobs/s"],
+  ["max_body", "job body", "bytes"],
+  ["max_delay", "job delay", "s"],
+  ["max_ttl", "job TTL", "s"],
+  ["max_tries", "job tries", ""],
+];
+
+/** Draws the quota of `ns` into `#quota`, with `message` above it. */
+async function loadQuota(ns, message) {
+  const box = document.getElementById("quota");
+  const path = withPool(`/namespaces/${enc(ns)}/quota`);
+  let q;
+  try {
+    q = await api(path);
+  } catch (e) {
+    box.replaceChildren(notice(`Quota unknown: ${e.message}`, true));
+    return;
+  }
+  const inputs = {};
+  const rows = QUOTA_BOUNDS.map(([name, label, unit]) => {
+    inputs[name] = h("input", {
+      type: "number", min: "0", step: "1", name, "aria-label": `${label} set for ${ns}`,
+      placeholder: q.pool_quota[name] === undefined ? "none" : `pool: ${q.pool_quota[name]}`,
+      value: q.set[name] === undefined ? null : String(q.set[name]),
+    });
+    return h("tr", { "data-bound": name },
+      h("td", {}, label, unit ? h("span", { class: "muted" }, ` (${unit})`) : null),
+      h("td", { class: "num", "data-held": q.quota[name] ?? "" }, q.quota[name] === null ? "no bound" : fmt(q.quota[name])),
+      h("td", { class: "num" }, q.pool_quota[name] === undefined ? "–" : fmt(q.pool_quota[name])),
+      h("td", {}, inputs[name]));
+  });
+  const act = async (options, done) => {
+    try {
+      await api(path, options);
+      await loadQuota(ns, notice(done));
+    } catch (e) {
+      box.querySelector(".notice")?.remove();
+      box.prepend(notice(e.message, true));
+    }
+  };
+  const save = () => {
+    const body = {};
+    for (const [name, input] of Object.entries(inputs)) {
+      if (input.value.trim() !== "") body[name] = Number(input.value);
+    }
+    act({ method: "PUT", body: JSON.stringify(body) }, "Quota saved: every gateway holds it within half a second.");
+  };
+  box.replaceChildren(
+    message || "",
+    table([["bound"], ["held to", "num"], ["pool's", "num"], ["set for this namespace (empty: the pool's; 0: no bound)"]],
+      rows, ""),
+    h("div", { class: "actions" },
+      h("button", { class: "primary", "data-action": "save-quota", onclick: save }, "Save quota"),
+      h("button", { "data-action": "clear-quota",
+        onclick: () => act({ method: "DELETE" }, "Quota cleared: the pool's holds.") }, "Clear")),
+  );
+}
