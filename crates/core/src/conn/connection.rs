@@ -56,9 +56,10 @@ pub(super) struct Inner {
     /// What every script call runs with: see [`Connection::connect`].
     pub(super) eval_options: Options,
     /// `sundial_redis_script_seconds` handles per script (as in
-    /// `Scripts::all`), [ok, error]: registered once, so a call records
-    /// without building labels.
-    pub(super) timings: Vec<[metrics::Histogram; 2]>,
+    /// `Scripts::all`), [ok, error]: each registered on its first call
+    /// (a shard exports only the scripts it ran, and their errors only if
+    /// they had some), so that a call records without building labels.
+    pub(super) timings: Vec<[ScriptTiming; 2]>,
     pub(super) command_timeout: Duration,
     /// Publishes wait for replicas: see [`Connection::eval_replicated`].
     pub(super) wait: Option<ReplicaWait>,
@@ -301,21 +302,35 @@ fn config_of(name: &str, opts: &ShardOptions) -> Result<Config, EngineError> {
     Ok(config)
 }
 
-/// The `sundial_redis_script_seconds` handles of shard `name`, per script
-/// (in the order of `Scripts::all`), [ok, error].
-fn script_timings(name: &str) -> Vec<[metrics::Histogram; 2]> {
+/// One `sundial_redis_script_seconds` series of a shard, registered when
+/// it first has something to record.
+pub(super) struct ScriptTiming {
+    labels: [(&'static str, metrics::SharedString); 3],
+    histogram: std::sync::OnceLock<metrics::Histogram>,
+}
+
+impl ScriptTiming {
+    pub(super) fn record(&self, secs: f64) {
+        self.histogram
+            .get_or_init(|| metrics::histogram!("sundial_redis_script_seconds", &self.labels))
+            .record(secs);
+    }
+}
+
+/// The `sundial_redis_script_seconds` series of shard `name`, per script
+/// (in the order of `Scripts::all`), [ok, error], none registered yet.
+fn script_timings(name: &str) -> Vec<[ScriptTiming; 2]> {
     SCRIPTS
         .all()
         .iter()
         .map(|s| {
-            let script = s.name;
-            ["ok", "error"].map(|result| {
-                metrics::histogram!(
-                    "sundial_redis_script_seconds",
-                    "shard" => name.to_owned(),
-                    "script" => script,
-                    "result" => result
-                )
+            ["ok", "error"].map(|result| ScriptTiming {
+                labels: [
+                    ("shard", name.to_owned().into()),
+                    ("script", s.name.into()),
+                    ("result", result.into()),
+                ],
+                histogram: std::sync::OnceLock::new(),
             })
         })
         .collect()
