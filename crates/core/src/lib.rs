@@ -51,7 +51,7 @@ pub mod scripts;
 
 pub use conn::{
     ClusterPrimary, Connection, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, Handler, Heard,
-    Listening, PubSub, ReplicaWait, ShardOptions, TlsFiles, url_uses_tls,
+    Listening, Probe, PubSub, ReplicaWait, ShardOptions, TlsFiles, url_uses_tls,
 };
 pub use engine::{
     AdminTables, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage, InTransit, JobView, Mark,

@@ -1,7 +1,8 @@
 //! Shard health, as this process sees it: every shard of the topology is
 //! probed every [`EVERY`] (all at once, each bounded by its command
 //! timeout, so a hung shard holds up none of the others), and the outcome
-//! is kept for `/ready` and set in `sundial_shard_up`.
+//! is kept for `/ready` and set in `sundial_shard_up` (and, for a cluster
+//! shard, `sundial_shard_primaries_down`).
 //!
 //! Health feeds reports, never routing: a request that needs a shard that is
 //! down fails on its own with a 503, and the others go on.
@@ -14,6 +15,7 @@ use std::{
 
 use crate::{LiveTopology, Pins, Pool};
 use serde::Serialize;
+use sundial_core::Probe;
 use tokio_util::sync::CancellationToken;
 
 /// How often every shard is checked.
@@ -30,6 +32,9 @@ pub struct ShardHealth {
     pub ping_ms: Option<f64>,
     /// Why the last check failed.
     pub error: Option<String>,
+    /// The primaries of a cluster shard that did not answer, by address:
+    /// their hash slots fail while the shard serves the others.
+    pub primaries_down: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -39,6 +44,7 @@ struct Entry {
     since: Instant,
     ping: Option<Duration>,
     error: Option<String>,
+    primaries_down: Vec<String>,
 }
 
 /// The last check of every shard, by shard name. Cheap to clone.
@@ -59,22 +65,25 @@ impl Health {
                     for_ms: e.since.elapsed().as_millis() as u64,
                     ping_ms: e.ping.map(|d| d.as_secs_f64() * 1000.0),
                     error: e.error.clone(),
+                    primaries_down: e.primaries_down.clone(),
                 };
                 (name.clone(), h)
             })
             .collect()
     }
 
-    fn record(&self, pool: &str, shard: &str, result: Result<Duration, String>) {
+    fn record(&self, pool: &str, shard: &str, result: Result<Probe, String>) {
         let up = result.is_ok();
-        metrics::gauge!("sundial_shard_up", "pool" => pool.to_owned(), "shard" => shard.to_owned())
-            .set(if up { 1.0 } else { 0.0 });
-        let mut map = self.lock();
-        let changed = map.get(shard).is_none_or(|e| e.up != up);
-        let (ping, error) = match result {
-            Ok(d) => (Some(d), None),
-            Err(e) => (None, Some(e)),
+        let labels = [("pool", pool.to_owned()), ("shard", shard.to_owned())];
+        metrics::gauge!("sundial_shard_up", &labels).set(if up { 1.0 } else { 0.0 });
+        let (ping, error, down) = match result {
+            Ok(p) => (Some(p.took), None, p.primaries_down),
+            Err(e) => (None, Some(e), Vec::new()),
         };
+        metrics::gauge!("sundial_shard_primaries_down", &labels).set(down.len() as f64);
+        let mut map = self.lock();
+        let before = map.get(shard);
+        let changed = before.is_none_or(|e| e.up != up);
         if changed {
             if up {
                 tracing::info!(pool, shard, "shard is up");
@@ -87,7 +96,14 @@ impl Health {
                 );
             }
         }
-        let since = match map.get(shard) {
+        if before.is_none_or(|e| e.primaries_down != down) && (up || !down.is_empty()) {
+            if down.is_empty() {
+                tracing::info!(pool, shard, "every cluster primary answers");
+            } else {
+                tracing::warn!(pool, shard, primaries = ?down, "cluster primaries down: their hash slots fail, the others serve");
+            }
+        }
+        let since = match before {
             Some(e) if !changed => e.since,
             _ => Instant::now(),
         };
@@ -99,6 +115,7 @@ impl Health {
                 since,
                 ping,
                 error,
+                primaries_down: down,
             },
         );
     }
@@ -132,11 +149,11 @@ pub async fn run(live: Arc<LiveTopology>, health: Health, shutdown: Cancellation
         };
         let checks = shards.iter().map(|(pool, shard)| async {
             let result = match shard.probe().await {
-                Ok((took, has_metadata)) => {
-                    if !has_metadata {
+                Ok(probe) => {
+                    if !probe.has_metadata {
                         found_empty(pool, shard).await;
                     }
-                    Ok(took)
+                    Ok(probe)
                 }
                 Err(e) => Err(e.to_string()),
             };

@@ -220,6 +220,12 @@ const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
         "1 while the shard answers this process's probe, else 0",
     ),
     (
+        Kind::Gauge,
+        "sundial_shard_primaries_down",
+        None,
+        "Primaries of a cluster shard that do not answer (their hash slots fail; the others serve)",
+    ),
+    (
         Kind::Counter,
         "sundial_shard_data_lost_total",
         None,

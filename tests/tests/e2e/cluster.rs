@@ -336,10 +336,27 @@ async fn a_dead_master_costs_only_its_own_slots_and_they_return_when_it_restarts
     }
     let r = live_waiter.await.expect("waiter");
     assert_eq!(r.status, 200, "a long poll on another master wakes: {r:?}");
-    assert!(
-        gw.log().contains("shard is down"),
-        "/ready reports the dead primary"
-    );
+    // The gateway stays ready (the other masters serve), and says which
+    // primary is down.
+    let admin = Api::new(gw.admin(), None);
+    let dead_addr = cluster.nodes()[victim]
+        .url()
+        .trim_start_matches("redis://")
+        .to_owned();
+    wait_until_async(
+        Duration::from_secs(10),
+        "/ready to name the dead primary",
+        || async {
+            let r = admin.get("/ready").await;
+            let down = &r.json["pools"]["default"]["default/main"]["primaries_down"];
+            r.status == 200
+                && r.json["status"] == "degraded"
+                && down == &serde_json::json!([dead_addr])
+        },
+    )
+    .await;
+    assert_eq!(admin.get("/ready?strict=true").await.status, 503);
+    assert!(gw.log().contains("cluster primaries down"), "{}", gw.log());
     eprintln!(
         "dead master: 20 publishes each to its queue (503, slowest {slowest_503:?}) and \
          another's (201, slowest {slowest_201:?}) in {:?}",

@@ -7,6 +7,17 @@ use std::time::Duration;
 use fred::{error::Error as RedisError, prelude::*, types::Value};
 
 use super::connection::{Connection, Conns};
+
+/// What a probe of a shard found: see [`Connection::probe`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// The probe's round trip.
+    pub took: Duration,
+    /// Whether the shard holds Sundial's metadata.
+    pub has_metadata: bool,
+    /// The primaries of a cluster shard that did not answer, by address.
+    pub primaries_down: Vec<String>,
+}
 use crate::{EngineError, keys, scripts::SCRIPTS};
 
 impl Connection {
@@ -81,30 +92,57 @@ impl Connection {
     /// One round trip, bounded by the command timeout, that also says
     /// whether the shard holds Sundial's metadata (`sd:meta`), which every
     /// shard in use has: one without it was restarted without its data, or
-    /// flushed. Returns how long it took and whether the metadata is there.
+    /// flushed.
     ///
-    /// A cluster shard is up when every primary answers a `PING` too: one
-    /// missing a primary serves only part of its hash slots.
-    pub async fn probe(&self) -> Result<(Duration, bool), EngineError> {
+    /// On a cluster shard every primary is sent a `PING` too. The shard
+    /// answers while one primary does; those that do not are named in
+    /// [`Probe::primaries_down`] (their hash slots fail, the others serve).
+    /// When the primary of the metadata is among them, whether the shard
+    /// lost its data is not known, and it is not said to have.
+    pub async fn probe(&self) -> Result<Probe, EngineError> {
         let start = std::time::Instant::now();
+        let mut primaries_down = Vec::new();
         if let Conns::Cluster(c) = &self.inner.conns {
             let primaries = c.primaries();
             if primaries.is_empty() {
                 return Err(self.unavailable_node("(none known: the slot map was not read)"));
             }
-            futures::future::try_join_all(primaries.iter().map(|n| async move {
+            let pings = futures::future::join_all(primaries.iter().map(|n| async move {
                 let client = self.client_of(n, false)?;
                 client
                     .ping::<Value>(None)
                     .await
                     .map_err(|e| self.err_on(n, e))
             }))
-            .await?;
+            .await;
+            let mut first_error = None;
+            for (node, ping) in primaries.iter().zip(pings) {
+                if let Err(e) = ping {
+                    primaries_down.push(node.addr.clone());
+                    first_error.get_or_insert(e);
+                }
+            }
+            if primaries_down.len() == primaries.len()
+                && let Some(e) = first_error
+            {
+                return Err(e);
+            }
         }
-        let n: i64 = self
-            .idempotent(keys::META, |c| async move { c.exists(keys::META).await })
-            .await?;
-        Ok((start.elapsed(), n > 0))
+        let exists = self
+            .idempotent(keys::META, |c| async move {
+                c.exists::<i64, _>(keys::META).await
+            })
+            .await;
+        let has_metadata = match exists {
+            Ok(n) => n > 0,
+            Err(_) if !primaries_down.is_empty() => true,
+            Err(e) => return Err(e),
+        };
+        Ok(Probe {
+            took: start.elapsed(),
+            has_metadata,
+            primaries_down,
+        })
     }
 
     /// Hands the `INFO` of each primary of a cluster shard to `f`, in turn,

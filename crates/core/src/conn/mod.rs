@@ -36,6 +36,7 @@ mod resend;
 mod tls;
 
 pub use connection::{ClusterPrimary, Connection};
+pub use health::Probe;
 pub use options::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, ReplicaWait, ShardOptions};
 pub use pubsub::{Handler, Heard, Listening, PubSub};
 pub use tls::{TlsFiles, url_uses_tls};

@@ -63,9 +63,10 @@ impl Shard {
         self.conn.wait_connected(timeout).await
     }
 
-    /// One round trip: how long it took, and whether the shard holds
-    /// Sundial's metadata (see [`Connection::probe`]).
-    pub async fn probe(&self) -> Result<(Duration, bool), EngineError> {
+    /// One round trip: how long it took, whether the shard holds
+    /// Sundial's metadata, and which primaries of a cluster did not answer
+    /// (see [`Connection::probe`]).
+    pub async fn probe(&self) -> Result<crate::conn::Probe, EngineError> {
         self.conn.probe().await
     }
 

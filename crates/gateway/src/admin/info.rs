@@ -203,9 +203,11 @@ pub(super) async fn version() -> impl IntoResponse {
 /// has started and until it begins to shut down while at least one shard
 /// answers: a shard that is down fails only the requests that need it, and
 /// taking every gateway out of a load balancer for it would fail them all.
-/// With no shard answering it is 503. The body reports each pool's shards
-/// (`"status": "degraded"` when one is down); `strict=true` also answers
-/// 503 then, for scripts that want every shard.
+/// With no shard answering it is 503. A cluster shard answers while one of
+/// its primaries does (the others are listed in its `primaries_down`). The
+/// body reports each pool's shards (`"status": "degraded"` when one, or a
+/// primary of one, is down); `strict=true` also answers 503 then, for
+/// scripts that want every shard.
 pub fn readiness(state: &AppState, strict: bool) -> (StatusCode, serde_json::Value) {
     let shards = state.health.shards();
     let mut pools: BTreeMap<String, BTreeMap<String, serde_json::Value>> = BTreeMap::new();
@@ -215,7 +217,7 @@ pub fn readiness(state: &AppState, strict: bool) -> (StatusCode, serde_json::Val
             .or_default()
             .insert(name.clone(), json!(h));
     }
-    let all_up = !shards.is_empty() && shards.values().all(|h| h.up);
+    let all_up = !shards.is_empty() && shards.values().all(|h| h.up && h.primaries_down.is_empty());
     // Not one shard answers: this process can serve nothing (it may be the
     // one cut off from Redis); other processes may do better.
     let none_up = !shards.is_empty() && shards.values().all(|h| !h.up);

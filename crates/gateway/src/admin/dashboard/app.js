@@ -50,7 +50,10 @@ async function overview(gen) {
         ? h("span", { class: `pill ${health.up ? "up" : "down"}` }, health.up ? "up" : "down")
         : h("span", { class: "pill warn" }, "not probed yet"),
         health.up && health.ping_ms != null ? h("div", { class: "muted" }, `${health.ping_ms.toFixed(1)} ms`) : null,
-        health.error ? h("div", { class: "muted" }, health.error) : null),
+        health.error ? h("div", { class: "muted" }, health.error) : null,
+        (health.primaries_down || []).length
+          ? h("div", { class: "pill warn", "data-primaries-down": health.primaries_down.length },
+            `primaries down: ${health.primaries_down.join(", ")}`) : null),
       h("td", { class: "num" }, fmt(s.weight)),
       h("td", { class: "num" }, fmt(s.slots)),
       h("td", { class: "num" }, fmt(s.slots_held)),
