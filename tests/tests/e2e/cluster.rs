@@ -357,6 +357,36 @@ async fn a_dead_master_costs_only_its_own_slots_and_they_return_when_it_restarts
     .await;
     assert_eq!(admin.get("/ready?strict=true").await.status, 503);
     assert!(gw.log().contains("cluster primaries down"), "{}", gw.log());
+    // A long poll of both queues waits on the live one, and names the dead.
+    let drained = api.get(&format!("/api/ns/{live_q}?count=100")).await;
+    assert_eq!(drained.status, 200, "{drained:?}");
+    let both = format!("/api/ns/{dead_q},{live_q}");
+    let r = api.get(&format!("{both}?timeout=1")).await;
+    assert_eq!(r.status, 404, "{r:?}");
+    assert_eq!(
+        r.headers["x-sundial-unavailable-queues"],
+        dead_q.as_str(),
+        "{r:?}"
+    );
+    let waiter = {
+        let (api, both) = (api.clone(), both.clone());
+        tokio::spawn(async move { api.get(&format!("{both}?timeout=20")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await; // waiting
+    let id = api.publish("ns", &live_q, "", b"for the waiter").await;
+    let r = waiter.await.expect("waiter");
+    assert_eq!(
+        (r.status, r.json["job_id"].as_str()),
+        (200, Some(id.as_str())),
+        "{r:?}"
+    );
+    assert_eq!(
+        r.headers["x-sundial-unavailable-queues"],
+        dead_q.as_str(),
+        "{r:?}"
+    );
+    let r = api.get(&format!("/api/ns/{dead_q}")).await;
+    assert_eq!(r.status, 503, "the dead queue alone: {r:?}");
     eprintln!(
         "dead master: 20 publishes each to its queue (503, slowest {slowest_503:?}) and \
          another's (201, slowest {slowest_201:?}) in {:?}",

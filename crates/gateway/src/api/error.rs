@@ -28,9 +28,11 @@ pub enum ApiError {
     /// 409 `{"error": …}`: the request conflicts with what is under way.
     #[error("{0}")]
     Conflict(String),
-    /// 404 `{"msg": "no job available"}` (lmstfy's shape for an empty consume)
+    /// 404 `{"msg": "no job available"}` (lmstfy's shape for an empty
+    /// consume); the queues a failing shard kept out of its last look are
+    /// named in `X-Sundial-Unavailable-Queues`, when there are any.
     #[error("no job available")]
-    NoJob,
+    NoJobFrom(Vec<String>),
     /// 429 `{"msg": …}` (lmstfy's shape): over the token's rate limit.
     #[error("{0}")]
     TooMany(String),
@@ -129,7 +131,7 @@ impl IntoResponse for ApiError {
             Self::Forbidden(m) => (StatusCode::FORBIDDEN, json!({ "error": m })),
             Self::NotFound(m) => (StatusCode::NOT_FOUND, json!({ "error": m })),
             Self::Conflict(m) => (StatusCode::CONFLICT, json!({ "error": m })),
-            Self::NoJob => (StatusCode::NOT_FOUND, json!({ "msg": "no job available" })),
+            Self::NoJobFrom(_) => (StatusCode::NOT_FOUND, json!({ "msg": "no job available" })),
             Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": m })),
             Self::Quota(r) => (r.status, r.body()),
             Self::TooMany(m) => (StatusCode::TOO_MANY_REQUESTS, json!({ "msg": m })),
@@ -153,6 +155,14 @@ impl IntoResponse for ApiError {
             }
         };
         let mut response = (status, Json(body)).into_response();
+        if let Self::NoJobFrom(queues) = &self
+            && !queues.is_empty()
+            && let Ok(v) = axum::http::HeaderValue::from_str(&queues.join(","))
+        {
+            response
+                .headers_mut()
+                .insert("x-sundial-unavailable-queues", v);
+        }
         if let Some(ms) = retry_after_ms {
             // Whole seconds (RFC 9110), rounded up.
             let secs = ms.div_ceil(1000).max(1);

@@ -1,0 +1,255 @@
+//! Consume: one or several queues in priority order, a batch, a long poll.
+//! A pass over the queues is in [`pass`]; a queue whose shard fails is set
+//! aside, named in the answer, and the others are served and waited on.
+
+mod pass;
+
+use std::{pin::Pin, sync::Arc, time::Duration};
+
+use axum::{
+    Json,
+    extract::State,
+    response::{IntoResponse, Response},
+};
+use futures::future::select_all;
+use pass::take_within_rate;
+use serde_json::Value;
+use sundial_core::{Delivery, Shard, job::check_queue, keys};
+
+use super::{
+    error::ApiError,
+    params::ConsumeParams,
+    quota, render,
+    tenant::Tenant,
+    throttle::{self, Action},
+};
+use crate::{state::AppState, wakeups::Watch};
+
+/// `GET /api/{ns}/{q1[,q2…]}`
+pub(super) async fn consume(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+) -> Result<Response, ApiError> {
+    let work = consume_jobs(&state, &tenant);
+    throttle::limited(&state, &tenant, Action::Read, work).await
+}
+
+/// The most queues one consume may name, duplicates counted once. Each is
+/// watched while the poll waits and has its ready counts read on every
+/// pass, so this bounds the Redis work that one request can cause.
+const MAX_QUEUES: usize = 64;
+
+/// The queues a consume names, in priority order, each once.
+fn named_queues(list: &str) -> Result<Arc<[String]>, ApiError> {
+    let mut queues: Vec<String> = Vec::new();
+    for q in list.split(',') {
+        if check_queue(q).is_err() {
+            return Err(ApiError::bad("invalid queue name(s)"));
+        }
+        if queues.iter().any(|seen| seen == q) {
+            continue;
+        }
+        if queues.len() == MAX_QUEUES {
+            return Err(ApiError::bad(format!(
+                "too many queues: a consume names at most {MAX_QUEUES}"
+            )));
+        }
+        queues.push(q.to_owned());
+    }
+    Ok(queues.into())
+}
+
+async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, ApiError> {
+    let queues = named_queues(&tenant.queue)?;
+    let p = ConsumeParams::parse(&tenant.params, &state.limits)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(p.timeout_secs));
+
+    // Register for wake-ups before the first look, so nothing that becomes
+    // ready in between is missed.
+    let watches = if p.timeout_secs > 0 {
+        watch(state, tenant, &queues).await?
+    } else {
+        Vec::new()
+    };
+    let _waiting = (!watches.is_empty()).then(Waiting::new);
+    // The pools this poll watches: when the namespace's move changes them
+    // (`sundial_router::admin::homes`), the poll ends with no job, and the
+    // worker's next poll watches the new ones.
+    let route = tenant.route();
+    let quota = quota::of(state, tenant);
+    let mut unavailable: Vec<String>;
+    loop {
+        let woken = armed(&watches);
+        let pass = take_within_rate(state, tenant, &queues, &p, &quota).await?;
+        unavailable = pass
+            .unavailable
+            .iter()
+            .map(|&q| queues[q].clone())
+            .collect();
+        if !pass.jobs.is_empty() {
+            return Ok(with_unavailable(
+                answer(tenant, pass.jobs, p.count),
+                &unavailable,
+            ));
+        }
+        // Every queue failed: nothing says there is no job (503, as a
+        // single queue's failure is).
+        if let Some(e) = pass.error
+            && unavailable.len() == queues.len()
+        {
+            return Err(e.into());
+        }
+        if woken.is_empty() || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::select! {
+            _ = select_all(woken) => {}
+            () = tokio::time::sleep_until(deadline) => break,
+            () = state.shutdown.cancelled() => break,
+            () = rerouted(state, tenant, &route) => break,
+        }
+        // The token may have been revoked or narrowed while this request
+        // waited.
+        tenant.still_permitted(state)?;
+    }
+    Err(ApiError::NoJobFrom(unavailable))
+}
+
+/// A wake-up of each watch, enabled now: a job announced from here on is
+/// not missed by the look that follows.
+fn armed(watches: &[Watch]) -> Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> {
+    let mut woken: Vec<_> = watches
+        .iter()
+        .map(|w| Box::pin(w.notify().notified()))
+        .collect();
+    for n in &mut woken {
+        n.as_mut().enable();
+    }
+    woken
+}
+
+/// The answer, naming in `X-Sundial-Unavailable-Queues` the queues that a
+/// failing shard kept out of the last pass (the others were served).
+fn with_unavailable(mut response: Response, unavailable: &[String]) -> Response {
+    if !unavailable.is_empty()
+        && let Ok(v) = axum::http::HeaderValue::from_str(&unavailable.join(","))
+    {
+        response.headers_mut().insert(UNAVAILABLE, v);
+    }
+    response
+}
+
+/// The header that names the queues a consume could not read.
+pub(crate) const UNAVAILABLE: &str = "x-sundial-unavailable-queues";
+
+/// Resolves once the namespace's route differs from `route`, looked at
+/// again whenever this gateway's copy of the homes table or its topology
+/// changes (no Redis call, no timer).
+async fn rerouted(state: &AppState, tenant: &Tenant, route: &(String, Option<String>)) {
+    let mut homes = state.admin.homes().changes();
+    let mut topology = state.live.changes();
+    loop {
+        if tenant.route_now(state) != *route {
+            return;
+        }
+        let changed = tokio::select! {
+            r = homes.changed() => r,
+            r = topology.changed() => r,
+        };
+        if changed.is_err() {
+            // Shutting down: the poll ends by its deadline or the shutdown.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// A long poll in progress, counted in `sundial_consumers_waiting` until it
+/// ends, however it ends.
+struct Waiting(metrics::Gauge);
+
+impl Waiting {
+    fn new() -> Self {
+        let g = metrics::gauge!("sundial_consumers_waiting");
+        g.increment(1.0);
+        Self(g)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
+async fn watch(
+    state: &AppState,
+    tenant: &Tenant,
+    queues: &[String],
+) -> Result<Vec<Watch>, ApiError> {
+    let mut watches = Vec::new();
+    for q in queues {
+        let qualified = keys::qualified(&tenant.ns, q);
+        // A standalone shard announces a queue on one channel, a cluster on
+        // one per slot: each (shard, channel) once.
+        let mut seen: Vec<(&Shard, String)> = Vec::new();
+        for (shard, slot) in tenant.queue_places(q) {
+            let channel = shard.ready_channel(slot, &qualified);
+            // A disconnected shard (cluster node) cannot announce anything;
+            // waiting for its subscribe would only hold the request up.
+            if !shard.conn().is_connected_for(&channel) {
+                continue;
+            }
+            if seen.iter().any(|(s, c)| s.same(shard) && *c == channel) {
+                continue;
+            }
+            seen.push((shard, channel.clone()));
+            watches.push(state.wakeups.watch(shard, channel).await?);
+        }
+    }
+    Ok(watches)
+}
+
+fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {
+    for d in &jobs {
+        let h = super::queue_metrics::of(tenant.pool().name(), &tenant.ns, d.job.queue_name());
+        h.count(super::queue_metrics::Event::Consumed, 1);
+        if d.first {
+            // Publish to first delivery, delay included, on the shard's clock.
+            h.first_delivery(d.job.elapsed_ms as f64 / 1000.0);
+        }
+    }
+    let mut items: Vec<Value> = jobs
+        .iter()
+        .map(|d| render::delivered(&tenant.ns, &d.job))
+        .collect();
+    if count > 1 {
+        Json(Value::Array(items)).into_response()
+    } else {
+        Json(items.swap_remove(0)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_consume_names_each_queue_once_in_order_and_at_most_the_cap() {
+        assert_eq!(&*named_queues("b,a,b,c,a").expect("valid"), ["b", "a", "c"]);
+        let at_cap: Vec<String> = (0..MAX_QUEUES).map(|i| format!("q{i}")).collect();
+        let mut repeated = at_cap.clone();
+        repeated.extend(at_cap.iter().cloned());
+        assert_eq!(
+            named_queues(&repeated.join(",")).expect("valid").len(),
+            MAX_QUEUES
+        );
+        let mut over = at_cap;
+        over.push("one-more".to_owned());
+        let e = named_queues(&over.join(",")).expect_err("refused");
+        assert_eq!(e.to_string(), "too many queues: a consume names at most 64");
+        assert_eq!(
+            named_queues("a,,b").expect_err("refused").to_string(),
+            "invalid queue name(s)"
+        );
+    }
+}

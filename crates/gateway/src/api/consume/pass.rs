@@ -1,0 +1,181 @@
+//! One look over a consume's queues (a pass): their ready counts read at
+//! once, a script call only where jobs are ready, and the queues whose
+//! shard failed set aside rather than failing the others.
+
+use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered};
+use sundial_core::{Delivery, EngineError, Shard, Want, keys};
+use sundial_router::quota::Quota;
+
+use super::super::{error::ApiError, params::ConsumeParams, quota, tenant::Tenant};
+use crate::{batch::Reserved, state::AppState};
+
+/// What a pass took, and the queues (by index in the request) that could
+/// not be read on some shard.
+#[derive(Debug, Default)]
+pub(super) struct Pass {
+    pub(super) jobs: Vec<Delivery>,
+    pub(super) unavailable: Vec<usize>,
+    /// The last failure, for a 503 when every queue failed.
+    pub(super) error: Option<EngineError>,
+}
+
+impl Pass {
+    fn failed(&mut self, queue: usize, e: EngineError) {
+        if !self.unavailable.contains(&queue) {
+            self.unavailable.push(queue);
+        }
+        self.error = Some(e);
+    }
+}
+
+/// One pass until `count` jobs are taken: queues in priority order (strict),
+/// and within a queue the places of its lanes' slots (where each is written
+/// now, and where it drains from). With more than one place in all, the
+/// ready counts of every place of every named queue are asked at once (one
+/// `HGET` each, sent together), and only places with ready jobs get a
+/// consume call: a pass costs one round of counter reads and a script call
+/// per place that holds a job, however many of the named queues are empty.
+/// A queue is served once its counts, and those of the queues before it,
+/// are known, its places in the order their counts arrived, so a hung
+/// shard holds up only the queues on it and those after them (and a pass
+/// that is served before it answers drops its call). A place that fails
+/// does not stop the others: its queue is reported unavailable. Consumers
+/// of a queue that ask a slot together share one call, with its acks
+/// (`crate::batch`).
+async fn take(state: &AppState, tenant: &Tenant, queues: &[String], p: &ConsumeParams) -> Pass {
+    let qualified: Vec<String> = queues
+        .iter()
+        .map(|q| keys::qualified(&tenant.ns, q))
+        .collect();
+    let places = places_of(tenant, queues);
+    let mut counts = Counts::ask(&places, &qualified);
+    let mut out = Reserved::default();
+    let mut pass = Pass::default();
+    'queues: for (q, qualified) in qualified.iter().enumerate() {
+        for i in counts.of_queue(q).await {
+            let want = p.count - out.len() as u32;
+            if want == 0 {
+                break 'queues;
+            }
+            let (_, slot, shard) = places[i];
+            let want = Want {
+                count: want,
+                ttr_ms: p.ttr_ms,
+            };
+            let failed = match counts.result(i) {
+                Err(e) => e,
+                Ok(Some(0)) => continue,
+                Ok(_) => match state.workers.consume(shard, slot, qualified, want).await {
+                    Ok(got) => {
+                        out.append(got);
+                        continue;
+                    }
+                    Err(e) => e,
+                },
+            };
+            tracing::warn!(shard = shard.name(), slot, error = %failed, "consume skipped a failing shard");
+            pass.failed(q, failed);
+        }
+    }
+    pass.jobs = out.answered();
+    pass
+}
+
+/// One pass ([`take`]) for at most as many jobs as the namespace's consume
+/// rate holds (429 when it holds none), which gets back those not taken.
+pub(super) async fn take_within_rate(
+    state: &AppState,
+    tenant: &Tenant,
+    queues: &[String],
+    p: &ConsumeParams,
+    quota: &Quota,
+) -> Result<Pass, ApiError> {
+    let Some(taken) = quota::take_consume(state, tenant, quota, u64::from(p.count)).await? else {
+        return Ok(take(state, tenant, queues, p).await);
+    };
+    let within = ConsumeParams {
+        count: u32::try_from(taken.jobs).unwrap_or(p.count).min(p.count),
+        ..*p
+    };
+    let pass = take(state, tenant, queues, &within).await;
+    let used = pass.jobs.len() as u64;
+    taken
+        .give_back(state, taken.jobs.saturating_sub(used))
+        .await;
+    Ok(pass)
+}
+
+/// Every place (queue index, slot, shard) of the named queues, in priority
+/// order; each pool's slots of a queue from a random one (both pools while
+/// the namespace moves).
+fn places_of<'a>(tenant: &'a Tenant, queues: &[String]) -> Vec<(usize, u32, &'a Shard)> {
+    let mut places = Vec::new();
+    for (q, name) in queues.iter().enumerate() {
+        let of_queue = tenant
+            .pools
+            .queue_places_from(&tenant.ns, name, |n| rand::random_range(0..n));
+        places.extend(of_queue.into_iter().map(|(shard, slot)| (q, slot, shard)));
+    }
+    places
+}
+
+/// The ready counts of a pass's places, asked all at once and read as they
+/// arrive. With one place there is nothing to choose, and no count is
+/// asked: its consume call answers at once when the queue is empty.
+struct Counts<'a> {
+    queue_of: Vec<usize>,
+    known: Vec<Option<Result<Option<u64>, sundial_core::EngineError>>>,
+    arriving: FuturesUnordered<BoxFuture<'a, (usize, Result<u64, sundial_core::EngineError>)>>,
+}
+
+impl<'a> Counts<'a> {
+    fn ask(places: &[(usize, u32, &'a Shard)], qualified: &'a [String]) -> Self {
+        let queue_of: Vec<usize> = places.iter().map(|&(q, ..)| q).collect();
+        let arriving = FuturesUnordered::new();
+        let mut known = Vec::with_capacity(places.len());
+        for (i, &(q, slot, shard)) in places.iter().enumerate() {
+            if places.len() == 1 {
+                known.push(Some(Ok(None)));
+                continue;
+            }
+            known.push(None);
+            let qualified = &qualified[q];
+            arriving.push(
+                async move { (i, shard.queues().ready_count(slot, qualified).await) }.boxed(),
+            );
+        }
+        Self {
+            queue_of,
+            known,
+            arriving,
+        }
+    }
+
+    /// Waits for the counts of every place of queue `q`, and returns those
+    /// places in the order their counts arrived.
+    async fn of_queue(&mut self, q: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.known.len())
+            .filter(|&i| self.queue_of[i] == q && self.known[i].is_some())
+            .collect();
+        while self
+            .queue_of
+            .iter()
+            .zip(&self.known)
+            .any(|(&of, k)| of == q && k.is_none())
+        {
+            let Some((i, count)) = self.arriving.next().await else {
+                break;
+            };
+            self.known[i] = Some(count.map(Some));
+            if self.queue_of[i] == q {
+                order.push(i);
+            }
+        }
+        order
+    }
+
+    /// What place `i`'s count said: `Some(n)` ready jobs, `None` not asked.
+    fn result(&mut self, i: usize) -> Result<Option<u64>, sundial_core::EngineError> {
+        self.known[i].take().unwrap_or(Ok(None))
+    }
+}
