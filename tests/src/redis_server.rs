@@ -135,6 +135,28 @@ impl RedisServer {
         }
     }
 
+    /// Stops the server's process (`SIGSTOP`): its connections stay open
+    /// and nothing answers, as on a hung host, until [`Self::resume`].
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused server go on (`SIGCONT`).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let ok = Command::new("kill")
+            .arg(sig)
+            .arg(pid.to_string())
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill {sig} {pid}");
+    }
+
     /// Starts the server again on the same port (its data is gone unless it
     /// was started with persistence).
     pub fn restart(&mut self) {

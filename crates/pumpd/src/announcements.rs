@@ -4,11 +4,13 @@
 //! never waits on a subscribe.
 //!
 //! fred resubscribes after a reconnect only to channels whose SUBSCRIBE once
-//! succeeded, so until one has, the task tries again every
-//! [`RESUBSCRIBE`]. Without a subscription pumps still run, on their
-//! deadlines and idle timer; they only miss the early wake-ups, and the
-//! task says so ([`Heard::Subscribed`]) once it has one, so that its owner
-//! looks again at what it may have missed.
+//! succeeded, so until each has, the task tries it again every
+//! [`RESUBSCRIBE`], and a channel on a node that is down does not hold up
+//! the others (a cluster's other primaries). Without a subscription pumps
+//! still run, on their deadlines and idle timer; they only miss the early
+//! wake-ups, and the task says so ([`Heard::Subscribed`]) after each round
+//! that subscribed, so that its owner looks again at what it may have
+//! missed.
 
 use std::{
     sync::{
@@ -83,26 +85,10 @@ async fn hear(shard: &Shard, slots: &[u32], tx: &mpsc::Sender<Heard>) {
             overflowed.notify_one();
         }
     });
-    let mut listening = Vec::new();
-    for channel in shard.timer_channels(slots) {
-        listening.push(loop {
-            let listened = match shard.pubsub() {
-                Ok(p) => p.listen(&channel, handler.clone()).await,
-                Err(e) => Err(e),
-            };
-            match listened {
-                Ok(l) => break l,
-                Err(e) => {
-                    tracing::warn!(shard = shard.name(), error = %e, "cannot subscribe to timer announcements yet; retrying");
-                    tokio::time::sleep(RESUBSCRIBE).await;
-                }
-            }
-        });
-    }
-    tracing::info!(shard = shard.name(), "subscribed to timer announcements");
-    if tx.send(Heard::Subscribed).await.is_err() {
+    let handler: sundial_core::Handler = handler;
+    let Some(_listening) = subscribe(shard, slots, &handler, tx).await else {
         return;
-    }
+    };
     // Announcements dropped on a full queue: say so as soon as there is
     // room, so that every held slot looks at its timer again.
     loop {
@@ -112,6 +98,54 @@ async fn hear(shard: &Shard, slots: &[u32], tx: &mpsc::Sender<Heard>) {
         }
         if lost.swap(false, Ordering::AcqRel) && tx.send(Heard::MaybeLost).await.is_err() {
             return;
+        }
+    }
+}
+
+/// Subscribes every timer channel of `slots`, in rounds: one on a node that
+/// is down waits for the next round without holding up the others, and
+/// each round that subscribed some tells `tx` ([`Heard::Subscribed`]).
+/// `None` once `tx` is gone.
+async fn subscribe(
+    shard: &Shard,
+    slots: &[u32],
+    handler: &sundial_core::Handler,
+    tx: &mpsc::Sender<Heard>,
+) -> Option<Vec<sundial_core::Listening>> {
+    let mut listening = Vec::new();
+    let mut pending: Vec<String> = shard.timer_channels(slots);
+    loop {
+        let mut failed = Vec::new();
+        let mut last_error = None;
+        let before = listening.len();
+        for channel in pending {
+            let listened = match shard.pubsub() {
+                Ok(p) => p.listen(&channel, handler.clone()).await,
+                Err(e) => Err(e),
+            };
+            match listened {
+                Ok(l) => listening.push(l),
+                Err(e) => {
+                    last_error = Some(e);
+                    failed.push(channel);
+                }
+            }
+        }
+        if failed.is_empty() {
+            tracing::info!(shard = shard.name(), "subscribed to timer announcements");
+        } else if let Some(e) = last_error {
+            tracing::warn!(shard = shard.name(), channels = failed.len(), error = %e, "cannot subscribe to some timer announcements yet; retrying");
+        }
+        if listening.len() > before && tx.send(Heard::Subscribed).await.is_err() {
+            return None;
+        }
+        if failed.is_empty() {
+            return Some(listening);
+        }
+        pending = failed;
+        tokio::select! {
+            () = tokio::time::sleep(RESUBSCRIBE) => {}
+            () = tx.closed() => return None,
         }
     }
 }

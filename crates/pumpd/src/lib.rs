@@ -17,6 +17,7 @@
 mod announcements;
 mod gauges;
 mod options;
+mod permits;
 mod slot;
 mod status;
 mod supervisor;

@@ -17,10 +17,11 @@ pub struct PumpOptions {
     pub lease_ttl: Duration,
     /// How often the backlog gauges of the held slots are refreshed.
     pub metrics_interval: Duration,
-    /// Pump calls this process has in flight on one shard at most. Two keep
-    /// the shard busy while a backlog drains (one runs while the other
-    /// travels), and a request waits behind at most that many pump calls,
-    /// not behind one per draining slot.
+    /// Pump calls this process has in flight on one Redis server at most
+    /// (a shard, or a primary of a cluster shard: `crate::permits`). Two
+    /// keep the server busy while a backlog drains (one runs while the
+    /// other travels), and a request waits behind at most that many pump
+    /// calls, not behind one per draining slot.
     pub in_flight: usize,
 }
 

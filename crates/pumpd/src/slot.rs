@@ -5,10 +5,10 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sundial_core::{PumpOutcome, Shard};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::options::PumpOptions;
+use crate::{options::PumpOptions, permits::CallPermits};
 
 /// How late (ms) each held slot's last pump call found its oldest due job:
 /// written by the slot loops, read by the supervisor for
@@ -25,8 +25,8 @@ pub(crate) struct SlotPump {
     pub(crate) opts: PumpOptions,
     /// Where this slot reports how late its last pump call found jobs.
     pub(crate) lag: Lags,
-    /// The shard's pump calls in flight ([`PumpOptions::in_flight`]).
-    pub(crate) calls: Arc<Semaphore>,
+    /// The pump calls in flight on the slot's server ([`CallPermits`]).
+    pub(crate) calls: Arc<CallPermits>,
 }
 
 /// Why a slot's loop ended.
@@ -38,6 +38,20 @@ pub(crate) enum Ended {
     /// (it passed to another process, or Redis lost it): this process must
     /// not pump the slot until it holds the lease again.
     Fenced,
+}
+
+/// One pump call of `slot`, once its server has a call permit free.
+async fn pump_once(
+    calls: &CallPermits,
+    shard: &Shard,
+    slot: u32,
+    opts: &PumpOptions,
+    owner: &str,
+) -> Result<PumpOutcome, sundial_core::EngineError> {
+    let permits = calls.of(shard, slot);
+    // Never closed: a permit always comes.
+    let _call = permits.acquire().await;
+    shard.timers().pump(slot, opts.batch, Some(owner)).await
 }
 
 /// Pumps one slot while its owner holds the lease, until `shutdown`: pump,
@@ -63,11 +77,7 @@ pub(crate) async fn run(job: SlotPump, shutdown: CancellationToken) -> Ended {
         tokio::pin!(notified);
         notified.as_mut().enable();
 
-        let outcome = {
-            // Never closed: a permit always comes.
-            let _call = calls.acquire().await;
-            shard.timers().pump(slot, opts.batch, Some(&owner)).await
-        };
+        let outcome = pump_once(&calls, &shard, slot, &opts, &owner).await;
         let pause = match outcome {
             Ok(o) if o.fenced => {
                 lag.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
@@ -180,7 +190,7 @@ mod tests {
             .await
             .expect("publish");
         // Every permit is taken (other slots' calls, say).
-        let calls = Arc::new(Semaphore::new(0));
+        let calls = crate::permits::CallPermits::new(0);
         let stop = CancellationToken::new();
         let task = tokio::spawn(run(
             SlotPump {
@@ -203,7 +213,7 @@ mod tests {
             .expect("counts")
             .ready;
         assert_eq!(ready, 0, "due, but not pumped without a permit");
-        calls.add_permits(1);
+        calls.of(&shard, slot).add_permits(1);
         let pumped = async {
             while shard
                 .queues()

@@ -29,7 +29,7 @@ use std::{collections::HashMap, sync::Arc};
 use sundial_core::Shard;
 use sundial_router::Pool;
 use tokio::{
-    sync::{Notify, Semaphore},
+    sync::Notify,
     task::{Id as TaskId, JoinSet},
 };
 use tokio_util::sync::CancellationToken;
@@ -39,6 +39,7 @@ use crate::{
     announcements::{self, Heard},
     gauges::{self, Backlog},
     options::PumpOptions,
+    permits::CallPermits,
     slot::{self, Ended, Lags},
 };
 
@@ -61,8 +62,9 @@ pub(crate) struct ShardPumps {
     /// Live pump processes, as of the last heartbeat.
     live: Vec<String>,
     lags: Lags,
-    /// Bounds the slot tasks' pump calls in flight on this shard.
-    calls: Arc<Semaphore>,
+    /// Bounds the slot tasks' pump calls in flight on each of this
+    /// shard's servers.
+    calls: Arc<CallPermits>,
     /// The backlog gauges of the held slots.
     backlog: Backlog,
     leases: gauges::Leases,
@@ -90,7 +92,7 @@ impl ShardPumps {
         process: CancellationToken,
     ) -> Self {
         Self {
-            calls: Arc::new(Semaphore::new(opts.in_flight.max(1))),
+            calls: CallPermits::new(opts.in_flight.max(1)),
             leases: gauges::Leases::new(pool.name(), shard.name()),
             slots: pool.slots_on(&shard),
             pool,

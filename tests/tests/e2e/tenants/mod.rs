@@ -4,5 +4,6 @@
 //! scenario.
 
 mod consume;
+mod masters;
 mod memory;
 mod quotas;
