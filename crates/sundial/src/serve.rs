@@ -144,6 +144,7 @@ async fn admin_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Sha
         .wait_connected(STARTUP_WAIT)
         .await
         .context("admin redis did not answer")?;
+    shard.check_servers().await.context("admin redis refused")?;
     Ok(shard)
 }
 

@@ -109,6 +109,24 @@ async fn the_gateway_refuses_a_redis_that_evicts_keys() {
     );
 }
 
+#[tokio::test]
+async fn the_gateway_refuses_an_admin_redis_that_evicts_keys() {
+    let redis = RedisServer::start();
+    let admin = RedisServer::start_with(&["--maxmemory-policy", "volatile-lru"]);
+    let mut cfg = SundialConfig::new(redis.url());
+    cfg.extra = format!("admin_redis = \"{}\"\n", admin.url());
+    let mut gw = Sundial::spawn(&cfg);
+    let status = gw
+        .wait_exit(Duration::from_secs(20))
+        .expect("refuses to start");
+    assert!(!status.success());
+    let log = gw.log();
+    assert!(
+        log.contains("admin redis refused") && log.contains("volatile-lru"),
+        "says why: {log}"
+    );
+}
+
 /// `sundial_consumers_waiting` as the gateway reports it, once it has one.
 async fn waiting(gw: &Sundial) -> Option<f64> {
     let text = Api::new(gw.admin(), None).get("/metrics").await.json;

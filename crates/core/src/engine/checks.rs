@@ -26,20 +26,27 @@ impl Shard {
     /// is named; AOF counts as on only if every primary has it), and the
     /// scripts' keys must lie in one cluster hash slot.
     pub async fn check(&self, slots: u32, lanes: u32) -> Result<ShardCheck, EngineError> {
-        let check = if self.is_cluster() {
-            self.check_primaries().await?
-        } else {
-            let info: String = self
-                .conn()
-                .idempotent(keys::META, |c| async move { c.info(None).await })
-                .await?;
-            let found = read_info(&info);
-            self.refuse_unsafe(&found, None)?;
-            found
-        };
+        let check = self.check_servers().await?;
         self.pin_format().await?;
         self.pin_counts(slots, lanes).await?;
         Ok(check)
+    }
+
+    /// The check of the shard's servers alone: a Redis recent enough for
+    /// the scripts, that evicts nothing (on a cluster, every primary). The
+    /// admin Redis gets this one: it holds no jobs, but runs scripts and
+    /// holds the tokens.
+    pub async fn check_servers(&self) -> Result<ShardCheck, EngineError> {
+        if self.is_cluster() {
+            return self.check_primaries().await;
+        }
+        let info: String = self
+            .conn()
+            .idempotent(keys::META, |c| async move { c.info(None).await })
+            .await?;
+        let found = read_info(&info);
+        self.refuse_unsafe(&found, None)?;
+        Ok(found)
     }
 
     /// Refuses data of a format this build does not read, and pins this
