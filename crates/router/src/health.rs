@@ -96,7 +96,8 @@ impl Health {
                 );
             }
         }
-        if before.is_none_or(|e| e.primaries_down != down) && (up || !down.is_empty()) {
+        let was_down = before.map_or(&[][..], |e| &e.primaries_down[..]);
+        if was_down != down.as_slice() {
             if down.is_empty() {
                 tracing::info!(pool, shard, "every cluster primary answers");
             } else {
