@@ -6,8 +6,9 @@
 -- ARGV[3]: 'all' (all or none: a publish), 'some' (as many as the bucket
 --          holds, up to the jobs asked: a consume), or 'refund' (give back
 --          jobs taken and not used)
--- Returns: {jobs granted, ms until the jobs asked would all be granted
--- (0 when granted), jobs drawn on the bucket after this call}.
+-- Returns: {jobs granted, when refused the ms until a call would be
+-- granted (all the jobs asked for 'all', one for 'some'; else 0), jobs
+-- drawn on the bucket after this call}.
 local rate, n, mode = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local step = SECOND_MS / rate
 local now = now_ms()
@@ -32,7 +33,10 @@ if mode == 'all' then burst = math.max(SECOND_MS, n * step) end
 local room = math.floor((now + burst - tat) / step + 1e-9)
 local granted = math.min(n, math.max(room, 0))
 if granted == 0 or (mode == 'all' and granted < n) then
-  return { 0, math.ceil(tat + n * step - burst - now), drawn(tat) }
+  -- When what was asked would fit: all of it for 'all', one job for 'some'.
+  local need = n
+  if mode == 'some' then need = 1 end
+  return { 0, math.ceil(tat + need * step - burst - now), drawn(tat) }
 end
 tat = tat + granted * step
 store(tat)

@@ -34,6 +34,10 @@ pub struct Quota {
     pub max_tries: Option<u64>,
 }
 
+/// The largest rate a quota may set, in jobs per second (far above what a
+/// shard takes).
+pub const MAX_RATE: u64 = 10_000_000;
+
 /// One bound of a quota, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bound {
@@ -107,6 +111,16 @@ impl Quota {
             && t > u64::from(u16::MAX)
         {
             return Err(format!("max_tries must be at most {}, not {t}", u16::MAX));
+        }
+        for (name, v) in [
+            ("publish_rate", self.publish_rate),
+            ("consume_rate", self.consume_rate),
+        ] {
+            if let Some(v) = v
+                && v > MAX_RATE
+            {
+                return Err(format!("{name} must be at most {MAX_RATE} jobs/s, not {v}"));
+            }
         }
         for (name, v) in [("max_delay", self.max_delay), ("max_ttl", self.max_ttl)] {
             if let Some(v) = v
@@ -208,6 +222,10 @@ mod tests {
             ("{", "invalid JSON"),
             (r#"{"max_tries": 70000}"#, "max_tries must be at most 65535"),
             (r#"{"max_ttl": 5000000000}"#, "max_ttl must be at most"),
+            (
+                r#"{"publish_rate": 18446744073709551615}"#,
+                "publish_rate must be at most 10000000 jobs/s",
+            ),
             ("[1]", "a quota is a JSON object"),
         ] {
             let e = Quota::from_json(text).expect_err(text);

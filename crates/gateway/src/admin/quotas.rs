@@ -24,7 +24,15 @@ use crate::{
 /// bound, `null` where none), what it sets itself, and its pool's.
 fn answer(state: &AppState, pool: &Pool, ns: &str) -> Json<Value> {
     let own = state.admin.quotas().get(pool.name(), ns);
-    let held = own.over(pool.quota());
+    // A namespace that moved (or moves) to another pool is held to the
+    // quota of the pool its jobs are written to, as its requests are.
+    let written = state
+        .admin
+        .homes()
+        .get(pool.name(), ns)
+        .and_then(|h| state.live.topology().pool(h.writes()).cloned());
+    let pool_quota = *written.as_deref().unwrap_or(pool).quota();
+    let held = own.over(&pool_quota);
     let bounds: serde_json::Map<String, Value> = Bound::ALL
         .iter()
         .map(|&b| (b.name().to_owned(), held.limit(b).into()))
@@ -34,7 +42,7 @@ fn answer(state: &AppState, pool: &Pool, ns: &str) -> Json<Value> {
         "namespace": ns,
         "quota": bounds,
         "set": own,
-        "pool_quota": pool.quota(),
+        "pool_quota": pool_quota,
     }))
 }
 

@@ -48,7 +48,15 @@ pub(super) async fn respawn(
 ) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let limit = params::limit(&tenant.params)?;
-    let ttl_ms = params::respawn_ttl_ms(&tenant.params, &state.limits)?;
+    // A respawned job is held to the namespace's `max_ttl` as a published
+    // one is (a TTL left to the default is lowered to it).
+    let asked = sundial_core::Schedule {
+        delay_ms: 0,
+        ttl_ms: params::respawn_ttl_ms(&tenant.params, &state.limits)?,
+        tries: 1,
+    };
+    let quota = super::quota::of(&state, &tenant);
+    let ttl_ms = super::quota::schedule(&tenant, &quota, &tenant.params, asked)?.ttl_ms;
     let qualified = keys::qualified(&tenant.ns, queue);
     let mut count = 0;
     for (shard, slot) in tenant.queue_places(queue) {

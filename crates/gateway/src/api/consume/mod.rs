@@ -12,7 +12,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use futures::future::select_all;
-use pass::take_within_rate;
+use pass::{Pass, take_within_rate};
 use serde_json::Value;
 use sundial_core::{Delivery, Shard, job::check_queue, keys};
 
@@ -80,24 +80,22 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
     let mut unavailable: Vec<String>;
     loop {
         let woken = armed(&watches);
-        let pass = take_within_rate(state, tenant, &queues, &p, &quota).await?;
+        let pass = take_within_rate(state, tenant, &queues, &p, &quota).await;
         unavailable = pass
             .unavailable
             .iter()
             .map(|&q| queues[q].clone())
             .collect();
-        if !pass.jobs.is_empty() {
-            return Ok(with_unavailable(
-                answer(tenant, pass.jobs, p.count),
-                &unavailable,
-            ));
-        }
-        // Every queue failed: nothing says there is no job (503, as a
-        // single queue's failure is).
-        if let Some(e) = pass.error
-            && unavailable.len() == queues.len()
-        {
-            return Err(e.into());
+        match after(pass, queues.len(), deadline)? {
+            After::Jobs(jobs) => {
+                let answer = answer(tenant, jobs, p.count);
+                return Ok(with_unavailable(answer, &unavailable));
+            }
+            After::Pause(pause) => {
+                tokio::time::sleep(pause).await;
+                continue;
+            }
+            After::Nothing => {}
         }
         if woken.is_empty() || tokio::time::Instant::now() >= deadline {
             break;
@@ -113,6 +111,46 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
         tenant.still_permitted(state)?;
     }
     Err(ApiError::NoJobFrom(unavailable))
+}
+
+/// What a pass leads to.
+enum After {
+    /// Jobs to answer with.
+    Jobs(Vec<Delivery>),
+    /// The consume rate held no job: look again after this long.
+    Pause(Duration),
+    /// No job: wait for a wake-up, until the deadline.
+    Nothing,
+}
+
+/// What a pass over `queues` queues leads to: its jobs; a 429 from the
+/// consume rate, or a wait for it while the poll's time allows; a 503 when
+/// every queue failed (nothing says there is no job, as a single queue's
+/// failure does not); else nothing.
+fn after(pass: Pass, queues: usize, deadline: tokio::time::Instant) -> Result<After, ApiError> {
+    if !pass.jobs.is_empty() {
+        return Ok(After::Jobs(pass.jobs));
+    }
+    if let Some(refused) = pass.refused {
+        return match rate_wait(&refused, deadline) {
+            Some(pause) => Ok(After::Pause(pause)),
+            None => Err(refused),
+        };
+    }
+    match pass.error {
+        Some(e) if pass.unavailable.len() == queues => Err(e.into()),
+        _ => Ok(After::Nothing),
+    }
+}
+
+/// How long a long poll refused by its namespace's consume rate waits
+/// for it, if the rate frees a job before the poll's `deadline`.
+fn rate_wait(refused: &ApiError, deadline: tokio::time::Instant) -> Option<Duration> {
+    let ApiError::Quota(r) = refused else {
+        return None;
+    };
+    let pause = Duration::from_millis(r.retry_after_ms?);
+    (tokio::time::Instant::now() + pause < deadline).then_some(pause)
 }
 
 /// A wake-up of each watch, enabled now: a job announced from here on is
@@ -187,6 +225,7 @@ async fn watch(
     queues: &[String],
 ) -> Result<Vec<Watch>, ApiError> {
     let mut watches = Vec::new();
+    let mut failed = None;
     for q in queues {
         let qualified = keys::qualified(&tenant.ns, q);
         // A standalone shard announces a queue on one channel, a cluster on
@@ -203,10 +242,22 @@ async fn watch(
                 continue;
             }
             seen.push((shard, channel.clone()));
-            watches.push(state.wakeups.watch(shard, channel).await?);
+            // One that fails (a node that hangs, or refuses) is left out:
+            // the poll waits on the others, and its passes still read
+            // this queue, which reports it if it is unavailable.
+            match state.wakeups.watch(shard, channel).await {
+                Ok(w) => watches.push(w),
+                Err(e) => {
+                    tracing::warn!(shard = shard.name(), slot, error = %e, "a long poll waits without this queue's wake-ups");
+                    failed = Some(e);
+                }
+            }
         }
     }
-    Ok(watches)
+    match failed {
+        Some(e) if watches.is_empty() => Err(e.into()),
+        _ => Ok(watches),
+    }
 }
 
 fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {

@@ -17,6 +17,9 @@ pub(super) struct Pass {
     pub(super) unavailable: Vec<usize>,
     /// The last failure, for a 503 when every queue failed.
     pub(super) error: Option<EngineError>,
+    /// The namespace's consume rate held nothing for it (429), which ended
+    /// the pass.
+    pub(super) refused: Option<ApiError>,
 }
 
 impl Pass {
@@ -42,7 +45,13 @@ impl Pass {
 /// does not stop the others: its queue is reported unavailable. Consumers
 /// of a queue that ask a slot together share one call, with its acks
 /// (`crate::batch`).
-async fn take(state: &AppState, tenant: &Tenant, queues: &[String], p: &ConsumeParams) -> Pass {
+async fn take(
+    state: &AppState,
+    tenant: &Tenant,
+    queues: &[String],
+    p: &ConsumeParams,
+    rate: &mut Rate<'_>,
+) -> Pass {
     let qualified: Vec<String> = queues
         .iter()
         .map(|q| keys::qualified(&tenant.ns, q))
@@ -53,25 +62,33 @@ async fn take(state: &AppState, tenant: &Tenant, queues: &[String], p: &ConsumeP
     let mut pass = Pass::default();
     'queues: for (q, qualified) in qualified.iter().enumerate() {
         for i in counts.of_queue(q).await {
-            let want = p.count - out.len() as u32;
-            if want == 0 {
+            if rate.cap(p.count) <= out.len() as u32 {
                 break 'queues;
             }
             let (_, slot, shard) = places[i];
-            let want = Want {
-                count: want,
-                ttr_ms: p.ttr_ms,
-            };
             let failed = match counts.result(i) {
                 Err(e) => e,
                 Ok(Some(0)) => continue,
-                Ok(_) => match state.workers.consume(shard, slot, qualified, want).await {
-                    Ok(got) => {
-                        out.append(got);
-                        continue;
+                Ok(_) => {
+                    if let Err(refused) = rate.take(state, tenant, p.count).await {
+                        pass.refused = Some(refused);
+                        break 'queues;
                     }
-                    Err(e) => e,
-                },
+                    let want = Want {
+                        count: rate.cap(p.count).saturating_sub(out.len() as u32),
+                        ttr_ms: p.ttr_ms,
+                    };
+                    if want.count == 0 {
+                        break 'queues;
+                    }
+                    match state.workers.consume(shard, slot, qualified, want).await {
+                        Ok(got) => {
+                            out.append(got);
+                            continue;
+                        }
+                        Err(e) => e,
+                    }
+                }
             };
             tracing::warn!(shard = shard.name(), slot, error = %failed, "consume skipped a failing shard");
             pass.failed(q, failed);
@@ -81,28 +98,59 @@ async fn take(state: &AppState, tenant: &Tenant, queues: &[String], p: &ConsumeP
     pass
 }
 
+/// The namespace's consume rate in one pass: taken from only when the
+/// pass is about to call a script (a pass over empty queues takes
+/// nothing), up to the consume's `count`, and given back for the jobs the
+/// pass did not get.
+struct Rate<'a> {
+    quota: &'a Quota,
+    /// `None` until taken; then what was taken (`None` inside: no rate).
+    taken: Option<Option<quota::Taken>>,
+}
+
+impl Rate<'_> {
+    /// Takes from the rate, once a pass: 429 when it holds nothing.
+    async fn take(
+        &mut self,
+        state: &AppState,
+        tenant: &Tenant,
+        count: u32,
+    ) -> Result<(), ApiError> {
+        if self.taken.is_none() {
+            let taken = quota::take_consume(state, tenant, self.quota, u64::from(count)).await?;
+            self.taken = Some(taken);
+        }
+        Ok(())
+    }
+
+    /// The jobs the pass may take in all.
+    fn cap(&self, count: u32) -> u32 {
+        match self.taken.as_ref().and_then(Option::as_ref) {
+            Some(t) => u32::try_from(t.jobs).unwrap_or(count).min(count),
+            None => count,
+        }
+    }
+}
+
 /// One pass ([`take`]) for at most as many jobs as the namespace's consume
-/// rate holds (429 when it holds none), which gets back those not taken.
+/// rate holds (its refusal in [`Pass::refused`]), which gets back those
+/// not taken.
 pub(super) async fn take_within_rate(
     state: &AppState,
     tenant: &Tenant,
     queues: &[String],
     p: &ConsumeParams,
     quota: &Quota,
-) -> Result<Pass, ApiError> {
-    let Some(taken) = quota::take_consume(state, tenant, quota, u64::from(p.count)).await? else {
-        return Ok(take(state, tenant, queues, p).await);
-    };
-    let within = ConsumeParams {
-        count: u32::try_from(taken.jobs).unwrap_or(p.count).min(p.count),
-        ..*p
-    };
-    let pass = take(state, tenant, queues, &within).await;
-    let used = pass.jobs.len() as u64;
-    taken
-        .give_back(state, taken.jobs.saturating_sub(used))
-        .await;
-    Ok(pass)
+) -> Pass {
+    let mut rate = Rate { quota, taken: None };
+    let pass = take(state, tenant, queues, p, &mut rate).await;
+    if let Some(Some(taken)) = &rate.taken {
+        let used = pass.jobs.len() as u64;
+        taken
+            .give_back(state, taken.jobs.saturating_sub(used))
+            .await;
+    }
+    pass
 }
 
 /// Every place (queue index, slot, shard) of the named queues, in priority
