@@ -178,11 +178,7 @@ async fn store_within_rate(
 ) -> Result<(), ApiError> {
     let taken = quota::take_publish(state, tenant, &p.quota, jobs.len() as u64).await?;
     let stored = store(state, tenant, p, lane, jobs).await;
-    if stored.is_err()
-        && let Some(t) = &taken
-    {
-        t.give_back(state, t.jobs).await;
-    }
+    quota::give_back_if_failed(state, taken.as_ref(), &stored).await;
     stored
 }
 
@@ -325,11 +321,7 @@ pub(super) async fn republish(
         .jobs()
         .republish(slot, &qualified, &old, &p.schedule, &job)
         .await;
-    if republished.is_err()
-        && let Some(t) = &taken
-    {
-        t.give_back(&state, t.jobs).await;
-    }
+    quota::give_back_if_failed(&state, taken.as_ref(), &republished).await;
     // While the slot moves, the old job may be at its other location: it
     // goes after the new one is stored (a crash in between leaves both,
     // never neither).
