@@ -6,11 +6,13 @@
 -- KEYS[6]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: limit   ARGV[2]: 'respawn' or 'delete'
 -- ARGV[3]: new ttl ms for respawned jobs (0 = never expire)   ARGV[4]: ready channel
--- ARGV[5]: qualified queue
+-- ARGV[5]: qualified queue   ARGV[6]: timer channel   ARGV[7]: slot number
 -- Returns: {entries popped, jobs moved}; call again while jobs moved == limit.
 local limit, mode, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local jkey, tkey, ckey = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
+local before = nil
+if mode == 'respawn' and ttl > 0 then before = zmin(tkey) end
 local popped, moved = 0, 0
 while moved < limit do
   local id = redis.call('RPOP', KEYS[4])
@@ -31,5 +33,8 @@ while moved < limit do
     end
   end
 end
-if mode == 'respawn' and moved > 0 then announce(ARGV[4], moved) end
+if mode == 'respawn' and moved > 0 then
+  announce(ARGV[4], moved)
+  announce_expiry(before, now, ttl, ARGV[6], ARGV[7])
+end
 return { popped, moved }

@@ -212,6 +212,16 @@ local function arm(tkey, id, at, timer_channel, slot)
   end
 end
 
+-- After jobs were made ready with a TTL of `ttl` ms from `now`: tells the
+-- pumps when their expiry is sooner than the slot's earliest timer entry
+-- before them (`before`), so that a pump asleep until its idle check
+-- drops them on time.
+local function announce_expiry(before, now, ttl, timer_channel, slot)
+  if ttl > 0 and (before == nil or now + ttl < before) then
+    announce(timer_channel, slot)
+  end
+end
+
 -- The timer entry a job needs in a state that has no due time of its own:
 -- its expiry, or none.
 local function arm_expiry(tkey, id, r)

@@ -142,6 +142,8 @@ impl DeadLetter<'_> {
             (ttl_ms as i64).into(),
             self.0.ready_channel(slot, qualified).into(),
             qualified.into(),
+            self.0.timer_channel(slot).into(),
+            i64::from(slot).into(),
         ];
         args.extend(ids.iter().map(|id| Value::from(id.as_str())));
         let v = self
@@ -196,6 +198,8 @@ impl DeadLetter<'_> {
                 (ttl_ms as i64).into(),
                 self.0.ready_channel(slot, qualified).into(),
                 qualified.into(),
+                self.0.timer_channel(slot).into(),
+                i64::from(slot).into(),
             ];
             let v = self
                 .0

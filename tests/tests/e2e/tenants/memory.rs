@@ -82,7 +82,10 @@ async fn a_full_redis_refuses_publishes_whole_with_a_503_and_keeps_serving_worke
     assert!(!gw.log().contains("panicked"), "{}", gw.log());
 }
 
-on_every_shard_kind!(expired_jobs_leave_the_counts_and_redis_within_a_second_after_an_idle_spell);
+on_every_shard_kind!(
+    expired_jobs_leave_the_counts_and_redis_within_a_second_after_an_idle_spell,
+    respawned_jobs_expire_on_time_after_an_idle_spell,
+);
 
 async fn expired_jobs_leave_the_counts_and_redis_within_a_second_after_an_idle_spell(
     kind: sundial_tests::ShardKind,
@@ -119,5 +122,41 @@ async fn expired_jobs_leave_the_counts_and_redis_within_a_second_after_an_idle_s
         store.keys("sd:*:j"),
         Vec::<String>::new(),
         "their records freed"
+    );
+}
+
+async fn respawned_jobs_expire_on_time_after_an_idle_spell(kind: sundial_tests::ShardKind) {
+    let store = sundial_tests::Store::start(kind);
+    let gw = Sundial::start(&SundialConfig::new(store.url()));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    for i in 0..3 {
+        api.publish("ns", "q", "tries=1", format!("{i}").as_bytes())
+            .await;
+    }
+    assert_eq!(api.get("/api/ns/q?count=3&ttr_ms=100").await.status, 200);
+    wait_until_async(Duration::from_secs(10), "the jobs to die", || async {
+        api.get("/api/ns/q/deadletter/size").await.json["size"] == 3
+    })
+    .await;
+    // Nothing due for a day: the pump sleeps until its idle check (30 s).
+    tokio::time::sleep(Duration::from_secs(1)).await; // the idle spell is the thing under test
+    let r = api.put("/api/ns/q/deadletter?limit=3&ttl=1", b"").await;
+    assert_eq!(
+        (r.status, &r.json["count"]),
+        (200, &serde_json::json!(3)),
+        "{r:?}"
+    );
+    let respawned = std::time::Instant::now();
+    wait_until_async(
+        Duration::from_secs(10),
+        "the respawned jobs to expire",
+        || async { api.get("/api/ns/q/stats").await.json["ready"] == 0 },
+    )
+    .await;
+    assert!(
+        respawned.elapsed() < Duration::from_secs(2),
+        "gone {:?} after the respawn",
+        respawned.elapsed()
     );
 }
