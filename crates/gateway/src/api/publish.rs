@@ -27,7 +27,10 @@ use super::{
     tenant::Tenant,
     throttle::{self, Action},
 };
-use sundial_router::{placement::NamespacePools, quota::Quota};
+use sundial_router::{
+    placement::NamespacePools,
+    quota::{Bound, Quota},
+};
 
 use crate::state::AppState;
 
@@ -176,7 +179,14 @@ async fn store_within_rate(
     lane: u32,
     jobs: &[NewJob],
 ) -> Result<(), ApiError> {
-    let taken = quota::take_publish(state, tenant, &p.quota, jobs.len() as u64).await?;
+    let taken = quota::take_rate(
+        state,
+        tenant,
+        &p.quota,
+        Bound::PublishRate,
+        jobs.len() as u64,
+    )
+    .await?;
     let stored = store(state, tenant, p, lane, jobs).await;
     quota::give_back_if_failed(state, taken.as_ref(), &stored).await;
     stored
@@ -316,7 +326,7 @@ pub(super) async fn republish(
     let slot = pool.slot_of(&tenant.ns, p.queue, lane);
     let qualified = keys::qualified(&tenant.ns, p.queue);
     let written = pool.shard_for(slot);
-    let taken = quota::take_publish(&state, &tenant, &p.quota, 1).await?;
+    let taken = quota::take_rate(&state, &tenant, &p.quota, Bound::PublishRate, 1).await?;
     let republished = written
         .jobs()
         .republish(slot, &qualified, &old, &p.schedule, &job)

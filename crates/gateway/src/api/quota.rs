@@ -160,7 +160,7 @@ impl Taken {
             return;
         }
         let redis = state.admin.redis();
-        // Boxed, as a take is (see `take_publish`).
+        // Boxed, as a take is (see `take_rate`).
         let refund = redis
             .admin()
             .quota_rate(&self.bucket, self.rate, jobs, RateTake::Refund);
@@ -183,51 +183,28 @@ pub(super) async fn give_back_if_failed<T, E>(
     }
 }
 
-/// Takes `jobs` from the namespace's publish rate, all or none (429 when
-/// the bucket lacks them). `None`: no rate to count against.
-pub(super) async fn take_publish(
+/// Takes `jobs` from one of the namespace's rates: the publish rate all
+/// or none, the consume rate up to `jobs` (429 when the bucket lacks
+/// them). `None`: no rate of that kind to count against.
+pub(super) async fn take_rate(
     state: &AppState,
     tenant: &Tenant,
     quota: &Quota,
+    bound: Bound,
     jobs: u64,
 ) -> Result<Option<Taken>, ApiError> {
-    if quota.limit(Bound::PublishRate).is_none() {
+    if quota.limit(bound).is_none() {
         return Ok(None);
     }
+    let how = if bound == Bound::PublishRate {
+        RateTake::All
+    } else {
+        RateTake::Some
+    };
     // Boxed: the admin Redis call's state would otherwise be part of every
     // request's future, rate or not, and be copied with it (measured: about
     // 5 µs of gateway CPU a publish).
-    Box::pin(take(
-        state,
-        tenant,
-        quota,
-        Bound::PublishRate,
-        jobs,
-        RateTake::All,
-    ))
-    .await
-}
-
-/// Takes up to `jobs` from the namespace's consume rate (429 when the
-/// bucket holds none). `None`: no rate to count against.
-pub(super) async fn take_consume(
-    state: &AppState,
-    tenant: &Tenant,
-    quota: &Quota,
-    jobs: u64,
-) -> Result<Option<Taken>, ApiError> {
-    if quota.limit(Bound::ConsumeRate).is_none() {
-        return Ok(None);
-    }
-    Box::pin(take(
-        state,
-        tenant,
-        quota,
-        Bound::ConsumeRate,
-        jobs,
-        RateTake::Some,
-    ))
-    .await
+    Box::pin(take(state, tenant, quota, bound, jobs, how)).await
 }
 
 async fn take(

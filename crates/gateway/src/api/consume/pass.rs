@@ -4,7 +4,7 @@
 
 use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered};
 use sundial_core::{Delivery, EngineError, Shard, Want, keys};
-use sundial_router::quota::Quota;
+use sundial_router::quota::{Bound, Quota};
 
 use super::super::{error::ApiError, params::ConsumeParams, quota, tenant::Tenant};
 use crate::{batch::Reserved, state::AppState};
@@ -117,7 +117,14 @@ impl Rate<'_> {
         count: u32,
     ) -> Result<(), ApiError> {
         if self.taken.is_none() {
-            let taken = quota::take_consume(state, tenant, self.quota, u64::from(count)).await?;
+            let taken = quota::take_rate(
+                state,
+                tenant,
+                self.quota,
+                Bound::ConsumeRate,
+                u64::from(count),
+            )
+            .await?;
             self.taken = Some(taken);
         }
         Ok(())
