@@ -134,6 +134,18 @@ async fn only_its_own_timers(fault: Fault) {
         worst < Duration::from_millis(1_000),
         "the others' timers waited: {late:?}"
     );
+    // After the pause, the victim's own timers fire: every job due on it
+    // while it hung is delivered.
+    if let Fault::Pause = fault {
+        let victims: Vec<String> = (0..8).map(|i| queue(&cluster, victim, true, i)).collect();
+        for q in &victims {
+            let r = api.get(&format!("/api/ns/{q}?timeout=15")).await;
+            assert_eq!(
+                r.status, 200,
+                "the paused master's job of {q}, after: {r:?}"
+            );
+        }
+    }
 }
 
 /// The `data` field the API gives a body.
