@@ -147,6 +147,34 @@ local function count(ckey, state, queue, delta)
   bump(ckey, COUNTER[state] .. queue, delta)
 end
 
+-- Per-namespace usage of the slot on this shard, in its usage hash
+-- (`sd:T:u`, named after another one-letter key of the slot, such as the
+-- counters hash `sd:T:c`): `j<ns>` the jobs
+-- held (records, and entries in transit to another shard until their
+-- copy is safe), `b<ns>` their bytes (id and record, attributes and body
+-- included: `job_bytes`). Changed where a job arrives or leaves, never on
+-- a change of state; a field that reaches 0 goes, so an idle namespace
+-- has no field. Quotas and `sundial usage` read it (`engine::slots`).
+local RECORD_HEAD = 26
+local function usage_key(slot_key)
+  return string.sub(slot_key, 1, -2) .. 'u'
+end
+local function ns_of(queue)
+  return string.match(queue, '^[^/]*')
+end
+-- A job's bytes: its id and its record (`raw`, or a decoded record), whose
+-- length never changes over the job's life (state changes patch fixed-width
+-- fields).
+local function job_bytes(id, raw)
+  if type(raw) == 'string' then return #id + #raw end
+  return #id + RECORD_HEAD + #raw.attrs + #raw.body
+end
+local function use(ckey, queue, jobs, bytes)
+  local ukey, ns = usage_key(ckey), ns_of(queue)
+  bump(ukey, 'j' .. ns, jobs)
+  bump(ukey, 'b' .. ns, bytes)
+end
+
 -- Running totals per queue in the same counters hash, for rates: 'P' jobs
 -- published, 'C' deliveries. They only grow.
 local function total(ckey, kind, queue, n)
@@ -157,18 +185,31 @@ end
 -- (`flush`): a script that moves many jobs writes each counter once, not
 -- once per job. Flush before anything reads the counters (`unlist`).
 local function tally()
-  local t = { d = {} }
+  local t = { d = {}, u = {} }
   function t.add(field, n)
     t.d[field] = (t.d[field] or 0) + n
   end
   function t.state(state, queue, n)
     t.add(COUNTER[state] .. queue, n)
   end
+  -- Usage (see `use`): jobs and bytes that arrive (> 0) or leave (< 0).
+  function t.use(queue, jobs, bytes)
+    local ns = ns_of(queue)
+    local u = t.u[ns]
+    if not u then u = { 0, 0 }; t.u[ns] = u end
+    u[1], u[2] = u[1] + jobs, u[2] + bytes
+  end
   function t.flush(ckey)
     for f, n in pairs(t.d) do
       if n ~= 0 then bump(ckey, f, n) end
     end
     t.d = {}
+    local ukey = usage_key(ckey)
+    for ns, u in pairs(t.u) do
+      if u[1] ~= 0 then bump(ukey, 'j' .. ns, u[1]) end
+      if u[2] ~= 0 then bump(ukey, 'b' .. ns, u[2]) end
+    end
+    t.u = {}
   end
   return t
 end
@@ -232,13 +273,17 @@ local function arm_expiry(tkey, id, r)
   end
 end
 
--- Removes a job record and its timer entry. Its entry in a ready or dead
--- list, if it has one, is for the caller: scripts that popped it have
--- nothing left to remove, and the others call `unlist`.
-local function drop(jkey, tkey, ckey, id, r)
+-- Removes a job record and its timer entry, and its usage (`r.raw`: its
+-- record when `r` is not decoded; with a tally `t`, the usage is
+-- gathered there). Its entry in a ready or dead list, if it has one, is
+-- for the caller: scripts that popped it have nothing left to remove, and
+-- the others call `unlist`.
+local function drop(jkey, tkey, ckey, id, r, t)
   redis.call('HDEL', jkey, id)
   redis.call('ZREM', tkey, id)
   count(ckey, r.state, r.queue, -1)
+  local bytes = job_bytes(id, r.raw or r)
+  if t then t.use(r.queue, -1, -bytes) else use(ckey, r.queue, -1, -bytes) end
 end
 
 -- After `drop` of a READY or DEAD job, removes its id from that state's list

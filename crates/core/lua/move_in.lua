@@ -65,6 +65,7 @@ for i = 7, #ARGV, 2 do
       if r.state == READY then ready[r.queue] = (ready[r.queue] or 0) + 1 end
     end
     t.state(r.state, r.queue, 1)
+    t.use(r.queue, 1, job_bytes(id, e.raw))
     if mark then
       marks[#marks + 1] = e.tag
       marks[#marks + 1] = id

@@ -176,7 +176,7 @@ elseif only == '' and redis.call('HLEN', jkey) == 0 and redis.call('HLEN', mkey)
       out[#out + 1] = tonumber(fields[x + 1])
     end
   end
-  redis.call('DEL', KEYS[5], tkey, ckey, KEYS[4], KEYS[7])
+  redis.call('DEL', KEYS[5], tkey, ckey, KEYS[4], KEYS[7], usage_key(ckey))
   out[3] = 1
 end
 out[4] = redis.call('HLEN', mkey)

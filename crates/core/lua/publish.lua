@@ -47,8 +47,8 @@ local wake, woke = nil, false
 -- (the usual case: a call of many single-job publishes): one record
 -- template and packer per schedule, not per publication.
 local kinds = {}
--- Jobs stored per state, and in all.
-local stored, total = {}, 0
+-- Jobs stored per state, and in all, and their bytes (`job_bytes`).
+local stored, total, bytes = {}, 0, 0
 for _, p in ipairs(pubs) do
   local at, first, last, n = p[1], p[2], p[3], p[4]
   local clash = false
@@ -73,8 +73,10 @@ for _, p in ipairs(pubs) do
     end
     for j = first, last, 3 do
       local id = ARGV[j]
+      local record = pack(ARGV[j + 1], ARGV[j + 2])
       records[#records + 1] = id
-      records[#records + 1] = pack(ARGV[j + 1], ARGV[j + 2])
+      records[#records + 1] = record
+      bytes = bytes + #id + #record
       if r.state == DELAYED then
         wake = delay(k, id, r.due, now, wake, ARGV[3], ARGV[4])
       else
@@ -108,6 +110,7 @@ end
 local counts = tally()
 for state, n in pairs(stored) do counts.state(state, queue, n) end
 counts.add('P' .. queue, total)
+if total > 0 then counts.use(queue, total, bytes) end
 counts.flush(KEYS[3])
 if #ready_ids > 0 then announce(ARGV[2], #ready_ids) end
 return out

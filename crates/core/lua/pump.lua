@@ -86,8 +86,8 @@ local function rearm(id, expire, timed)
     unarmed[#unarmed + 1] = id
   end
 end
-local function expire_job(id, st, queue)
-  expired_jobs[#expired_jobs + 1] = { id, st, queue }
+local function expire_job(id, raw, st, queue)
+  expired_jobs[#expired_jobs + 1] = { id, st, queue, raw }
   gone = gone + 1
   tally(queue, 4)
 end
@@ -126,13 +126,15 @@ local function write()
   counts.flush(ckey)
   for _, e in ipairs(expired_jobs) do
     local id, st, queue = e[1], e[2], e[3]
-    drop(jkey, tkey, ckey, id, { state = st, queue = queue })
+    drop(jkey, tkey, ckey, id, { state = st, queue = queue, raw = e[4] }, counts)
     if st == READY then
       unlist(prefix .. 'r:' .. queue, jkey, ckey, READY, queue, id)
     elseif st == DEAD then
       unlist(prefix .. 'd:' .. queue, jkey, ckey, DEAD, queue, id)
     end
   end
+  -- The usage of the jobs that expired (gathered by `drop`).
+  counts.flush(ckey)
   for q, n in pairs(woken) do
     announce(chan .. q, n)
   end
@@ -170,7 +172,7 @@ while opened < limit do
       local st, qn, tries, expire, delivered, at = head(raw)
       if st ~= DELAYED then return end
       if expire > 0 and expire <= now then
-        expire_job(id, st, qname(qn))
+        expire_job(id, raw, st, qname(qn))
       elseif at <= now then
         seen_due(at)
         make_ready(id, raw, st, qname(qn), tries, expire, delivered, false)
@@ -205,7 +207,7 @@ each_record(ids, function(id, raw)
   local st, qn, tries, expire, delivered = head(raw)
   local queue = qname(qn)
   if expire > 0 and expire <= now then
-    expire_job(id, st, queue)
+    expire_job(id, raw, st, queue)
   elseif st == DELAYED or (st == RESERVED and tries > 0) then
     make_ready(id, raw, st, queue, tries, expire, delivered, true)
   elseif st == RESERVED then

@@ -29,6 +29,7 @@ local wake
 if r.state == DELAYED then wake = next_wake(k.t, k.s) end
 put(k, KEYS[4], id, r, now, wake, ARGV[6], ARGV[7])
 count(KEYS[3], r.state, queue, 1)
+use(KEYS[3], queue, 1, job_bytes(id, r))
 total(KEYS[3], 'P', queue, 1)
 if r.state == READY then announce(ARGV[5], 1) end
 return existed

@@ -71,6 +71,7 @@ if acks > 0 then
         gone[id] = true
         ids[#ids + 1] = id
         t.state(st, queue, -1)
+        t.use(queue, -1, -job_bytes(id, raw))
         if st == READY or st == DEAD then listed[#listed + 1] = i end
       end
     end
@@ -100,6 +101,7 @@ if acks > 0 then
         local e = v and transit_unpack(v)
         if e and e.queue == queue then
           redis.call('HSET', KEYS[7], id, transit_acked(e))
+          use(ckey, queue, -1, -job_bytes(id, e.raw))
           out[i - 3] = head(e.raw)
           gone[id] = true
         end
@@ -138,6 +140,7 @@ while #taken < wanted and not empty do
           if expire > 0 and expire <= now then
             expired_ids[#expired_ids + 1] = fresh[x]
             t.state(READY, queue, -1)
+            t.use(queue, -1, -job_bytes(fresh[x], raw))
           else
             local j = #taken + 1
             taken[j], raws[j], tries_of[j], expire_of[j] = fresh[x], raw, tries, expire

@@ -20,6 +20,7 @@
 //! | `sd:T:s` | zset | wheel second → its start (ms) | one member per non-empty wheel list |
 //! | `sd:T:w:<second>` | list | ids of delayed jobs due within that second (`second = due_ms / 1000`) | every delayed job not in `sd:T:t` is in the list of its second; stale ids (deleted jobs) are skipped when the second opens |
 //! | `sd:T:c` | hash | `<s><ns>/<queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead); `P<ns>/<queue>` and `C<ns>/<queue>` → jobs published and deliveries made (running totals) | the per-state counts equal the records in that state; changed by the script that changes the records |
+//! | `sd:T:u` | hash | `j<ns>` → jobs of the namespace held in the slot on this shard (records, and transit entries until their copy is safe); `b<ns>` → their bytes (ids and records, body included) | changed by every script that adds or removes a record or a transit entry; a field at 0 goes; counted afresh once on a shard whose data predates it (`usage_build.lua`) |
 //! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib.lua`); the list goes when the slot holds no ready job of the queue |
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
 //! | `sd:T:lease` | string | the id of the pump process that pumps this slot | changed only by the lease scripts; the pump script checks it |
@@ -29,7 +30,8 @@
 //!
 //! So a namespace has no key of its own: an idle tenant costs its jobs'
 //! records and, per queue that holds jobs, its ready and dead lists (and
-//! two fields of its slots' queue tables).
+//! two fields of its slots' queue tables); its usage fields go with its
+//! last job.
 //!
 //! Per shard:
 //!
@@ -85,6 +87,9 @@ pub const META_FORMAT: &str = "format";
 /// (per-namespace buckets, Sundial before 0.2) wrote `buckets` in [`META`]
 /// instead; see `docs/OPERATIONS.md` for the upgrade.
 pub const FORMAT: u32 = 2;
+/// Field of [`META`] set once the slots' usage hashes (`sd:T:u`) count
+/// every job of the shard (see `engine::usage`).
+pub const META_USAGE: &str = "usage";
 /// Field of [`META`] written by format 1 only.
 pub const META_BUCKETS_V1: &str = "buckets";
 /// Field of [`META`] that holds the pool's slot count.
@@ -275,6 +280,12 @@ impl SlotKeys {
 
     pub fn counters(&self) -> String {
         format!("{}c", self.prefix)
+    }
+
+    /// The slot's usage per namespace: `j<ns>` jobs held, `b<ns>` their
+    /// bytes (see `use` in `lua/lib.lua`).
+    pub fn usage(&self) -> String {
+        format!("{}u", self.prefix)
     }
 
     /// The index of the slot's timer-wheel seconds.

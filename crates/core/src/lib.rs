@@ -56,7 +56,7 @@ pub use conn::{
 pub use engine::{
     AdminTables, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage, InTransit, JobView, Mark,
     MoveMode, NewJob, PAGE_BYTES, PageSize, PortableJob, Publication, PumpOutcome, PumpProcess,
-    RateGrant, RateTake, Schedule, Served, Shard, ShardCheck, Taken, Want, state,
+    RateGrant, RateTake, Schedule, Served, Shard, ShardCheck, Taken, Usage, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

@@ -101,6 +101,7 @@ scripts! {
     move_in: "#!lua",
     move_done: "#!lua flags=allow-oom",
     export: "#!lua flags=allow-oom",
+    usage_build: "#!lua flags=allow-oom",
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ impl Shard {
         let check = self.check_servers().await?;
         self.pin_format().await?;
         self.pin_counts(slots, lanes).await?;
+        self.count_usage_once(slots).await?;
         Ok(check)
     }
 

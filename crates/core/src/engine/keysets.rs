@@ -127,6 +127,11 @@ pub(crate) fn wipe_slot(k: &SlotKeys) -> Vec<String> {
     ]
 }
 
+/// `usage_build.lua`.
+pub(crate) fn usage_build(k: &SlotKeys) -> Vec<String> {
+    vec![k.jobs(), k.queues(), k.transit(), k.guard()]
+}
+
 /// `move_out.lua`.
 pub(crate) fn move_out(k: &SlotKeys) -> Vec<String> {
     vec![
@@ -228,6 +233,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("quota_rate", quota_rate(&keys::quota_rate("p", "ns", 'p'))),
         ("token_rehash", token_rehash(admin)),
         ("wipe_slot", wipe_slot(&k)),
+        ("usage_build", usage_build(&k)),
         ("move_out", move_out(&k)),
         ("move_in", move_in(&k)),
         ("move_done", move_done(&k)),

@@ -18,7 +18,7 @@
 //! | [`Shard::timers`] | `timers.rs` | the pump step of a slot |
 //! | [`Shard::leases`] | `leases.rs` | pump processes' heartbeats and slot leases |
 //! | [`Shard::mover`] | `mover/` | a moved slot's jobs taken out, read, stored, let go |
-//! | [`Shard::slots`] | `slots.rs` | what the shard's slots hold, in bulk |
+//! | [`Shard::slots`] | `slots.rs`, `usage.rs` | what the shard's slots hold, in bulk; each namespace's jobs and bytes |
 //! | [`Shard::layouts`] | `layouts.rs` | pinned layouts, gateway views |
 //! | [`Shard::admin`] | `admin.rs` | admin tables, rate counters, queue indexes |
 //! | [`Shard::portable`] | `portable.rs` | jobs read for an export, stored by an import |
@@ -45,6 +45,7 @@ mod queues;
 mod shard;
 mod slots;
 mod timers;
+mod usage;
 mod wipe;
 
 pub use admin::{Admin, AdminTables, RateGrant, RateTake};
@@ -61,4 +62,5 @@ pub use queues::{Counts, Queues};
 pub use shard::Shard;
 pub use slots::Slots;
 pub use timers::{PumpOutcome, Timers};
+pub use usage::Usage;
 pub use wipe::Wiped;

@@ -109,6 +109,17 @@ impl Slots<'_> {
         slots: &[u32],
         key: fn(&SlotKeys) -> String,
     ) -> Result<Vec<R>, EngineError> {
+        self.per_slot_args(command, slots, key, &[]).await
+    }
+
+    /// [`Self::per_slot`], with `args` after the key.
+    pub(super) async fn per_slot_args<R: FromValue>(
+        self,
+        command: &'static str,
+        slots: &[u32],
+        key: fn(&SlotKeys) -> String,
+        args: &[String],
+    ) -> Result<Vec<R>, EngineError> {
         if slots.is_empty() {
             return Ok(Vec::new());
         }
@@ -116,7 +127,10 @@ impl Slots<'_> {
         futures::future::try_join_all(keys.iter().map(|k| {
             self.0.conn().idempotent(k, move |c| async move {
                 let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
-                c.custom(cmd, vec![k.clone()]).await
+                let mut all = Vec::with_capacity(1 + args.len());
+                all.push(k.clone());
+                all.extend(args.iter().cloned());
+                c.custom(cmd, all).await
             })
         }))
         .await

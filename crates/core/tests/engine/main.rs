@@ -1,7 +1,7 @@
 //! The Lua engine against a real Redis: every state change, checked both
 //! through the engine and, with an independent client, in what Redis holds.
 //! One module per scenario (`jobs`, `queues`, `dead_letter`, `timers`,
-//! `shard`, `leases`, `cleanup`, `admin`, `moves`), what they share in
+//! `shard`, `leases`, `cleanup`, `admin`, `moves`, `usage`), what they share in
 //! `helpers`.
 //!
 //! The modules are one test binary on purpose: every integration test file
@@ -18,3 +18,4 @@ mod moves;
 mod queues;
 mod shard;
 mod timers;
+mod usage;

@@ -15,7 +15,10 @@ use sundial_core::{
 };
 use sundial_tests::RedisServer;
 
-use crate::helpers::{L, S, counts, now_sched, qn, sched, wheel};
+use crate::{
+    helpers::{L, S, counts, now_sched, qn, sched, wheel},
+    usage::assert_usage_true,
+};
 
 /// A shard named `name` (the mover records its destination by name).
 async fn named_shard(redis: &RedisServer, name: &str) -> Shard {
@@ -226,6 +229,7 @@ async fn a_moved_slot_arrives_whole_with_every_job_as_it_was() {
         .collect();
     let want: Vec<String> = ready.iter().map(|id| id.as_str().to_owned()).collect();
     assert_eq!(got, want);
+    assert_usage_true(&b, &rb, "after the move").await;
     // The old shard keeps nothing of the slot.
     let left: Vec<String> = ra_c.keys(format!("sd:{{{sl}}}:*")).expect("keys");
     assert!(left.is_empty(), "{left:?}");
@@ -311,6 +315,7 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
     // Mover 1 takes four jobs out, then dies before it copies them.
     let t1 = out("m1", MoveMode::Take, 4).await.expect("lease");
     assert_eq!(t1.jobs.len(), 4);
+    assert_usage_true(&a, &ra, "with jobs in transit").await;
     // While its lease lives, nobody else moves the slot.
     assert_eq!(out("m2", MoveMode::Take, 4).await, Err("m1".to_owned()));
     // A job in transit is still found by id, and its ack counts.
@@ -336,6 +341,7 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
             .await
             .expect("ack twice")
     );
+    assert_usage_true(&a, &ra, "after an ack in transit").await;
     // The lease lapses; mover 2 reads back what is in transit and copies it.
     tokio::time::sleep(lease + Duration::from_millis(100)).await;
     let p = out("m2", MoveMode::Pending, 100).await.expect("lease");
@@ -347,6 +353,7 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
         .await
         .expect("copy");
     assert_eq!((c.copied, c.skipped), (3, 1), "the acked job is not copied");
+    assert_usage_true(&b, &rb, "after a copy").await;
     // The new shard restarts without its last writes: copied again, once.
     let _: () = redis::cmd("FLUSHALL")
         .query(&mut rb.client())
@@ -390,6 +397,7 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
     let ids_p: Vec<String> = p.jobs.iter().map(|j| j.id.clone()).collect();
     let (went, deleted) = a.mover().done(sl, &ids_p).await.expect("done");
     assert_eq!(went, 3, "the three copied");
+    assert_usage_true(&a, &ra, "once the copied entries went").await;
     let deleted: Vec<_> = deleted
         .into_iter()
         .map(|(id, m)| (id, m.queue, m.dest, m.acked))
@@ -421,6 +429,8 @@ async fn a_move_cut_at_any_step_ends_with_every_job_once() {
         .collect();
     assert_eq!(there, want);
     assert_eq!(counts(&b, q).await.expect("counts").ready, 8);
+    assert_usage_true(&a, &ra, "once moved").await;
+    assert_usage_true(&b, &rb, "once moved").await;
     let left: Vec<String> = ra.client().keys(format!("sd:{{{sl}}}:*")).expect("keys");
     assert!(left.is_empty(), "{left:?}");
 }
