@@ -38,6 +38,15 @@ pub enum QuotaCmd {
 /// The bounds `quota set` can give, each left as it is when not given.
 #[derive(Debug, Args)]
 pub struct Bounds {
+    /// Jobs held, in every state (the backlog).
+    #[arg(long)]
+    max_jobs: Option<u64>,
+    /// Bytes held by those jobs (ids and records, bodies included).
+    #[arg(long)]
+    max_bytes: Option<u64>,
+    /// Queues published to.
+    #[arg(long)]
+    max_queues: Option<u64>,
     /// Jobs published per second (a bulk counts each job).
     #[arg(long)]
     publish_rate: Option<u64>,
@@ -62,6 +71,9 @@ impl Bounds {
     /// (name, value) of each bound given.
     fn given(&self) -> Vec<(&'static str, u64)> {
         [
+            ("max_jobs", self.max_jobs),
+            ("max_bytes", self.max_bytes),
+            ("max_queues", self.max_queues),
             ("publish_rate", self.publish_rate),
             ("consume_rate", self.consume_rate),
             ("max_body", self.max_body),

@@ -203,6 +203,12 @@ pub fn quota_rate(pool: &str, ns: &str, direction: char) -> String {
     format!("sd:quota:{pool}/{ns}:{direction}")
 }
 
+/// A namespace's backlog quota on the admin Redis (`lua/backlog.lua`):
+/// this hash, and its `:p` and `:d` sorted sets, under one hash tag.
+pub fn backlog(pool: &str, ns: &str) -> String {
+    format!("sd:backlog:{{{pool}/{ns}}}")
+}
+
 /// Per shard: live pump processes (member = owner id, score = expiry ms).
 pub const PUMPS: &str = "sd:pumps";
 

@@ -54,9 +54,10 @@ pub use conn::{
     Listening, Probe, PubSub, ReplicaWait, ShardOptions, TlsFiles, url_uses_tls,
 };
 pub use engine::{
-    AdminTables, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage, InTransit, JobView, Mark,
-    MoveMode, NewJob, PAGE_BYTES, PageSize, PortableJob, Publication, PumpOutcome, PumpProcess,
-    RateGrant, RateTake, Schedule, Served, Shard, ShardCheck, Taken, Usage, Want, state,
+    AdminTables, Admission, BacklogAsk, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage,
+    InTransit, JobView, Mark, MoveMode, NewJob, PAGE_BYTES, PageSize, PortableJob, Publication,
+    PumpOutcome, PumpProcess, RateGrant, RateTake, Schedule, Served, Shard, ShardCheck, Taken,
+    Usage, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

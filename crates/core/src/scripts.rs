@@ -92,6 +92,7 @@ scripts! {
     pump: "#!lua flags=allow-oom",
     rate: "#!lua flags=allow-oom",
     quota_rate: "#!lua flags=allow-oom",
+    backlog: "#!lua flags=allow-oom",
     heartbeat: "#!lua flags=allow-oom",
     claim: "#!lua flags=allow-oom",
     table_change: "#!lua flags=allow-oom",

@@ -6,6 +6,8 @@
 //!   quotas), each typed, replicated into every gateway; the queue index.
 //! - [`quota`]: a namespace's bounds, as the config, a pool and the quota
 //!   table set them.
+//! - [`usage`]: what namespaces hold in a pool (jobs, bytes), from the
+//!   slots.
 //! - [`scope`]: what a token may do, and on which queues.
 //! - [`config`]: what the operator writes about pools and shards.
 //! - [`layout`]: a pool's ring membership, and how shards pin it.
@@ -51,6 +53,7 @@ pub mod ring;
 pub mod scope;
 pub mod token;
 pub mod topology;
+pub mod usage;
 pub mod view;
 pub mod writes;
 

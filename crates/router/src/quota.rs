@@ -13,6 +13,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Quota {
+    /// Jobs held, in every state (the backlog).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_jobs: Option<u64>,
+    /// Bytes held by those jobs: ids and records, bodies included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    /// Queues published to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queues: Option<u64>,
     /// Jobs published per second, a bulk counting each of its jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish_rate: Option<u64>,
@@ -41,6 +50,9 @@ pub const MAX_RATE: u64 = 10_000_000;
 /// One bound of a quota, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bound {
+    MaxJobs,
+    MaxBytes,
+    MaxQueues,
     PublishRate,
     ConsumeRate,
     MaxBody,
@@ -51,7 +63,10 @@ pub enum Bound {
 
 impl Bound {
     /// Every bound, in the order the API lists them.
-    pub const ALL: [Bound; 6] = [
+    pub const ALL: [Bound; 9] = [
+        Self::MaxJobs,
+        Self::MaxBytes,
+        Self::MaxQueues,
         Self::PublishRate,
         Self::ConsumeRate,
         Self::MaxBody,
@@ -63,6 +78,9 @@ impl Bound {
     /// Its name in the API, the config and errors.
     pub fn name(self) -> &'static str {
         match self {
+            Self::MaxJobs => "max_jobs",
+            Self::MaxBytes => "max_bytes",
+            Self::MaxQueues => "max_queues",
             Self::PublishRate => "publish_rate",
             Self::ConsumeRate => "consume_rate",
             Self::MaxBody => "max_body",
@@ -71,33 +89,50 @@ impl Bound {
             Self::MaxTries => "max_tries",
         }
     }
+
+    /// The bound named `name`.
+    pub fn named(name: &str) -> Option<Bound> {
+        Self::ALL.into_iter().find(|b| b.name() == name)
+    }
 }
 
 impl Quota {
+    /// The field of `bound`, as set at this level.
+    pub fn get(&self, bound: Bound) -> Option<u64> {
+        let mut q = *self;
+        *q.field_mut(bound)
+    }
+
+    /// The field of `bound`, to set.
+    pub fn field_mut(&mut self, bound: Bound) -> &mut Option<u64> {
+        match bound {
+            Bound::MaxJobs => &mut self.max_jobs,
+            Bound::MaxBytes => &mut self.max_bytes,
+            Bound::MaxQueues => &mut self.max_queues,
+            Bound::PublishRate => &mut self.publish_rate,
+            Bound::ConsumeRate => &mut self.consume_rate,
+            Bound::MaxBody => &mut self.max_body,
+            Bound::MaxDelay => &mut self.max_delay,
+            Bound::MaxTtl => &mut self.max_ttl,
+            Bound::MaxTries => &mut self.max_tries,
+        }
+    }
+
     /// `self` where it sets a field, else `base`.
     #[must_use]
     pub fn over(&self, base: &Quota) -> Quota {
-        Quota {
-            publish_rate: self.publish_rate.or(base.publish_rate),
-            consume_rate: self.consume_rate.or(base.consume_rate),
-            max_body: self.max_body.or(base.max_body),
-            max_delay: self.max_delay.or(base.max_delay),
-            max_ttl: self.max_ttl.or(base.max_ttl),
-            max_tries: self.max_tries.or(base.max_tries),
+        let mut out = *base;
+        for b in Bound::ALL {
+            if let Some(v) = self.get(b) {
+                *out.field_mut(b) = Some(v);
+            }
         }
+        out
     }
 
     /// The bound a field sets: `None` when unset or 0.
     pub fn limit(&self, bound: Bound) -> Option<u64> {
-        let v = match bound {
-            Bound::PublishRate => self.publish_rate,
-            Bound::ConsumeRate => self.consume_rate,
-            Bound::MaxBody => self.max_body,
-            Bound::MaxDelay => self.max_delay,
-            Bound::MaxTtl => self.max_ttl,
-            Bound::MaxTries => self.max_tries,
-        };
-        v.filter(|&n| n > 0)
+        self.get(bound).filter(|&n| n > 0)
     }
 
     /// Whether no field is set.
@@ -132,6 +167,14 @@ impl Quota {
                 ));
             }
         }
+        // Counted in Lua numbers (doubles) on the admin Redis: whole up to 2^53.
+        for b in [Bound::MaxJobs, Bound::MaxBytes, Bound::MaxQueues] {
+            if let Some(v) = self.get(b)
+                && v > MAX_COUNT
+            {
+                return Err(format!("{} must be at most {MAX_COUNT}, not {v}", b.name()));
+            }
+        }
         Ok(())
     }
 
@@ -146,31 +189,19 @@ impl Quota {
         };
         let mut q = Quota::default();
         for (name, v) in &fields {
-            let slot = q
-                .field_mut(name)
-                .ok_or_else(|| format!("unknown field `{name}`"))?;
+            let bound = Bound::named(name).ok_or_else(|| format!("unknown field `{name}`"))?;
             let n = v
                 .as_u64()
                 .ok_or_else(|| format!("{name} must be a whole number from 0 up, not {v}"))?;
-            *slot = Some(n);
+            *q.field_mut(bound) = Some(n);
         }
         q.validate()?;
         Ok(q)
     }
-
-    /// The field named `name`, to set.
-    fn field_mut(&mut self, name: &str) -> Option<&mut Option<u64>> {
-        Some(match name {
-            "publish_rate" => &mut self.publish_rate,
-            "consume_rate" => &mut self.consume_rate,
-            "max_body" => &mut self.max_body,
-            "max_delay" => &mut self.max_delay,
-            "max_ttl" => &mut self.max_ttl,
-            "max_tries" => &mut self.max_tries,
-            _ => return None,
-        })
-    }
 }
+
+/// The largest backlog bound (jobs, bytes, queues) a quota may set: 2^53.
+pub const MAX_COUNT: u64 = 1 << 53;
 
 #[cfg(test)]
 mod tests {

@@ -19,7 +19,7 @@ use crate::{
 
 /// A shard's admin operations (on the admin Redis): see the module's docs.
 #[derive(Clone, Copy, Debug)]
-pub struct Admin<'a>(&'a Shard);
+pub struct Admin<'a>(pub(super) &'a Shard);
 
 impl Shard {
     /// The admin tables, rate counters and queue indexes this Redis holds

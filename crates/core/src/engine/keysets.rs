@@ -194,6 +194,14 @@ pub(crate) fn quota_rate(bucket: &str) -> Vec<String> {
     vec![bucket.to_owned()]
 }
 
+/// `backlog.lua`: a namespace's snapshot, pending and ended admissions
+/// (one hash tag).
+pub(crate) fn backlog(pool: &str, ns: &str) -> Vec<String> {
+    let base = keys::backlog(pool, ns);
+    let (pending, ended) = (format!("{base}:p"), format!("{base}:d"));
+    vec![base, pending, ended]
+}
+
 /// `table_change.lua`: a table and the version all the tables share.
 pub(crate) fn table_change(admin: &AdminKeys, table: keys::AdminTable) -> Vec<String> {
     vec![admin.table(table).to_owned(), admin.version.to_owned()]
@@ -231,6 +239,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("heartbeat", heartbeat()),
         ("rate", rate(&keys::rate("p", "ns", "t", 'r'))),
         ("quota_rate", quota_rate(&keys::quota_rate("p", "ns", 'p'))),
+        ("backlog", backlog("p", "ns")),
         ("token_rehash", token_rehash(admin)),
         ("wipe_slot", wipe_slot(&k)),
         ("usage_build", usage_build(&k)),

@@ -31,6 +31,7 @@
 //! page sizes of walks over a slot (`paging.rs`).
 
 mod admin;
+mod backlog;
 mod checks;
 mod dead_letter;
 mod decode;
@@ -49,6 +50,7 @@ mod usage;
 mod wipe;
 
 pub use admin::{Admin, AdminTables, RateGrant, RateTake};
+pub use backlog::{Admission, BacklogAsk};
 pub use checks::ShardCheck;
 pub use dead_letter::{DeadJob, DeadLetter, DeadPage};
 pub use decode::{Delivery, JobView, state};

@@ -1,7 +1,7 @@
 //! The Lua engine against a real Redis: every state change, checked both
 //! through the engine and, with an independent client, in what Redis holds.
 //! One module per scenario (`jobs`, `queues`, `dead_letter`, `timers`,
-//! `shard`, `leases`, `cleanup`, `admin`, `moves`, `usage`), what they share in
+//! `shard`, `leases`, `cleanup`, `admin`, `backlog`, `moves`, `usage`), what they share in
 //! `helpers`.
 //!
 //! The modules are one test binary on purpose: every integration test file
@@ -9,6 +9,7 @@
 //! scenario with `cargo test -p sundial-core --test engine <module>::`.
 
 mod admin;
+mod backlog;
 mod cleanup;
 mod dead_letter;
 mod helpers;

@@ -20,7 +20,7 @@ use sundial_core::{
 };
 
 use super::{
-    body,
+    backlog, body,
     error::ApiError,
     params::PublishParams,
     quota,
@@ -169,27 +169,44 @@ async fn store(
     Ok(())
 }
 
-/// Stores `jobs` as [`store`] does, once they are taken from the
-/// namespace's publish rate (all or none), which gets them back if they
+/// Stores `jobs` as [`store`] does, within the namespace's quota: once
+/// they are taken from its publish rate (all or none) and admitted by its
+/// backlog bounds (`super::backlog`), both of which get them back if they
 /// are not stored.
-async fn store_within_rate(
+async fn store_within_quota(
     state: &AppState,
     tenant: &Tenant,
     p: &Publication<'_>,
     lane: u32,
     jobs: &[NewJob],
 ) -> Result<(), ApiError> {
-    let taken = quota::take_rate(
-        state,
-        tenant,
-        &p.quota,
-        Bound::PublishRate,
-        jobs.len() as u64,
-    )
-    .await?;
+    let n = jobs.len() as u64;
+    let taken = quota::take_rate(state, tenant, &p.quota, Bound::PublishRate, n).await?;
+    let admitted = admit(state, tenant, &p.quota, jobs, taken.as_ref()).await?;
     let stored = store(state, tenant, p, lane, jobs).await;
     quota::give_back_if_failed(state, taken.as_ref(), &stored).await;
+    if let Some(a) = admitted {
+        a.ended(state, &stored);
+    }
     stored
+}
+
+/// Admits `jobs` by the namespace's backlog bounds; a refusal gives back
+/// what was `taken` from its publish rate.
+async fn admit(
+    state: &AppState,
+    tenant: &Tenant,
+    quota: &Quota,
+    jobs: &[NewJob],
+    taken: Option<&quota::Taken>,
+) -> Result<Option<backlog::Admitted>, ApiError> {
+    let admitted = backlog::admit(state, tenant, quota, jobs).await;
+    if admitted.is_err()
+        && let Some(t) = taken
+    {
+        t.give_back(state, t.jobs).await;
+    }
+    admitted
 }
 
 /// `PUT /api/{ns}/{queue}`
@@ -211,7 +228,7 @@ async fn publish_one(
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
     quota::check_body(tenant, &p.quota, body.bytes.len())?;
     let (lane, job) = p.job(None, tenant.pool().lanes(), body.bytes.clone());
-    store_within_rate(state, tenant, &p, lane, std::slice::from_ref(&job)).await?;
+    store_within_quota(state, tenant, &p, lane, std::slice::from_ref(&job)).await?;
     Ok(published(
         state,
         tenant,
@@ -266,7 +283,7 @@ async fn publish_bulk(
             p.job(Some(lane), lanes, body).1
         })
         .collect();
-    store_within_rate(state, tenant, &p, lane, &jobs).await?;
+    store_within_quota(state, tenant, &p, lane, &jobs).await?;
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     Ok(published(
         state,
@@ -327,11 +344,17 @@ pub(super) async fn republish(
     let qualified = keys::qualified(&tenant.ns, p.queue);
     let written = pool.shard_for(slot);
     let taken = quota::take_rate(&state, &tenant, &p.quota, Bound::PublishRate, 1).await?;
+    let one = std::slice::from_ref(&job);
+    let admitted = admit(&state, &tenant, &p.quota, one, taken.as_ref()).await?;
     let republished = written
         .jobs()
         .republish(slot, &qualified, &old, &p.schedule, &job)
-        .await;
+        .await
+        .map_err(ApiError::from);
     quota::give_back_if_failed(&state, taken.as_ref(), &republished).await;
+    if let Some(a) = admitted {
+        a.ended(&state, &republished);
+    }
     // While the slot moves, the old job may be at its other location: it
     // goes after the new one is stored (a crash in between leaves both,
     // never neither).

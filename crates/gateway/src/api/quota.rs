@@ -271,7 +271,7 @@ fn refuse(
 }
 
 /// A refusal, counted in `sundial_quota_refusals_total`.
-fn refusal(
+pub(super) fn refusal(
     tenant: &Tenant,
     status: StatusCode,
     bound: Bound,

@@ -3,6 +3,7 @@
 //! and the bound on the work one consume can cause. One file per kind of
 //! scenario.
 
+mod backlog;
 mod consume;
 mod masters;
 mod memory;
