@@ -93,6 +93,7 @@ scripts! {
     rate: "#!lua flags=allow-oom",
     quota_rate: "#!lua flags=allow-oom",
     backlog: "#!lua flags=allow-oom",
+    queue_index: "#!lua flags=allow-oom",
     heartbeat: "#!lua flags=allow-oom",
     claim: "#!lua flags=allow-oom",
     table_change: "#!lua flags=allow-oom",

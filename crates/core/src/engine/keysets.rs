@@ -202,6 +202,11 @@ pub(crate) fn backlog(pool: &str, ns: &str) -> Vec<String> {
     vec![base, pending, ended]
 }
 
+/// `queue_index.lua`: a namespace's queue index.
+pub(crate) fn queue_index(index: &str) -> Vec<String> {
+    vec![index.to_owned()]
+}
+
 /// `table_change.lua`: a table and the version all the tables share.
 pub(crate) fn table_change(admin: &AdminKeys, table: keys::AdminTable) -> Vec<String> {
     vec![admin.table(table).to_owned(), admin.version.to_owned()]
@@ -240,6 +245,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("rate", rate(&keys::rate("p", "ns", "t", 'r'))),
         ("quota_rate", quota_rate(&keys::quota_rate("p", "ns", 'p'))),
         ("backlog", backlog("p", "ns")),
+        ("queue_index", queue_index(&admin.queues("p", "ns"))),
         ("token_rehash", token_rehash(admin)),
         ("wipe_slot", wipe_slot(&k)),
         ("usage_build", usage_build(&k)),

@@ -20,7 +20,7 @@
 //! | [`Shard::mover`] | `mover/` | a moved slot's jobs taken out, read, stored, let go |
 //! | [`Shard::slots`] | `slots.rs`, `usage.rs` | what the shard's slots hold, in bulk; each namespace's jobs and bytes |
 //! | [`Shard::layouts`] | `layouts.rs` | pinned layouts, gateway views |
-//! | [`Shard::admin`] | `admin.rs` | admin tables, rate counters, queue indexes |
+//! | [`Shard::admin`] | `admin.rs`, `backlog.rs`, `queue_index.rs` | admin tables, rate counters, backlog quotas, queue indexes |
 //! | [`Shard::portable`] | `portable.rs` | jobs read for an export, stored by an import |
 //!
 //! On [`Shard`] itself (`shard.rs`): what a user asks of the shard as a
@@ -42,6 +42,7 @@ mod leases;
 mod mover;
 mod paging;
 mod portable;
+mod queue_index;
 mod queues;
 mod shard;
 mod slots;

@@ -180,6 +180,7 @@ async fn store_within_quota(
     lane: u32,
     jobs: &[NewJob],
 ) -> Result<(), ApiError> {
+    quota::admit_queue(state, tenant, &p.quota, p.queue).await?;
     let n = jobs.len() as u64;
     let taken = quota::take_rate(state, tenant, &p.quota, Bound::PublishRate, n).await?;
     let admitted = admit(state, tenant, &p.quota, jobs, taken.as_ref()).await?;
@@ -343,6 +344,7 @@ pub(super) async fn republish(
     let slot = pool.slot_of(&tenant.ns, p.queue, lane);
     let qualified = keys::qualified(&tenant.ns, p.queue);
     let written = pool.shard_for(slot);
+    quota::admit_queue(&state, &tenant, &p.quota, p.queue).await?;
     let taken = quota::take_rate(&state, &tenant, &p.quota, Bound::PublishRate, 1).await?;
     let one = std::slice::from_ref(&job);
     let admitted = admit(&state, &tenant, &p.quota, one, taken.as_ref()).await?;

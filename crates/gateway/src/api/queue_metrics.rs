@@ -110,6 +110,11 @@ pub(super) fn of(pool: &str, ns: &str, queue: &str) -> Arc<Handles> {
     h
 }
 
+/// When this process last listed `queue` in its namespace's index.
+pub(super) fn listed(pool: &str, ns: &str, queue: &str) -> Listed {
+    of(pool, ns, queue).listed.clone()
+}
+
 /// Counts `n` jobs published to `queue`, and keeps the queue in its
 /// namespace's index (for the admin listing).
 pub(super) fn published(admin: &AdminStore, tenant: &super::tenant::Tenant, queue: &str, n: u64) {

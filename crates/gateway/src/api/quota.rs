@@ -144,6 +144,38 @@ pub(super) fn check_body(tenant: &Tenant, quota: &Quota, len: usize) -> Result<(
     }
 }
 
+/// Refuses a publish to a queue that the namespace's index lacks when it
+/// holds `max_queues` queues already (403: the bound holds until queues
+/// empty and leave the index; see `sundial_router::admin::queue_sweep`).
+pub(super) async fn admit_queue(
+    state: &AppState,
+    tenant: &Tenant,
+    quota: &Quota,
+    queue: &str,
+) -> Result<(), ApiError> {
+    let Some(max) = quota.limit(Bound::MaxQueues) else {
+        return Ok(());
+    };
+    let (pool, ns) = (tenant.pool().name(), tenant.ns.as_str());
+    let listed = super::queue_metrics::listed(pool, ns, queue);
+    let index = state.admin.queues();
+    let admitted = Box::pin(index.admit(&listed, (pool, ns, queue), max)).await;
+    admitted.map_err(|held| {
+        refuse(
+            tenant,
+            StatusCode::FORBIDDEN,
+            Bound::MaxQueues,
+            max,
+            held,
+            format!(
+                "the namespace uses {held} queues: a new queue would go over its quota \
+                 max_queues of {max} (a queue that holds no job leaves the count within ten \
+                 minutes)"
+            ),
+        )
+    })
+}
+
 /// Jobs taken from a rate bucket, to give back what was not used.
 #[derive(Debug)]
 pub(super) struct Taken {

@@ -11,8 +11,9 @@
 //! The replicated tables share one version: a change takes effect in every
 //! gateway within one poll ([`POLL`]), and an admin Redis that lost them
 //! gets a gateway's copy back. The queue index ([`queues`]) lives in the
-//! same Redis but is not replicated: it is paged from Redis, and rebuilt
-//! from the pools' slots.
+//! same Redis but is not replicated: it is paged from Redis, rebuilt from
+//! the pools' slots, and swept of queues that hold no job
+//! ([`queue_sweep`]).
 //!
 //! Adding a table: a variant of `sundial_core::keys::AdminTable`, listed in
 //! `AdminTable::ALL` (what is not there is neither read, replicated nor
@@ -22,6 +23,7 @@
 
 pub mod homes;
 pub mod limits;
+pub mod queue_sweep;
 pub mod queues;
 pub mod quotas;
 pub mod records;
@@ -88,7 +90,7 @@ impl AdminStore {
         Quotas(&self.replica)
     }
 
-    /// The queues each namespace has been published to.
+    /// The queues each namespace holds jobs in or published to lately.
     pub fn queues(&self) -> QueueIndex<'_> {
         QueueIndex(&self.replica)
     }
@@ -110,13 +112,16 @@ impl AdminStore {
     }
 
     /// Keeps the queue index rebuilt from the slots (at start and after a
-    /// loss), until `stop`.
+    /// loss) and swept of queues that hold no job, until `stop`.
     pub async fn keep_queue_index(
         self: Arc<Self>,
         live: Arc<LiveTopology>,
         stop: CancellationToken,
     ) {
-        queues::keep_rebuilt(live, self.replica.clone(), stop).await;
+        tokio::join!(
+            queues::keep_rebuilt(live.clone(), self.replica.clone(), stop.clone()),
+            queue_sweep::keep_swept(live, self.replica.clone(), stop),
+        );
     }
 
     /// Polls the tables' version until `shutdown`. With `follow` (the tables

@@ -1,13 +1,15 @@
-//! The queue index: per pool and namespace, the queues it has been
-//! published to (a sorted set of names, `sd:queues:<pool>/<ns>`), for the
-//! admin listing and exports.
+//! The queue index: per pool and namespace, the queues it holds jobs in or
+//! has published to since the last sweep (a sorted set of names,
+//! `sd:queues:<pool>/<ns>`), for the admin listing, exports and the
+//! `max_queues` quota.
 //!
 //! Unlike the replicated tables it is neither versioned nor copied into
 //! every gateway: it grows with the queues, and the admin listing pages it
 //! from Redis. Gateways add a queue when they publish to it ([`QueueIndex::note`],
 //! again every ten minutes), and rebuild the index from what the pools'
 //! slots hold at start and whenever the admin Redis is found to have lost
-//! its tables ([`keep_rebuilt`]).
+//! its tables ([`keep_rebuilt`]); queues that hold no job leave it
+//! (`super::queue_sweep`).
 
 use std::{
     collections::BTreeMap,
@@ -69,6 +71,37 @@ impl QueueIndex<'_> {
         self.0.redis().admin().all_indexed_queues(pool, ns).await
     }
 
+    /// Adds `queue` of namespace `ns` in `pool` to the index before a
+    /// publish to it, unless that would make the index hold more than
+    /// `max` queues: `Err` with the queues it holds then. Asks the admin
+    /// Redis only when this process has not listed the queue within
+    /// [`REINDEX_MS`] (`listed`), as [`Self::note`] does; lets the publish
+    /// through (and logs) when the admin Redis cannot answer.
+    pub async fn admit(
+        &self,
+        listed: &Listed,
+        (pool, ns, queue): (&str, &str, &str),
+        max: u64,
+    ) -> Result<(), u64> {
+        let now = EPOCH.elapsed().as_millis() as u64 + REINDEX_MS;
+        let last = listed.0.load(Ordering::Relaxed);
+        if last != 0 && now < last + REINDEX_MS {
+            return Ok(());
+        }
+        let admin = self.0.redis();
+        match admin.admin().index_queue_within(pool, ns, queue, max).await {
+            Ok((true, _)) => {
+                listed.0.store(now, Ordering::Relaxed);
+                Ok(())
+            }
+            Ok((false, held)) => Err(held),
+            Err(e) => {
+                tracing::warn!(pool, ns, queue, error = %e, "cannot count against a queue quota; letting the publish through");
+                Ok(())
+            }
+        }
+    }
+
     /// Adds `queue` of namespace `ns` in `pool` to the index, in the
     /// background, unless this process did so within [`REINDEX_MS`]
     /// (`listed` says when). A publish neither waits for it nor fails with
@@ -103,16 +136,16 @@ impl QueueIndex<'_> {
         });
     }
 
-    /// Adds to the indexes every queue the pools' slots hold (queues
-    /// published before the index existed, by gateways of an older
-    /// version, or before the admin Redis lost the index); returns how
-    /// many it listed.
+    /// Adds to the indexes every queue that holds jobs in the pools' slots
+    /// (queues published before the index existed, by gateways of an
+    /// older version, or before the admin Redis lost the index); returns
+    /// how many it listed.
     pub async fn rebuild(&self, topology: &Topology) -> Result<usize, EngineError> {
         let mut n = 0;
         for pool in topology.pools() {
             let mut by_ns: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for (shard, slots) in pool.groups() {
-                for qualified in shard.slots().queues(slots).await? {
+                for qualified in shard.slots().counts(slots).await?.into_keys() {
                     if let Some((ns, queue)) = keys::parse_qualified(&qualified) {
                         by_ns
                             .entry(ns.to_owned())
@@ -162,20 +195,15 @@ pub async fn keep_rebuilt(live: Arc<LiveTopology>, replica: Arc<Replica>, stop: 
 
 #[cfg(test)]
 mod tests {
-    use std::{collections::BTreeMap, time::Duration};
+    use std::time::Duration;
 
     use sundial_core::{JobId, NewJob, Schedule};
     use sundial_tests::{RedisServer, wait_until_async};
 
     use super::*;
-    use crate::{
-        PoolConfig, ShardConfig,
-        admin::{
-            AdminStore,
-            testing::{shard, store},
-        },
-        config::DEFAULT_TIMEOUT_MS,
-        prepare::prepare,
+    use crate::admin::{
+        AdminStore,
+        testing::{one_pool, shard, store},
     };
 
     #[tokio::test]
@@ -209,28 +237,8 @@ mod tests {
 
     /// A pool on `jobs` with one job in queue `q` of namespace `ns`.
     async fn pool_with_a_job(jobs: &RedisServer) -> Arc<LiveTopology> {
-        let pools = BTreeMap::from([(
-            "default".to_owned(),
-            PoolConfig {
-                quotas: Default::default(),
-                slots: 8,
-                lanes: 1,
-                shards: vec![ShardConfig {
-                    name: None,
-                    url: Some(jobs.url()),
-                    sentinel: None,
-                    cluster: None,
-                    weight: 1,
-                    connections: 1,
-                    timeout_ms: DEFAULT_TIMEOUT_MS,
-                    wait: None,
-                    tls: None,
-                }],
-            },
-        )]);
-        let topology = prepare(&pools, None, Duration::from_secs(10))
-            .await
-            .expect("topology");
+        let live = one_pool(jobs).await;
+        let topology = live.topology();
         let pool = topology.pool("default").expect("pool").clone();
         let job = NewJob {
             id: JobId::mint(false),
@@ -248,7 +256,7 @@ mod tests {
             .publish(slot, "ns/q", &schedule, std::slice::from_ref(&job))
             .await
             .expect("publish");
-        Arc::new(LiveTopology::new(topology))
+        live
     }
 
     #[tokio::test]

@@ -1,11 +1,12 @@
 //! What the admin tables' tests share: a real Redis and a store on it.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use sundial_core::{Shard, ShardOptions};
 use sundial_tests::RedisServer;
 
 use super::AdminStore;
+use crate::{LiveTopology, PoolConfig, ShardConfig, config::DEFAULT_TIMEOUT_MS, prepare::prepare};
 
 /// A connection to `redis`, named `name`.
 pub(crate) async fn shard(redis: &RedisServer, name: &str) -> Shard {
@@ -21,4 +22,31 @@ pub(crate) async fn store(redis: &RedisServer) -> Arc<AdminStore> {
     let store = AdminStore::new(shard(redis, "admin").await);
     store.reload().await.expect("load");
     store
+}
+
+/// A topology of one pool, `default` (8 slots, 1 lane), on `jobs`.
+pub(crate) async fn one_pool(jobs: &RedisServer) -> Arc<LiveTopology> {
+    let pools = BTreeMap::from([(
+        "default".to_owned(),
+        PoolConfig {
+            quotas: Default::default(),
+            slots: 8,
+            lanes: 1,
+            shards: vec![ShardConfig {
+                name: None,
+                url: Some(jobs.url()),
+                sentinel: None,
+                cluster: None,
+                weight: 1,
+                connections: 1,
+                timeout_ms: DEFAULT_TIMEOUT_MS,
+                wait: None,
+                tls: None,
+            }],
+        },
+    )]);
+    let topology = prepare(&pools, None, Duration::from_secs(10))
+        .await
+        .expect("topology");
+    Arc::new(LiveTopology::new(topology))
 }

@@ -168,3 +168,58 @@ async fn a_backlog_bound_holds_within_one_percent_for_64_publishers_on_4_gateway
         "{held} jobs held: the bound held back more than a bulk"
     );
 }
+
+#[tokio::test]
+async fn a_new_queue_past_max_queues_is_refused_on_every_gateway_and_used_ones_go_on() {
+    let redis = RedisServer::start();
+    let cfg = SundialConfig::new(redis.url());
+    let (one, two) = (Sundial::start(&cfg), Sundial::start(&cfg));
+    let token = create_token(&one.admin(), "ns").await;
+    set_quota(&Api::new(one.admin(), None), "ns", json!({"max_queues": 3})).await;
+    let (api_one, api_two) = (
+        Api::new(one.api(), Some(&token)),
+        Api::new(two.api(), Some(&token)),
+    );
+    let admin_two = Api::new(two.admin(), None);
+    sundial_tests::wait_until_async(
+        Duration::from_secs(5),
+        "the quota on the other gateway",
+        || async { admin_two.get("/namespaces/ns/quota").await.json["quota"]["max_queues"] == 3 },
+    )
+    .await;
+    for (api, q) in [(&api_one, "q1"), (&api_one, "q2"), (&api_two, "q3")] {
+        assert_eq!(
+            api.put(&format!("/api/ns/{q}"), b"j").await.status,
+            201,
+            "{q}"
+        );
+    }
+    for api in [&api_one, &api_two] {
+        let r = api.put("/api/ns/q4", b"j").await;
+        assert_eq!(r.status, 403, "{r:?}");
+        assert_eq!(
+            (&r.json["quota"], &r.json["limit"], &r.json["usage"]),
+            (&json!("max_queues"), &json!(3), &json!(3)),
+            "{r:?}"
+        );
+        let bulk = api.put("/api/ns/q4/bulk", b"[1]").await;
+        assert_eq!(bulk.status, 403, "{bulk:?}");
+    }
+    assert_eq!(ready(&api_one, "q4").await, 0);
+    // Queues in use take publishes on every gateway.
+    for q in ["q1", "q2", "q3"] {
+        assert_eq!(
+            api_two.put(&format!("/api/ns/{q}"), b"j").await.status,
+            201,
+            "{q}"
+        );
+        assert_eq!(
+            api_one
+                .put(&format!("/api/ns/{q}/bulk"), b"[1,2]")
+                .await
+                .status,
+            201,
+            "{q}"
+        );
+    }
+}
