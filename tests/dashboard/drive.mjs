@@ -20,7 +20,7 @@
 //   CHROMIUM            the browser (default /usr/bin/chromium)
 //
 // Prints `respawned <id>` (or `drain pending=<slots> jobs_left=<n>`, the
-// move's line, or `quota publish_rate=<n>`) and exits 0, or prints why and
+// move's line, or `quota publish_rate=<n> usage jobs=<n>`) and exits 0, or prints why and
 // exits 1.
 import { chromium } from "playwright-core";
 
@@ -128,7 +128,8 @@ async function setsQuota(page, rate, shot) {
   const kept = await page.getByLabel(`publish rate set for ${ns}`).inputValue();
   if (kept !== rate) throw new Error(`the form shows ${kept} after a refresh`);
   await shot("quota");
-  return `quota publish_rate=${rate}`;
+  const jobs = await page.locator('[data-usage="jobs"] .value').innerText();
+  return `quota publish_rate=${rate} usage jobs=${jobs}`;
 }
 
 /** Namespaces → the namespace → its queues, then the queue, and one dead

@@ -5,7 +5,7 @@
 //! scripts; exit codes in [`exit`].
 //!
 //! - [`client`]: the HTTP client, and how failures become messages and exit codes.
-//! - `tokens`, `limits`, `quotas`, `queues`, `deadletter`, `pools`, `jobs`, `portable`
+//! - `tokens`, `limits`, `quotas`, `usage`, `queues`, `deadletter`, `pools`, `jobs`, `portable`
 //!   (namespaces' export and import): one file per noun.
 //! - `table`: plain-text tables and formats.
 
@@ -19,6 +19,7 @@ pub mod queues;
 pub mod quotas;
 mod table;
 pub mod tokens;
+pub mod usage;
 
 use std::process::ExitCode;
 
@@ -35,6 +36,9 @@ pub enum Command {
     Limit(Group<limits::LimitCmd>),
     /// Read, set and clear a namespace's quota (admin API).
     Quota(Group<quotas::QuotaCmd>),
+    /// What namespaces hold and did: jobs, bytes, queues, totals,
+    /// refusals (admin API).
+    Usage(usage::Usage),
     /// List queues with their backlog; stats, peek, destroy.
     Queue(Group<queues::QueueCmd>),
     /// Browse a queue's dead letter; respawn or delete its jobs (admin API).
@@ -73,6 +77,10 @@ pub async fn run(command: Command) -> ExitCode {
         Command::Pool(g) => with(g.global, |c| pools::run(c, g.cmd)).await,
         Command::Drain(g) => with(g.global, |c| pools::run_drain(c, g.cmd)).await,
         Command::Namespace(g) => with(g.global, |c| portable::run(c, g.cmd)).await,
+        Command::Usage(u) => {
+            let global = u.global.clone();
+            with(global, |c| usage::run(c, u)).await
+        }
         Command::Publish(p) => {
             let global = p.global.clone();
             with(global, |c| jobs::publish(c, p)).await

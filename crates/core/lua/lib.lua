@@ -175,8 +175,9 @@ local function use(ckey, queue, jobs, bytes)
   bump(ukey, 'b' .. ns, bytes)
 end
 
--- Running totals per queue in the same counters hash, for rates: 'P' jobs
--- published, 'C' deliveries. They only grow.
+-- Running totals per queue in the same counters hash, for rates and usage:
+-- 'P' jobs published, 'C' deliveries, 'A' jobs acked (deleted by id). They
+-- only grow.
 local function total(ckey, kind, queue, n)
   redis.call('HINCRBY', ckey, kind .. queue, n)
 end

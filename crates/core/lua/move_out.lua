@@ -28,7 +28,7 @@
 -- Returns {-1, holder} and no change when another owner holds the lease;
 -- else {now, next cursor, cleared (1: the slot held nothing and is clear),
 -- transit entries left, then per job: id, transit entry} (cleared: then
--- per running total of its queues, `P<queue>` or `C<queue>`, and its value).
+-- per running total of its queues, `P<queue>`, `C<queue>` or `A<queue>`, and its value).
 local owner, mode = ARGV[1], ARGV[3]
 local holder = redis.call('GET', KEYS[7])
 if holder and holder ~= owner then return { -1, holder } end
@@ -171,7 +171,7 @@ elseif only == '' and redis.call('HLEN', jkey) == 0 and redis.call('HLEN', mkey)
   local fields = redis.call('HGETALL', ckey)
   for x = 1, #fields, 2 do
     local kind = string.sub(fields[x], 1, 1)
-    if kind == 'P' or kind == 'C' then
+    if kind == 'P' or kind == 'C' or kind == 'A' then
       out[#out + 1] = fields[x]
       out[#out + 1] = tonumber(fields[x + 1])
     end

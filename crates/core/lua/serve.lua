@@ -78,6 +78,7 @@ if acks > 0 then
     out[#out + 1] = state
   end
   if #ids > 0 then
+    t.add('A' .. queue, #ids)
     call_many('HDEL', jkey, ids, 1)
     call_many('ZREM', tkey, ids, 1)
     -- `unlist` reads the counters: they must be written first.
@@ -101,6 +102,7 @@ if acks > 0 then
         local e = v and transit_unpack(v)
         if e and e.queue == queue then
           redis.call('HSET', KEYS[7], id, transit_acked(e))
+          total(ckey, 'A', queue, 1)
           use(ckey, queue, -1, -job_bytes(id, e.raw))
           out[i - 3] = head(e.raw)
           gone[id] = true

@@ -19,7 +19,7 @@
 //! | `sd:T:t` | zset | job id → next deadline (ms, shard clock) | delayed and due within about 2 s: due time; reserved: TTR deadline (or expiry if sooner); ready or dead: expiry if any, else absent |
 //! | `sd:T:s` | zset | wheel second → its start (ms) | one member per non-empty wheel list |
 //! | `sd:T:w:<second>` | list | ids of delayed jobs due within that second (`second = due_ms / 1000`) | every delayed job not in `sd:T:t` is in the list of its second; stale ids (deleted jobs) are skipped when the second opens |
-//! | `sd:T:c` | hash | `<s><ns>/<queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead); `P<ns>/<queue>` and `C<ns>/<queue>` → jobs published and deliveries made (running totals) | the per-state counts equal the records in that state; changed by the script that changes the records |
+//! | `sd:T:c` | hash | `<s><ns>/<queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead); `P<ns>/<queue>`, `C<ns>/<queue>` and `A<ns>/<queue>` → jobs published, deliveries made and jobs acked (deleted by id: `serve.lua`) (running totals, which move with the slot) | the per-state counts equal the records in that state; changed by the script that changes the records |
 //! | `sd:T:u` | hash | `j<ns>` → jobs of the namespace held in the slot on this shard (records, and transit entries until their copy is safe); `b<ns>` → their bytes (ids and records, body included) | changed by every script that adds or removes a record or a transit entry; a field at 0 goes; counted afresh once on a shard whose data predates it (`usage_build.lua`) |
 //! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib.lua`); the list goes when the slot holds no ready job of the queue |
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
@@ -201,6 +201,11 @@ pub fn rate(pool: &str, ns: &str, token_id: &str, action: char) -> String {
 /// publish, `c` consume); expires once full again.
 pub fn quota_rate(pool: &str, ns: &str, direction: char) -> String {
     format!("sd:quota:{pool}/{ns}:{direction}")
+}
+
+/// Admin Redis: a namespace's refusals by quota (hash: quota → requests).
+pub fn refusals(pool: &str, ns: &str) -> String {
+    format!("sd:refusals:{pool}/{ns}")
 }
 
 /// A namespace's backlog quota on the admin Redis (`lua/backlog.lua`):

@@ -57,7 +57,7 @@ pub use engine::{
     AdminTables, Admission, BacklogAsk, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage,
     InTransit, JobView, Mark, MoveMode, NewJob, PAGE_BYTES, PageSize, PortableJob, Publication,
     PumpOutcome, PumpProcess, RateGrant, RateTake, Schedule, Served, Shard, ShardCheck, Taken,
-    Usage, Want, state,
+    Totals, Usage, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

@@ -21,6 +21,7 @@ pub mod batch;
 pub mod history;
 pub mod http;
 pub mod openapi;
+pub mod refusals;
 pub mod server;
 pub mod state;
 pub mod wakeups;

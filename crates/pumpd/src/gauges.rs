@@ -1,12 +1,14 @@
 //! What the pumps of one shard report: the backlog gauges
-//! (`sundial_queue_jobs`) of the slots this process holds (each slot has
-//! one holder, so summing a gauge over all processes and shards gives the
-//! pool's true number), and the lease metrics.
+//! (`sundial_queue_jobs`) and each namespace's usage
+//! (`sundial_namespace_jobs`, `sundial_namespace_bytes`) of the slots this
+//! process holds (each slot has one holder, so summing a gauge over all
+//! processes and shards gives the pool's true number), and the lease
+//! metrics.
 
 use std::collections::HashMap;
 
 use metrics::{Counter, Gauge};
-use sundial_core::Shard;
+use sundial_core::{Shard, Usage};
 
 use crate::slot::Lags;
 
@@ -48,6 +50,8 @@ impl Leases {
 #[derive(Debug, Default)]
 pub(crate) struct Backlog {
     reported: HashMap<(String, String), [u64; 4]>,
+    /// Per namespace: its usage as last reported.
+    usage: HashMap<String, Usage>,
 }
 
 impl Backlog {
@@ -103,5 +107,32 @@ impl Backlog {
             .set(n as f64);
         }
         self.reported = now;
+        self.report_usage(pool, shard, held).await;
+    }
+
+    /// Sets each namespace's usage gauges from the usage hashes of the
+    /// `held` slots, as [`Self::report`] sets the backlog: a series while
+    /// its namespace holds jobs here, and once more at 0.
+    async fn report_usage(&mut self, pool: &str, shard: &Shard, held: &[u32]) {
+        let now: HashMap<String, Usage> = match shard.slots().usage(held).await {
+            Ok(u) => u.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!(shard = shard.name(), error = %e, "cannot read namespace usage");
+                return;
+            }
+        };
+        let gone = self.usage.keys().filter(|ns| !now.contains_key(*ns));
+        let zero = Usage::default();
+        let all = gone.map(|ns| (ns, &zero)).chain(now.iter());
+        for (ns, u) in all {
+            let labels = [
+                ("pool", pool.to_owned()),
+                ("shard", shard.name().to_owned()),
+                ("namespace", ns.clone()),
+            ];
+            metrics::gauge!("sundial_namespace_jobs", &labels).set(u.jobs as f64);
+            metrics::gauge!("sundial_namespace_bytes", &labels).set(u.bytes as f64);
+        }
+        self.usage = now;
     }
 }

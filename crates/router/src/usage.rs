@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use sundial_core::{EngineError, Usage};
+use sundial_core::{EngineError, Totals, Usage};
 
 use crate::{Pool, placement::NamespacePools};
 
@@ -28,6 +28,22 @@ pub async fn pool(pool: &Pool) -> Result<BTreeMap<String, Usage>, EngineError> {
     for (shard, slots) in pool.groups() {
         for (ns, u) in shard.slots().usage(slots).await? {
             out.entry(ns).or_default().add(u);
+        }
+    }
+    Ok(out)
+}
+
+/// What every namespace holds in `pool`, and its running totals
+/// (published, consumed, acked): the totals read every queue's counters
+/// (O(queues) per slot), so this is for the admin API, not a loop.
+pub async fn report(pool: &Pool) -> Result<BTreeMap<String, (Usage, Totals)>, EngineError> {
+    let mut out: BTreeMap<String, (Usage, Totals)> = BTreeMap::new();
+    for (shard, slots) in pool.groups() {
+        for (ns, u) in shard.slots().usage(slots).await? {
+            out.entry(ns).or_default().0.add(u);
+        }
+        for (ns, t) in shard.slots().totals(slots).await? {
+            out.entry(ns).or_default().1.add(t);
         }
     }
     Ok(out)

@@ -172,6 +172,12 @@ fn background(
         });
     }
     {
+        let admin = state.admin.clone();
+        loops.add("quota refusals", move |stop| {
+            sundial_gateway::refusals::keep_flushed(admin.clone(), stop)
+        });
+    }
+    {
         let (live, health) = (state.live.clone(), state.health.clone());
         loops.add("health probes", move |stop| {
             health::run(live.clone(), health.clone(), stop)

@@ -77,6 +77,24 @@ const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
     ),
     (
         Kind::Gauge,
+        "sundial_namespace_jobs",
+        None,
+        "Jobs a namespace holds in every state, in the slots this process pumps",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_namespace_bytes",
+        None,
+        "Bytes a namespace's jobs hold (ids and records, bodies included), in the slots this process pumps",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_namespace_queues",
+        None,
+        "Queues a namespace uses (its queue index), as this gateway's last sweep of the index found",
+    ),
+    (
+        Kind::Gauge,
         "sundial_consumers_waiting",
         None,
         "Consumers in a long poll on this gateway now",

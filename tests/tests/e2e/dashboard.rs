@@ -392,13 +392,19 @@ async fn the_namespace_page_shows_its_move_to_another_pool_in_a_real_browser() {
 async fn an_operator_sets_a_namespaces_quota_from_the_dashboard_in_a_real_browser() {
     let (_redis, gw, token) = gateway().await;
     let admin = admin(&gw);
+    let api = Api::new(gw.api(), Some(&token));
+    for _ in 0..2 {
+        api.publish("shop", "emails", "delay=60", b"{}").await;
+    }
     let stdout = drive(&gw, &[("QUOTA", "3"), ("NAMESPACE", "shop")]).await;
-    assert!(stdout.contains("quota publish_rate=3"), "{stdout}");
+    assert!(
+        stdout.contains("quota publish_rate=3 usage jobs=2"),
+        "the page shows the quota held and the 2 jobs: {stdout}"
+    );
     let q = admin.get("/namespaces/shop/quota").await.json;
     assert_eq!(q["set"], json!({"publish_rate": 3}), "{q}");
     // In force: a bulk of 3 empties the bucket, and the next 3 would need
     // a whole second more (the two calls are far closer together).
-    let api = Api::new(gw.api(), Some(&token));
     assert_eq!(
         api.put("/api/shop/emails/bulk", b"[0, 1, 2]").await.status,
         201

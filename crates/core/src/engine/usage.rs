@@ -28,7 +28,51 @@ impl Usage {
     }
 }
 
+/// A namespace's running totals: jobs published, deliveries, jobs acked
+/// (the per-queue totals of the slots' counters, summed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub published: u64,
+    pub consumed: u64,
+    pub acked: u64,
+}
+
+impl Totals {
+    /// Adds `other` to these totals.
+    pub fn add(&mut self, other: Totals) {
+        self.published += other.published;
+        self.consumed += other.consumed;
+        self.acked += other.acked;
+    }
+}
+
 impl super::Slots<'_> {
+    /// The running totals of every namespace in `slots` here: one
+    /// `HGETALL` of each slot's counters (O(queues): for the admin API).
+    pub async fn totals(self, slots: &[u32]) -> Result<BTreeMap<String, Totals>, EngineError> {
+        let all: Vec<BTreeMap<String, i64>> = self
+            .per_slot("HGETALL", slots, keys::SlotKeys::counters)
+            .await?;
+        let mut out: BTreeMap<String, Totals> = BTreeMap::new();
+        for (field, n) in all.into_iter().flatten() {
+            let Some((kind, queue)) = field.split_at_checked(1) else {
+                continue;
+            };
+            let Some((ns, _)) = keys::parse_qualified(queue) else {
+                continue;
+            };
+            let t = out.entry(ns.to_owned()).or_default();
+            let n = n.max(0) as u64;
+            match kind {
+                "P" => t.published += n,
+                "C" => t.consumed += n,
+                "A" => t.acked += n,
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
     /// The usage of every namespace that holds jobs in `slots` here.
     pub async fn usage(self, slots: &[u32]) -> Result<BTreeMap<String, Usage>, EngineError> {
         let all: Vec<BTreeMap<String, i64>> = self

@@ -15,6 +15,7 @@ mod portable;
 mod queues;
 mod quotas;
 mod tokens;
+mod usage;
 
 pub use info::readiness;
 
@@ -94,6 +95,8 @@ fn namespace_routes() -> Router<Arc<AppState>> {
             "/namespaces/{ns}/quota",
             get(quotas::get).put(quotas::set).delete(quotas::clear),
         )
+        .route("/namespaces/{ns}/usage", get(usage::one))
+        .route("/usage", get(usage::all))
         .route("/namespaces/{ns}/queues", get(queues::list))
         .route("/namespaces/{ns}/queues/{queue}", get(queues::one))
         .route(

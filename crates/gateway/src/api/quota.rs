@@ -318,6 +318,7 @@ pub(super) fn refusal(
         "quota" => bound.name(),
     )
     .increment(1);
+    crate::refusals::note(&tenant.token.pool, &tenant.ns, bound.name());
     QuotaRefusal {
         status,
         quota: bound.name(),

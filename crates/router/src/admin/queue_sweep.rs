@@ -9,7 +9,8 @@
 //! every layout of the pool (a few `HMGET`s per queue). A queue published
 //! to again after it left comes back with its next publish on a gateway
 //! that has not listed it within ten minutes (`QueueIndex::note`); until
-//! then `max_queues` does not count it.
+//! then `max_queues` does not count it. Each sweep sets the
+//! `sundial_namespace_queues` gauge of the namespaces it swept.
 
 use std::{sync::Arc, time::Duration};
 
@@ -30,6 +31,7 @@ pub async fn sweep(replica: &Replica, pool: &Pool) -> Result<usize, EngineError>
     for ns in Tokens(replica).namespaces(pool.name()).unwrap_or_default() {
         let queues = admin.admin().all_indexed_queues(pool.name(), &ns).await?;
         let mut empty = Vec::new();
+        let listed = queues.len();
         for queue in queues {
             if live_jobs(pool, &ns, &queue).await? == 0 {
                 empty.push(queue);
@@ -40,6 +42,13 @@ pub async fn sweep(replica: &Replica, pool: &Pool) -> Result<usize, EngineError>
             .admin()
             .unindex_queues(pool.name(), &ns, &empty)
             .await?;
+        // Queues published to while the sweep ran are counted at the next.
+        metrics::gauge!(
+            "sundial_namespace_queues",
+            "pool" => pool.name().to_owned(),
+            "namespace" => ns.clone(),
+        )
+        .set((listed - empty.len()) as f64);
     }
     Ok(removed)
 }

@@ -8,3 +8,4 @@ mod consume;
 mod masters;
 mod memory;
 mod quotas;
+mod usage;

@@ -8,7 +8,7 @@
 //   #/                     the pool: shards, health, pump leases, drains
 //   #/namespaces           namespaces of the pool (those with a token)
 //   #/ns/NS                a namespace's queues, backlog and rates, and
-//                          its quota (`quota.js`)
+//                          its usage and quota (`quota.js`)
 //   #/ns/NS/QUEUE          one queue: charts and its dead letter
 "use strict";
 
@@ -127,6 +127,7 @@ async function queues(gen, ns) {
   // (A page without it, should it fail, rather than no page.)
   const progress = move && move.state !== "moved"
     ? await api(withPool(`/namespaces/${enc(ns)}/move`)).catch(() => null) : null;
+  const usage = await usageTiles(ns);
   if (gen !== generation) return;
   const rows = all.map((q) => h("tr", { "data-queue": q.queue },
     h("td", {}, h("a", { href: `#/ns/${enc(ns)}/${enc(q.queue)}` }, q.queue)),
@@ -156,6 +157,8 @@ async function queues(gen, ns) {
           (progress ? `${fmt(progress.jobs_left)} job(s) left in pool ${move.from}, ${fmt(progress.jobs_moved)} moved by this gateway; ` : "") +
           `\`sundial namespace moving ${ns} --pool ${pool} --watch\` follows it.`) : null,
     h("div", { class: "tiles" }, Object.entries(totals).map(([k, v]) => tile(k, v))),
+    h("h2", {}, "Usage"),
+    usage,
     h("h2", {}, "Queues"),
     table([["queue"], ["ready", "num"], ["delayed", "num"], ["reserved", "num"], ["dead", "num"], ["publish", "num"], ["consume", "num"]],
       rows, "No queue has been published to in this namespace."),

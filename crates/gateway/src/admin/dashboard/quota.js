@@ -1,9 +1,13 @@
 // A namespace's quota on its page: what it is held to, what it sets and
 // its pool's, each bound editable (`GET`/`PUT`/`DELETE
-// /namespaces/{ns}/quota`). Loaded after `lib.js`, before `app.js`.
+// /namespaces/{ns}/quota`); and its usage (`GET /namespaces/{ns}/usage`).
+// Loaded after `lib.js`, before `app.js`.
 "use strict";
 
 const QUOTA_BOUNDS = [
+  ["max_jobs", "jobs held", ""],
+  ["max_bytes", "bytes held", "bytes"],
+  ["max_queues", "queues", ""],
   ["publish_rate", "publish rate", "jobs/s"],
   ["consume_rate", "consume rate", "jobs/s"],
   ["max_body", "job body", "bytes"],
@@ -61,4 +65,26 @@ async function loadQuota(ns, message) {
       h("button", { "data-action": "clear-quota",
         onclick: () => act({ method: "DELETE" }, "Quota cleared: the pool's holds.") }, "Clear")),
   );
+}
+
+/** The usage of `ns`: what it holds (against its bounds, where it has
+ *  some) and what it did; a notice when it cannot be read. */
+async function usageTiles(ns) {
+  let u;
+  try {
+    u = await api(withPool(`/namespaces/${enc(ns)}/usage`));
+  } catch (e) {
+    return notice(`Usage unknown: ${e.message}`, true);
+  }
+  const refused = Object.values(u.refused).reduce((a, b) => a + b, 0);
+  const held = (name, value, bound) => {
+    const t = tile(name, value);
+    t.setAttribute("data-usage", name);
+    if (u.limits[bound] !== null) t.append(h("div", { class: "muted" }, `of ${fmt(u.limits[bound])}`));
+    return t;
+  };
+  return h("div", { class: "tiles" },
+    held("jobs", u.jobs, "max_jobs"), held("bytes", u.bytes, "max_bytes"), held("queues", u.queues, "max_queues"),
+    held("published", u.published), held("consumed", u.consumed), held("acked", u.acked),
+    held("refused", refused));
 }

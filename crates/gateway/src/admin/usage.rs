@@ -1,0 +1,97 @@
+//! `GET /usage?pool=` and `GET /namespaces/{ns}/usage?pool=`: what each
+//! namespace holds in a pool and what it did, for billing and alerts:
+//! jobs and bytes held now (the slots' usage hashes), the queues it uses
+//! (its queue index), jobs published, consumed and acked (the slots'
+//! running totals), and requests refused by its quota (counted on the
+//! admin Redis by every gateway). Each answer reads every slot's counters
+//! (O(queues) Redis work): an admin call, not for a tight loop; the
+//! Prometheus series (docs/METRICS.md) are the cheap way to watch.
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::Uri,
+};
+use serde_json::{Value, json};
+use sundial_core::{Totals, Usage};
+use sundial_router::{Pool, quota::Bound};
+
+use super::queues::{names, pool};
+use crate::{
+    api::{error::ApiError, params::Params},
+    state::AppState,
+};
+
+/// One namespace's line of the report.
+async fn line(
+    state: &AppState,
+    pool: &Pool,
+    ns: &str,
+    (usage, totals): (Usage, Totals),
+) -> Result<Value, ApiError> {
+    let admin = state.admin.redis();
+    let queues = admin.admin().indexed_count(pool.name(), ns).await?;
+    let refused = admin.admin().refusals(pool.name(), ns).await?;
+    let quota = state
+        .admin
+        .quotas()
+        .effective(pool.name(), ns, pool.quota());
+    let limits: serde_json::Map<String, Value> =
+        [Bound::MaxJobs, Bound::MaxBytes, Bound::MaxQueues]
+            .into_iter()
+            .map(|b| (b.name().to_owned(), quota.limit(b).into()))
+            .collect();
+    Ok(json!({
+        "namespace": ns,
+        "jobs": usage.jobs,
+        "bytes": usage.bytes,
+        "queues": queues,
+        "published": totals.published,
+        "consumed": totals.consumed,
+        "acked": totals.acked,
+        "refused": refused,
+        "limits": limits,
+    }))
+}
+
+/// `GET /usage?pool=`: every namespace that has a token in the pool or
+/// holds jobs there, in name order.
+pub(super) async fn all(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let pool = pool(&state, &Params::new(&uri))?;
+    let report = sundial_router::usage::report(&pool).await?;
+    let mut namespaces: BTreeSet<String> = report.keys().cloned().collect();
+    namespaces.extend(
+        state
+            .admin
+            .tokens()
+            .namespaces(pool.name())
+            .unwrap_or_default(),
+    );
+    let mut out = Vec::with_capacity(namespaces.len());
+    for ns in &namespaces {
+        let held = report.get(ns).copied().unwrap_or_default();
+        out.push(line(&state, &pool, ns, held).await?);
+    }
+    Ok(Json(json!({ "pool": pool.name(), "namespaces": out })))
+}
+
+/// `GET /namespaces/{ns}/usage?pool=`: one namespace's line (zeros for a
+/// namespace that never held a job there).
+pub(super) async fn one(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    names(&ns, None)?;
+    let pool = pool(&state, &Params::new(&uri))?;
+    let report = sundial_router::usage::report(&pool).await?;
+    let held = report.get(&ns).copied().unwrap_or_default();
+    let mut answer = line(&state, &pool, &ns, held).await?;
+    answer["pool"] = pool.name().into();
+    Ok(Json(answer))
+}
