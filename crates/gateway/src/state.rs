@@ -97,6 +97,8 @@ pub struct AppState {
     pub bodies: Bodies,
     /// Every shard's last health check.
     pub health: Health,
+    /// The shards near their `maxmemory`, and who may still publish there.
+    pub headroom: sundial_router::headroom::Headroom,
     /// What this gateway's mover does (written by the mover's loop).
     pub mover: sundial_router::mover::Status,
     pub accounts: BTreeMap<String, String>,
@@ -128,6 +130,7 @@ impl AppState {
             limits: settings.limits,
             bodies: settings.bodies,
             health,
+            headroom: Default::default(),
             mover,
             accounts: settings.accounts,
             shutdown,

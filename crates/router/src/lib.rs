@@ -29,6 +29,8 @@
 //! - [`mover`]: copying the jobs of moved slots to their new shard, and of
 //!   namespaces to their new pool.
 //! - [`health`]: every shard probed each second, for `/ready` and metrics.
+//! - [`headroom`]: shards near their `maxmemory` refuse the publishes of
+//!   namespaces that hold more than their share of them.
 //!
 //! A topology is immutable once built: a reload prepares a new one and
 //! stores it whole, while requests in flight finish on the one they started
@@ -41,6 +43,7 @@ pub mod admin;
 mod announce;
 pub mod config;
 pub mod drain;
+pub mod headroom;
 pub mod health;
 pub mod layout;
 pub mod live;

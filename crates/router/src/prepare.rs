@@ -130,6 +130,14 @@ async fn check_shard(
              set `appendonly yes` for durability"
         );
     }
+    if check.maxmemory == 0 {
+        tracing::warn!(
+            shard = shard.name(),
+            "the Redis has no maxmemory: it grows until the host runs out of memory, and \
+             no headroom is kept for the namespaces that hold little of it (set `maxmemory` \
+             in redis.conf; see \"Multi-tenancy\" in docs/OPERATIONS.md)"
+        );
+    }
     if let Some(wanted) = shard.conn().wait_replicas()
         && check.replicas < wanted
     {

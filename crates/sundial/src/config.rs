@@ -24,7 +24,7 @@ use sundial_router::{
 
 mod sections;
 
-pub use sections::{HttpConfig, LimitsConfig, LogConfig, MoverConfig, PumpConfig};
+pub use sections::{HeadroomConfig, HttpConfig, LimitsConfig, LogConfig, MoverConfig, PumpConfig};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,6 +53,7 @@ pub struct Config {
     pub pump: PumpConfig,
     pub mover: MoverConfig,
     pub log: LogConfig,
+    pub headroom: HeadroomConfig,
     /// Every namespace's quota, unless its pool's `quotas` or the quota
     /// table say otherwise (see `sundial_router::quota`).
     #[serde(default)]
@@ -98,6 +99,9 @@ impl Default for Config {
                 format: "text".to_owned(),
                 level: "info".to_owned(),
                 access: false,
+            },
+            headroom: HeadroomConfig {
+                share_above_percent: 90,
             },
             quotas: Quota::default(),
             pools: BTreeMap::from([("default".to_owned(), default_pool)]),
@@ -172,6 +176,11 @@ impl Config {
         self.quotas
             .validate()
             .map_err(|e| anyhow::anyhow!("quotas: {e}"))?;
+        anyhow::ensure!(
+            self.headroom.share_above_percent <= 100,
+            "headroom.share_above_percent must be 0 (off) to 100, not {}",
+            self.headroom.share_above_percent
+        );
         anyhow::ensure!(
             self.limits.default_tries >= 1,
             "limits.default_tries must be at least 1"

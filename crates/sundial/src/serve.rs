@@ -172,6 +172,13 @@ fn background(
         });
     }
     {
+        let (live, headroom) = (state.live.clone(), state.headroom.clone());
+        let percent = config.headroom.share_above_percent;
+        loops.add("headroom", move |stop| {
+            sundial_router::headroom::run(live.clone(), headroom.clone(), percent, stop)
+        });
+    }
+    {
         let admin = state.admin.clone();
         loops.add("quota refusals", move |stop| {
             sundial_gateway::refusals::keep_flushed(admin.clone(), stop)

@@ -241,8 +241,8 @@ async fn bad_input_is_a_clear_4xx_and_stores_nothing(kind: ShardKind) {
         "1 MiB exactly is fine"
     );
     // Only the 1 MiB job was stored: its slot's hash, counters, queue
-    // table, ready list, and timer (for its expiry).
-    assert_eq!(job_keys(&e.store).len(), 5, "{:?}", job_keys(&e.store));
+    // table, ready list, timer (for its expiry) and usage.
+    assert_eq!(job_keys(&e.store).len(), 6, "{:?}", job_keys(&e.store));
 
     for (path, msg) in [
         ("/api/ns/q?count=0", "invalid count"),

@@ -14,6 +14,9 @@ pub struct ShardCheck {
     /// Replicas connected to the master (on a cluster, the fewest of any
     /// primary's).
     pub replicas: u32,
+    /// Its `maxmemory` in bytes, 0 for none (on a cluster, the smallest of
+    /// any primary's).
+    pub maxmemory: u64,
 }
 
 impl Shard {
@@ -133,9 +136,13 @@ impl Shard {
                 let replicas = all
                     .as_ref()
                     .map_or(found.replicas, |a| a.replicas.min(found.replicas));
+                let maxmemory = all
+                    .as_ref()
+                    .map_or(found.maxmemory, |a| a.maxmemory.min(found.maxmemory));
                 all = Some(ShardCheck {
                     aof_enabled: aof,
                     replicas,
+                    maxmemory,
                     ..found
                 });
                 Ok(())
@@ -207,5 +214,6 @@ fn read_info(info: &str) -> ShardCheck {
         aof_enabled: field("aof_enabled") == "1",
         redis_version: field("redis_version"),
         replicas: field("connected_slaves").parse().unwrap_or(0),
+        maxmemory: field("maxmemory").parse().unwrap_or(0),
     }
 }

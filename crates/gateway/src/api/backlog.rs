@@ -170,7 +170,7 @@ fn refused(tenant: &Tenant, ask: &BacklogAsk, bound: &str, held: Usage) -> ApiEr
     let mut r = quota::refusal(
         tenant,
         StatusCode::TOO_MANY_REQUESTS,
-        bound,
+        bound.name(),
         limit,
         usage,
         message,

@@ -153,6 +153,7 @@ async fn store(
     // the layout written to now.
     let pool = tenant.write_pool(state)?;
     let slot = pool.slot_of(&tenant.ns, p.queue, lane);
+    quota::headroom(state, tenant, pool.shard_for(slot))?;
     let stored = sundial_core::Publication {
         schedule: p.schedule,
         jobs: jobs.to_vec(),
@@ -344,6 +345,7 @@ pub(super) async fn republish(
     let slot = pool.slot_of(&tenant.ns, p.queue, lane);
     let qualified = keys::qualified(&tenant.ns, p.queue);
     let written = pool.shard_for(slot);
+    quota::headroom(&state, &tenant, written)?;
     quota::admit_queue(&state, &tenant, &p.quota, p.queue).await?;
     let taken = quota::take_rate(&state, &tenant, &p.quota, Bound::PublishRate, 1).await?;
     let one = std::slice::from_ref(&job);

@@ -13,7 +13,7 @@
 //! the service down.
 
 use axum::http::StatusCode;
-use sundial_core::{RateTake, Schedule, keys};
+use sundial_core::{RateTake, Schedule, Shard, keys};
 use sundial_router::quota::{Bound, Quota};
 
 use super::{
@@ -176,6 +176,36 @@ pub(super) async fn admit_queue(
     })
 }
 
+/// The name a headroom refusal gives as its `quota`.
+pub(super) const MEMORY_SHARE: &str = "memory_share";
+
+/// Refuses a publish to a shard over its headroom bound when the namespace
+/// holds more than its share of it (429 `memory_share`; see
+/// `sundial_router::headroom`).
+pub(super) fn headroom(state: &AppState, tenant: &Tenant, shard: &Shard) -> Result<(), ApiError> {
+    let Some(over) = state.headroom.check(shard.name(), &tenant.ns) else {
+        return Ok(());
+    };
+    let message = format!(
+        "shard {} is over {}% of its maxmemory and the namespace holds {} bytes there, more than \
+         its share of {} bytes: nothing was stored; retry once consumers have made room",
+        shard.name(),
+        over.percent,
+        over.held,
+        over.share
+    );
+    let mut r = refusal(
+        tenant,
+        StatusCode::TOO_MANY_REQUESTS,
+        MEMORY_SHARE,
+        over.share,
+        over.held,
+        message,
+    );
+    r.retry_after_ms = Some(1000);
+    Err(ApiError::Quota(Box::new(r)))
+}
+
 /// Jobs taken from a rate bucket, to give back what was not used.
 #[derive(Debug)]
 pub(super) struct Taken {
@@ -269,7 +299,7 @@ async fn take(
         let mut refusal = refusal(
             tenant,
             StatusCode::TOO_MANY_REQUESTS,
-            bound,
+            bound.name(),
             rate,
             grant.drawn,
             format!(
@@ -298,7 +328,12 @@ fn refuse(
     message: String,
 ) -> ApiError {
     ApiError::Quota(Box::new(refusal(
-        tenant, status, bound, limit, usage, message,
+        tenant,
+        status,
+        bound.name(),
+        limit,
+        usage,
+        message,
     )))
 }
 
@@ -306,7 +341,7 @@ fn refuse(
 pub(super) fn refusal(
     tenant: &Tenant,
     status: StatusCode,
-    bound: Bound,
+    quota: &'static str,
     limit: u64,
     usage: u64,
     message: String,
@@ -315,13 +350,13 @@ pub(super) fn refusal(
         "sundial_quota_refusals_total",
         "pool" => tenant.token.pool.clone(),
         "namespace" => tenant.ns.clone(),
-        "quota" => bound.name(),
+        "quota" => quota,
     )
     .increment(1);
-    crate::refusals::note(&tenant.token.pool, &tenant.ns, bound.name());
+    crate::refusals::note(&tenant.token.pool, &tenant.ns, quota);
     QuotaRefusal {
         status,
-        quota: bound.name(),
+        quota,
         limit,
         usage,
         retry_after_ms: None,

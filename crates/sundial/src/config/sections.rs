@@ -30,6 +30,16 @@ pub struct HttpConfig {
     /// body that finds none left is answered 503.
     pub body_memory_mb: usize,
 }
+/// Headroom on shards near their `maxmemory` (`sundial_router::headroom`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeadroomConfig {
+    /// Above this share of a shard's `maxmemory` (percent), publishes of
+    /// namespaces that hold more than their share of it are refused; 0
+    /// turns headroom off.
+    pub share_above_percent: u8,
+}
+
 /// lmstfy's defaults for requests that leave a parameter out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

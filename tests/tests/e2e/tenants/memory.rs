@@ -160,3 +160,62 @@ async fn respawned_jobs_expire_on_time_after_an_idle_spell(kind: sundial_tests::
         respawned.elapsed()
     );
 }
+
+/// Publishes 8 KiB jobs to `noisy/q` until refused; returns how many were
+/// stored and the refusal.
+async fn flood(api: Api) -> (u64, sundial_tests::Resp) {
+    for stored in 0..20_000 {
+        let r = api.put("/api/noisy/q", &BODY).await;
+        if r.status != 201 {
+            return (stored, r);
+        }
+    }
+    panic!("20,000 jobs of 8 KiB fit in a Redis of 32 MiB");
+}
+
+#[tokio::test]
+async fn a_namespace_that_fills_a_redis_is_held_to_its_share_and_the_others_still_publish() {
+    let redis = RedisServer::start_with(&["--maxmemory", "32mb"]);
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    let noisy = Api::new(gw.api(), Some(&create_token(&gw.admin(), "noisy").await));
+    let quiet = Api::new(gw.api(), Some(&create_token(&gw.admin(), "quiet").await));
+    for _ in 0..10 {
+        quiet.publish("quiet", "q", "", b"small").await;
+    }
+    // Four connections flood: each is refused with a 429 that names the
+    // share, never a 503 (the Redis never reaches its maxmemory).
+    let floods: Vec<_> = (0..4).map(|_| tokio::spawn(flood(noisy.clone()))).collect();
+    let mut stored = 0;
+    for f in floods {
+        let (n, refused) = f.await.expect("flood");
+        stored += n;
+        assert_eq!(refused.status, 429, "{refused:?}");
+        assert_eq!(refused.json["quota"], "memory_share", "{refused:?}");
+        assert!(refused.headers.contains_key("retry-after"), "{refused:?}");
+        assert!(
+            refused.json["usage"].as_u64() > refused.json["limit"].as_u64(),
+            "{refused:?}"
+        );
+    }
+    assert!(stored > 1000, "{stored} stored before the share held");
+    assert_eq!(noisy.get("/api/noisy/q/stats").await.json["ready"], stored);
+    // The other namespace publishes, singles and bulks.
+    for i in 0..200 {
+        let r = quiet
+            .put("/api/quiet/q", format!("job {i}").as_bytes())
+            .await;
+        assert_eq!(r.status, 201, "quiet publish {i}: {r:?}");
+    }
+    assert_eq!(quiet.put("/api/quiet/q/bulk", b"[1,2,3]").await.status, 201);
+    // The flood's jobs are consumed and acked at this level; once they are
+    // gone, the namespace publishes again.
+    let got = noisy.get("/api/noisy/q?count=100&ttr=60").await;
+    assert_eq!(got.status, 200, "{got:?}");
+    assert_eq!(noisy.delete("/api/noisy/q").await.status, 204);
+    wait_until_async(
+        Duration::from_secs(5),
+        "the flood's namespace publishes again",
+        || async { noisy.put("/api/noisy/q", &BODY).await.status == 201 },
+    )
+    .await;
+}

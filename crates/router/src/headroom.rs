@@ -1,0 +1,148 @@
+//! Headroom: a shard whose Redis uses more than a share of its `maxmemory`
+//! (`[headroom] share_above_percent`, 90 by default) takes publishes only
+//! from namespaces that hold no more than their share of it, so that a
+//! namespace that fills a shard is refused before the shard refuses
+//! everyone (a Redis at its `maxmemory` refuses every publish: 503).
+//!
+//! A namespace's share is the mean of what the namespaces holding jobs on
+//! the shard hold there (bytes of ids and records, from the slots' usage
+//! hashes): one that holds more than the others' mean is refused; one that
+//! holds little, or nothing yet, is not. Every gateway reads each shard's
+//! `INFO memory` every [`EVERY`] (for a cluster shard, its fullest
+//! primary), and, while a shard is over the bound, what each namespace
+//! holds there (one `HGETALL` per slot it holds); every [`NEAR_EVERY`]
+//! while any shard is within ten points of its bound. A shard without a
+//! `maxmemory` gets no headroom (the gateway warns at start).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+use sundial_core::Shard;
+use tokio_util::sync::CancellationToken;
+
+use crate::LiveTopology;
+
+/// How often each shard's memory is read.
+pub const EVERY: Duration = Duration::from_secs(1);
+/// How often, while a shard is within [`NEAR`] points of its bound or
+/// over it: a shard filling fast reaches its bound between two reads.
+pub const NEAR_EVERY: Duration = Duration::from_millis(100);
+/// Percentage points under the bound from which a shard is read often.
+const NEAR: u8 = 10;
+
+/// A shard over its bound: what a namespace may hold there, and what each
+/// holds.
+#[derive(Debug, Clone, Default)]
+struct Room {
+    share: u64,
+    held: HashMap<String, u64>,
+    percent: u8,
+}
+
+/// Why a publish is refused: the namespace holds `held` bytes on a shard
+/// over `percent`% of its `maxmemory`, more than its `share`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverShare {
+    pub share: u64,
+    pub held: u64,
+    pub percent: u8,
+}
+
+/// The shards over their bound, by name, as this gateway last read them.
+/// Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Headroom {
+    over: Arc<RwLock<HashMap<String, Room>>>,
+}
+
+impl Headroom {
+    /// `Some` when a publish of namespace `ns` to `shard` is to be refused.
+    pub fn check(&self, shard: &str, ns: &str) -> Option<OverShare> {
+        let over = self.over.read().unwrap_or_else(|p| p.into_inner());
+        let room = over.get(shard)?;
+        let held = room.held.get(ns).copied().unwrap_or(0);
+        (held > room.share).then_some(OverShare {
+            share: room.share,
+            held,
+            percent: room.percent,
+        })
+    }
+}
+
+/// What `shard` (holding `slots`) leaves of its headroom: `None` while it
+/// is under `percent`% of its `maxmemory`, or has none. Sets `near` when it
+/// is within [`NEAR`] points of the bound, or over it.
+async fn room(
+    shard: &Shard,
+    slots: &[u32],
+    percent: u8,
+    near: &mut bool,
+) -> Result<Option<Room>, sundial_core::EngineError> {
+    let memory = shard.memory().await?;
+    let fill = memory.fill().unwrap_or(0.0) * 100.0;
+    *near |= memory.max > 0 && fill >= f64::from(percent.saturating_sub(NEAR));
+    if memory.max == 0 || fill < f64::from(percent) {
+        return Ok(None);
+    }
+    let held: HashMap<String, u64> = shard
+        .slots()
+        .usage(slots)
+        .await?
+        .into_iter()
+        .map(|(ns, u)| (ns, u.bytes))
+        .collect();
+    let total: u64 = held.values().sum();
+    let share = total / held.len().max(1) as u64;
+    Ok(Some(Room {
+        share,
+        held,
+        percent,
+    }))
+}
+
+/// Reads every shard's memory every [`EVERY`] and keeps `headroom` current,
+/// until `stop`; `percent` 0 turns headroom off. A shard that cannot be
+/// read is taken as under its bound (its publishes fail on their own).
+pub async fn run(
+    live: Arc<LiveTopology>,
+    headroom: Headroom,
+    percent: u8,
+    stop: CancellationToken,
+) {
+    if percent == 0 {
+        return stop.cancelled().await;
+    }
+    let mut wait = Duration::ZERO;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = stop.cancelled() => return,
+        }
+        let topology = live.topology();
+        let mut over = HashMap::new();
+        let mut near = false;
+        for pool in topology.pools() {
+            for (shard, slots) in pool.groups() {
+                match room(shard, slots, percent, &mut near).await {
+                    Ok(Some(r)) => {
+                        tracing::debug!(
+                            shard = shard.name(),
+                            share = r.share,
+                            "shard over its headroom bound"
+                        );
+                        over.insert(shard.name().to_owned(), r);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::debug!(shard = shard.name(), error = %e, "cannot read the shard's memory")
+                    }
+                }
+            }
+        }
+        *headroom.over.write().unwrap_or_else(|p| p.into_inner()) = over;
+        wait = if near { NEAR_EVERY } else { EVERY };
+    }
+}
