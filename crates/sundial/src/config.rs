@@ -176,11 +176,7 @@ impl Config {
         self.quotas
             .validate()
             .map_err(|e| anyhow::anyhow!("quotas: {e}"))?;
-        anyhow::ensure!(
-            self.headroom.share_above_percent <= 100,
-            "headroom.share_above_percent must be 0 (off) to 100, not {}",
-            self.headroom.share_above_percent
-        );
+        self.headroom.validate()?;
         anyhow::ensure!(
             self.limits.default_tries >= 1,
             "limits.default_tries must be at least 1"

@@ -148,6 +148,22 @@ async fn admin_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Sha
     Ok(shard)
 }
 
+/// The loops that keep tenants apart: headroom on shards near their
+/// `maxmemory`, and quota refusals counted in the admin Redis.
+fn tenant_loops(loops: &mut Background, state: &Arc<AppState>, config: &Config) {
+    {
+        let (live, headroom) = (state.live.clone(), state.headroom.clone());
+        let percent = config.headroom.share_above_percent;
+        loops.add("headroom", move |stop| {
+            sundial_router::headroom::run(live.clone(), headroom.clone(), percent, stop)
+        });
+    }
+    let admin = state.admin.clone();
+    loops.add("quota refusals", move |stop| {
+        sundial_gateway::refusals::keep_flushed(admin.clone(), stop)
+    });
+}
+
 /// The gateway's background loops. Each gets its own handles to what the
 /// gateway shares (the live topology, the admin store, the mover's status).
 fn background(
@@ -171,19 +187,7 @@ fn background(
             admin.clone().keep_queue_index(live.clone(), stop)
         });
     }
-    {
-        let (live, headroom) = (state.live.clone(), state.headroom.clone());
-        let percent = config.headroom.share_above_percent;
-        loops.add("headroom", move |stop| {
-            sundial_router::headroom::run(live.clone(), headroom.clone(), percent, stop)
-        });
-    }
-    {
-        let admin = state.admin.clone();
-        loops.add("quota refusals", move |stop| {
-            sundial_gateway::refusals::keep_flushed(admin.clone(), stop)
-        });
-    }
+    tenant_loops(&mut loops, state, config);
     {
         let (live, health) = (state.live.clone(), state.health.clone());
         loops.add("health probes", move |stop| {

@@ -40,6 +40,17 @@ pub struct HeadroomConfig {
     pub share_above_percent: u8,
 }
 
+impl HeadroomConfig {
+    pub(super) fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.share_above_percent <= 100,
+            "headroom.share_above_percent must be 0 (off) to 100, not {}",
+            self.share_above_percent
+        );
+        Ok(())
+    }
+}
+
 /// lmstfy's defaults for requests that leave a parameter out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
