@@ -48,6 +48,7 @@ pub mod error;
 pub mod job;
 pub mod keys;
 pub mod scripts;
+pub mod series;
 
 pub use conn::{
     ClusterPrimary, Connection, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, Handler, Heard,

@@ -96,15 +96,15 @@ impl Backlog {
         }
         const STATES: [&str; 4] = ["delayed", "ready", "reserved", "dead"];
         for ((ns, queue), i, n) in set {
-            metrics::gauge!(
-                "sundial_queue_jobs",
-                "pool" => pool.to_owned(),
-                "shard" => shard.name().to_owned(),
-                "namespace" => ns.clone(),
-                "queue" => queue.clone(),
-                "state" => STATES[i]
-            )
-            .set(n as f64);
+            let labels = [
+                ("pool", pool.to_owned()),
+                ("shard", shard.name().to_owned()),
+                ("namespace", ns.clone()),
+                ("queue", queue.clone()),
+                ("state", STATES[i].to_owned()),
+            ];
+            let kind = sundial_core::series::Kind::Gauge;
+            sundial_core::series::Handle::new("sundial_queue_jobs", &labels, kind).set(n as f64);
         }
         self.reported = now;
         self.report_usage(pool, shard, held).await;

@@ -138,14 +138,15 @@ fn record(pool: &str, o: &PumpOutcome) {
             .zip(counts)
         {
             if *n > 0 {
-                metrics::counter!(
-                    "sundial_pump_jobs_total",
-                    "pool" => pool.clone(),
-                    "namespace" => ns.to_owned(),
-                    "queue" => queue.to_owned(),
-                    "outcome" => outcome
-                )
-                .increment(*n);
+                let labels = [
+                    ("pool", pool.clone()),
+                    ("namespace", ns.to_owned()),
+                    ("queue", queue.to_owned()),
+                    ("outcome", outcome.to_owned()),
+                ];
+                let kind = sundial_core::series::Kind::Counter;
+                sundial_core::series::Handle::new("sundial_pump_jobs_total", &labels, kind)
+                    .increment(*n);
             }
         }
     }

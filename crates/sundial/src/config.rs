@@ -24,7 +24,9 @@ use sundial_router::{
 
 mod sections;
 
-pub use sections::{HeadroomConfig, HttpConfig, LimitsConfig, LogConfig, MoverConfig, PumpConfig};
+pub use sections::{
+    HeadroomConfig, HttpConfig, LimitsConfig, LogConfig, MetricsConfig, MoverConfig, PumpConfig,
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,6 +56,7 @@ pub struct Config {
     pub mover: MoverConfig,
     pub log: LogConfig,
     pub headroom: HeadroomConfig,
+    pub metrics: MetricsConfig,
     /// Every namespace's quota, unless its pool's `quotas` or the quota
     /// table say otherwise (see `sundial_router::quota`).
     #[serde(default)]
@@ -102,6 +105,9 @@ impl Default for Config {
             },
             headroom: HeadroomConfig {
                 share_above_percent: 90,
+            },
+            metrics: MetricsConfig {
+                idle_series_secs: 3600,
             },
             quotas: Quota::default(),
             pools: BTreeMap::from([("default".to_owned(), default_pool)]),
@@ -177,6 +183,7 @@ impl Config {
             .validate()
             .map_err(|e| anyhow::anyhow!("quotas: {e}"))?;
         self.headroom.validate()?;
+        self.metrics.validate(self.pump.metrics_interval_ms)?;
         anyhow::ensure!(
             self.limits.default_tries >= 1,
             "limits.default_tries must be at least 1"

@@ -32,7 +32,8 @@ pub fn router(metrics: PrometheusHandle, ready: Readiness) -> Router {
         .route(
             "/metrics",
             get(move || {
-                let text = metrics.render();
+                let mut text = metrics.render();
+                text.push_str(&sundial_core::series::render(crate::telemetry::help));
                 async move { ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
             }),
         )

@@ -23,7 +23,7 @@ use crate::{
 pub async fn run(source: Source) -> anyhow::Result<()> {
     let config = &source.config;
     let shutdown = source.start();
-    let metrics = telemetry::init_metrics()?;
+    let metrics = telemetry::init_metrics(config.metrics.idle())?;
     let admin = bind(config.admin_listen).await?;
     let live = Arc::new(LiveTopology::new(
         prepare(&config.pools, None, STARTUP_WAIT).await?,

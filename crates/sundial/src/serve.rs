@@ -36,7 +36,7 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
     let config = &source.config;
     config.check_admin_exposure()?;
     let shutdown = source.start();
-    let metrics = telemetry::init_metrics()?;
+    let metrics = telemetry::init_metrics(config.metrics.idle())?;
     let api = bind(config.listen).await?;
     let admin = bind(config.admin_listen).await?;
     let live = Arc::new(LiveTopology::new(

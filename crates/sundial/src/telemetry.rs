@@ -24,26 +24,25 @@ pub fn init_logs(cfg: &LogConfig) {
     }
 }
 
-/// Installs the Prometheus recorder and returns the handle `/metrics` renders.
-pub fn init_metrics() -> anyhow::Result<PrometheusHandle> {
+/// Installs the Prometheus recorder and returns the handle `/metrics` renders;
+/// per-queue series (`sundial_core::series`) go once idle for `idle`
+/// (`None`: never).
+pub fn init_metrics(idle: Option<std::time::Duration>) -> anyhow::Result<PrometheusHandle> {
+    sundial_core::series::set_idle(idle);
     let handle = PrometheusBuilder::new()
         .set_buckets(&[
             0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
             30.0,
         ])?
-        // Publish to first delivery includes delays: seconds to a day.
-        .set_buckets_for_metric(
-            metrics_exporter_prometheus::Matcher::Full(
-                "sundial_job_first_delivery_seconds".to_owned(),
-            ),
-            &[
-                0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
-                21600.0, 86400.0,
-            ],
-        )?
         .install_recorder()?;
     describe();
     Ok(handle)
+}
+
+/// The `# HELP` text of metric `name` (for the per-queue series, which
+/// `/metrics` renders after the exporter's).
+pub fn help(name: &str) -> &'static str {
+    METRICS.iter().find(|m| m.1 == name).map_or("", |m| m.3)
 }
 
 /// Gives every metric its `# HELP` text and unit. docs/METRICS.md says more

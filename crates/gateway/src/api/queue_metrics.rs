@@ -5,14 +5,20 @@
 //! handles are looked up by `&str` and cost no allocation once made. Each
 //! series is registered on its first event, not with the queue: a gateway
 //! serving thousands of tenants exports only what happened (a queue that is
-//! only published to has one series, not six).
+//! only published to has one series, not six). The series are per-queue
+//! series (`sundial_core::series`): they go once idle for
+//! `metrics.idle_series_secs`, and a queue unused that long leaves this
+//! table too, so that neither grows with every queue name ever used.
 
 use std::{
     collections::HashMap,
-    sync::{Arc, LazyLock, OnceLock, RwLock},
+    sync::{
+        Arc, LazyLock, OnceLock, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
-use metrics::{Counter, Histogram};
+use sundial_core::series::{self, Handle, Kind};
 use sundial_router::admin::{AdminStore, queues::Listed};
 
 /// What is counted per queue.
@@ -36,9 +42,11 @@ const COUNTERS: [&str; 5] = [
 #[derive(Debug)]
 pub(super) struct Handles {
     labels: [(&'static str, String); 3],
-    counters: [OnceLock<Counter>; 5],
+    counters: [OnceLock<Handle>; 5],
     /// `sundial_job_first_delivery_seconds`
-    first_delivery: OnceLock<Histogram>,
+    first_delivery: OnceLock<Handle>,
+    /// When the queue was last looked up (`series::now_ms`).
+    used: AtomicU64,
     /// When this process last added the queue to its namespace's queue
     /// index: see [`published`].
     listed: Listed,
@@ -54,6 +62,7 @@ impl Handles {
             ],
             counters: Default::default(),
             first_delivery: OnceLock::new(),
+            used: AtomicU64::new(series::now_ms()),
             listed: Listed::default(),
         }
     }
@@ -62,7 +71,7 @@ impl Handles {
         if n > 0 {
             let i = event as usize;
             self.counters[i]
-                .get_or_init(|| metrics::counter!(COUNTERS[i], &self.labels))
+                .get_or_init(|| Handle::new(COUNTERS[i], &self.labels, Kind::Counter))
                 .increment(n);
         }
     }
@@ -70,12 +79,23 @@ impl Handles {
     /// Records a job's time from publish to first delivery.
     pub(super) fn first_delivery(&self, secs: f64) {
         self.first_delivery
-            .get_or_init(|| metrics::histogram!("sundial_job_first_delivery_seconds", &self.labels))
+            .get_or_init(|| {
+                let kind = Kind::Histogram(FIRST_DELIVERY_BUCKETS);
+                Handle::new("sundial_job_first_delivery_seconds", &self.labels, kind)
+            })
             .record(secs);
     }
 }
 
+/// `sundial_job_first_delivery_seconds`'s buckets: delays of seconds to a
+/// day.
+const FIRST_DELIVERY_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0,
+];
+
 type ByQueue = HashMap<String, Arc<Handles>>;
+/// When queues idle for the idle time last left [`HANDLES`].
+static SWEPT: AtomicU64 = AtomicU64::new(0);
 
 /// Pool → namespace → queue → handles. Read under a shared lock on every
 /// request; written once per queue.
@@ -91,9 +111,19 @@ pub(super) fn of(pool: &str, ns: &str, queue: &str) -> Arc<Handles> {
         .and_then(|p| p.get(ns))
         .and_then(|n| n.get(queue))
     {
+        h.used.store(series::now_ms(), Ordering::Relaxed);
         return h.clone();
     }
     let mut all = HANDLES.write().unwrap_or_else(|p| p.into_inner());
+    if series::idle_since(SWEPT.load(Ordering::Relaxed)) {
+        SWEPT.store(series::now_ms(), Ordering::Relaxed);
+        for by_ns in all.values_mut() {
+            for queues in by_ns.values_mut() {
+                queues.retain(|_, h| !series::idle_since(h.used.load(Ordering::Relaxed)));
+            }
+            by_ns.retain(|_, queues| !queues.is_empty());
+        }
+    }
     if let Some(h) = all
         .get(pool)
         .and_then(|p| p.get(ns))

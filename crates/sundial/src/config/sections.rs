@@ -30,6 +30,34 @@ pub struct HttpConfig {
     /// body that finds none left is answered 503.
     pub body_memory_mb: usize,
 }
+/// The metrics `/metrics` exports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// A per-queue series (`sundial_core::series`) that nothing updated
+    /// for this long goes (seconds; 0: never).
+    pub idle_series_secs: u64,
+}
+
+impl MetricsConfig {
+    /// The idle time, `None` for never.
+    pub fn idle(&self) -> Option<std::time::Duration> {
+        (self.idle_series_secs > 0).then(|| std::time::Duration::from_secs(self.idle_series_secs))
+    }
+
+    /// Refuses an idle time the pumps' backlog gauges could outlast
+    /// between two refreshes (`refresh_ms`, `pump.metrics_interval_ms`).
+    pub(super) fn validate(&self, refresh_ms: u64) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.idle_series_secs == 0 || self.idle_series_secs * 1000 >= 2 * refresh_ms,
+            "metrics.idle_series_secs must be 0 (never) or at least twice \
+             pump.metrics_interval_ms ({refresh_ms} ms), not {} s",
+            self.idle_series_secs
+        );
+        Ok(())
+    }
+}
+
 /// Headroom on shards near their `maxmemory` (`sundial_router::headroom`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -8,4 +8,5 @@ mod consume;
 mod masters;
 mod memory;
 mod quotas;
+mod series;
 mod usage;
