@@ -11,6 +11,7 @@ mod publish;
 pub(crate) mod queue;
 mod queue_metrics;
 mod quota;
+mod rate_quota;
 mod render;
 pub mod tenant;
 mod throttle;

@@ -23,7 +23,7 @@ use super::{
     backlog, body,
     error::ApiError,
     params::PublishParams,
-    quota,
+    quota, rate_quota,
     tenant::Tenant,
     throttle::{self, Action},
 };
@@ -183,10 +183,10 @@ async fn store_within_quota(
 ) -> Result<(), ApiError> {
     quota::admit_queue(state, tenant, &p.quota, p.queue).await?;
     let n = jobs.len() as u64;
-    let taken = quota::take_rate(state, tenant, &p.quota, Bound::PublishRate, n).await?;
+    let taken = rate_quota::take_rate(state, tenant, &p.quota, Bound::PublishRate, n).await?;
     let admitted = admit(state, tenant, &p.quota, jobs, taken.as_ref()).await?;
     let stored = store(state, tenant, p, lane, jobs).await;
-    quota::give_back_if_failed(state, taken.as_ref(), &stored).await;
+    rate_quota::give_back_if_failed(taken.as_ref(), &stored).await;
     if let Some(a) = admitted {
         a.ended(state, &stored);
     }
@@ -200,13 +200,13 @@ async fn admit(
     tenant: &Tenant,
     quota: &Quota,
     jobs: &[NewJob],
-    taken: Option<&quota::Taken>,
+    taken: Option<&rate_quota::Taken>,
 ) -> Result<Option<backlog::Admitted>, ApiError> {
     let admitted = backlog::admit(state, tenant, quota, jobs).await;
     if admitted.is_err()
         && let Some(t) = taken
     {
-        t.give_back(state, t.jobs).await;
+        t.give_back(t.jobs).await;
     }
     admitted
 }
@@ -347,7 +347,7 @@ pub(super) async fn republish(
     let written = pool.shard_for(slot);
     quota::headroom(&state, &tenant, written)?;
     quota::admit_queue(&state, &tenant, &p.quota, p.queue).await?;
-    let taken = quota::take_rate(&state, &tenant, &p.quota, Bound::PublishRate, 1).await?;
+    let taken = rate_quota::take_rate(&state, &tenant, &p.quota, Bound::PublishRate, 1).await?;
     let one = std::slice::from_ref(&job);
     let admitted = admit(&state, &tenant, &p.quota, one, taken.as_ref()).await?;
     let republished = written
@@ -355,7 +355,7 @@ pub(super) async fn republish(
         .republish(slot, &qualified, &old, &p.schedule, &job)
         .await
         .map_err(ApiError::from);
-    quota::give_back_if_failed(&state, taken.as_ref(), &republished).await;
+    rate_quota::give_back_if_failed(taken.as_ref(), &republished).await;
     if let Some(a) = admitted {
         a.ended(&state, &republished);
     }

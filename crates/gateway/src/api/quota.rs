@@ -1,19 +1,11 @@
 //! Namespace quotas on the job API (`sundial_router::quota`): a job's body,
-//! delay, TTL and tries checked before anything is stored, and the
-//! namespace's publish and consume rates counted in the admin Redis, so
-//! that they hold across gateways.
-//!
-//! A rate is a bucket on the admin Redis's clock (`lua/quota_rate.lua`): a
-//! second's worth of jobs at once, then one job per `1/rate` s. A publish
-//! takes all its jobs or none (a bulk counts each of its jobs) and gives
-//! them back if it fails; a consume takes what the bucket holds, up to its
-//! `count`, and gives back what it did not get. As with token limits, a
-//! request is let through when the admin Redis cannot count (and a
-//! warning logged): a quota protects the other tenants, it should not take
-//! the service down.
+//! delay, TTL and tries checked before anything is stored, `max_queues`,
+//! the headroom of shards near their `maxmemory`, and the refusal every
+//! bound answers with (counted per namespace). The rates are in
+//! `super::rate_quota`, the backlog in `super::backlog`.
 
 use axum::http::StatusCode;
-use sundial_core::{RateTake, Schedule, Shard, keys};
+use sundial_core::{Schedule, Shard};
 use sundial_router::quota::{Bound, Quota};
 
 use super::{
@@ -204,119 +196,6 @@ pub(super) fn headroom(state: &AppState, tenant: &Tenant, shard: &Shard) -> Resu
     );
     r.retry_after_ms = Some(1000);
     Err(ApiError::Quota(Box::new(r)))
-}
-
-/// Jobs taken from a rate bucket, to give back what was not used.
-#[derive(Debug)]
-pub(super) struct Taken {
-    bucket: String,
-    rate: u64,
-    pub(super) jobs: u64,
-}
-
-impl Taken {
-    /// Gives back `jobs` of them (a publish that failed, a consume that got
-    /// fewer).
-    pub(super) async fn give_back(&self, state: &AppState, jobs: u64) {
-        if jobs == 0 {
-            return;
-        }
-        let redis = state.admin.redis();
-        // Boxed, as a take is (see `take_rate`).
-        let refund = redis
-            .admin()
-            .quota_rate(&self.bucket, self.rate, jobs, RateTake::Refund);
-        let refunded = Box::pin(refund).await;
-        if let Err(e) = refunded {
-            tracing::warn!(error = %e, "cannot give back jobs to a rate quota");
-        }
-    }
-}
-
-/// Gives back every job of `taken` when the write it was taken for
-/// failed (nothing, or not known to be, stored).
-pub(super) async fn give_back_if_failed<T, E>(
-    state: &AppState,
-    taken: Option<&Taken>,
-    result: &Result<T, E>,
-) {
-    if let (Err(_), Some(t)) = (result, taken) {
-        t.give_back(state, t.jobs).await;
-    }
-}
-
-/// Takes `jobs` from one of the namespace's rates: the publish rate all
-/// or none, the consume rate up to `jobs` (429 when the bucket lacks
-/// them). `None`: no rate of that kind to count against.
-pub(super) async fn take_rate(
-    state: &AppState,
-    tenant: &Tenant,
-    quota: &Quota,
-    bound: Bound,
-    jobs: u64,
-) -> Result<Option<Taken>, ApiError> {
-    if quota.limit(bound).is_none() {
-        return Ok(None);
-    }
-    let how = if bound == Bound::PublishRate {
-        RateTake::All
-    } else {
-        RateTake::Some
-    };
-    // Boxed: the admin Redis call's state would otherwise be part of every
-    // request's future, rate or not, and be copied with it (measured: about
-    // 5 µs of gateway CPU a publish).
-    Box::pin(take(state, tenant, quota, bound, jobs, how)).await
-}
-
-async fn take(
-    state: &AppState,
-    tenant: &Tenant,
-    quota: &Quota,
-    bound: Bound,
-    jobs: u64,
-    how: RateTake,
-) -> Result<Option<Taken>, ApiError> {
-    let Some(rate) = quota.limit(bound) else {
-        return Ok(None);
-    };
-    let direction = if bound == Bound::PublishRate {
-        'p'
-    } else {
-        'c'
-    };
-    let bucket = keys::quota_rate(&tenant.token.pool, &tenant.ns, direction);
-    let redis = state.admin.redis();
-    let grant = match redis.admin().quota_rate(&bucket, rate, jobs, how).await {
-        Ok(g) => g,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot count against a rate quota; letting the request through");
-            return Ok(None);
-        }
-    };
-    if grant.granted == 0 {
-        let verb = &bound.name()[..bound.name().len() - "_rate".len()];
-        let mut refusal = refusal(
-            tenant,
-            StatusCode::TOO_MANY_REQUESTS,
-            bound.name(),
-            rate,
-            grant.drawn,
-            format!(
-                "{jobs} job(s) to {verb} would go over the namespace's quota {} of {rate} jobs/s: \
-                 retry in {} ms",
-                bound.name(),
-                grant.retry_after_ms
-            ),
-        );
-        refusal.retry_after_ms = Some(grant.retry_after_ms.max(1));
-        return Err(ApiError::Quota(Box::new(refusal)));
-    }
-    Ok(Some(Taken {
-        bucket,
-        rate,
-        jobs: grant.granted,
-    }))
 }
 
 fn refuse(

@@ -5,6 +5,7 @@
 //! sundial-bench consume  --jobs 200000 --concurrency 64        # consume+ack jobs/s
 //! sundial-bench lateness --rate 1000 --secs 20 --min-delay 1 --max-delay 3
 //! sundial-bench memory   --redis redis://127.0.0.1:6390 --jobs 100000
+//! sundial-bench noisy    --secs 10 --concurrency 24
 //! ```
 //! Each run creates its own token (admin API) and a fresh namespace, and
 //! stops by itself: loops are bounded in count and time.
@@ -25,6 +26,7 @@ mod cpu;
 mod idle;
 mod lateness;
 mod memory;
+mod noisy;
 mod rebalance;
 mod wire;
 
@@ -116,6 +118,13 @@ enum Cmd {
         #[arg(long, default_value_t = 3_000)]
         waiting: u64,
     },
+    /// One namespace floods publishes from `concurrency` connections while
+    /// another publishes, consumes and acks one job at a time: the second's
+    /// latency alone, beside the flood, and beside it held to half.
+    Noisy {
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
+    },
     /// Redis bytes per delayed job: `INFO memory` before and after publishing `jobs`.
     Memory {
         #[arg(long)]
@@ -202,6 +211,7 @@ async fn main() -> anyhow::Result<()> {
             min_delay,
             max_delay,
         } => lateness::lateness(ctx, cli.concurrency, rate, secs, min_delay, max_delay).await,
+        Cmd::Noisy { secs } => noisy::noisy(ctx, &cli.admin, cli.concurrency, secs).await,
         Cmd::Memory { redis, jobs } => memory::memory(ctx, &redis, jobs).await,
         Cmd::Backlog { jobs } => backlog::backlog(ctx, jobs).await,
         Cmd::Move {

@@ -472,3 +472,32 @@ async fn the_configs_quotas_hold_under_a_namespaces_and_reload_with_the_pools() 
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn a_gateway_takes_a_rate_in_leases_not_one_admin_call_per_publish() {
+    let (jobs, admin_redis) = (
+        Store::start(ShardKind::Standalone),
+        Store::start(ShardKind::Standalone),
+    );
+    let mut cfg = SundialConfig::new(jobs.url());
+    cfg.extra = format!("admin_redis = \"{}\"", admin_redis.url());
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let (api, admin) = (Api::new(gw.api(), Some(&token)), Api::new(gw.admin(), None));
+    // 10,000 jobs/s: a lease is 200 jobs.
+    set_quota(&admin, json!({"publish_rate": 10_000})).await;
+    let before = admin_redis.calls_of("evalsha");
+    let start = Instant::now();
+    for _ in 0..100 {
+        assert_eq!(api.put("/api/ns/q", b"x").await.status, 201);
+    }
+    // The admin Redis runs no other script here: a lease, and per 100 ms a
+    // lease given back and another taken, where a call per publish made 100.
+    let (calls, took) = (admin_redis.calls_of("evalsha") - before, start.elapsed());
+    let most = 2 * (took.as_millis() as u64 / 100 + 1);
+    assert!(
+        (1..=most.min(24)).contains(&calls),
+        "{calls} rate calls for 100 publishes in {took:?}"
+    );
+    assert_eq!(ready(&api, "q").await, 100);
+}

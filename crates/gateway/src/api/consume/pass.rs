@@ -6,7 +6,7 @@ use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered}
 use sundial_core::{Delivery, EngineError, Shard, Want, keys};
 use sundial_router::quota::{Bound, Quota};
 
-use super::super::{error::ApiError, params::ConsumeParams, quota, tenant::Tenant};
+use super::super::{error::ApiError, params::ConsumeParams, rate_quota, tenant::Tenant};
 use crate::{batch::Reserved, state::AppState};
 
 /// What a pass took, and the queues (by index in the request) that could
@@ -105,7 +105,7 @@ async fn take(
 struct Rate<'a> {
     quota: &'a Quota,
     /// `None` until taken; then what was taken (`None` inside: no rate).
-    taken: Option<Option<quota::Taken>>,
+    taken: Option<Option<rate_quota::Taken>>,
 }
 
 impl Rate<'_> {
@@ -117,7 +117,7 @@ impl Rate<'_> {
         count: u32,
     ) -> Result<(), ApiError> {
         if self.taken.is_none() {
-            let taken = quota::take_rate(
+            let taken = rate_quota::take_rate(
                 state,
                 tenant,
                 self.quota,
@@ -153,9 +153,7 @@ pub(super) async fn take_within_rate(
     let pass = take(state, tenant, queues, p, &mut rate).await;
     if let Some(Some(taken)) = &rate.taken {
         let used = pass.jobs.len() as u64;
-        taken
-            .give_back(state, taken.jobs.saturating_sub(used))
-            .await;
+        taken.give_back(taken.jobs.saturating_sub(used)).await;
     }
     pass
 }

@@ -1,0 +1,217 @@
+//! `noisy`: what one namespace's flood does to another's latency.
+//!
+//! Namespace A floods single publishes from `concurrency` connections;
+//! namespace B publishes one job, long-polls it back and acks it, one at a
+//! time (a round). Four phases of `secs` each:
+//! 1. B alone: its round latency;
+//! 2. A alone: its publishes/s, with Redis and gateway CPU per job;
+//! 3. both, A with no quota: B's latency against phase 1, A's jobs/s;
+//! 4. both, A held by a `publish_rate` quota to half of its phase-2 jobs/s.
+//!
+//! The targets read off the ratios: B's p99 at most 2× alone in
+//! phase 3 and 1.3× in phase 4; comparing phase 2 across builds (with
+//! `SUNDIAL_BIN`) shows what the machinery costs A when B is idle.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use hdrhistogram::Histogram;
+
+use crate::{Ctx, wire};
+
+/// A second namespace and its token, made through the admin API.
+async fn namespace(ctx: &Ctx, admin: &str, name: &str) -> anyhow::Result<(String, String)> {
+    let ns = format!("{name}{}", sundial_tests::now_ms());
+    let v: serde_json::Value = ctx
+        .http
+        .post(format!("{admin}/token/{ns}?description=noisy"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let token = v["token"].as_str().context("token")?.to_owned();
+    Ok((ns, token))
+}
+
+/// A's flood until `stop`: returns the publishes answered 201, and all.
+async fn flood(
+    api: String,
+    ns: String,
+    token: String,
+    stop: Arc<AtomicBool>,
+    conns: usize,
+) -> (u64, u64) {
+    let (ok, all) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let tasks: Vec<_> = (0..conns)
+        .map(|_| {
+            let (api, stop, ok, all) = (api.clone(), stop.clone(), ok.clone(), all.clone());
+            let request = wire::request("PUT", &format!("/api/{ns}/q"), &token, &[b'a'; 64]);
+            tokio::spawn(async move {
+                let mut conn = wire::Conn::connect(&api).await?;
+                while !stop.load(Ordering::Relaxed) {
+                    all.fetch_add(1, Ordering::Relaxed);
+                    match conn.call(&request).await {
+                        Ok((201, _)) => {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(_) => {}
+                        Err(_) => conn = wire::Conn::connect(&api).await?,
+                    }
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        let _ = t.await;
+    }
+    (ok.load(Ordering::Relaxed), all.load(Ordering::Relaxed))
+}
+
+/// B's rounds for `dur`, on a thread and runtime of their own (so that
+/// they never wait behind A's tasks in the load generator): their latency.
+async fn rounds(api: &str, ns: &str, token: &str, dur: Duration) -> anyhow::Result<Histogram<u64>> {
+    let (api, ns, token) = (api.to_owned(), ns.to_owned(), token.to_owned());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        let out = match rt {
+            Ok(rt) => rt.block_on(rounds_here(&api, &ns, &token, dur)),
+            Err(e) => Err(e.into()),
+        };
+        let _ = tx.send(out);
+    });
+    rx.await?
+}
+
+/// B's rounds for `dur`: publish, long-poll it back, ack; their latency (µs).
+async fn rounds_here(
+    api: &str,
+    ns: &str,
+    token: &str,
+    dur: Duration,
+) -> anyhow::Result<Histogram<u64>> {
+    let mut h = Histogram::<u64>::new(3)?;
+    let mut conn = wire::Conn::connect(api).await?;
+    let publish = wire::request("PUT", &format!("/api/{ns}/q"), token, b"quiet");
+    let take = wire::request("GET", &format!("/api/{ns}/q?timeout=1&ttr=30"), token, b"");
+    let start = Instant::now();
+    while start.elapsed() < dur {
+        let t = Instant::now();
+        let (status, _) = conn.call(&publish).await?;
+        anyhow::ensure!(status == 201, "B's publish answered {status}");
+        let (status, body) = conn.call(&take).await?;
+        anyhow::ensure!(status == 200, "B's consume answered {status}");
+        let id = wire::job_ids(body).next().context("a job id")?.to_owned();
+        let ack = wire::request("DELETE", &format!("/api/{ns}/q/job/{id}"), token, b"");
+        let (status, _) = conn.call(&ack).await?;
+        anyhow::ensure!(status == 204, "B's ack answered {status}");
+        h.record(t.elapsed().as_micros() as u64)?;
+    }
+    Ok(h)
+}
+
+fn ms(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1000.0
+}
+
+/// Runs A's flood for `dur`, with B's rounds beside it when `with_b`;
+/// prints A's jobs/s and CPU per job, and returns B's latency and A's jobs/s.
+async fn phase(
+    ctx: &Ctx,
+    a: &(String, String),
+    b: &(String, String),
+    conns: usize,
+    dur: Duration,
+    with_b: bool,
+) -> anyhow::Result<(Option<Histogram<u64>>, f64)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpu = ctx.cpu.sample();
+    let start = Instant::now();
+    let flooding = tokio::spawn(flood(
+        ctx.api.clone(),
+        a.0.clone(),
+        a.1.clone(),
+        stop.clone(),
+        conns,
+    ));
+    let h = if with_b {
+        Some(rounds(&ctx.api, &b.0, &b.1, dur).await?)
+    } else {
+        tokio::time::sleep(dur).await;
+        None
+    };
+    stop.store(true, Ordering::Relaxed);
+    let (ok, all) = flooding.await?;
+    let secs = start.elapsed().as_secs_f64();
+    let jobs_s = ok as f64 / secs;
+    println!(
+        "  A: {ok} of {all} publishes taken = {jobs_s:.0} jobs/s; {}",
+        ctx.cpu.report(cpu, all, ok)
+    );
+    Ok((h, jobs_s))
+}
+
+pub(crate) async fn noisy(
+    ctx: Arc<Ctx>,
+    admin: &str,
+    conns: usize,
+    secs: u64,
+) -> anyhow::Result<()> {
+    let dur = Duration::from_secs(secs);
+    let a = namespace(&ctx, admin, "noisy").await?;
+    let b = namespace(&ctx, admin, "quiet").await?;
+    let alone = rounds(&ctx.api, &b.0, &b.1, dur).await?;
+    println!(
+        "noisy: B alone: {} rounds, p50 {:.2} ms, p99 {:.2} ms",
+        alone.len(),
+        ms(&alone, 0.5),
+        ms(&alone, 0.99)
+    );
+    println!("noisy: A alone ({conns} connections):");
+    let (_, capacity) = phase(&ctx, &a, &b, conns, dur, false).await?;
+    println!("noisy: both, A with no quota:");
+    let (h, _) = phase(&ctx, &a, &b, conns, dur, true).await?;
+    let h = h.context("B's rounds")?;
+    println!(
+        "  B: {} rounds, p50 {:.2} ms, p99 {:.2} ms = {:.2}x alone",
+        h.len(),
+        ms(&h, 0.5),
+        ms(&h, 0.99),
+        ms(&h, 0.99) / ms(&alone, 0.99)
+    );
+    let limit = (capacity / 2.0).max(1.0) as u64;
+    let quota = format!("{admin}/namespaces/{}/quota", a.0);
+    let r = ctx
+        .http
+        .put(&quota)
+        .body(format!("{{\"publish_rate\": {limit}}}"))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        r.status() == 200,
+        "setting A's quota answered {}",
+        r.status()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    println!("noisy: both, A held to publish_rate {limit} (half its jobs/s alone):");
+    let (h, _) = phase(&ctx, &a, &b, conns, dur, true).await?;
+    let h = h.context("B's rounds")?;
+    println!(
+        "  B: {} rounds, p50 {:.2} ms, p99 {:.2} ms = {:.2}x alone",
+        h.len(),
+        ms(&h, 0.5),
+        ms(&h, 0.99),
+        ms(&h, 0.99) / ms(&alone, 0.99)
+    );
+    ctx.http.delete(&quota).send().await?;
+    Ok(())
+}
