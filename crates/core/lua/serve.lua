@@ -48,6 +48,8 @@ end
 -- The acks.
 if acks > 0 then
   local ids, listed, gone = {}, {}, {}
+  -- The bytes of the jobs acked (all of `queue`: one usage change).
+  local acked_bytes = 0
   local raws = {}
   if qn then
     local uniq, seen = {}, {}
@@ -71,7 +73,7 @@ if acks > 0 then
         gone[id] = true
         ids[#ids + 1] = id
         t.state(st, queue, -1)
-        t.use(queue, -1, -job_bytes(id, raw))
+        acked_bytes = acked_bytes + #id + #raw
         if st == READY or st == DEAD then listed[#listed + 1] = i end
       end
     end
@@ -79,6 +81,7 @@ if acks > 0 then
   end
   if #ids > 0 then
     t.add('A' .. queue, #ids)
+    t.use(queue, -#ids, -acked_bytes)
     call_many('HDEL', jkey, ids, 1)
     call_many('ZREM', tkey, ids, 1)
     -- `unlist` reads the counters: they must be written first.
@@ -117,6 +120,8 @@ end
 -- Per job taken: id, record, tries and expiry.
 local taken, raws, tries_of, expire_of = {}, {}, {}, {}
 local expired_ids, popped = {}, {}
+-- The bytes of the ready jobs found expired.
+local expired_bytes = 0
 local empty = qn == nil
 while #taken < wanted and not empty do
   local n = math.min(wanted - #taken, 1000)
@@ -142,7 +147,7 @@ while #taken < wanted and not empty do
           if expire > 0 and expire <= now then
             expired_ids[#expired_ids + 1] = fresh[x]
             t.state(READY, queue, -1)
-            t.use(queue, -1, -job_bytes(fresh[x], raw))
+            expired_bytes = expired_bytes + #fresh[x] + #raw
           else
             local j = #taken + 1
             taken[j], raws[j], tries_of[j], expire_of[j] = fresh[x], raw, tries, expire
@@ -180,6 +185,7 @@ end
 
 call_many('HDEL', jkey, expired_ids, 1)
 call_many('ZREM', tkey, expired_ids, 1)
+if #expired_ids > 0 then t.use(queue, -#expired_ids, -expired_bytes) end
 if #taken > 0 then
   call_many('HSET', jkey, records, 2)
   local before = zmin(tkey)
