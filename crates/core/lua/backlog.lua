@@ -13,7 +13,8 @@
 -- hold (a write that ended before a snapshot began was read by it), and
 -- over it only by what left since the snapshot and writes that ended
 -- after it began. A pending entry whose gateway never said how its write
--- ended goes after ARGV's stale time.
+-- ended is taken as ended after ARGV's stale time (so it stays counted
+-- until a snapshot begun after that holds it).
 -- KEYS[1]: the namespace's hash   KEYS[2]: pending entries (zset)
 -- KEYS[3]: ended entries (zset)
 -- ARGV[1]: mode
@@ -75,6 +76,7 @@ if mode == 'done' then
   else
     close({ id }, ended)
   end
+  keep()
   return 1
 end
 
@@ -84,7 +86,10 @@ local max_jobs, max_bytes, stale = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumbe
 local now = math.floor(micros() / 1000)
 local state = redis.call('HMGET', h, 'at', 'jobs', 'bytes', 'oj', 'ob')
 if not state[1] then return { -1 } end
-close(redis.call('ZRANGEBYSCORE', pending, '-inf', now - stale, 'LIMIT', 0, 100), pending)
+for _, old in ipairs(redis.call('ZRANGEBYSCORE', pending, '-inf', now - stale, 'LIMIT', 0, 100)) do
+  redis.call('ZREM', pending, old)
+  redis.call('ZADD', ended, micros(), old)
+end
 local held_jobs = tonumber(state[2]) + tonumber(redis.call('HGET', h, 'oj') or '0')
 local held_bytes = tonumber(state[3]) + tonumber(redis.call('HGET', h, 'ob') or '0')
 local age = math.max(0, now - math.floor(tonumber(state[1]) / 1000))

@@ -163,6 +163,10 @@ fn series(key: &Key, kind: Kind) -> Arc<Series> {
     if let Some(s) = REGISTRY.read().unwrap_or_else(|p| p.into_inner()).get(key) {
         return s.clone();
     }
+    // A process that is never scraped drops idle series here too.
+    if idle_since(EXPIRED.load(Ordering::Relaxed)) {
+        expire();
+    }
     REGISTRY
         .write()
         .unwrap_or_else(|p| p.into_inner())
@@ -171,9 +175,13 @@ fn series(key: &Key, kind: Kind) -> Arc<Series> {
         .clone()
 }
 
+/// When idle series were last dropped ([`now_ms`]).
+static EXPIRED: AtomicU64 = AtomicU64::new(0);
+
 /// Drops the series idle for longer than the idle time; returns how many
 /// are left.
 pub fn expire() -> usize {
+    EXPIRED.store(now_ms(), Ordering::Relaxed);
     let mut all = REGISTRY.write().unwrap_or_else(|p| p.into_inner());
     all.retain(|_, s| {
         let keep = !idle_since(s.touched.load(Ordering::Relaxed));

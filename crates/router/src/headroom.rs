@@ -11,13 +11,14 @@
 //! `INFO memory` every [`EVERY`] (for a cluster shard, its fullest
 //! primary), and, while a shard is over the bound, what each namespace
 //! holds there (one `HGETALL` per slot it holds); every [`NEAR_EVERY`]
-//! while any shard is within ten points of its bound. A shard without a
+//! while any shard is within ten points of its bound, and sooner than a
+//! quarter of the time a shard filling fast would take to reach it. A shard without a
 //! `maxmemory` gets no headroom (the gateway warns at start).
 
 use std::{
     collections::HashMap,
     sync::{Arc, RwLock},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use sundial_core::Shard;
@@ -72,18 +73,54 @@ impl Headroom {
     }
 }
 
+/// When to read the shards again: every [`EVERY`], every [`NEAR_EVERY`]
+/// while one is within [`NEAR`] points of its bound, and sooner than a
+/// quarter of the time a shard filling fast would take to reach it.
+#[derive(Debug, Default)]
+struct Pace {
+    /// Per shard, its last fill (percent) and when it was read.
+    seen: HashMap<String, (f64, Instant)>,
+    wait: Option<Duration>,
+}
+
+impl Pace {
+    fn saw(&mut self, shard: &str, fill: f64, bound: f64) {
+        let now = Instant::now();
+        let wait = if fill >= bound - f64::from(NEAR) {
+            NEAR_EVERY
+        } else {
+            match self.seen.get(shard) {
+                Some((before, at)) if fill > *before => {
+                    let per_s = (fill - before) / at.elapsed().as_secs_f64().max(1e-3);
+                    Duration::from_secs_f64((bound - fill) / per_s / 4.0).clamp(NEAR_EVERY, EVERY)
+                }
+                _ => EVERY,
+            }
+        };
+        self.wait = Some(self.wait.map_or(wait, |w| w.min(wait)));
+        self.seen.insert(shard.to_owned(), (fill, now));
+    }
+
+    /// The wait before the next round, reset for it.
+    fn next(&mut self) -> Duration {
+        self.wait.take().unwrap_or(EVERY)
+    }
+}
+
 /// What `shard` (holding `slots`) leaves of its headroom: `None` while it
-/// is under `percent`% of its `maxmemory`, or has none. Sets `near` when it
-/// is within [`NEAR`] points of the bound, or over it.
+/// is under `percent`% of its `maxmemory`, or has none. Tells `pace` how
+/// full it is.
 async fn room(
     shard: &Shard,
     slots: &[u32],
     percent: u8,
-    near: &mut bool,
+    pace: &mut Pace,
 ) -> Result<Option<Room>, sundial_core::EngineError> {
     let memory = shard.memory().await?;
     let fill = memory.fill().unwrap_or(0.0) * 100.0;
-    *near |= memory.max > 0 && fill >= f64::from(percent.saturating_sub(NEAR));
+    if memory.max > 0 {
+        pace.saw(shard.name(), fill, f64::from(percent));
+    }
     if memory.max == 0 || fill < f64::from(percent) {
         return Ok(None);
     }
@@ -115,7 +152,7 @@ pub async fn run(
     if percent == 0 {
         return stop.cancelled().await;
     }
-    let mut wait = Duration::ZERO;
+    let (mut wait, mut pace) = (Duration::ZERO, Pace::default());
     loop {
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
@@ -123,10 +160,10 @@ pub async fn run(
         }
         let topology = live.topology();
         let mut over = HashMap::new();
-        let mut near = false;
+
         for pool in topology.pools() {
             for (shard, slots) in pool.groups() {
-                match room(shard, slots, percent, &mut near).await {
+                match room(shard, slots, percent, &mut pace).await {
                     Ok(Some(r)) => {
                         tracing::debug!(
                             shard = shard.name(),
@@ -143,6 +180,6 @@ pub async fn run(
             }
         }
         *headroom.over.write().unwrap_or_else(|p| p.into_inner()) = over;
-        wait = if near { NEAR_EVERY } else { EVERY };
+        wait = pace.next();
     }
 }

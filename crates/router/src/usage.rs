@@ -11,13 +11,33 @@ use sundial_core::{EngineError, Totals, Usage};
 
 use crate::{Pool, placement::NamespacePools};
 
-/// What one namespace holds in the pools that may hold its jobs.
+/// What one namespace holds in the pools that may hold its jobs. Where a
+/// job may be moving, the place it moves from is read before the place it
+/// moves to (the pool it leaves before the one it moves to; a slot's
+/// draining layouts' shards before its current one), so that a job the
+/// mover copies and then lets go is seen at one of them at least: a sum
+/// is never under what is held.
 pub async fn namespace(pools: &NamespacePools, ns: &str) -> Result<Usage, EngineError> {
     let mut out = Usage::default();
-    for pool in std::iter::once(&pools.writes).chain(pools.also.as_ref()) {
-        for (shard, slots) in pool.groups() {
-            out.add(shard.slots().namespace_usage(slots, ns).await?);
+    for pool in pools.also.iter().chain(std::iter::once(&pools.writes)) {
+        out.add(in_pool(pool, ns).await?);
+    }
+    Ok(out)
+}
+
+/// What `ns` holds in `pool`: each slot's places read oldest first, the
+/// slots all at once.
+async fn in_pool(pool: &Pool, ns: &str) -> Result<Usage, EngineError> {
+    let per_slot = (0..pool.slots()).map(|slot| async move {
+        let mut u = Usage::default();
+        for shard in crate::placement::slot_places(pool, slot).into_iter().rev() {
+            u.add(shard.slots().namespace_usage(&[slot], ns).await?);
         }
+        Ok::<_, EngineError>(u)
+    });
+    let mut out = Usage::default();
+    for u in futures::future::try_join_all(per_slot).await? {
+        out.add(u);
     }
     Ok(out)
 }

@@ -15,10 +15,12 @@
 //! publish made a namespace held to half a shard's capacity cost that
 //! Redis more than its jobs did). Every job published or consumed was
 //! still taken from the bucket, so the bound holds exactly; what a lease
-//! holds unused is given back once it is [`LEASE_FOR`] old. As with token
-//! limits, a request is let through when the admin Redis cannot count
-//! (and a warning logged): a quota protects the other tenants, it should
-//! not take the service down.
+//! holds unused is given back at the gateway's next take from that bucket
+//! once it is [`LEASE_FOR`] old. As with token limits, a request is let
+//! through when the admin Redis cannot count (and a warning logged), and
+//! so are the namespace's requests on this gateway for [`FAILING_FOR`]
+//! after: a quota protects the other tenants, it should not take the
+//! service down.
 
 use std::{
     collections::HashMap,
@@ -44,7 +46,14 @@ const LEASE_FOR: Duration = Duration::from_millis(100);
 struct Lease {
     left: u64,
     since: Option<Instant>,
+    /// Until when requests are let through without asking the admin
+    /// Redis, which failed to answer: a namespace's requests on this
+    /// gateway do not each wait out its timeout in turn.
+    failing_until: Option<Instant>,
 }
+
+/// How long requests are let through after the admin Redis failed to count.
+const FAILING_FOR: Duration = Duration::from_secs(1);
 
 type Leases = Mutex<HashMap<String, Arc<tokio::sync::Mutex<Lease>>>>;
 /// Per bucket, this gateway's lease.
@@ -112,6 +121,9 @@ async fn take(
     let redis = state.admin.redis();
     let lease = lease_of(&bucket);
     let mut lease = lease.lock().await;
+    if lease.failing_until.is_some_and(|t| Instant::now() < t) {
+        return Ok(None);
+    }
     if lease.since.is_some_and(|t| t.elapsed() > LEASE_FOR) && lease.left > 0 {
         let unused = std::mem::take(&mut lease.left);
         if let Err(e) = redis
@@ -130,7 +142,8 @@ async fn take(
         let grant = match ask(&redis, &bucket, rate, chunk, need, all).await {
             Ok(g) => g,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot count against a rate quota; letting the request through");
+                tracing::warn!(error = %e, "cannot count against a rate quota; letting requests through for a second");
+                lease.failing_until = Some(Instant::now() + FAILING_FOR);
                 return Ok(None);
             }
         };

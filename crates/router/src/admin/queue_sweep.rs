@@ -28,7 +28,19 @@ pub const SWEEP: Duration = Duration::from_secs(600);
 pub async fn sweep(replica: &Replica, pool: &Pool) -> Result<usize, EngineError> {
     let admin = replica.redis();
     let mut removed = 0;
-    for ns in Tokens(replica).namespaces(pool.name()).unwrap_or_default() {
+    // The namespaces whose publishes index their queues under this pool:
+    // its tokens', and those of other pools that moved here.
+    let mut namespaces: std::collections::BTreeSet<String> = Tokens(replica)
+        .namespaces(pool.name())
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    for (_, ns, home) in super::homes::Homes(replica).all() {
+        if home.writes() == pool.name() {
+            namespaces.insert(ns);
+        }
+    }
+    for ns in namespaces {
         let queues = admin.admin().all_indexed_queues(pool.name(), &ns).await?;
         let mut empty = Vec::new();
         let listed = queues.len();

@@ -55,6 +55,8 @@ async fn a_queues_series_go_once_idle_and_come_back_with_its_next_event() {
         queues_with(&gw, "sundial_jobs_published_total")
             .await
             .is_empty()
+            // (A backlog gauge set to 0 goes 2 s after the refresh that set it.)
+            && queues_with(&gw, "sundial_queue_jobs").await == ["kept"]
     })
     .await;
     assert!(

@@ -80,7 +80,7 @@ async function usageTiles(ns) {
   const held = (name, value, bound) => {
     const t = tile(name, value);
     t.setAttribute("data-usage", name);
-    if (u.limits[bound] !== null) t.append(h("div", { class: "muted" }, `of ${fmt(u.limits[bound])}`));
+    if (bound && u.limits[bound] !== null) t.append(h("div", { class: "muted" }, `of ${fmt(u.limits[bound])}`));
     return t;
   };
   return h("div", { class: "tiles" },
