@@ -18,7 +18,7 @@ use sundial_core::{Counts, EngineError, keys};
 use tokio_util::sync::CancellationToken;
 
 use super::{replica::Replica, tokens::Tokens};
-use crate::{LiveTopology, Pool, placement};
+use crate::{LiveTopology, Pool};
 
 /// How often each gateway sweeps.
 pub const SWEEP: Duration = Duration::from_secs(600);
@@ -65,12 +65,17 @@ pub async fn sweep(replica: &Replica, pool: &Pool) -> Result<usize, EngineError>
     Ok(removed)
 }
 
-/// The jobs a queue holds in `pool`, in every state.
+/// The jobs a queue holds in `pool`, in every state: each of its lanes'
+/// slots, at every shard a layout of the pool places it on. (The pool's
+/// own places, not `crate::placement`'s, which reads the admin store: the
+/// admin store cannot read it back.)
 async fn live_jobs(pool: &Pool, ns: &str, queue: &str) -> Result<u64, EngineError> {
     let qualified = keys::qualified(ns, queue);
     let mut all = Counts::default();
-    for (shard, slot) in placement::queue_places(pool, ns, queue) {
-        all.add(&shard.queues().counts(slot, &qualified).await?);
+    for slot in pool.queue_slots(ns, queue) {
+        for shard in pool.ring_places(slot) {
+            all.add(&shard.queues().counts(slot, &qualified).await?);
+        }
     }
     Ok(all.live())
 }
