@@ -201,14 +201,16 @@ impl Shard {
     }
 }
 
+/// The value of field `name` of an `INFO` answer ("" when absent).
+pub(super) fn info_field<'a>(info: &'a str, name: &str) -> &'a str {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map_or("", str::trim)
+}
+
 /// The fields of `INFO` that the check reads.
 fn read_info(info: &str) -> ShardCheck {
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .map(|v| v.trim().to_owned())
-            .unwrap_or_default()
-    };
+    let field = |name: &str| info_field(info, name).to_owned();
     ShardCheck {
         maxmemory_policy: field("maxmemory_policy"),
         aof_enabled: field("aof_enabled") == "1",

@@ -20,12 +20,7 @@ impl Memory {
     }
 
     fn of(info: &str) -> Memory {
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0)
-        };
+        let field = |name: &str| super::checks::info_field(info, name).parse().unwrap_or(0);
         Memory {
             used: field("used_memory"),
             max: field("maxmemory"),

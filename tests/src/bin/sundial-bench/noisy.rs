@@ -119,6 +119,19 @@ async fn rounds_here(
     Ok(h)
 }
 
+/// Prints B's rounds beside the flood, against B alone.
+fn report_b(h: Option<Histogram<u64>>, alone: &Histogram<u64>) -> anyhow::Result<()> {
+    let h = h.context("B's rounds")?;
+    println!(
+        "  B: {} rounds, p50 {:.2} ms, p99 {:.2} ms = {:.2}x alone",
+        h.len(),
+        ms(&h, 0.5),
+        ms(&h, 0.99),
+        ms(&h, 0.99) / ms(alone, 0.99)
+    );
+    Ok(())
+}
+
 fn ms(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1000.0
 }
@@ -180,14 +193,7 @@ pub(crate) async fn noisy(
     let (_, capacity) = phase(&ctx, &a, &b, conns, dur, false).await?;
     println!("noisy: both, A with no quota:");
     let (h, _) = phase(&ctx, &a, &b, conns, dur, true).await?;
-    let h = h.context("B's rounds")?;
-    println!(
-        "  B: {} rounds, p50 {:.2} ms, p99 {:.2} ms = {:.2}x alone",
-        h.len(),
-        ms(&h, 0.5),
-        ms(&h, 0.99),
-        ms(&h, 0.99) / ms(&alone, 0.99)
-    );
+    report_b(h, &alone)?;
     let limit = (capacity / 2.0).max(1.0) as u64;
     let quota = format!("{admin}/namespaces/{}/quota", a.0);
     let r = ctx
@@ -204,14 +210,7 @@ pub(crate) async fn noisy(
     tokio::time::sleep(Duration::from_secs(1)).await;
     println!("noisy: both, A held to publish_rate {limit} (half its jobs/s alone):");
     let (h, _) = phase(&ctx, &a, &b, conns, dur, true).await?;
-    let h = h.context("B's rounds")?;
-    println!(
-        "  B: {} rounds, p50 {:.2} ms, p99 {:.2} ms = {:.2}x alone",
-        h.len(),
-        ms(&h, 0.5),
-        ms(&h, 0.99),
-        ms(&h, 0.99) / ms(&alone, 0.99)
-    );
+    report_b(h, &alone)?;
     ctx.http.delete(&quota).send().await?;
     Ok(())
 }
