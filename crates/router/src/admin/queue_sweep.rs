@@ -3,8 +3,9 @@
 //! (holds jobs in, or published to since the last sweep) and `max_queues`
 //! counts those, not every name it ever used.
 //!
-//! Every gateway sweeps every [`SWEEP`] (from a random point in that
-//! period, so that gateways spread their sweeps), one namespace of its
+//! Every gateway sweeps every [`SWEEP`] (the first time at a random point
+//! of the second half of that period, so that gateways spread their
+//! sweeps), one namespace of its
 //! pools after another: per indexed queue, the counts of its slots in
 //! every layout of the pool (a few `HMGET`s per queue). A queue published
 //! to again after it left comes back with its next publish on a gateway
@@ -82,7 +83,10 @@ async fn live_jobs(pool: &Pool, ns: &str, queue: &str) -> Result<u64, EngineErro
 
 /// Sweeps every pool every [`SWEEP`], until `stop`.
 pub async fn keep_swept(live: Arc<LiveTopology>, replica: Arc<Replica>, stop: CancellationToken) {
-    let mut wait = SWEEP.mul_f64(rand::random::<f64>());
+    // The first sweep comes between half a period and a period after the
+    // start (the index is rebuilt at start): never in a process's first
+    // minutes, spread between gateways.
+    let mut wait = SWEEP.mul_f64(0.5 + rand::random::<f64>() / 2.0);
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
