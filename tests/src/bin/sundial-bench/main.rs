@@ -28,6 +28,7 @@ mod lateness;
 mod memory;
 mod noisy;
 mod rebalance;
+mod served;
 mod wire;
 
 use anyhow::{Context, bail};
@@ -124,6 +125,11 @@ enum Cmd {
     Noisy {
         #[arg(long, default_value_t = 10)]
         secs: u64,
+        /// The queues the flood's connections spread over (one per
+        /// connection at most): one queue has at most two script calls at
+        /// once; many can fill a shard with calls.
+        #[arg(long, default_value_t = 1)]
+        queues: usize,
     },
     /// Redis bytes per delayed job: `INFO memory` before and after publishing `jobs`.
     Memory {
@@ -211,7 +217,13 @@ async fn main() -> anyhow::Result<()> {
             min_delay,
             max_delay,
         } => lateness::lateness(ctx, cli.concurrency, rate, secs, min_delay, max_delay).await,
-        Cmd::Noisy { secs } => noisy::noisy(ctx, &cli.admin, cli.concurrency, secs).await,
+        Cmd::Noisy { secs, queues } => {
+            let flood = noisy::Flood {
+                conns: cli.concurrency,
+                queues,
+            };
+            noisy::noisy(ctx, &cli.admin, flood, secs).await
+        }
         Cmd::Memory { redis, jobs } => memory::memory(ctx, &redis, jobs).await,
         Cmd::Backlog { jobs } => backlog::backlog(ctx, jobs).await,
         Cmd::Move {

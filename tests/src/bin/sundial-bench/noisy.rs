@@ -23,7 +23,7 @@ use std::{
 use anyhow::Context;
 use hdrhistogram::Histogram;
 
-use crate::{Ctx, wire};
+use crate::{Ctx, served::Served, wire};
 
 /// A second namespace and its token, made through the admin API.
 async fn namespace(ctx: &Ctx, admin: &str, name: &str) -> anyhow::Result<(String, String)> {
@@ -39,19 +39,29 @@ async fn namespace(ctx: &Ctx, admin: &str, name: &str) -> anyhow::Result<(String
     Ok((ns, token))
 }
 
+/// The shape of A's flood.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Flood {
+    /// Connections, each with one publish at a time.
+    pub(crate) conns: usize,
+    /// Queues they publish to: connection `i` to queue `q<i mod queues>`.
+    pub(crate) queues: usize,
+}
+
 /// A's flood until `stop`: returns the publishes answered 201, and all.
 async fn flood(
     api: String,
     ns: String,
     token: String,
     stop: Arc<AtomicBool>,
-    conns: usize,
+    shape: Flood,
 ) -> (u64, u64) {
     let (ok, all) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let tasks: Vec<_> = (0..conns)
-        .map(|_| {
+    let tasks: Vec<_> = (0..shape.conns)
+        .map(|i| {
             let (api, stop, ok, all) = (api.clone(), stop.clone(), ok.clone(), all.clone());
-            let request = wire::request("PUT", &format!("/api/{ns}/q"), &token, &[b'a'; 64]);
+            let queue = format!("q{}", i % shape.queues.max(1));
+            let request = wire::request("PUT", &format!("/api/{ns}/{queue}"), &token, &[b'a'; 64]);
             tokio::spawn(async move {
                 let mut conn = wire::Conn::connect(&api).await?;
                 while !stop.load(Ordering::Relaxed) {
@@ -76,30 +86,39 @@ async fn flood(
 
 /// B's rounds for `dur`, on a thread and runtime of their own (so that
 /// they never wait behind A's tasks in the load generator): their latency.
-async fn rounds(api: &str, ns: &str, token: &str, dur: Duration) -> anyhow::Result<Histogram<u64>> {
+async fn rounds(api: &str, ns: &str, token: &str, dur: Duration) -> anyhow::Result<Rounds> {
     let (api, ns, token) = (api.to_owned(), ns.to_owned(), token.to_owned());
     let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build();
-        let out = match rt {
-            Ok(rt) => rt.block_on(rounds_here(&api, &ns, &token, dur)),
-            Err(e) => Err(e.into()),
-        };
-        let _ = tx.send(out);
-    });
+    let spawned = std::thread::Builder::new()
+        .name("noisy-b".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            let out = match rt {
+                Ok(rt) => rt.block_on(rounds_here(&api, &ns, &token, dur)),
+                Err(e) => Err(e.into()),
+            };
+            let _ = tx.send(out);
+        });
+    spawned.context("B's thread")?;
     rx.await?
 }
 
-/// B's rounds for `dur`: publish, long-poll it back, ack; their latency (µs).
-async fn rounds_here(
-    api: &str,
-    ns: &str,
-    token: &str,
-    dur: Duration,
-) -> anyhow::Result<Histogram<u64>> {
-    let mut h = Histogram::<u64>::new(3)?;
+/// B's latency (µs): of whole rounds, and of each of their three calls.
+struct Rounds {
+    round: Histogram<u64>,
+    /// Publish, consume, ack.
+    steps: [Histogram<u64>; 3],
+}
+
+/// B's rounds for `dur`: publish, long-poll it back, ack; their latency.
+async fn rounds_here(api: &str, ns: &str, token: &str, dur: Duration) -> anyhow::Result<Rounds> {
+    let h = || Histogram::<u64>::new(3);
+    let mut r = Rounds {
+        round: h()?,
+        steps: [h()?, h()?, h()?],
+    };
     let mut conn = wire::Conn::connect(api).await?;
     let publish = wire::request("PUT", &format!("/api/{ns}/q"), token, b"quiet");
     let take = wire::request("GET", &format!("/api/{ns}/q?timeout=1&ttr=30"), token, b"");
@@ -108,28 +127,52 @@ async fn rounds_here(
         let t = Instant::now();
         let (status, _) = conn.call(&publish).await?;
         anyhow::ensure!(status == 201, "B's publish answered {status}");
+        let t1 = Instant::now();
         let (status, body) = conn.call(&take).await?;
         anyhow::ensure!(status == 200, "B's consume answered {status}");
+        let t2 = Instant::now();
         let id = wire::job_ids(body).next().context("a job id")?.to_owned();
         let ack = wire::request("DELETE", &format!("/api/{ns}/q/job/{id}"), token, b"");
         let (status, _) = conn.call(&ack).await?;
         anyhow::ensure!(status == 204, "B's ack answered {status}");
-        h.record(t.elapsed().as_micros() as u64)?;
+        let t3 = Instant::now();
+        r.round.record(micros(t3 - t))?;
+        r.steps[0].record(micros(t1 - t))?;
+        r.steps[1].record(micros(t2 - t1))?;
+        r.steps[2].record(micros(t3 - t2))?;
     }
-    Ok(h)
+    Ok(r)
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros() as u64
 }
 
 /// Prints B's rounds beside the flood, against B alone.
-fn report_b(h: Option<Histogram<u64>>, alone: &Histogram<u64>) -> anyhow::Result<()> {
-    let h = h.context("B's rounds")?;
+fn report_b(r: Option<Rounds>, alone: &Rounds) -> anyhow::Result<()> {
+    let r = r.context("B's rounds")?;
+    let h = &r.round;
     println!(
         "  B: {} rounds, p50 {:.2} ms, p99 {:.2} ms = {:.2}x alone",
         h.len(),
-        ms(&h, 0.5),
-        ms(&h, 0.99),
-        ms(&h, 0.99) / ms(alone, 0.99)
+        ms(h, 0.5),
+        ms(h, 0.99),
+        ms(h, 0.99) / ms(&alone.round, 0.99)
     );
+    report_steps(&r);
     Ok(())
+}
+
+/// Where B's rounds spend their time: each call's p50 and p99.
+fn report_steps(r: &Rounds) {
+    let [p, c, a] = &r.steps;
+    let s = |h: &Histogram<u64>| format!("p50 {:.2} p99 {:.2}", ms(h, 0.5), ms(h, 0.99));
+    println!(
+        "     its calls (ms): publish {}; consume {}; ack {}",
+        s(p),
+        s(c),
+        s(a)
+    );
 }
 
 fn ms(h: &Histogram<u64>, q: f64) -> f64 {
@@ -140,12 +183,13 @@ fn ms(h: &Histogram<u64>, q: f64) -> f64 {
 /// prints A's jobs/s and CPU per job, and returns B's latency and A's jobs/s.
 async fn phase(
     ctx: &Ctx,
+    admin: &str,
     a: &(String, String),
     b: &(String, String),
-    conns: usize,
+    shape: Flood,
     dur: Duration,
     with_b: bool,
-) -> anyhow::Result<(Option<Histogram<u64>>, f64)> {
+) -> anyhow::Result<(Option<Rounds>, f64)> {
     let stop = Arc::new(AtomicBool::new(false));
     let cpu = ctx.cpu.sample();
     let start = Instant::now();
@@ -154,10 +198,16 @@ async fn phase(
         a.0.clone(),
         a.1.clone(),
         stop.clone(),
-        conns,
+        shape,
     ));
     let h = if with_b {
-        Some(rounds(&ctx.api, &b.0, &b.1, dur).await?)
+        let served = Served::read(&ctx.http, admin).await?;
+        let r = rounds(&ctx.api, &b.0, &b.1, dur).await?;
+        println!(
+            "  B's consumes and acks {}",
+            Served::read(&ctx.http, admin).await?.since(&served)
+        );
+        Some(r)
     } else {
         tokio::time::sleep(dur).await;
         None
@@ -176,23 +226,30 @@ async fn phase(
 pub(crate) async fn noisy(
     ctx: Arc<Ctx>,
     admin: &str,
-    conns: usize,
+    shape: Flood,
     secs: u64,
 ) -> anyhow::Result<()> {
     let dur = Duration::from_secs(secs);
     let a = namespace(&ctx, admin, "noisy").await?;
     let b = namespace(&ctx, admin, "quiet").await?;
+    let served = Served::read(&ctx.http, admin).await?;
     let alone = rounds(&ctx.api, &b.0, &b.1, dur).await?;
+    let seen = Served::read(&ctx.http, admin).await?.since(&served);
     println!(
         "noisy: B alone: {} rounds, p50 {:.2} ms, p99 {:.2} ms",
-        alone.len(),
-        ms(&alone, 0.5),
-        ms(&alone, 0.99)
+        alone.round.len(),
+        ms(&alone.round, 0.5),
+        ms(&alone.round, 0.99)
     );
-    println!("noisy: A alone ({conns} connections):");
-    let (_, capacity) = phase(&ctx, &a, &b, conns, dur, false).await?;
+    report_steps(&alone);
+    println!("     {seen}");
+    println!(
+        "noisy: A alone ({} connections, {} queue(s)):",
+        shape.conns, shape.queues
+    );
+    let (_, capacity) = phase(&ctx, admin, &a, &b, shape, dur, false).await?;
     println!("noisy: both, A with no quota:");
-    let (h, _) = phase(&ctx, &a, &b, conns, dur, true).await?;
+    let (h, _) = phase(&ctx, admin, &a, &b, shape, dur, true).await?;
     report_b(h, &alone)?;
     let limit = (capacity / 2.0).max(1.0) as u64;
     let quota = format!("{admin}/namespaces/{}/quota", a.0);
@@ -209,7 +266,7 @@ pub(crate) async fn noisy(
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     println!("noisy: both, A held to publish_rate {limit} (half its jobs/s alone):");
-    let (h, _) = phase(&ctx, &a, &b, conns, dur, true).await?;
+    let (h, _) = phase(&ctx, admin, &a, &b, shape, dur, true).await?;
     report_b(h, &alone)?;
     ctx.http.delete(&quota).send().await?;
     Ok(())
