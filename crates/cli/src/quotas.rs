@@ -65,6 +65,10 @@ pub struct Bounds {
     /// Tries of one job.
     #[arg(long)]
     max_tries: Option<u64>,
+    /// The namespace's share of a busy Redis server's calls against the
+    /// other namespaces' (1 unless set; at most 1000).
+    #[arg(long)]
+    weight: Option<u64>,
 }
 
 impl Bounds {
@@ -80,6 +84,7 @@ impl Bounds {
             ("max_delay", self.max_delay),
             ("max_ttl", self.max_ttl),
             ("max_tries", self.max_tries),
+            ("weight", self.weight),
         ]
         .into_iter()
         .filter_map(|(name, v)| Some((name, v?)))
@@ -145,7 +150,7 @@ fn print(answer: &Value) {
         })
         .collect();
     println!(
-        "namespace {} in pool {} (- : no bound; 0 set: the pool's bound lifted)",
+        "namespace {} in pool {} (- : no bound, a weight of 1; 0 set: the pool's bound lifted)",
         table::cell(&answer["namespace"]),
         table::cell(&answer["pool"])
     );

@@ -121,12 +121,14 @@ impl AppState {
         mover: sundial_router::mover::Status,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
+        let turns = Arc::new(crate::batch::Turns::default());
         Arc::new(Self {
             live,
             admin,
             wakeups: Wakeups::default(),
-            publishes: Publishes::default(),
-            workers: Workers::default(),
+            // One fair share of each Redis server for both.
+            publishes: Publishes::new(turns.clone()),
+            workers: Workers::new(turns),
             limits: settings.limits,
             bodies: settings.bodies,
             health,

@@ -417,6 +417,7 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
             &shard,
             0,
             "ns/q",
+            1,
             Publication {
                 schedule,
                 jobs: vec![job(taken.clone())],
@@ -448,7 +449,7 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
     let answers = futures::future::join_all(
         publications
             .into_iter()
-            .map(|p| batch.publish(&shard, 0, "ns/q", p)),
+            .map(|p| batch.publish(&shard, 0, "ns/q", 1, p)),
     )
     .await;
     assert_eq!(
@@ -529,7 +530,7 @@ async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
     let answers = futures::future::join_all(
         asked
             .iter()
-            .map(|id| acks.ack(&shard, 0, "ns/q", id.clone())),
+            .map(|id| acks.ack(&shard, 0, "ns/q", 1, id.clone())),
     )
     .await;
     assert_eq!(
@@ -598,7 +599,7 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
         } else {
             want(1, 30_000)
         };
-        consumes.consume(&shard, 0, "ns/q", w)
+        consumes.consume(&shard, 0, "ns/q", 1, w)
     }))
     .await;
     assert_eq!(
@@ -639,11 +640,11 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
     // A consumer that leaves while it waits for a call is not served: the
     // job it would have had stays at the head of the queue, untouched.
     let more = publish_ready(&shard, 2).await;
-    let mut stays = Box::pin(consumes.consume(&shard, 0, "ns/q", want(1, 30_000)));
+    let mut stays = Box::pin(consumes.consume(&shard, 0, "ns/q", 1, want(1, 30_000)));
     assert!(futures::poll!(stays.as_mut()).is_pending(), "in the line");
     assert!(
         consumes
-            .consume(&shard, 0, "ns/q", want(1, 30_000))
+            .consume(&shard, 0, "ns/q", 1, want(1, 30_000))
             .now_or_never()
             .is_none(),
         "joined the line, then left"
@@ -684,7 +685,7 @@ async fn consumers_that_ask_together_share_one_call_and_a_departed_ones_jobs_are
     // to the head of the queue, the oldest first again, their tries back.
     let last = publish_ready(&shard, 2).await;
     let taken = consumes
-        .consume(&shard, 0, "ns/q", want(2, 30_000))
+        .consume(&shard, 0, "ns/q", 1, want(2, 30_000))
         .await
         .expect("consume");
     assert_eq!(taken.len(), 2);
@@ -734,13 +735,14 @@ async fn acks_and_consumes_that_arrive_together_share_one_call_acks_first() {
     let acks = futures::future::join_all(
         ids[..4]
             .iter()
-            .map(|id| workers.ack(&shard, 0, "ns/q", id.clone())),
+            .map(|id| workers.ack(&shard, 0, "ns/q", 1, id.clone())),
     );
     let takes = futures::future::join_all((0..3).map(|_| {
         workers.consume(
             &shard,
             0,
             "ns/q",
+            1,
             Want {
                 count: 1,
                 ttr_ms: 30_000,

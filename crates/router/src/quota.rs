@@ -41,11 +41,18 @@ pub struct Quota {
     /// Tries of one job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tries: Option<u64>,
+    /// The namespace's share of a busy Redis server's calls against other
+    /// namespaces' (1 unless set; see the gateway's `batch::turns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u64>,
 }
 
 /// The largest rate a quota may set, in jobs per second (far above what a
 /// shard takes).
 pub const MAX_RATE: u64 = 10_000_000;
+
+/// The largest weight a quota may give.
+pub const MAX_WEIGHT: u64 = 1000;
 
 /// One bound of a quota, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,11 +66,12 @@ pub enum Bound {
     MaxDelay,
     MaxTtl,
     MaxTries,
+    Weight,
 }
 
 impl Bound {
     /// Every bound, in the order the API lists them.
-    pub const ALL: [Bound; 9] = [
+    pub const ALL: [Bound; 10] = [
         Self::MaxJobs,
         Self::MaxBytes,
         Self::MaxQueues,
@@ -73,6 +81,7 @@ impl Bound {
         Self::MaxDelay,
         Self::MaxTtl,
         Self::MaxTries,
+        Self::Weight,
     ];
 
     /// Its name in the API, the config and errors.
@@ -87,6 +96,7 @@ impl Bound {
             Self::MaxDelay => "max_delay",
             Self::MaxTtl => "max_ttl",
             Self::MaxTries => "max_tries",
+            Self::Weight => "weight",
         }
     }
 
@@ -115,6 +125,7 @@ impl Quota {
             Bound::MaxDelay => &mut self.max_delay,
             Bound::MaxTtl => &mut self.max_ttl,
             Bound::MaxTries => &mut self.max_tries,
+            Bound::Weight => &mut self.weight,
         }
     }
 
@@ -140,8 +151,18 @@ impl Quota {
         *self == Quota::default()
     }
 
+    /// The namespace's weight in the fair share of a server's calls.
+    pub fn weight(&self) -> u64 {
+        self.limit(Bound::Weight).unwrap_or(1)
+    }
+
     /// Refuses values no job or namespace could meet, naming the field.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(w) = self.weight
+            && w > MAX_WEIGHT
+        {
+            return Err(format!("weight must be at most {MAX_WEIGHT}, not {w}"));
+        }
         if let Some(t) = self.max_tries
             && t > u64::from(u16::MAX)
         {
@@ -258,6 +279,10 @@ mod tests {
                 "publish_rate must be at most 10000000 jobs/s",
             ),
             ("[1]", "a quota is a JSON object"),
+            (
+                r#"{"weight": 1001}"#,
+                "weight must be at most 1000, not 1001",
+            ),
         ] {
             let e = Quota::from_json(text).expect_err(text);
             assert!(e.contains(want), "{text}: {e}");

@@ -61,6 +61,8 @@ pub(super) struct Inner {
     /// they had some), so that a call records without building labels.
     pub(super) timings: Vec<[ScriptTiming; 2]>,
     pub(super) command_timeout: Duration,
+    /// Pooled connections per Redis server (`connections`).
+    pooled: usize,
     /// Publishes wait for replicas: see [`Connection::eval_replicated`].
     pub(super) wait: Option<ReplicaWait>,
     /// `sundial_replica_wait_seconds` and `sundial_replica_waits_total`
@@ -109,6 +111,7 @@ impl Connection {
                 },
                 timings,
                 command_timeout: opts.command_timeout,
+                pooled: opts.connections.max(1),
                 wait: opts.wait,
                 wait_metrics,
                 pubsub: OnceLock::new(),
@@ -123,6 +126,12 @@ impl Connection {
     /// How many replicas a publish waits for (`wait`), if any.
     pub fn wait_replicas(&self) -> Option<u32> {
         self.inner.wait.map(|w| w.replicas)
+    }
+
+    /// How many connections each of its Redis servers has in the pool
+    /// that scripts use.
+    pub fn pooled_connections(&self) -> usize {
+        self.inner.pooled
     }
 
     /// Whether the shard is a Redis Cluster.

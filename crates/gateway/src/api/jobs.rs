@@ -60,10 +60,11 @@ pub(super) async fn delete(
     tenant: Tenant,
 ) -> Result<impl IntoResponse, ApiError> {
     let t = Target::parse(&tenant)?;
+    let weight = super::quota::of(&state, &tenant).weight();
     for (shard, slot) in tenant.job_places(t.queue, &t.id) {
         if state
             .workers
-            .ack(shard, slot, &t.qualified, t.id.clone())
+            .ack(shard, slot, &t.qualified, weight, t.id.clone())
             .await?
         {
             super::queue_metrics::count(super::queue_metrics::Event::Acked, &tenant, t.queue, 1);

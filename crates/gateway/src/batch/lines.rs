@@ -9,8 +9,10 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use sundial_core::{EngineError, Shard};
+use sundial_core::{EngineError, Shard, keys};
 use tokio::sync::oneshot;
+
+use super::turns::Turns;
 
 /// Operations one call carries at most.
 const MAX_OPERATIONS: usize = 128;
@@ -49,13 +51,13 @@ type Map<O> = Arc<Mutex<HashMap<Key, Arc<Line<O>>>>>;
 #[derive(Debug)]
 pub struct Lines<O: Op> {
     lines: Map<O>,
+    /// The servers' turns, shared with the gateway's other group commits.
+    turns: Arc<Turns>,
 }
 
 impl<O: Op> Default for Lines<O> {
     fn default() -> Self {
-        Self {
-            lines: Arc::default(),
-        }
+        Self::new(Arc::default())
     }
 }
 
@@ -71,6 +73,8 @@ struct Line<O: Op> {
 #[derive(Debug)]
 struct LineState<O: Op> {
     waiting: Vec<Waiting<O>>,
+    /// The namespace's weight, as its latest operation saw its quota.
+    weight: u64,
     /// Calls running: 0, 1, or 2 (see [`Op::SECOND_CALL_AT`]).
     running: u8,
 }
@@ -79,6 +83,7 @@ impl<O: Op> Default for LineState<O> {
     fn default() -> Self {
         Self {
             waiting: Vec::new(),
+            weight: 1,
             running: 0,
         }
     }
@@ -95,13 +100,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl<O: Op> Lines<O> {
+    /// Lines whose calls take `turns` (see [`Turns`]).
+    pub fn new(turns: Arc<Turns>) -> Self {
+        Self {
+            lines: Arc::default(),
+            turns,
+        }
+    }
+
     /// Makes the operation `item` on `qualified` in `slot` on `shard`, in a
-    /// call of its own or with others that wait for the same queue.
+    /// call of its own or with others that wait for the same queue; its
+    /// namespace's `weight` orders the call among others for the server.
     pub(super) async fn submit(
         &self,
         shard: &Shard,
         slot: u32,
         qualified: &str,
+        weight: u64,
         item: O::Item,
     ) -> Result<O::Out, EngineError> {
         let line = self.line(shard, slot, qualified);
@@ -109,6 +124,7 @@ impl<O: Op> Lines<O> {
         let lead = {
             let mut st = lock(&line.state);
             st.waiting.push(Waiting { item, answer });
+            st.weight = weight;
             let start =
                 st.running == 0 || (st.running == 1 && st.waiting.len() >= O::SECOND_CALL_AT);
             if start {
@@ -117,7 +133,7 @@ impl<O: Op> Lines<O> {
             start
         };
         if lead {
-            tokio::spawn(run(line, self.lines.clone()));
+            tokio::spawn(run(line, self.lines.clone(), self.turns.clone()));
         }
         match answered.await {
             Ok(r) => r,
@@ -156,13 +172,17 @@ impl<O: Op> Lines<O> {
 
 /// Runs calls for `line` until nothing waits, then leaves the map. Beside
 /// another call, it stops as soon as fewer than [`Op::SECOND_CALL_AT`]
-/// operations wait, and leaves them to the other.
-async fn run<O: Op>(line: Arc<Line<O>>, lines: Map<O>) {
+/// operations wait, and leaves them to the other. Each call waits for its
+/// server's turn first, and takes what waits once it has it.
+async fn run<O: Op>(line: Arc<Line<O>>, lines: Map<O>, turns: Arc<Turns>) {
     let _leave = Leave {
         line: line.clone(),
         lines,
     };
+    let ns = keys::parse_qualified(&line.qualified).map_or("", |(ns, _)| ns);
     loop {
+        let weight = lock(&line.state).weight;
+        let _turn = turns.take(&line.shard, line.slot, ns, weight).await;
         let batch = {
             let mut st = lock(&line.state);
             // An operation whose request went away while it waited is
@@ -332,7 +352,7 @@ mod tests {
         let lines = Arc::new(Lines::<Held>::default());
         let submit = |n: u32| {
             let (lines, shard) = (lines.clone(), shard.clone());
-            tokio::spawn(async move { lines.submit(&shard, 3, "ns/q", n).await })
+            tokio::spawn(async move { lines.submit(&shard, 3, "ns/q", 1, n).await })
         };
         let mut answers = vec![submit(0)];
         settle().await;

@@ -26,8 +26,10 @@
 
 mod lines;
 mod publishes;
+mod turns;
 mod workers;
 
 pub use lines::{Lines, Op};
 pub use publishes::{PublishOp, Publishes};
+pub use turns::{Turn, Turns};
 pub use workers::{Done, Reserved, Work, WorkOp, Workers};

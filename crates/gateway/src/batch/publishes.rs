@@ -34,15 +34,20 @@ pub type Publishes = Lines<PublishOp>;
 
 impl Publishes {
     /// Stores `publication` (jobs of `qualified` in `slot` on `shard`), in a
-    /// call of its own or with others that wait for the same queue.
+    /// call of its own or with others that wait for the same queue (its
+    /// namespace's `weight`: see `super::turns`).
     pub async fn publish(
         &self,
         shard: &Shard,
         slot: u32,
         qualified: &str,
+        weight: u64,
         publication: Publication,
     ) -> Result<(), EngineError> {
-        if self.submit(shard, slot, qualified, publication).await? {
+        if self
+            .submit(shard, slot, qualified, weight, publication)
+            .await?
+        {
             Ok(())
         } else {
             Err(EngineError::Exists {

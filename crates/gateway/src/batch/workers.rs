@@ -168,9 +168,13 @@ impl Workers {
         shard: &Shard,
         slot: u32,
         qualified: &str,
+        weight: u64,
         id: JobId,
     ) -> Result<bool, EngineError> {
-        match self.submit(shard, slot, qualified, Work::Ack(id)).await? {
+        match self
+            .submit(shard, slot, qualified, weight, Work::Ack(id))
+            .await?
+        {
             Done::Acked(found) => Ok(found),
             Done::Taken(_) => Err(mismatch(shard)),
         }
@@ -184,10 +188,11 @@ impl Workers {
         shard: &Shard,
         slot: u32,
         qualified: &str,
+        weight: u64,
         want: Want,
     ) -> Result<Reserved, EngineError> {
         match self
-            .submit(shard, slot, qualified, Work::Take(want))
+            .submit(shard, slot, qualified, weight, Work::Take(want))
             .await?
         {
             Done::Taken(jobs) => Ok(jobs),

@@ -5,6 +5,7 @@
 
 mod backlog;
 mod consume;
+mod fair_share;
 mod masters;
 mod memory;
 mod quotas;

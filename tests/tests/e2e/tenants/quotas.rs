@@ -231,6 +231,11 @@ async fn a_quota_is_read_and_changed_only_through_valid_requests() {
         ),
         (
             "/namespaces/ns/quota",
+            r#"{"weight": 1001}"#,
+            "invalid quota: weight must be at most 1000, not 1001",
+        ),
+        (
+            "/namespaces/ns/quota",
             "[]",
             "invalid quota: a quota is a JSON object",
         ),
@@ -272,6 +277,17 @@ async fn a_quota_is_read_and_changed_only_through_valid_requests() {
         "unchanged"
     );
     assert_eq!(r.json["quota"]["max_tries"], 5);
+    // A weight is a field like the bounds: set, shown, and unset (null, 1).
+    assert_eq!(r.json["quota"]["weight"], json!(null));
+    let r = admin
+        .put(
+            "/namespaces/ns/quota",
+            br#"{"publish_rate": 100, "max_tries": 5, "weight": 4}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = admin.get("/namespaces/ns/quota").await;
+    assert_eq!(r.json["quota"]["weight"], 4, "{r:?}");
 }
 
 #[tokio::test]

@@ -14,7 +14,14 @@ const QUOTA_BOUNDS = [
   ["max_delay", "job delay", "s"],
   ["max_ttl", "job TTL", "s"],
   ["max_tries", "job tries", ""],
+  ["weight", "share of a busy server", "weight"],
 ];
+
+/** What a namespace is held to, for one bound: a weight left unset is 1. */
+function heldText(name, value) {
+  if (value !== null) return fmt(value);
+  return name === "weight" ? "1" : "no bound";
+}
 
 /** Draws the quota of `ns` into `#quota`, with `message` above it. */
 async function loadQuota(ns, message) {
@@ -36,7 +43,7 @@ async function loadQuota(ns, message) {
     });
     return h("tr", { "data-bound": name },
       h("td", {}, label, unit ? h("span", { class: "muted" }, ` (${unit})`) : null),
-      h("td", { class: "num", "data-held": q.quota[name] ?? "" }, q.quota[name] === null ? "no bound" : fmt(q.quota[name])),
+      h("td", { class: "num", "data-held": q.quota[name] ?? "" }, heldText(name, q.quota[name])),
       h("td", { class: "num" }, q.pool_quota[name] === undefined ? "–" : fmt(q.pool_quota[name])),
       h("td", {}, inputs[name]));
   });

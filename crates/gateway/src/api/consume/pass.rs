@@ -81,7 +81,12 @@ async fn take(
                     if want.count == 0 {
                         break 'queues;
                     }
-                    match state.workers.consume(shard, slot, qualified, want).await {
+                    let weight = rate.quota.weight();
+                    match state
+                        .workers
+                        .consume(shard, slot, qualified, weight, want)
+                        .await
+                    {
                         Ok(got) => {
                             out.append(got);
                             continue;
