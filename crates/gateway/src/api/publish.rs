@@ -172,9 +172,11 @@ async fn store(
 }
 
 /// Stores `jobs` as [`store`] does, within the namespace's quota: once
-/// they are taken from its publish rate (all or none) and admitted by its
+/// they are taken from its publish rate (all or none), admitted by its
 /// backlog bounds (`super::backlog`), both of which get them back if they
-/// are not stored.
+/// are not stored, and their queue by `max_queues`. The queue comes last,
+/// as it stays counted once admitted: a publish refused by a rate or a
+/// backlog must not take one of the namespace's queues.
 async fn store_within_quota(
     state: &AppState,
     tenant: &Tenant,
@@ -182,11 +184,13 @@ async fn store_within_quota(
     lane: u32,
     jobs: &[NewJob],
 ) -> Result<(), ApiError> {
-    quota::admit_queue(state, tenant, &p.quota, p.queue).await?;
     let n = jobs.len() as u64;
     let taken = rate_quota::take_rate(state, tenant, &p.quota, Bound::PublishRate, n).await?;
     let admitted = admit(state, tenant, &p.quota, jobs, taken.as_ref()).await?;
-    let stored = store(state, tenant, p, lane, jobs).await;
+    let stored = match quota::admit_queue(state, tenant, &p.quota, p.queue).await {
+        Ok(()) => store(state, tenant, p, lane, jobs).await,
+        Err(refused) => Err(refused),
+    };
     rate_quota::give_back_if_failed(taken.as_ref(), &stored).await;
     if let Some(a) = admitted {
         a.ended(state, &stored);

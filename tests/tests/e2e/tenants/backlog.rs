@@ -223,3 +223,38 @@ async fn a_new_queue_past_max_queues_is_refused_on_every_gateway_and_used_ones_g
         );
     }
 }
+
+#[tokio::test]
+async fn a_publish_refused_by_another_bound_takes_no_queue() {
+    let redis = RedisServer::start();
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    set_quota(
+        &Api::new(gw.admin(), None),
+        "ns",
+        json!({"max_queues": 2, "max_jobs": 1}),
+    )
+    .await;
+    assert_eq!(api.put("/api/ns/q1", b"j").await.status, 201);
+    // Refused by the backlog: q2 must not count as a queue in use.
+    let r = api.put("/api/ns/q2", b"j").await;
+    assert_eq!(
+        (r.status, &r.json["quota"]),
+        (429, &json!("max_jobs")),
+        "{r:?}"
+    );
+    let job = api.get("/api/ns/q1?ttr=30").await;
+    let id = job.json["job_id"].as_str().expect("a job").to_owned();
+    assert_eq!(
+        api.delete(&format!("/api/ns/q1/job/{id}")).await.status,
+        204
+    );
+    // q1 and q3 are two queues: q3 is taken once the backlog has room.
+    sundial_tests::wait_until_async(Duration::from_secs(5), "q3 taken", || async {
+        let r = api.put("/api/ns/q3", b"j").await;
+        assert_ne!(r.json["quota"], "max_queues", "{r:?}");
+        r.status == 201
+    })
+    .await;
+}
