@@ -128,6 +128,20 @@ impl Connection {
         self.inner.wait.map(|w| w.replicas)
     }
 
+    /// How long a command may take before the shard counts as unavailable.
+    pub fn command_timeout(&self) -> Duration {
+        self.inner.command_timeout
+    }
+
+    /// The error of a request that found the shard unavailable because
+    /// nothing it ran ended in time (`what`).
+    pub fn timed_out(&self, what: &str) -> EngineError {
+        EngineError::Unavailable {
+            shard: self.inner.name.clone(),
+            source: RedisError::new(ErrorKind::Timeout, what.to_owned()),
+        }
+    }
+
     /// How many connections each of its Redis servers has in the pool
     /// that scripts use.
     pub fn pooled_connections(&self) -> usize {

@@ -34,6 +34,9 @@ pub trait Op: Send + Sync + 'static {
     /// the load would fill it, so a lightly loaded line keeps one call and
     /// its large batches.
     const SECOND_CALL_AT: usize = 8;
+    /// Whether its calls wait for replicas on a shard with `wait` (on
+    /// connections of their own): see `super::turns`.
+    const REPLICATED: bool = false;
     /// One call for `items`; per item in order, its answer.
     fn call(
         shard: &Shard,
@@ -180,36 +183,71 @@ async fn run<O: Op>(line: Arc<Line<O>>, lines: Map<O>, turns: Arc<Turns>) {
         lines,
     };
     let ns = keys::parse_qualified(&line.qualified).map_or("", |(ns, _)| ns);
-    loop {
-        let weight = lock(&line.state).weight;
-        let _turn = turns.take(&line.shard, line.slot, ns, weight).await;
-        let batch = {
-            let mut st = lock(&line.state);
-            // An operation whose request went away while it waited is
-            // dropped unmade: a consume for nobody would reserve jobs,
-            // spend their tries and take them from the consumers behind it
-            // only to release them again.
-            st.waiting.retain(|w| !w.answer.is_closed());
-            if st.waiting.is_empty() || (st.running > 1 && st.waiting.len() < O::SECOND_CALL_AT) {
-                st.running -= 1;
+    let conn = line.shard.conn();
+    while let Some(weight) = goes_on(&line, false).map(|(w, _)| w) {
+        let taking = turns.take(&line.shard, line.slot, ns, weight, O::REPLICATED);
+        let Ok(turn) = tokio::time::timeout(conn.command_timeout(), taking).await else {
+            // The server's calls did not end within its timeout (it hangs,
+            // or is cut off): what waits is answered as a call would be.
+            let Some((_, batch)) = goes_on(&line, true) else {
                 break;
-            }
-            take(&mut st.waiting)
+            };
+            let e = conn.timed_out("no call to the shard ended within its timeout");
+            let (_, answers): (Vec<O::Item>, Vec<_>) =
+                batch.into_iter().map(|w| (w.item, w.answer)).unzip();
+            answer::<O>(answers, Err(e));
+            continue;
+        };
+        // The other call may have taken what waited meanwhile.
+        let Some((_, batch)) = goes_on(&line, true) else {
+            turn.unused();
+            break;
         };
         let (items, answers): (Vec<O::Item>, Vec<_>) =
             batch.into_iter().map(|w| (w.item, w.answer)).unzip();
         let result = O::call(&line.shard, line.slot, &line.qualified, &items).await;
-        match result {
-            Ok(outs) => {
-                // A request that went away drops its answer here.
-                for (answer, out) in answers.into_iter().zip(outs) {
-                    let _ = answer.send(Ok(out));
-                }
+        drop(turn);
+        answer::<O>(answers, result);
+    }
+}
+
+/// Whether the line's call goes on: `None` (and the call counted out) when
+/// nothing waits, or, beside another call, fewer than
+/// [`Op::SECOND_CALL_AT`]; else the namespace's weight, and the next batch
+/// when `take_batch`.
+fn goes_on<O: Op>(line: &Line<O>, take_batch: bool) -> Option<(u64, Vec<Waiting<O>>)> {
+    let mut st = lock(&line.state);
+    // An operation whose request went away while it waited is dropped
+    // unmade: a consume for nobody would reserve jobs, spend their tries
+    // and take them from the consumers behind it only to release them
+    // again.
+    st.waiting.retain(|w| !w.answer.is_closed());
+    if st.waiting.is_empty() || (st.running > 1 && st.waiting.len() < O::SECOND_CALL_AT) {
+        st.running -= 1;
+        return None;
+    }
+    let batch = if take_batch {
+        take(&mut st.waiting)
+    } else {
+        Vec::new()
+    };
+    Some((st.weight, batch))
+}
+
+type Answer<O> = oneshot::Sender<Result<<O as Op>::Out, EngineError>>;
+
+/// Answers each operation of a batch with its outcome of one call.
+fn answer<O: Op>(answers: Vec<Answer<O>>, result: Result<Vec<O::Out>, EngineError>) {
+    match result {
+        Ok(outs) => {
+            // A request that went away drops its answer here.
+            for (answer, out) in answers.into_iter().zip(outs) {
+                let _ = answer.send(Ok(out));
             }
-            Err(e) => {
-                for answer in answers {
-                    let _ = answer.send(Err(e.clone()));
-                }
+        }
+        Err(e) => {
+            for answer in answers {
+                let _ = answer.send(Err(e.clone()));
             }
         }
     }
@@ -308,6 +346,44 @@ mod tests {
         // The queue works again: a new line, not running.
         let line = publishes.line(&shard, 7, "ns/q");
         assert_eq!(lock(&line.state).running, 0);
+    }
+
+    /// An operation whose calls never end: a hung server.
+    #[derive(Debug)]
+    struct Hangs;
+
+    impl Op for Hangs {
+        type Item = u32;
+        type Out = u32;
+        fn size(_: &u32) -> usize {
+            1
+        }
+        const LIMIT: usize = 1000;
+        async fn call(_: &Shard, _: u32, _: &str, _: &[u32]) -> Result<Vec<u32>, EngineError> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_that_finds_no_turn_within_the_shards_timeout_is_unavailable() {
+        let mut opts = ShardOptions::new("redis://127.0.0.1:1/");
+        opts.connections = 1;
+        opts.command_timeout = std::time::Duration::from_millis(100);
+        let shard = Shard::connect("s", &opts).expect("shard");
+        let lines = Arc::new(Lines::<Hangs>::default());
+        let (l, sh) = (lines.clone(), shard.clone());
+        // Takes the server's one turn and never gives it back.
+        let hung = tokio::spawn(async move { l.submit(&sh, 1, "a/q1", 1, 0).await });
+        settle().await;
+        let other = lines.submit(&shard, 2, "b/q2", 1, 1);
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(5), other)
+            .await
+            .expect("answered within the shard's timeout, not held with the hung call");
+        assert!(
+            matches!(answer, Err(EngineError::Unavailable { .. })),
+            "{answer:?}"
+        );
+        hung.abort();
     }
 
     /// An operation whose calls are held until the test lets them go: it

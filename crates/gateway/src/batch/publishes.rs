@@ -19,6 +19,7 @@ impl Op for PublishOp {
     }
     /// Body bytes.
     const LIMIT: usize = 1024 * 1024;
+    const REPLICATED: bool = true;
     fn call(
         shard: &Shard,
         slot: u32,

@@ -48,6 +48,18 @@ pub struct Turns {
 #[derive(Debug)]
 pub struct Turn {
     server: Arc<Server>,
+    ns: Box<str>,
+}
+
+impl Turn {
+    /// Gives the turn back unused (the call it was for found nothing to
+    /// do): its namespace's pass goes back to where it was.
+    pub fn unused(self) {
+        let mut st = lock(&self.server.state);
+        if let Some(n) = st.namespaces.get_mut(&*self.ns) {
+            n.pass = n.pass.saturating_sub(n.stride);
+        }
+    }
 }
 
 impl Drop for Turn {
@@ -91,16 +103,30 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Turns {
     /// Waits for a turn to run a call of namespace `ns`, of `weight`, for
-    /// `slot` on `shard`.
-    pub async fn take(&self, shard: &Shard, slot: u32, ns: &str, weight: u64) -> Turn {
-        self.server(shard, slot).take(ns, weight).await
+    /// `slot` on `shard`. `replicated`: a publish, which on a shard that
+    /// waits for replicas runs on connections of its own (and holds its
+    /// turn through its `WAIT`), so it takes turns of its own there, and
+    /// does not hold up consumes and acks.
+    pub async fn take(
+        &self,
+        shard: &Shard,
+        slot: u32,
+        ns: &str,
+        weight: u64,
+        replicated: bool,
+    ) -> Turn {
+        let wait = replicated && shard.conn().wait_replicas().is_some();
+        self.server(shard, slot, wait).take(ns, weight).await
     }
 
-    fn server(&self, shard: &Shard, slot: u32) -> Arc<Server> {
+    fn server(&self, shard: &Shard, slot: u32, wait: bool) -> Arc<Server> {
         let conn = shard.conn();
         // With the connections: a reload that changes them makes another
         // server's turns (the old one's calls end on their own).
         let mut key = format!("{} {}", shard.name(), conn.pooled_connections());
+        if wait {
+            key.push_str(" wait");
+        }
         if conn.is_cluster()
             && let Some(primary) = conn.cluster_node_of(&SlotKeys::new(slot).jobs())
         {
@@ -110,6 +136,11 @@ impl Turns {
         let mut servers = lock(&self.servers);
         if let Some(s) = servers.get(&key) {
             return s.clone();
+        }
+        // Servers a reload or a failover replaced, with no call running or
+        // waiting, go.
+        if servers.len() >= REMEMBERED {
+            servers.retain(|_, s| Arc::strong_count(s) > 1);
         }
         let server = Arc::new(Server::new(conn.pooled_connections()));
         servers.insert(key, server.clone());
@@ -153,11 +184,16 @@ impl Server {
         };
         // A turn given after this future went away fails to send and goes
         // to the next; one given before is given back by `Given`'s drop.
-        // The server holds every sender until it sends, so `rx` ends only
-        // with a turn.
-        let _ = (&mut given.rx).await;
+        if (&mut given.rx).await.is_err() {
+            // Not reached: the server holds every sender until it sends.
+            // Counted as given, so that the turn's drop balances it.
+            lock(&self.state).running += 1;
+        }
         given.taken = true;
-        Turn { server: self }
+        Turn {
+            server: self,
+            ns: ns.into(),
+        }
     }
 
     /// A call ended: its turn goes to whoever is next.
@@ -205,7 +241,13 @@ struct Given {
 
 impl Drop for Given {
     fn drop(&mut self) {
-        if !self.taken && self.rx.try_recv().is_ok() {
+        if self.taken {
+            return;
+        }
+        // Closed first, so that no turn can be sent between the look and
+        // the drop: one sent before is here to give back.
+        self.rx.close();
+        if self.rx.try_recv().is_ok() {
             self.server.give_back();
         }
     }
@@ -235,7 +277,7 @@ mod tests {
     fn call(turns: &Arc<Turns>, shard: &Shard, ns: &'static str, weight: u64, order: &Order) {
         let (turns, shard, order) = (turns.clone(), shard.clone(), order.clone());
         tokio::spawn(async move {
-            let turn = turns.take(&shard, 0, ns, weight).await;
+            let turn = turns.take(&shard, 0, ns, weight, false).await;
             let _ = order.send((ns, turn));
         });
     }
@@ -265,13 +307,18 @@ mod tests {
         let shard = shard(3);
         let mut held = Vec::new();
         for _ in 0..3 {
-            let t = tokio::time::timeout(Duration::from_secs(1), turns.take(&shard, 0, "a", 1));
+            let t =
+                tokio::time::timeout(Duration::from_secs(1), turns.take(&shard, 0, "a", 1, false));
             held.push(t.await.expect("a free turn is given at once"));
         }
-        let fourth = tokio::time::timeout(Duration::from_millis(50), turns.take(&shard, 0, "a", 1));
+        let fourth = tokio::time::timeout(
+            Duration::from_millis(50),
+            turns.take(&shard, 0, "a", 1, false),
+        );
         assert!(fourth.await.is_err(), "a fourth call waits");
         drop(held.pop());
-        let fourth = tokio::time::timeout(Duration::from_secs(1), turns.take(&shard, 0, "a", 1));
+        let fourth =
+            tokio::time::timeout(Duration::from_secs(1), turns.take(&shard, 0, "a", 1, false));
         fourth.await.expect("a turn given back goes to the next");
     }
 
@@ -280,7 +327,7 @@ mod tests {
         let turns = Arc::new(Turns::default());
         let shard = shard(1);
         let (order, mut seen) = mpsc::unbounded_channel();
-        let first = turns.take(&shard, 0, "a", 1).await;
+        let first = turns.take(&shard, 0, "a", 1, false).await;
         // A floods first: six calls; then B, of weight 2, four.
         for _ in 0..6 {
             call(&turns, &shard, "a", 1, &order);
@@ -299,14 +346,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_turn_given_back_unused_costs_its_namespace_nothing() {
+        let turns = Arc::new(Turns::default());
+        let shard = shard(1);
+        let (order, mut seen) = mpsc::unbounded_channel();
+        drop(turns.take(&shard, 0, "b", 1, false).await);
+        // a's calls found nothing to do three times (the line's other call
+        // had taken what waited).
+        for _ in 0..3 {
+            turns.take(&shard, 0, "a", 1, false).await.unused();
+        }
+        let first = turns.take(&shard, 0, "x", 1, false).await;
+        call(&turns, &shard, "b", 1, &order);
+        settle().await;
+        call(&turns, &shard, "a", 1, &order);
+        settle().await;
+        drop(first);
+        // b had a real turn and a none: a goes first, though it came later.
+        assert_eq!(turns_in_order(&mut seen, 2).await, ["a", "b"]);
+    }
+
+    #[tokio::test]
     async fn a_call_that_went_away_while_waiting_keeps_no_turn() {
         let turns = Arc::new(Turns::default());
         let shard = shard(1);
-        let first = turns.take(&shard, 0, "a", 1).await;
-        let gone = tokio::time::timeout(Duration::from_millis(20), turns.take(&shard, 0, "b", 1));
+        let first = turns.take(&shard, 0, "a", 1, false).await;
+        let gone = tokio::time::timeout(
+            Duration::from_millis(20),
+            turns.take(&shard, 0, "b", 1, false),
+        );
         assert!(gone.await.is_err(), "it waited, then went away");
         drop(first);
-        let next = tokio::time::timeout(Duration::from_secs(1), turns.take(&shard, 0, "c", 1));
+        let next =
+            tokio::time::timeout(Duration::from_secs(1), turns.take(&shard, 0, "c", 1, false));
         next.await
             .expect("the turn did not go to the call that went away");
     }
@@ -318,11 +390,11 @@ mod tests {
         let (order, mut seen) = mpsc::unbounded_channel();
         // b runs alone for a while: its pass moves on.
         for _ in 0..5 {
-            drop(turns.take(&shard, 0, "b", 1).await);
+            drop(turns.take(&shard, 0, "b", 1, false).await);
         }
         // a, new (or idle), starts from the last turn's pass, not from 0:
         // it does not get five turns in a row against b.
-        let first = turns.take(&shard, 0, "x", 1).await;
+        let first = turns.take(&shard, 0, "x", 1, false).await;
         for ns in ["a", "a", "a", "b", "b", "b"] {
             call(&turns, &shard, ns, 1, &order);
             settle().await;
