@@ -249,8 +249,17 @@ async fn sigkill_under_load_loses_no_acknowledged_job() {
 
 #[tokio::test]
 async fn startup_says_which_shard_it_waits_for_and_why() {
-    // Nothing listens there.
-    let port = sundial_tests::free_port();
+    // A port that no Redis can take meanwhile (a free port, left unbound,
+    // was once taken by another test's Redis, which the gateway then
+    // checked instead): held by a listener that closes every connection
+    // at once, so the shard never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            drop(conn);
+        }
+    });
     let mut gw = Sundial::spawn(&SundialConfig::new(format!("redis://127.0.0.1:{port}")));
     wait_until_async(Duration::from_secs(10), "a report of the wait", || {
         std::future::ready(gw.log().contains("waiting for the shard to answer"))
@@ -261,8 +270,7 @@ async fn startup_says_which_shard_it_waits_for_and_why() {
         log.contains("shard=\"default/main\""),
         "names the shard: {log}"
     );
-    // Why: the connection's error (refused, unless another test's server
-    // took the free port meanwhile and answered in another protocol).
+    // Why: the connection's error (closed by the listener).
     assert!(log.contains("last_error=\""), "says why: {log}");
     gw.kill();
 }
