@@ -164,7 +164,7 @@ async fn store(
             pool.shard_for(slot),
             slot,
             &keys::qualified(&tenant.ns, p.queue),
-            quota::of(state, tenant).weight(),
+            p.quota.weight(),
             stored,
         )
         .await?;
