@@ -36,7 +36,7 @@ impl SentinelSet {
             std::fs::write(
                 &conf,
                 format!(
-                    "port {sport}\nbind 127.0.0.1\ndir {dir}\n\
+                    "port {sport}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel-{i}.log\n\
                      sentinel monitor {MASTER_NAME} 127.0.0.1 {port} 2\n\
                      sentinel down-after-milliseconds {MASTER_NAME} 500\n\
                      sentinel failover-timeout {MASTER_NAME} 3000\n\
@@ -86,12 +86,20 @@ impl SentinelSet {
             .collect()
     }
 
-    /// The port of the current master, as the sentinels say.
+    /// The sentinels' logs, one after another (their events, such as
+    /// `+switch-master` and `+convert-to-slave`, say what they did).
+    pub fn log(&self) -> String {
+        (0..self.sentinels.len())
+            .map(|i| {
+                std::fs::read_to_string(self.dir.path().join(format!("sentinel-{i}.log")))
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    /// The port of the current master, as the first sentinel says.
     pub fn master_port(&self) -> Option<u16> {
-        let (_, p) = self.sentinels.first()?;
-        let addr: Vec<String> =
-            sentinel_cmd(*p, &["SENTINEL", "get-master-addr-by-name", MASTER_NAME]).ok()?;
-        addr.get(1)?.parse().ok()
+        master_of(self.sentinels.first()?.1)
     }
 
     /// The server that is master now.
@@ -103,11 +111,30 @@ impl SentinelSet {
             .expect("master is ours")
     }
 
-    /// Waits until the sentinels name a master other than `old`.
+    /// Waits until the sentinels name a master other than `old`, every one
+    /// of them the same, and that server says it is one. Only then may a
+    /// test restart the old master without its data: a sentinel whose view
+    /// is still behind may take an empty old master back for the master,
+    /// and make the promoted replica resync from it, emptied (Redis's
+    /// replication docs warn that a master without persistence must not
+    /// restart by itself).
     pub fn wait_failover(&self, old: u16, timeout: Duration) -> u16 {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(p) = self.master_port().filter(|p| *p != old) {
+            let named: Vec<Option<u16>> = self
+                .sentinels
+                .iter()
+                .map(|(_, port)| master_of(*port))
+                .collect();
+            let promoted = named[0]
+                .filter(|p| *p != old && named.iter().all(|n| *n == Some(*p)))
+                .filter(|p| {
+                    self.servers
+                        .iter()
+                        .find(|s| s.port() == *p)
+                        .is_some_and(|s| info(s, "replication").contains("role:master"))
+                });
+            if let Some(p) = promoted {
                 return p;
             }
             assert!(Instant::now() < deadline, "no failover within {timeout:?}");
@@ -124,6 +151,13 @@ impl Drop for SentinelSet {
         }
         let _ = &self.dir;
     }
+}
+
+/// The port of the master the sentinel on `port` names.
+fn master_of(port: u16) -> Option<u16> {
+    let addr: Vec<String> =
+        sentinel_cmd(port, &["SENTINEL", "get-master-addr-by-name", MASTER_NAME]).ok()?;
+    addr.get(1)?.parse().ok()
 }
 
 fn info(r: &RedisServer, section: &str) -> String {
