@@ -1,6 +1,6 @@
 //! Middleware for both listeners: a request id on every response, request
 //! metrics labelled by matched route (never the raw path), one log line per
-//! request, and the refusal of `HEAD`.
+//! request, the refusal of `HEAD`, and `X-Content-Type-Options: nosniff`.
 
 use std::{
     collections::HashMap,
@@ -113,12 +113,19 @@ async fn front(
 }
 
 /// The answer to a request: 405 for `HEAD`, else the router's, with a JSON
-/// body if it is an error.
+/// body if it is an error; every one says its type is the one it names
+/// (`nosniff`), so that no browser takes a job body for a page or script.
 async fn answer(req: Request, next: Next) -> Response {
-    if req.method() == axum::http::Method::HEAD {
-        return refuse_head();
-    }
-    json_errors(next.run(req).await).await
+    let mut resp = if req.method() == axum::http::Method::HEAD {
+        refuse_head()
+    } else {
+        json_errors(next.run(req).await).await
+    };
+    resp.headers_mut().insert(
+        axum::http::header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    resp
 }
 
 /// Answers `HEAD` with 405 before any handler runs. axum would otherwise

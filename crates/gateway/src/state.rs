@@ -78,6 +78,9 @@ pub struct Settings {
     pub bodies: Bodies,
     /// Admin API basic-auth accounts (user → password); none = no auth.
     pub accounts: BTreeMap<String, String>,
+    /// Names the admin listener answers to besides IP addresses and
+    /// `localhost` (`admin::guard`).
+    pub admin_hosts: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -102,6 +105,9 @@ pub struct AppState {
     /// What this gateway's mover does (written by the mover's loop).
     pub mover: sundial_router::mover::Status,
     pub accounts: BTreeMap<String, String>,
+    /// Names the admin listener answers to besides IP addresses and
+    /// `localhost`.
+    pub admin_hosts: Vec<String>,
     /// Cancelled when the gateway shuts down: long polls end with a 404.
     pub shutdown: CancellationToken,
     /// Samples for the rates of `GET …/stats`.
@@ -135,6 +141,7 @@ impl AppState {
             headroom: Default::default(),
             mover,
             accounts: settings.accounts,
+            admin_hosts: settings.admin_hosts,
             shutdown,
             rates: Rates::default(),
             history: crate::history::History::default(),

@@ -77,6 +77,7 @@ async fn gateway_with_lanes(redis: &RedisServer, accounts: &[(&str, &str)], lane
             .iter()
             .map(|(u, p)| ((*u).to_owned(), (*p).to_owned()))
             .collect(),
+        admin_hosts: Vec::new(),
     };
     let state = AppState::new(
         settings,

@@ -42,6 +42,9 @@ pub struct Config {
     /// Start even when `admin_listen` is not on loopback and there are no
     /// accounts (anyone who reaches it may mint tokens).
     pub allow_open_admin: bool,
+    /// Names the admin listener answers to besides IP addresses and
+    /// `localhost` (others get 421: a defence against DNS rebinding).
+    pub admin_hosts: Vec<String>,
     /// How long a shutdown waits for requests in flight.
     pub shutdown_grace_secs: u64,
     /// Reload the pools when the config file changes (SIGHUP and
@@ -82,6 +85,7 @@ impl Default for Config {
             admin_redis: None,
             accounts: BTreeMap::new(),
             allow_open_admin: false,
+            admin_hosts: Vec::new(),
             shutdown_grace_secs: 10,
             watch_config: true,
             layout_check_ms: 5_000,
@@ -182,6 +186,7 @@ impl Config {
         self.quotas
             .validate()
             .map_err(|e| anyhow::anyhow!("quotas: {e}"))?;
+        self.check_admin_hosts()?;
         self.headroom.validate()?;
         self.metrics.validate(self.pump.metrics_interval_ms)?;
         anyhow::ensure!(
@@ -229,6 +234,21 @@ impl Config {
         Ok(())
     }
 
+    /// `admin_hosts` are bare host names, which a `Host` header can match.
+    fn check_admin_hosts(&self) -> anyhow::Result<()> {
+        for name in &self.admin_hosts {
+            let label_ok = |l: &str| {
+                !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            };
+            anyhow::ensure!(
+                name.len() <= 253 && name.split('.').all(label_ok),
+                "admin_hosts: {name:?} is not a host name (letters, digits, `-` and dots; \
+                 no scheme, port or path)"
+            );
+        }
+        Ok(())
+    }
+
     /// The gateway's admin API mints tokens: refuses one that other hosts
     /// can reach without accounts, unless `allow_open_admin` says something
     /// else guards it. (`sundial pumpd`'s admin listener serves only
@@ -273,6 +293,7 @@ impl Config {
             limits: self.limits.limits(),
             bodies: self.http.bodies(),
             accounts: self.accounts.clone(),
+            admin_hosts: self.admin_hosts.clone(),
         }
     }
 
@@ -314,6 +335,26 @@ mod tests {
         );
         cfg.mover.lease_ms = 10_000;
         cfg.validate().expect("twice is enough");
+    }
+
+    #[test]
+    fn admin_hosts_are_bare_host_names() {
+        let mut cfg = Config {
+            admin_hosts: vec!["sundial-admin.ops.svc".to_owned(), "gw1".to_owned()],
+            ..Config::default()
+        };
+        cfg.validate().expect("names");
+        for bad in [
+            "http://admin.internal",
+            "admin.internal:7778",
+            "",
+            "a..b",
+            "admin/x",
+        ] {
+            cfg.admin_hosts = vec![bad.to_owned()];
+            let e = cfg.validate().expect_err(bad);
+            assert!(e.to_string().starts_with("admin_hosts: "), "{bad}: {e}");
+        }
     }
 
     #[test]

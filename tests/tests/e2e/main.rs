@@ -48,6 +48,7 @@ mod portable;
 mod pumpd;
 mod reload;
 mod scopes;
+mod security;
 mod sentinel;
 mod tenants;
 mod tls;

@@ -25,6 +25,10 @@ pub enum ApiError {
     /// 404 `{"error": …}`
     #[error("{0}")]
     NotFound(&'static str),
+    /// 421 `{"error": …}`: the admin listener does not answer to the name
+    /// the request was sent to (`admin::guard`).
+    #[error("{0}")]
+    Misdirected(String),
     /// 409 `{"error": …}`: the request conflicts with what is under way.
     #[error("{0}")]
     Conflict(String),
@@ -130,6 +134,7 @@ impl IntoResponse for ApiError {
             Self::Unauthorized(m) => (StatusCode::UNAUTHORIZED, json!({ "error": m })),
             Self::Forbidden(m) => (StatusCode::FORBIDDEN, json!({ "error": m })),
             Self::NotFound(m) => (StatusCode::NOT_FOUND, json!({ "error": m })),
+            Self::Misdirected(m) => (StatusCode::MISDIRECTED_REQUEST, json!({ "error": m })),
             Self::Conflict(m) => (StatusCode::CONFLICT, json!({ "error": m })),
             Self::NoJobFrom(_) => (StatusCode::NOT_FOUND, json!({ "msg": "no job available" })),
             Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": m })),

@@ -1,0 +1,169 @@
+//! What the admin listener checks before any route runs.
+//!
+//! - **The name a request is addressed to** ([`known_host`], every route):
+//!   an IP address, `localhost`, or a name in `admin_hosts`. A web page
+//!   whose name an attacker rebinds to this listener's address (DNS
+//!   rebinding) reaches it from the victim's browser as its own origin, with
+//!   its own name in `Host`: that name is unknown here, so it gets 421.
+//! - **Where a browser sent it from** ([`cross_site`], guarded routes): a
+//!   page of another origin may not change anything, nor read tenant data
+//!   except by a top-level navigation.
+//! - **Who sent it** ([`basic_auth`], guarded routes): the `accounts`.
+
+use std::{
+    net::{Ipv4Addr, Ipv6Addr},
+    sync::Arc,
+};
+
+use axum::{
+    extract::{Request, State},
+    http::{HeaderMap, Method, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+use crate::{api::error::ApiError, state::AppState};
+
+/// Refuses, with 421, a request whose `Host` is not a name of this
+/// listener (see the module). A request without `Host` (HTTP/1.0; never
+/// a browser's) passes.
+pub(super) async fn known_host(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    match req.headers().get(header::HOST).map(|h| h.to_str()) {
+        None => next.run(req).await,
+        Some(Ok(host)) if host_is_known(&state.admin_hosts, host) => next.run(req).await,
+        Some(host) => {
+            let shown: String = host
+                .unwrap_or("?")
+                .chars()
+                .take(100)
+                .filter(|c| !c.is_control())
+                .collect();
+            ApiError::Misdirected(format!(
+                "the admin listener does not answer to the name {shown:?}: reach it by IP \
+                 address or localhost, or add the name to admin_hosts"
+            ))
+            .into_response()
+        }
+    }
+}
+
+/// Whether `authority` (`host`, `host:port`, `[v6]` or `[v6]:port`) names
+/// this listener: an IP address, `localhost`, or one of `names` (lower
+/// case), compared without case.
+pub(crate) fn host_is_known(names: &[String], authority: &str) -> bool {
+    let host = if let Some(rest) = authority.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((v6, port)) if port.is_empty() || port.strip_prefix(':').is_some_and(is_port) => {
+                return v6.parse::<Ipv6Addr>().is_ok();
+            }
+            _ => return false,
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) if is_port(port) => host,
+            Some(_) => return false,
+            None => authority,
+        }
+    };
+    host.parse::<Ipv4Addr>().is_ok()
+        || host.eq_ignore_ascii_case("localhost")
+        || names.iter().any(|n| n.eq_ignore_ascii_case(host))
+}
+
+/// One to five digits.
+fn is_port(digits: &str) -> bool {
+    (1..=5).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The guarded routes: refuses a cross-site request with 403, then asks
+/// for an account's credentials when accounts are configured.
+pub(super) async fn basic_auth(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if cross_site(&state.admin_hosts, req.method(), req.headers()) {
+        return ApiError::Forbidden("cross-site request refused".to_owned()).into_response();
+    }
+    if state.accounts.is_empty() || authorized(&state, &req) {
+        return next.run(req).await;
+    }
+    let mut resp = ApiError::Unauthorized("unauthorized").into_response();
+    resp.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static("Basic realm=\"sundial\""),
+    );
+    resp
+}
+
+/// Whether a browser sent this from a page of another origin. A browser
+/// that holds the admin password (the dashboard's) sends it along with a
+/// form, `fetch`, image or script of any page: such a change could mint a
+/// token, and such a read could run an export. Browsers mark them with
+/// `Sec-Fetch-Site`, or with an `Origin` that is not this listener's (a
+/// name of [`host_is_known`] and the request's own `Host`). A read that is
+/// a top-level navigation (a link followed to the dashboard) passes. The
+/// CLI and curl send neither header.
+pub(crate) fn cross_site(names: &[String], method: &Method, headers: &HeaderMap) -> bool {
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin_host = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.split_once("://"))
+            .map(|(_, host)| host);
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        let ours = origin_host.is_some_and(|o| Some(o) == host && host_is_known(names, o));
+        if !ours {
+            return true;
+        }
+    }
+    let Some(site) = headers.get("sec-fetch-site") else {
+        return false;
+    };
+    if matches!(site.as_bytes(), b"same-origin" | b"none") {
+        return false;
+    }
+    let read = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+    let navigation = headers
+        .get("sec-fetch-mode")
+        .is_some_and(|m| m.as_bytes() == b"navigate")
+        && headers
+            .get("sec-fetch-dest")
+            .is_some_and(|d| d.as_bytes() == b"document");
+    !(read && navigation)
+}
+
+fn authorized(state: &AppState, req: &Request) -> bool {
+    use headers::{Authorization, Header, authorization::Basic};
+    // The scheme is case-insensitive (RFC 9110); so is this decoder.
+    let mut values = req.headers().get_all(header::AUTHORIZATION).iter();
+    let Ok(Authorization(creds)) = Authorization::<Basic>::decode(&mut values) else {
+        return false;
+    };
+    password_matches(
+        state.accounts.get(creds.username()).map(String::as_str),
+        creds.password(),
+    )
+}
+
+/// Compares the SHA-256 digests in constant time, so that neither the
+/// password's length nor its first wrong byte shows in the time taken, and
+/// takes as long for an unknown user as for a known one.
+fn password_matches(expected: Option<&str>, given: &str) -> bool {
+    use sha2::{Digest, Sha256};
+    use subtle::ConstantTimeEq;
+    let digest = |s: &str| Sha256::digest(s.as_bytes());
+    let (known, expected) = match expected {
+        Some(e) => (true, digest(e)),
+        None => (false, digest(given)),
+    };
+    let same: bool = expected.as_slice().ct_eq(digest(given).as_slice()).into();
+    known && same
+}
+
+#[cfg(test)]
+mod tests;
