@@ -31,11 +31,19 @@ impl Token {
         }
     }
 
-    /// A fresh token of `pool`.
+    /// A fresh token of `pool`: 128 bits from the operating system's
+    /// CSPRNG, with no time part (a ULID's first 48 bits are its time, which
+    /// made tokens minted together share their first characters), written
+    /// in the same 26 Crockford base32 characters as before.
     pub fn mint(pool: &str) -> Self {
+        use rand::TryRngCore;
+        let mut bytes = [0u8; 16];
+        rand::rngs::OsRng
+            .try_fill_bytes(&mut bytes)
+            .expect("the operating system's random source");
         Self {
             pool: pool.to_owned(),
-            secret: ulid::Ulid::new().to_string(),
+            secret: ulid::Ulid(u128::from_be_bytes(bytes)).to_string(),
         }
     }
 }
@@ -55,6 +63,34 @@ impl fmt::Display for Token {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn minted_secrets_share_no_prefix_and_carry_no_time() {
+        let secrets: Vec<String> = (0..64).map(|_| Token::mint("default").secret).collect();
+        // ULIDs made in the same millisecond shared their first 10
+        // characters; random secrets share their first 6 (28 bits) by
+        // chance once in 130,000 runs of this test.
+        let mut shared = 0;
+        for (i, a) in secrets.iter().enumerate() {
+            assert_eq!(a.len(), 26, "{a}");
+            for b in &secrets[i + 1..] {
+                assert_ne!(a, b);
+                shared += usize::from(a[..6] == b[..6]);
+            }
+        }
+        assert_eq!(shared, 0, "{secrets:?}");
+        // Read as a ULID, a secret's time is random, not now.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as u64;
+        let near_now = secrets
+            .iter()
+            .filter_map(|s| ulid::Ulid::from_string(s).ok())
+            .filter(|u| u.timestamp_ms().abs_diff(now) < 86_400_000)
+            .count();
+        assert_eq!(near_now, 0);
+    }
 
     #[test]
     fn bare_tokens_belong_to_the_default_pool() {
