@@ -138,10 +138,23 @@ async fn publishes_over_the_limit_get_429_on_every_gateway_and_each_token_keeps_
         r.status, 429,
         "the fifth publish in the window, over both gateways"
     );
+    // lmstfy's words, naming the token by its id (never the secret, which a
+    // proxy's log of the answer would keep), and when to retry: within the
+    // 60 s window.
     assert_eq!(
         r.json["msg"],
-        format!("token({limited}) produce reach the limit rate, please retry later")
+        format!(
+            "token({}) produce reach the limit rate, please retry later",
+            token_id(&limited)
+        )
     );
+    assert!(!r.json.to_string().contains(&limited), "{r:?}");
+    let retry: u64 = r.headers["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("seconds");
+    assert!((1..=60).contains(&retry), "{retry}");
     assert_eq!(on_a.put("/api/ns/q", b"x").await.status, 429);
     // Consumes are not limited (read = 0), and other tokens keep their own limits.
     assert_eq!(on_a.get("/api/ns/q").await.status, 200);

@@ -124,8 +124,14 @@ impl Admin<'_> {
     }
 
     /// Counts one request on a fixed-window counter (`delta` 1), or refunds
-    /// one (`delta` -1); returns the count in the current window.
-    pub async fn rate(self, key: &str, window_ms: u64, delta: i64) -> Result<u64, EngineError> {
+    /// one (`delta` -1); returns the count in the current window and the
+    /// milliseconds until it ends.
+    pub async fn rate(
+        self,
+        key: &str,
+        window_ms: u64,
+        delta: i64,
+    ) -> Result<(u64, u64), EngineError> {
         let v = self
             .0
             .conn()
@@ -135,7 +141,9 @@ impl Admin<'_> {
                 vec![(window_ms as i64).into(), delta.into()],
             )
             .await?;
-        Ok(v.as_i64().unwrap_or(0).max(0) as u64)
+        let int = |v: Option<&Value>| v.and_then(Value::as_i64).unwrap_or(0).max(0) as u64;
+        let parts = v.into_array();
+        Ok((int(parts.first()), int(parts.get(1))))
     }
 
     /// Takes `n` jobs from a namespace's rate bucket (`rate` jobs per

@@ -37,9 +37,13 @@ pub enum ApiError {
     /// named in `X-Sundial-Unavailable-Queues`, when there are any.
     #[error("no job available")]
     NoJobFrom(Vec<String>),
-    /// 429 `{"msg": …}` (lmstfy's shape): over the token's rate limit.
-    #[error("{0}")]
-    TooMany(String),
+    /// 429 `{"msg": …}` (lmstfy's shape): over the token's rate limit,
+    /// with `Retry-After` (when its window ends).
+    #[error("{message}")]
+    TooMany {
+        message: String,
+        retry_after_ms: u64,
+    },
     /// 413 `{"error": …}`
     #[error("{0}")]
     TooLarge(&'static str),
@@ -127,6 +131,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let retry_after_ms = match &self {
             Self::Quota(r) => r.retry_after_ms,
+            Self::TooMany { retry_after_ms, .. } => Some(*retry_after_ms),
             _ => None,
         };
         let (status, body) = match &self {
@@ -139,7 +144,9 @@ impl IntoResponse for ApiError {
             Self::NoJobFrom(_) => (StatusCode::NOT_FOUND, json!({ "msg": "no job available" })),
             Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": m })),
             Self::Quota(r) => (r.status, r.body()),
-            Self::TooMany(m) => (StatusCode::TOO_MANY_REQUESTS, json!({ "msg": m })),
+            Self::TooMany { message, .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, json!({ "msg": message }))
+            }
             Self::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 json!({ "error": "method not allowed" }),

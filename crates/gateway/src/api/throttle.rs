@@ -44,14 +44,22 @@ pub(super) async fn limited<T>(
     let window_ms = limit.interval.saturating_mul(1000);
     let redis = state.admin.redis();
     match redis.admin().rate(&key, window_ms, 1).await {
-        Ok(n) if n > max => {
+        Ok((n, window_left_ms)) if n > max => {
             refund(state, &key, window_ms).await;
             metrics::counter!("sundial_rate_limited_total", "pool" => tenant.pool().name().to_owned(), "action" => verb)
                 .increment(1);
-            Err(ApiError::TooMany(format!(
-                "token({}) {verb} reach the limit rate, please retry later",
-                tenant.token
-            )))
+            // lmstfy's words, with the token's id, not the token: a
+            // proxy's or client's log of the answer holds no secret.
+            Err(ApiError::TooMany {
+                message: format!(
+                    "token({}) {verb} reach the limit rate, please retry later",
+                    sundial_router::Token {
+                        pool: tenant.token.pool.clone(),
+                        secret: tenant.access.id.clone(),
+                    }
+                ),
+                retry_after_ms: window_left_ms.max(1),
+            })
         }
         Ok(_) => {
             let result = work.await;
