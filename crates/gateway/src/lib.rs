@@ -20,6 +20,7 @@ pub mod api;
 pub mod batch;
 pub mod history;
 pub mod http;
+pub mod logins;
 pub mod openapi;
 pub mod refusals;
 pub mod server;

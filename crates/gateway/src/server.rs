@@ -101,8 +101,8 @@ pub async fn serve(
             r = listener.accept() => r,
             () = shutdown.cancelled() => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors, most likely: wait for some to free
                 // up rather than spin.
@@ -116,7 +116,7 @@ pub async fn serve(
             (app.clone(), limits.clone(), shutdown.clone(), open.clone());
         tracker.spawn(async move {
             open.increment(1.0);
-            connection(stream, which, app, &limits, shutdown).await;
+            connection((stream, peer), which, app, &limits, shutdown).await;
             open.decrement(1.0);
             drop(permit);
         });
@@ -125,10 +125,36 @@ pub async fn serve(
     tracker.wait().await;
 }
 
+/// The connection's requests to `app`, each marked in `activity` while in
+/// flight, and told the client's address (`ConnectInfo`).
+fn service(
+    app: Router,
+    activity: Arc<Activity>,
+    peer: std::net::SocketAddr,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future = impl Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send,
+> + Clone {
+    hyper::service::service_fn(move |req: Request<Incoming>| {
+        let guard = activity.begin();
+        let app = app.clone();
+        async move {
+            let mut req = req.map(axum::body::Body::new);
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            let resp = app.oneshot(req).await;
+            drop(guard);
+            resp
+        }
+    })
+}
+
 /// Serves one connection until it closes, a deadline passes, or shutdown
 /// (then it finishes its request in flight and closes).
 async fn connection(
-    stream: TcpStream,
+    (stream, peer): (TcpStream, std::net::SocketAddr),
     which: Listener,
     app: Router,
     limits: &HttpLimits,
@@ -140,16 +166,7 @@ async fn connection(
         activity: activity.clone(),
         rewrite: None,
     });
-    let service_activity = activity.clone();
-    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-        let guard = service_activity.begin();
-        let app = app.clone();
-        async move {
-            let resp = app.oneshot(req.map(axum::body::Body::new)).await;
-            drop(guard);
-            resp
-        }
-    });
+    let service = service(app, activity.clone(), peer);
     // hyper's own header timer (30 s by default once a timer is set) also
     // runs while a keep-alive connection idles: ours replace it.
     let conn = hyper::server::conn::http1::Builder::new()

@@ -108,6 +108,8 @@ pub struct AppState {
     /// Names the admin listener answers to besides IP addresses and
     /// `localhost`.
     pub admin_hosts: Vec<String>,
+    /// Failed admin logins by client address.
+    pub logins: crate::logins::Logins,
     /// Cancelled when the gateway shuts down: long polls end with a 404.
     pub shutdown: CancellationToken,
     /// Samples for the rates of `GET …/stats`.
@@ -142,6 +144,7 @@ impl AppState {
             mover,
             accounts: settings.accounts,
             admin_hosts: settings.admin_hosts,
+            logins: Default::default(),
             shutdown,
             rates: Rates::default(),
             history: crate::history::History::default(),

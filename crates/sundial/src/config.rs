@@ -22,6 +22,7 @@ use sundial_router::{
     reload::Desired,
 };
 
+mod admin;
 mod sections;
 
 pub use sections::{
@@ -186,7 +187,8 @@ impl Config {
         self.quotas
             .validate()
             .map_err(|e| anyhow::anyhow!("quotas: {e}"))?;
-        self.check_admin_hosts()?;
+        admin::check_admin_hosts(&self.admin_hosts)?;
+        admin::check_accounts(&self.accounts)?;
         self.headroom.validate()?;
         self.metrics.validate(self.pump.metrics_interval_ms)?;
         anyhow::ensure!(
@@ -198,30 +200,7 @@ impl Config {
             "limits.default_ttl must be 0 or at least limits.default_delay"
         );
         anyhow::ensure!(self.pump.batch >= 1, "pump.batch must be at least 1");
-        anyhow::ensure!(
-            (1..=10_000).contains(&self.mover.batch),
-            "mover.batch must be within 1 and 10000"
-        );
-        anyhow::ensure!(
-            (1..=128).contains(&self.mover.slots_at_once),
-            "mover.slots_at_once must be within 1 and 128"
-        );
-        anyhow::ensure!(
-            (1_000..=60_000).contains(&self.mover.lease_ms),
-            "mover.lease_ms must be within 1000 and 60000"
-        );
-        anyhow::ensure!(
-            (1_000..=60_000).contains(&self.mover.settle_ms),
-            "mover.settle_ms must be within 1000 and 60000 (each step waits it for the one before to \
-             reach disk: appendfsync everysec writes each second)"
-        );
-        // A lease is renewed once per wait between a batch's steps and the
-        // step after it: one that lapsed in every wait would pass the slot
-        // between gateways all the time.
-        anyhow::ensure!(
-            self.mover.lease_ms >= 2 * self.mover.settle_ms,
-            "mover.lease_ms must be at least twice mover.settle_ms"
-        );
+        self.mover.validate()?;
         anyhow::ensure!(
             self.pump.lease_ttl_ms >= 200,
             "pump.lease_ttl_ms must be at least 200"
@@ -231,21 +210,6 @@ impl Config {
             "log.format must be `text` or `json`"
         );
         self.http.validate()?;
-        Ok(())
-    }
-
-    /// `admin_hosts` are bare host names, which a `Host` header can match.
-    fn check_admin_hosts(&self) -> anyhow::Result<()> {
-        for name in &self.admin_hosts {
-            let label_ok = |l: &str| {
-                !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            };
-            anyhow::ensure!(
-                name.len() <= 253 && name.split('.').all(label_ok),
-                "admin_hosts: {name:?} is not a host name (letters, digits, `-` and dots; \
-                 no scheme, port or path)"
-            );
-        }
         Ok(())
     }
 
@@ -335,26 +299,6 @@ mod tests {
         );
         cfg.mover.lease_ms = 10_000;
         cfg.validate().expect("twice is enough");
-    }
-
-    #[test]
-    fn admin_hosts_are_bare_host_names() {
-        let mut cfg = Config {
-            admin_hosts: vec!["sundial-admin.ops.svc".to_owned(), "gw1".to_owned()],
-            ..Config::default()
-        };
-        cfg.validate().expect("names");
-        for bad in [
-            "http://admin.internal",
-            "admin.internal:7778",
-            "",
-            "a..b",
-            "admin/x",
-        ] {
-            cfg.admin_hosts = vec![bad.to_owned()];
-            let e = cfg.validate().expect_err(bad);
-            assert!(e.to_string().starts_with("admin_hosts: "), "{bad}: {e}");
-        }
     }
 
     #[test]

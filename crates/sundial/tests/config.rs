@@ -72,7 +72,7 @@ fn an_open_admin_listener_needs_accounts() {
     };
     let err = load("").expect_err("no accounts");
     assert!(format!("{err:#}").contains("[accounts]"), "{err:#}");
-    load("[accounts]\nops = \"secret\"\n").expect("with accounts");
+    load("[accounts]\nops = \"k3P9-vQ2x-7ZmL\"\n").expect("with accounts");
     load("allow_open_admin = true\n").expect("explicitly open");
 }
 

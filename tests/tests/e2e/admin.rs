@@ -116,7 +116,7 @@ async fn token_admin_follows_lmstfy() {
 async fn token_routes_need_basic_auth_when_accounts_are_configured() {
     let redis = RedisServer::start();
     let mut cfg = SundialConfig::new(redis.url());
-    cfg.accounts = vec![("ops".to_owned(), "secret".to_owned())];
+    cfg.accounts = vec![("ops".to_owned(), "ops-pass-9Xq2vT".to_owned())];
     let gw = Sundial::start(&cfg);
     let anon = Api::new(gw.admin(), None);
     let r = anon.post("/token/ns?description=d").await;
@@ -131,13 +131,13 @@ async fn token_routes_need_basic_auth_when_accounts_are_configured() {
         )
         .await;
     assert_eq!(r.status, 401, "wrong password");
-    // ops:secret
+    // ops:ops-pass-9Xq2vT
     let r = anon
         .call(
             reqwest::Method::POST,
             "/token/ns?description=d",
             None,
-            &[("Authorization", "Basic b3BzOnNlY3JldA==")],
+            &[("Authorization", "Basic b3BzOm9wcy1wYXNzLTlYcTJ2VA==")],
         )
         .await;
     assert_eq!(r.status, 201);
@@ -147,7 +147,7 @@ async fn token_routes_need_basic_auth_when_accounts_are_configured() {
             reqwest::Method::POST,
             "/token/ns?description=d",
             None,
-            &[("Authorization", "basic b3BzOnNlY3JldA==")],
+            &[("Authorization", "basic b3BzOm9wcy1wYXNzLTlYcTJ2VA==")],
         )
         .await;
     assert_eq!(r.status, 201, "lower-case scheme: {r:?}");

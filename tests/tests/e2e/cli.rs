@@ -12,7 +12,7 @@ use sundial_tests::{
 
 const ADMIN: [(&str, &str); 2] = [
     ("SUNDIAL_ADMIN_USER", "ops"),
-    ("SUNDIAL_ADMIN_PASSWORD", "s3cret"),
+    ("SUNDIAL_ADMIN_PASSWORD", "ops-pass-9Xq2vT"),
 ];
 
 fn ok(r: &CliRun) {
@@ -23,7 +23,7 @@ fn ok(r: &CliRun) {
 async fn tokens_scopes_and_limits_are_managed_from_the_cli() {
     let redis = RedisServer::start();
     let mut cfg = SundialConfig::new(redis.url());
-    cfg.accounts = vec![("ops".to_owned(), "s3cret".to_owned())];
+    cfg.accounts = vec![("ops".to_owned(), "ops-pass-9Xq2vT".to_owned())];
     let gw = Sundial::start(&cfg);
 
     // Without the admin password: refused, and told what to set.

@@ -10,7 +10,7 @@ use serde_json::json;
 use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, wait_until_async};
 
 const USER: &str = "ops";
-const PASSWORD: &str = "s3cret";
+const PASSWORD: &str = "ops-pass-9Xq2vT";
 
 async fn gateway() -> (RedisServer, Sundial, String) {
     let redis = RedisServer::start();

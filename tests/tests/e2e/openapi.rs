@@ -207,9 +207,9 @@ fn listeners(doc: &Value, path: &str) -> Vec<&'static str> {
 async fn every_documented_operation_reaches_its_handler_on_its_listener() {
     let redis = RedisServer::start();
     let mut cfg = SundialConfig::new(redis.url());
-    cfg.accounts = vec![("ops".to_owned(), "s3cret".to_owned())];
+    cfg.accounts = vec![("ops".to_owned(), "ops-pass-9Xq2vT".to_owned())];
     let gw = Sundial::start(&cfg);
-    let admin = Api::new(gw.admin(), None).with_basic_auth("ops", "s3cret");
+    let admin = Api::new(gw.admin(), None).with_basic_auth("ops", "ops-pass-9Xq2vT");
     let token = admin.create_token("ns").await;
     let api = Api::new(gw.api(), Some(&token));
     let job = api.publish("ns", "q", "", b"x").await;

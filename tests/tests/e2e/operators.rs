@@ -300,7 +300,7 @@ async fn a_namespaces_queues_are_listed_with_their_backlog_page_by_page() {
 async fn queue_and_dead_letter_routes_need_the_admin_password() {
     let redis = RedisServer::start();
     let mut cfg = SundialConfig::new(redis.url());
-    cfg.accounts = vec![("ops".to_owned(), "s3cret".to_owned())];
+    cfg.accounts = vec![("ops".to_owned(), "ops-pass-9Xq2vT".to_owned())];
     let gw = Sundial::start(&cfg);
     let admin = Api::new(gw.admin(), None);
     for path in [
@@ -323,7 +323,7 @@ async fn queue_and_dead_letter_routes_need_the_admin_password() {
             reqwest::Method::GET,
             "/namespaces/ns/queues",
             None,
-            &[("Authorization", "Basic b3BzOnMzY3JldA==")],
+            &[("Authorization", "Basic b3BzOm9wcy1wYXNzLTlYcTJ2VA==")],
         )
         .await;
     assert_eq!(r.status, 200, "{r:?}");

@@ -157,3 +157,127 @@ async fn every_answer_tells_browsers_not_to_guess_its_type() {
         );
     }
 }
+
+/// `sundial serve` with these accounts: whether it refused to start, and
+/// what it printed.
+fn serve_with_accounts(accounts: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("sundial.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "listen = \"127.0.0.1:{}\"\nadmin_listen = \"127.0.0.1:{}\"\n[accounts]\n{accounts}\n\
+             [pools.default]\nshards = [{{ url = \"redis://127.0.0.1:{}\" }}]\n",
+            sundial_tests::free_port(),
+            sundial_tests::free_port(),
+            sundial_tests::free_port()
+        ),
+    )
+    .expect("write config");
+    let mut child = std::process::Command::new(sundial_tests::sundial_binary())
+        .args(["serve", "--config"])
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run sundial serve");
+    // A refused config ends the process at once; one that is accepted
+    // starts serving (no Redis here: it waits), and is stopped.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().expect("wait").is_some() {
+            let out = child.wait_with_output().expect("output");
+            let text = String::from_utf8_lossy(&out.stderr).into_owned()
+                + &String::from_utf8_lossy(&out.stdout);
+            return (!out.status.success(), text);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("output");
+    (false, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn weak_admin_passwords_stop_the_gateway_before_it_listens() {
+    for (accounts, why) in [
+        ("ops = \"\"", "shorter than 12 characters"),
+        ("ops = \"s3cret\"", "shorter than 12 characters"),
+        ("ops = \"password1234\"", "a well-known default"),
+        ("operations = \"Operations\"", "shorter than 12 characters"),
+        ("operator-main = \"OPERATOR-MAIN\"", "the user's name"),
+    ] {
+        let (refused, said) = serve_with_accounts(accounts);
+        assert!(refused, "{accounts}: {said}");
+        assert!(said.contains(why), "{accounts}: {said}");
+        let password = accounts.split('"').nth(1).unwrap_or_default();
+        assert!(password.is_empty() || !said.contains(password), "{said}");
+    }
+    let (refused, said) = serve_with_accounts("ops = \"k3P9-vQ2x-7ZmL\"");
+    assert!(!refused, "{said}");
+}
+
+#[tokio::test]
+async fn failed_logins_lock_out_their_address_and_no_other() {
+    const PASSWORD: &str = "ops-pass-9Xq2vT";
+    let redis = RedisServer::start();
+    let mut cfg = SundialConfig::new(redis.url());
+    cfg.accounts = vec![("ops".to_owned(), PASSWORD.to_owned())];
+    let gw = Sundial::start(&cfg);
+    let from = |addr: &str| {
+        let mut api = Api::new(gw.admin(), None);
+        api.http = reqwest::Client::builder()
+            .local_address(addr.parse::<std::net::IpAddr>().expect("ip"))
+            .build()
+            .expect("client");
+        api
+    };
+    let guesser = from("127.0.0.2");
+    // Asking without credentials (as a browser first does) guesses nothing.
+    for _ in 0..20 {
+        assert_eq!(guesser.get("/namespaces").await.status, 401);
+    }
+    for i in 0..10 {
+        let r = guesser
+            .clone()
+            .with_basic_auth("ops", &format!("guess-{i}"))
+            .get("/namespaces")
+            .await;
+        assert_eq!(r.status, 401, "guess {i}");
+    }
+    // The eleventh try is refused even with the right password.
+    let r = guesser
+        .clone()
+        .with_basic_auth("ops", PASSWORD)
+        .get("/namespaces")
+        .await;
+    assert_eq!(r.status, 429, "{r:?}");
+    assert!(
+        r.json["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("too many failed logins from this address")),
+        "{r:?}"
+    );
+    let retry: u64 = r.headers["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("secs");
+    assert!((1..=60).contains(&retry), "{retry}");
+    // Another address logs in.
+    let r = from("127.0.0.3")
+        .with_basic_auth("ops", PASSWORD)
+        .get("/namespaces")
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let metrics = Api::new(gw.admin(), None)
+        .with_basic_auth("ops", PASSWORD)
+        .get("/metrics")
+        .await;
+    let text = metrics.json.as_str().unwrap_or_default().to_owned();
+    assert!(
+        text.contains("sundial_admin_login_failures_total 10")
+            && text.contains("sundial_admin_logins_refused_total 1"),
+        "{text}"
+    );
+}

@@ -8,15 +8,16 @@
 //! - **Where a browser sent it from** ([`cross_site`], guarded routes): a
 //!   page of another origin may not change anything, nor read tenant data
 //!   except by a top-level navigation.
-//! - **Who sent it** ([`basic_auth`], guarded routes): the `accounts`.
+//! - **Who sent it** ([`basic_auth`], guarded routes): the `accounts`,
+//!   with failed logins limited per client address (`crate::logins`).
 
 use std::{
-    net::{Ipv4Addr, Ipv6Addr},
+    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::Arc,
 };
 
 use axum::{
-    extract::{Request, State},
+    extract::{ConnectInfo, Request, State},
     http::{HeaderMap, Method, header},
     middleware::Next,
     response::{IntoResponse, Response},
@@ -80,7 +81,8 @@ fn is_port(digits: &str) -> bool {
 }
 
 /// The guarded routes: refuses a cross-site request with 403, then asks
-/// for an account's credentials when accounts are configured.
+/// for an account's credentials when accounts are configured. An address
+/// with too many failed logins gets 429 until its window ends (`logins`).
 pub(super) async fn basic_auth(
     State(state): State<Arc<AppState>>,
     req: Request,
@@ -89,14 +91,48 @@ pub(super) async fn basic_auth(
     if cross_site(&state.admin_hosts, req.method(), req.headers()) {
         return ApiError::Forbidden("cross-site request refused".to_owned()).into_response();
     }
-    if state.accounts.is_empty() || authorized(&state, &req) {
+    if state.accounts.is_empty() {
         return next.run(req).await;
+    }
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    if let Some(left) = peer.and_then(|ip| state.logins.locked_for(ip)) {
+        metrics::counter!("sundial_admin_logins_refused_total").increment(1);
+        return locked_out(left);
+    }
+    if authorized(&state, &req) {
+        return next.run(req).await;
+    }
+    // A request without credentials guesses nothing (a browser asks first
+    // without them): only a wrong password counts.
+    if req.headers().contains_key(header::AUTHORIZATION) {
+        metrics::counter!("sundial_admin_login_failures_total").increment(1);
+        if let Some(ip) = peer {
+            state.logins.failed(ip);
+        }
     }
     let mut resp = ApiError::Unauthorized("unauthorized").into_response();
     resp.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         axum::http::HeaderValue::from_static("Basic realm=\"sundial\""),
     );
+    resp
+}
+
+/// 429 for an address whose failed logins used up its window.
+fn locked_out(left: std::time::Duration) -> Response {
+    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    let body = axum::Json(serde_json::json!({
+        "error": format!(
+            "too many failed logins from this address (at most {} a minute): retry in {secs} s",
+            crate::logins::MAX_FAILURES
+        )
+    }));
+    let mut resp = (axum::http::StatusCode::TOO_MANY_REQUESTS, body).into_response();
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, secs.max(1).into());
     resp
 }
 

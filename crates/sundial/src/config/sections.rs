@@ -126,6 +126,36 @@ pub struct MoverConfig {
     pub lease_ms: u64,
 }
 
+impl MoverConfig {
+    pub(super) fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (1..=10_000).contains(&self.batch),
+            "mover.batch must be within 1 and 10000"
+        );
+        anyhow::ensure!(
+            (1..=128).contains(&self.slots_at_once),
+            "mover.slots_at_once must be within 1 and 128"
+        );
+        anyhow::ensure!(
+            (1_000..=60_000).contains(&self.lease_ms),
+            "mover.lease_ms must be within 1000 and 60000"
+        );
+        anyhow::ensure!(
+            (1_000..=60_000).contains(&self.settle_ms),
+            "mover.settle_ms must be within 1000 and 60000 (each step waits it for the one before to \
+             reach disk: appendfsync everysec writes each second)"
+        );
+        // A lease is renewed once per wait between a batch's steps and the
+        // step after it: one that lapsed in every wait would pass the slot
+        // between gateways all the time.
+        anyhow::ensure!(
+            self.lease_ms >= 2 * self.settle_ms,
+            "mover.lease_ms must be at least twice mover.settle_ms"
+        );
+        Ok(())
+    }
+}
+
 impl From<&sundial_router::mover::MoverOptions> for MoverConfig {
     fn from(o: &sundial_router::mover::MoverOptions) -> Self {
         Self {
