@@ -110,6 +110,32 @@ pub(crate) struct Client {
 }
 
 /// Encodes one path segment (a namespace, queue, token or id).
+/// A JSON body's content type.
+pub(crate) const JSON: &str = "application/json";
+/// A form body's content type (fields that must stay out of the URL).
+pub(crate) const FORM: &str = "application/x-www-form-urlencoded";
+
+/// A token named in a path: by its id, never the secret, which a proxy's
+/// access log would keep. The id is what the admin API shows (the first
+/// 16 hex digits of the secret's SHA-256, with the token's `pool:`
+/// prefix); one given as an id is sent as it is.
+pub(crate) fn token_seg(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let (prefix, secret) = match token.split_once(':') {
+        Some((pool, secret)) => (format!("{pool}:"), secret),
+        None => (String::new(), token),
+    };
+    let is_id = secret.len() == 16
+        && secret
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if is_id {
+        return seg(token);
+    }
+    let digest = format!("{:x}", Sha256::digest(secret.as_bytes()));
+    seg(&format!("{prefix}{}", &digest[..16]))
+}
+
 pub(crate) fn seg(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
@@ -136,19 +162,20 @@ impl Client {
             to,
             method,
             path,
-            body.map(|b| b.to_string().into_bytes()),
+            body.map(|b| (b.to_string().into_bytes(), JSON)),
             None,
         )
         .await
     }
 
-    /// [`Self::call`] with a raw body, and a longer timeout for a long poll.
+    /// [`Self::call`] with a raw body and its content type ([`JSON`] or
+    /// [`FORM`]), and a longer timeout for a long poll.
     pub(crate) async fn call_raw(
         &self,
         to: Listener,
         method: Method,
         path: &str,
-        body: Option<Vec<u8>>,
+        body: Option<(Vec<u8>, &'static str)>,
         extra_wait: Option<Duration>,
     ) -> Outcome<Reply> {
         let base = match to {
@@ -161,8 +188,8 @@ impl Client {
             req = req.timeout(Duration::from_secs(self.global.request_timeout.max(1)) + wait);
         }
         req = self.credentials(req, to)?;
-        if let Some(body) = body {
-            req = req.header("Content-Type", "application/json").body(body);
+        if let Some((body, kind)) = body {
+            req = req.header("Content-Type", kind).body(body);
         }
         let resp = req
             .send()

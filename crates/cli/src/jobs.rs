@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use crate::{
-    client::{Client, Failure, Global, Listener, Outcome, exit, seg},
+    client::{Client, Failure, Global, JSON, Listener, Outcome, exit, seg},
     queues::print_job,
     table,
 };
@@ -87,7 +87,7 @@ pub(crate) async fn publish(c: Client, p: Publish) -> Outcome {
         query(&[("delay", Some(p.delay)), ("ttl", p.ttl), ("tries", p.tries)])
     );
     let r = c
-        .call_raw(Listener::Api, Method::PUT, &path, Some(body), None)
+        .call_raw(Listener::Api, Method::PUT, &path, Some((body, JSON)), None)
         .await?;
     c.show(&r.json, |r| println!("{}", table::cell(&r["job_id"])));
     Ok(())

@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::{
-    client::{Client, Listener, Outcome, seg},
+    client::{Client, Listener, Outcome, seg, token_seg},
     table,
 };
 
@@ -35,7 +35,7 @@ pub enum LimitCmd {
 }
 
 fn path(ns: &str, token: &str) -> String {
-    format!("/token/{}/{}/limit", seg(ns), seg(token))
+    format!("/token/{}/{}/limit", seg(ns), token_seg(token))
 }
 
 pub(crate) async fn run(c: Client, cmd: LimitCmd) -> Outcome {
@@ -83,7 +83,7 @@ pub(crate) async fn run(c: Client, cmd: LimitCmd) -> Outcome {
 async fn delete(c: &Client, ns: &str, token: &str) -> Outcome {
     // The delete succeeds whether or not there was a limit, or a
     // token: look first, to say which.
-    c.admin_get(&format!("/token/{}/{}/scope", seg(ns), seg(token)))
+    c.admin_get(&format!("/token/{}/{}/scope", seg(ns), token_seg(token)))
         .await?;
     let had = c.admin_get(&path(ns, token)).await.is_ok();
     let r = c

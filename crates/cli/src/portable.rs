@@ -11,7 +11,7 @@ use clap::Subcommand;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::client::{Client, Failure, Listener, Outcome, exit, seg};
+use crate::client::{Client, Failure, JSON, Listener, Outcome, exit, seg};
 
 /// Bytes of lines sent per import request: each request is stored before
 /// the next is read, so a failure loses at most this much progress (an
@@ -193,7 +193,13 @@ async fn import(c: &Client, ns: &str, pool: &str, file: Option<&str>) -> Outcome
         if chunk.len() >= CHUNK || (end && !chunk.is_empty()) {
             let sent = std::mem::take(&mut chunk);
             let r = c
-                .call_raw(Listener::Admin, Method::POST, &path, Some(sent), None)
+                .call_raw(
+                    Listener::Admin,
+                    Method::POST,
+                    &path,
+                    Some((sent, JSON)),
+                    None,
+                )
                 .await
                 .map_err(|f| renumber(f, first, imported, existing))?;
             imported += r.json["imported"].as_u64().unwrap_or(0);

@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::{
-    client::{Client, Listener, Outcome, seg},
+    client::{Client, FORM, Listener, Outcome, seg, token_seg},
     table,
 };
 
@@ -59,7 +59,7 @@ pub enum TokenCmd {
 }
 
 fn path(ns: &str, token: &str, tail: &str) -> String {
-    format!("/token/{}/{}{tail}", seg(ns), seg(token))
+    format!("/token/{}/{}{tail}", seg(ns), token_seg(token))
 }
 
 fn list_of(s: &str) -> Vec<String> {
@@ -80,14 +80,16 @@ pub(crate) async fn run(c: Client, cmd: TokenCmd) -> Outcome {
             scope,
             queues,
         } => {
-            let query = form_urlencoded(&[
+            // A form body, not the query: a chosen secret stays out of
+            // every URL (and so out of proxies' access logs).
+            let form = form_urlencoded(&[
                 ("description", Some(description)),
                 ("pool", pool),
                 ("token", secret),
                 ("scope", scope),
                 ("queues", queues),
             ]);
-            create(&c, &namespace, query).await
+            create(&c, &namespace, form).await
         }
         TokenCmd::List { namespace, pool } => list(&c, &namespace, pool).await,
         TokenCmd::Revoke { namespace, token } => revoke(&c, &namespace, &token).await,
@@ -119,14 +121,14 @@ pub(crate) async fn run(c: Client, cmd: TokenCmd) -> Outcome {
     }
 }
 
-/// Creates a token of `ns` with the fields of `query`, and shows it.
-async fn create(c: &Client, ns: &str, mut query: String) -> Outcome {
-    query.insert(0, '?');
+/// Creates a token of `ns` with the fields of `form`, and shows it.
+async fn create(c: &Client, ns: &str, form: String) -> Outcome {
     let r = c
-        .call(
+        .call_raw(
             Listener::Admin,
             Method::POST,
-            &format!("/token/{}{query}", seg(ns)),
+            &format!("/token/{}", seg(ns)),
+            Some((form.into_bytes(), FORM)),
             None,
         )
         .await?;

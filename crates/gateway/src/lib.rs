@@ -15,12 +15,12 @@
 //!
 //! Errors: handlers return [`api::error::ApiError`].
 
+pub mod access;
 pub mod admin;
 pub mod api;
 pub mod batch;
 pub mod history;
 pub mod http;
-pub mod logins;
 pub mod openapi;
 pub mod refusals;
 pub mod server;

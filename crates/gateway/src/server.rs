@@ -1,5 +1,6 @@
 //! Serving HTTP/1.1 with bounds, for both listeners: a cap on open
-//! connections, a deadline for a request's head (from the first byte, or
+//! connections (when it is reached, the connection that has waited longest
+//! with no request in flight closes to make room: `room`), a deadline for a request's head (from the first byte, or
 //! from the accept), an idle timeout between keep-alive requests, and JSON
 //! bodies on the errors that hyper answers by itself. (Bodies are bounded by
 //! their readers: see `api::body`.)
@@ -23,20 +24,24 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::{
     net::{TcpListener, TcpStream},
-    sync::Semaphore,
+    sync::{OwnedSemaphorePermit, Semaphore},
 };
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tower::ServiceExt;
 
 mod activity;
+mod room;
 
 use activity::{Activity, Tracked};
+use room::Room;
 
 /// The bounds of one listener.
 #[derive(Debug, Clone)]
 pub struct HttpLimits {
-    /// Open connections at most; further clients wait in the kernel's
-    /// accept queue until one closes.
+    /// Open connections at most. A new one closes the connection that has
+    /// waited longest with no request in flight; when every one has a
+    /// request in flight, new clients wait in the kernel's accept queue
+    /// until one closes.
     pub max_connections: usize,
     /// How long a request's head may take, from its first byte (or from the
     /// accept, for a new connection).
@@ -73,30 +78,11 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let room = Arc::new(Room::default());
     let open = metrics::gauge!("sundial_http_connections", "listener" => which.name());
     let tracker = TaskTracker::new();
     let mut warned_full: Option<Instant> = None;
     loop {
-        let permit = match slots.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                if warned_full.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
-                    tracing::warn!(
-                        listener = which.name(),
-                        max = limits.max_connections,
-                        "connection limit reached; new clients wait until a connection closes"
-                    );
-                    warned_full = Some(Instant::now());
-                }
-                tokio::select! {
-                    p = slots.clone().acquire_owned() => match p {
-                        Ok(p) => p,
-                        Err(_) => break,
-                    },
-                    () = shutdown.cancelled() => break,
-                }
-            }
-        };
         let accepted = tokio::select! {
             r = listener.accept() => r,
             () = shutdown.cancelled() => break,
@@ -111,18 +97,92 @@ pub async fn serve(
                 continue;
             }
         };
+        let full = Full {
+            which,
+            max: limits.max_connections,
+            warned: &mut warned_full,
+        };
+        let Some(permit) = slot(&slots, &room, full, &shutdown).await else {
+            break;
+        };
+        // In the room before the next accept, so that it can make room.
+        let activity = Arc::new(Activity::new());
+        let place = room.enter(activity.clone());
         let _ = stream.set_nodelay(true);
         let (app, limits, shutdown, open) =
             (app.clone(), limits.clone(), shutdown.clone(), open.clone());
         tracker.spawn(async move {
             open.increment(1.0);
-            connection((stream, peer), which, app, &limits, shutdown).await;
+            let conn = Conn {
+                stream,
+                peer,
+                activity,
+                place,
+            };
+            connection(conn, which, app, &limits, shutdown).await;
             open.decrement(1.0);
             drop(permit);
         });
     }
     tracker.close();
     tracker.wait().await;
+}
+
+/// A full listener, for the warning it logs.
+struct Full<'a> {
+    which: Listener,
+    max: usize,
+    /// When it last warned that it is full.
+    warned: &'a mut Option<Instant>,
+}
+
+/// A slot for a connection just accepted: a free one, else the one that
+/// the connection waiting longest with no request in flight gives up
+/// (`room`); when every connection has a request in flight, the first
+/// that closes (or a room made once one goes idle). `None` at shutdown.
+async fn slot(
+    slots: &Arc<Semaphore>,
+    room: &Room,
+    full: Full<'_>,
+    shutdown: &CancellationToken,
+) -> Option<OwnedSemaphorePermit> {
+    loop {
+        if let Ok(p) = slots.clone().try_acquire_owned() {
+            return Some(p);
+        }
+        if room.evict_one() {
+            closed(full.which, "room");
+            return tokio::select! {
+                p = slots.clone().acquire_owned() => p.ok(),
+                () = shutdown.cancelled() => None,
+            };
+        }
+        if full
+            .warned
+            .is_none_or(|t| t.elapsed() > Duration::from_secs(10))
+        {
+            tracing::warn!(
+                listener = full.which.name(),
+                max = full.max,
+                "connection limit reached with a request in flight on each; new clients wait \
+                 until one closes or goes idle"
+            );
+            *full.warned = Some(Instant::now());
+        }
+        tokio::select! {
+            p = slots.clone().acquire_owned() => return p.ok(),
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            () = shutdown.cancelled() => return None,
+        }
+    }
+}
+
+/// An accepted connection, listed in its listener's room.
+struct Conn {
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    activity: Arc<Activity>,
+    place: room::Place,
 }
 
 /// The connection's requests to `app`, each marked in `activity` while in
@@ -151,16 +211,31 @@ fn service(
     })
 }
 
+/// Counts (and logs at debug) a connection the gateway closed, and why.
+fn closed(which: Listener, reason: &'static str) {
+    metrics::counter!(
+        "sundial_http_connections_closed_total",
+        "listener" => which.name(),
+        "reason" => reason
+    )
+    .increment(1);
+    tracing::debug!(listener = which.name(), reason, "connection closed");
+}
+
 /// Serves one connection until it closes, a deadline passes, or shutdown
 /// (then it finishes its request in flight and closes).
 async fn connection(
-    (stream, peer): (TcpStream, std::net::SocketAddr),
+    Conn {
+        stream,
+        peer,
+        activity,
+        place,
+    }: Conn,
     which: Listener,
     app: Router,
     limits: &HttpLimits,
     shutdown: CancellationToken,
 ) {
-    let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Tracked {
         inner: stream,
         activity: activity.clone(),
@@ -186,15 +261,17 @@ async fn connection(
             }
             () = tokio::time::sleep_until(deadline.into()) => {
                 if let Some(kind) = activity.expired(limits) {
-                    metrics::counter!(
-                        "sundial_http_connections_closed_total",
-                        "listener" => which.name(),
-                        "reason" => kind
-                    )
-                    .increment(1);
-                    tracing::debug!(listener = which.name(), reason = kind, "connection closed");
+                    closed(which, kind);
                     return;
                 }
+            }
+            // Closed for room: at once unless a request began meanwhile.
+            () = place.evicted.cancelled(), if !draining => {
+                if activity.waiting_since().is_some() {
+                    return;
+                }
+                conn.as_mut().graceful_shutdown();
+                draining = true;
             }
             () = shutdown.cancelled(), if !draining => {
                 conn.as_mut().graceful_shutdown();

@@ -79,8 +79,10 @@ pub struct Settings {
     /// Admin API basic-auth accounts (user → password); none = no auth.
     pub accounts: BTreeMap<String, String>,
     /// Names the admin listener answers to besides IP addresses and
-    /// `localhost` (`admin::guard`).
+    /// `localhost` (`access`).
     pub admin_hosts: Vec<String>,
+    /// Accept a job-API token in the query when no `X-Token` is sent.
+    pub query_token: bool,
 }
 
 #[derive(Debug)]
@@ -104,12 +106,10 @@ pub struct AppState {
     pub headroom: sundial_router::headroom::Headroom,
     /// What this gateway's mover does (written by the mover's loop).
     pub mover: sundial_router::mover::Status,
-    pub accounts: BTreeMap<String, String>,
-    /// Names the admin listener answers to besides IP addresses and
-    /// `localhost`.
-    pub admin_hosts: Vec<String>,
-    /// Failed admin logins by client address.
-    pub logins: crate::logins::Logins,
+    /// Who may use the admin listener.
+    pub access: Arc<crate::access::AdminAccess>,
+    /// Accept a job-API token in the query (`?token=`).
+    pub query_token: bool,
     /// Cancelled when the gateway shuts down: long polls end with a 404.
     pub shutdown: CancellationToken,
     /// Samples for the rates of `GET …/stats`.
@@ -142,9 +142,11 @@ impl AppState {
             health,
             headroom: Default::default(),
             mover,
-            accounts: settings.accounts,
-            admin_hosts: settings.admin_hosts,
-            logins: Default::default(),
+            access: Arc::new(crate::access::AdminAccess::new(
+                settings.accounts,
+                settings.admin_hosts,
+            )),
+            query_token: settings.query_token,
             shutdown,
             rates: Rates::default(),
             history: crate::history::History::default(),

@@ -78,6 +78,7 @@ async fn gateway_with_lanes(redis: &RedisServer, accounts: &[(&str, &str)], lane
             .map(|(u, p)| ((*u).to_owned(), (*p).to_owned()))
             .collect(),
         admin_hosts: Vec::new(),
+        query_token: true,
     };
     let state = AppState::new(
         settings,
@@ -94,7 +95,10 @@ async fn gateway_with_lanes(redis: &RedisServer, accounts: &[(&str, &str)], lane
     let reloader = Reloader::new(None, Box::new(move |_| Ok(desired.clone())), live);
     Gateway {
         api: layered(api::router(state.clone()), None),
-        admin: layered(admin::router(state, reloader, Router::new()), None),
+        admin: layered(
+            admin::router(state, reloader, Router::new(), Router::new()),
+            None,
+        ),
         token: token.to_string(),
     }
 }

@@ -40,6 +40,8 @@ pub struct Config {
     pub admin_redis: Option<String>,
     /// Admin API basic-auth accounts (user → password); none = no auth.
     pub accounts: BTreeMap<String, String>,
+    /// A TOML file of more accounts (`user = "password"` lines).
+    pub accounts_file: Option<std::path::PathBuf>,
     /// Start even when `admin_listen` is not on loopback and there are no
     /// accounts (anyone who reaches it may mint tokens).
     pub allow_open_admin: bool,
@@ -85,6 +87,7 @@ impl Default for Config {
             admin_listen: ([127, 0, 0, 1], 7778).into(),
             admin_redis: None,
             accounts: BTreeMap::new(),
+            accounts_file: None,
             allow_open_admin: false,
             admin_hosts: Vec::new(),
             shutdown_grace_secs: 10,
@@ -100,6 +103,7 @@ impl Default for Config {
                 max_head_bytes: 64 * 1024,
                 max_bulk_bytes: 8 * 1024 * 1024,
                 body_memory_mb: 256,
+                query_token: true,
             },
             pump: PumpConfig::from(&sundial_pumpd::PumpOptions::default()),
             mover: MoverConfig::from(&sundial_router::mover::MoverOptions::default()),
@@ -165,6 +169,10 @@ impl Config {
                 })
             })
             .collect();
+        cfg.accounts = admin::with_accounts_file(
+            std::mem::take(&mut cfg.accounts),
+            cfg.accounts_file.as_deref(),
+        )?;
         cfg.validate()?;
         // Each pool's quota, as its namespaces are held to it: its own
         // fields over `[quotas]`.
@@ -258,6 +266,7 @@ impl Config {
             bodies: self.http.bodies(),
             accounts: self.accounts.clone(),
             admin_hosts: self.admin_hosts.clone(),
+            query_token: self.http.query_token,
         }
     }
 

@@ -26,17 +26,36 @@ fn strict(query: Option<&str>) -> bool {
         .is_some_and(|(_, v)| v == "true" || v == "1")
 }
 
-/// The health routes, with `metrics` rendered at `/metrics`.
-pub fn router(metrics: PrometheusHandle, ready: Readiness) -> Router {
+/// `/metrics`, rendered from `metrics` (it names namespaces and queues:
+/// the admin listeners put it behind their accounts).
+pub fn metrics(metrics: PrometheusHandle) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let mut text = metrics.render();
+            text.push_str(&sundial_core::series::render(crate::telemetry::help));
+            async move { ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
+        }),
+    )
+}
+
+/// `sundial pumpd`'s admin listener: the probes, and `/metrics` behind the
+/// config's accounts, answering only to the names `access` knows.
+pub fn pumpd_router(
+    handle: PrometheusHandle,
+    ready: Readiness,
+    access: Arc<sundial_gateway::access::AdminAccess>,
+) -> Router {
+    use axum::middleware::from_fn_with_state;
+    use sundial_gateway::access::{basic_auth, known_host};
+    probes(ready)
+        .merge(metrics(handle).route_layer(from_fn_with_state(access.clone(), basic_auth)))
+        .layer(from_fn_with_state(access, known_host))
+}
+
+/// `/live` and `/ready`: open, and naming no tenant.
+pub fn probes(ready: Readiness) -> Router {
     Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let mut text = metrics.render();
-                text.push_str(&sundial_core::series::render(crate::telemetry::help));
-                async move { ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
-            }),
-        )
         // The pid tells a supervisor or a test which process holds the port.
         .route(
             "/live",

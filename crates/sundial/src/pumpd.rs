@@ -39,7 +39,11 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         let status = status.clone();
         Arc::new(move |_strict| readiness(&status, stale))
     };
-    let app = layered(crate::health::router(metrics, ready), None);
+    let access = Arc::new(sundial_gateway::access::AdminAccess::new(
+        config.accounts.clone(),
+        config.admin_hosts.clone(),
+    ));
+    let app = layered(crate::health::pumpd_router(metrics, ready, access), None);
     tracing::info!(admin = %admin.local_addr()?, "sundial pumpd running");
     tokio::spawn(server::serve(
         admin,

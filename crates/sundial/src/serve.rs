@@ -42,19 +42,7 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
     let live = Arc::new(LiveTopology::new(
         prepare(&config.pools, None, STARTUP_WAIT).await?,
     ));
-    let store = AdminStore::new(admin_redis(config, &live).await?);
-    store
-        .reload()
-        .await
-        .context("cannot load the token table")?;
-    match store.tokens().plaintext_tokens() {
-        0 => {}
-        n => tracing::warn!(
-            tokens = n,
-            "tokens stored in plaintext by an earlier version; once every gateway runs \
-             this one, rewrite them hashed with `sundial token migrate` (POST /tokens/migrate)"
-        ),
-    }
+    let store = admin_tables(config, &live).await?;
     let state = AppState::new(
         config.gateway_settings(),
         live.clone(),
@@ -69,11 +57,17 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         let state = state.clone();
         Arc::new(move |strict| admin::readiness(&state, strict))
     };
-    let health = crate::health::router(metrics, ready);
+    let (probes, metrics) = (
+        crate::health::probes(ready),
+        crate::health::metrics(metrics),
+    );
     let access = Some(config.log.access);
     let apps = (
         layered(api::router(state.clone()), access),
-        layered(admin::router(state.clone(), reloader, health), access),
+        layered(
+            admin::router(state.clone(), reloader, probes, metrics),
+            access,
+        ),
     );
     tracing::info!(
         api = %api.local_addr()?,
@@ -135,6 +129,25 @@ pub(crate) async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<TcpListen
 
 /// Where the admin tables live: `admin_redis`, else the default pool's
 /// first shard.
+/// The admin tables, loaded from the admin Redis (a warning says so while
+/// an earlier version's plaintext tokens remain).
+async fn admin_tables(config: &Config, live: &LiveTopology) -> anyhow::Result<Arc<AdminStore>> {
+    let store = AdminStore::new(admin_redis(config, live).await?);
+    store
+        .reload()
+        .await
+        .context("cannot load the token table")?;
+    match store.tokens().plaintext_tokens() {
+        0 => {}
+        n => tracing::warn!(
+            tokens = n,
+            "tokens stored in plaintext by an earlier version; once every gateway runs \
+             this one, rewrite them hashed with `sundial token migrate` (POST /tokens/migrate)"
+        ),
+    }
+    Ok(store)
+}
+
 async fn admin_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Shard> {
     let Some(url) = &config.admin_redis else {
         return default_shard(live).context("no default pool");

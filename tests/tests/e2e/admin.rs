@@ -151,8 +151,20 @@ async fn token_routes_need_basic_auth_when_accounts_are_configured() {
         )
         .await;
     assert_eq!(r.status, 201, "lower-case scheme: {r:?}");
-    // Read-only endpoints stay open.
-    assert_eq!(anon.get("/pools").await.status, 200);
+    // With accounts, only the probes, the version and the route document
+    // answer without them: nothing names a tenant or reads a slot.
+    for path in ["/live", "/ready", "/version", "/openapi.json"] {
+        assert_eq!(anon.get(path).await.status, 200, "{path}");
+    }
+    for path in ["/pools", "/drains", "/info", "/metrics", "/usage"] {
+        let r = anon.get(path).await;
+        assert_eq!(r.status, 401, "{path}: {r:?}");
+        assert!(r.headers.contains_key("www-authenticate"), "{path}");
+    }
+    let ops = anon.clone().with_basic_auth("ops", "ops-pass-9Xq2vT");
+    for path in ["/pools", "/drains", "/info", "/metrics"] {
+        assert_eq!(ops.get(path).await.status, 200, "{path}");
+    }
 }
 
 #[tokio::test]

@@ -45,6 +45,7 @@ mod operators;
 mod outages;
 mod pools;
 mod portable;
+mod probes;
 mod pumpd;
 mod reload;
 mod scopes;

@@ -281,3 +281,147 @@ async fn failed_logins_lock_out_their_address_and_no_other() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn pumpds_metrics_need_the_accounts_and_its_probes_do_not() {
+    const PASSWORD: &str = "ops-pass-9Xq2vT";
+    let redis = RedisServer::start();
+    let mut cfg = SundialConfig::new(redis.url());
+    cfg.accounts = vec![("ops".to_owned(), PASSWORD.to_owned())];
+    let pumpd = Sundial::start_pumpd(&cfg, "");
+    let anon = Api::new(pumpd.admin(), None);
+    assert_eq!(anon.get("/live").await.status, 200);
+    let r = anon.get("/metrics").await;
+    assert_eq!(r.status, 401, "{r:?}");
+    let r = anon
+        .clone()
+        .with_basic_auth("ops", PASSWORD)
+        .get("/metrics")
+        .await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.json.as_str().is_some_and(|t| t.contains("sundial_pump")),
+        "{r:?}"
+    );
+    let (status, _) = call(&anon, Method::GET, "/live", &rebound(pumpd.admin_port)).await;
+    assert_eq!(status, 421);
+}
+
+#[tokio::test]
+async fn a_gateway_can_refuse_tokens_in_urls() {
+    let redis = RedisServer::start();
+    let mut cfg = SundialConfig::new(redis.url());
+    cfg.extra = "[http]\nquery_token = false\n".to_owned();
+    let gw = Sundial::start(&cfg);
+    let token = Api::new(gw.admin(), None).create_token("ns").await;
+    let anon = Api::new(gw.api(), None);
+    let r = anon.get(&format!("/api/ns/q/size?token={token}")).await;
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(
+        r.json["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("X-Token") && !e.contains(&token)),
+        "{r:?}"
+    );
+    let r = Api::new(gw.api(), Some(&token)).get("/api/ns/q/size").await;
+    assert_eq!(r.status, 200, "the header still works");
+}
+
+/// One request as a client sent it: its request line, headers and body.
+fn read_request(stream: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).expect("read") == 0 {
+            break;
+        }
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap_or(0))
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).expect("body");
+    head + &String::from_utf8_lossy(&body)
+}
+
+#[test]
+fn the_cli_sends_a_secret_in_a_body_and_names_a_token_by_its_id() {
+    use std::io::Write;
+    let secret = "chosen-secret-0123456789";
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    // Answers every request as the admin API would, enough for the CLI.
+    let recorder = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            let (mut s, _) = listener.accept().expect("accept");
+            seen.push(read_request(&mut s));
+            let body = r#"{"token":"t","id":"i","read":0,"write":0,"interval":1}"#;
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+        seen
+    });
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(sundial_tests::sundial_binary())
+            .args(args)
+            .env("SUNDIAL_ADMIN_URL", format!("http://127.0.0.1:{port}"))
+            .env_remove("SUNDIAL_ADMIN_USER")
+            .output()
+            .expect("run the CLI");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    cli(&["token", "create", "ns", "-d", "ci", "--secret", secret]);
+    cli(&["token", "revoke", "ns", secret]);
+    cli(&["limit", "get", "ns", secret]);
+    cli(&["token", "scope", "ns", &format!("eu:{secret}")]);
+    let seen = recorder.join().expect("recorder");
+    let id = token_id(secret);
+    for request in &seen {
+        let line = request.lines().next().unwrap_or_default();
+        assert!(!line.contains(secret), "a secret in the URL: {line}");
+    }
+    let create = &seen[0];
+    assert!(create.starts_with("POST /token/ns HTTP/1.1"), "{create}");
+    assert!(
+        create
+            .to_ascii_lowercase()
+            .contains("content-type: application/x-www-form-urlencoded"),
+        "{create}"
+    );
+    // Form-encoded as the CLI encodes every field (`-` is `%2D`).
+    let encoded = secret.replace('-', "%2D");
+    assert!(create.ends_with(&format!("token={encoded}")), "{create}");
+    assert!(
+        seen[1].starts_with(&format!("GET /token/ns/{id}/scope ")),
+        "{}",
+        seen[1]
+    );
+    assert!(
+        seen[2].starts_with(&format!("DELETE /token/ns/{id} ")),
+        "{}",
+        seen[2]
+    );
+    assert!(
+        seen[3].starts_with(&format!("GET /token/ns/{id}/limit ")),
+        "{}",
+        seen[3]
+    );
+    assert!(
+        seen[4].starts_with(&format!("GET /token/ns/eu%3A{id}/scope ")),
+        "{}",
+        seen[4]
+    );
+}

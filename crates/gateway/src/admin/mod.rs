@@ -1,16 +1,14 @@
 //! The admin API, on its own listener: tokens, limits, reload, namespaces,
 //! queues and dead letters, pools, info, drains, version, the OpenAPI
-//! document, and the web dashboard. Token routes need HTTP basic auth when
-//! accounts are configured (so do the rate-limit, reload, namespace,
-//! queue, dead-letter, pool-status and dashboard routes); the rest are
-//! read-only and open, as in lmstfy. (`/live`, `/ready` and `/metrics` are
-//! the binary's, shared with `sundial pumpd`: see [`readiness`].) Every
-//! route answers only to the names in `guard`: IP addresses, `localhost`
+//! document, and the web dashboard. When accounts are configured, every
+//! route needs HTTP basic auth but `/version`, `/openapi.json` (routes, not
+//! data) and the probes `/live` and `/ready` (the binary's, shared with
+//! `sundial pumpd`, as is `/metrics`: see [`readiness`]). Every route
+//! answers only to the names of `crate::access`: IP addresses, `localhost`
 //! and `admin_hosts`.
 
 mod dashboard;
 mod deadletter;
-mod guard;
 mod info;
 mod limits;
 mod moves;
@@ -32,11 +30,18 @@ use axum::{
 
 use sundial_router::reload::Reloader;
 
-use crate::{api::error::ApiError, state::AppState};
+use crate::{access, api::error::ApiError, state::AppState};
 
-/// The admin API's routes, with `health` (the binary's `/live`, `/ready`
-/// and `/metrics`) merged in, so that one fallback covers them all.
-pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> Router {
+/// The admin API's routes, with the binary's `probes` (`/live`, `/ready`)
+/// and `metrics` (`/metrics`) merged in, so that one fallback covers them
+/// all.
+pub fn router(
+    state: Arc<AppState>,
+    reloader: Arc<Reloader>,
+    probes: Router,
+    metrics: Router,
+) -> Router {
+    let access = state.access.clone();
     let guarded = Router::new()
         .merge(token_routes())
         .merge(namespace_routes())
@@ -44,25 +49,29 @@ pub fn router(state: Arc<AppState>, reloader: Arc<Reloader>, health: Router) -> 
         // One read per slot and shard per call: not for anyone who can
         // reach the listener.
         .route("/pools/{pool}", get(info::pool_status))
-        .route("/dashboard", get(dashboard::index))
-        .route("/dashboard/{file}", get(dashboard::file))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            guard::basic_auth,
-        ));
-    Router::new()
-        .merge(guarded)
+        // Every tenant's name (`/info` reads every slot for them), and
+        // the pools' state.
         .route("/pools", get(info::pools))
         .route("/drains", get(info::drains))
         .route("/info", get(info::info))
-        .route("/version", get(info::version))
-        .route("/openapi.json", get(crate::openapi::document))
+        .route("/dashboard", get(dashboard::index))
+        .route("/dashboard/{file}", get(dashboard::file))
         .layer(axum::Extension(reloader))
         .with_state(state.clone())
-        .merge(health)
+        .merge(metrics)
+        .route_layer(middleware::from_fn_with_state(
+            access.clone(),
+            access::basic_auth,
+        ));
+    Router::new()
+        .route("/version", get(info::version))
+        .route("/openapi.json", get(crate::openapi::document))
+        .with_state(state)
+        .merge(guarded)
+        .merge(probes)
         .fallback(not_found)
         .method_not_allowed_fallback(crate::api::error::method_not_allowed)
-        .layer(middleware::from_fn_with_state(state, guard::known_host))
+        .layer(middleware::from_fn_with_state(access, access::known_host))
 }
 
 /// Tokens, their scopes and their rate limits (guarded).

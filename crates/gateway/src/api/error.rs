@@ -26,7 +26,7 @@ pub enum ApiError {
     #[error("{0}")]
     NotFound(&'static str),
     /// 421 `{"error": …}`: the admin listener does not answer to the name
-    /// the request was sent to (`admin::guard`).
+    /// the request was sent to (`access`).
     #[error("{0}")]
     Misdirected(String),
     /// 409 `{"error": …}`: the request conflicts with what is under way.

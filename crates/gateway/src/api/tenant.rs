@@ -70,15 +70,23 @@ impl Segments {
     }
 }
 
-/// The token as sent: the `X-Token` header, else the `token` query parameter.
-fn presented_token(parts: &Parts, params: &Params) -> Option<String> {
+/// The token as sent: the `X-Token` header, else the `token` query
+/// parameter, unless the gateway refuses tokens in URLs (`http.query_token`).
+fn presented_token(
+    parts: &Parts,
+    params: &Params,
+    query_token: bool,
+) -> Result<Option<String>, ApiError> {
     if let Some(v) = parts.headers.get("x-token") {
-        return v.to_str().ok().map(str::to_owned).filter(|s| !s.is_empty());
+        return Ok(v.to_str().ok().map(str::to_owned).filter(|s| !s.is_empty()));
     }
-    params
-        .get("token")
-        .filter(|s| !s.is_empty())
-        .map(|s| s.into_owned())
+    let in_query = params.get("token").filter(|s| !s.is_empty());
+    if in_query.is_some() && !query_token {
+        return Err(ApiError::Unauthorized(
+            "this gateway refuses a token in the URL (http.query_token = false): send it in the X-Token header",
+        ));
+    }
+    Ok(in_query.map(|s| s.into_owned()))
 }
 
 impl FromRequestParts<Arc<AppState>> for Tenant {
@@ -91,7 +99,7 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
         let Segments { ns, queue, job_id } = Segments::read(parts, state).await?;
         check_namespace(&ns).map_err(|e| ApiError::bad(e.to_string()))?;
         let params = Params::new(&parts.uri);
-        let Some(raw) = presented_token(parts, &params) else {
+        let Some(raw) = presented_token(parts, &params, state.query_token)? else {
             return Err(ApiError::Unauthorized("token not found"));
         };
         let token = Token::parse(&raw);

@@ -76,6 +76,20 @@ impl Activity {
         InFlight(self.clone())
     }
 
+    /// Since when this connection has waited with no request in flight:
+    /// for a head (its first from the accept, or one begun since), or idle
+    /// since its last read or write. `None` while a request is in flight.
+    pub(super) fn waiting_since(&self) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let ms = match self.head_since.load(Ordering::Acquire) {
+            0 => self.last_io_ms.load(Ordering::Acquire),
+            since => since - 1,
+        };
+        Some(self.start + Duration::from_millis(ms))
+    }
+
     /// When the current deadline passes: that of the head being read, else
     /// of the idle connection; a request in flight has none.
     fn current_deadline(&self, limits: &HttpLimits) -> Option<Instant> {

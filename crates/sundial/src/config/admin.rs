@@ -27,6 +27,44 @@ const KNOWN_DEFAULTS: &[&str] = &[
     "letmeinletmein",
 ];
 
+/// `accounts` with those of `file` added: a TOML file of `user =
+/// "password"` lines (say, a Kubernetes Secret mounted as a file), so that
+/// passwords need not sit in the config. A user in both is refused, as is
+/// a file that cannot be read; errors never quote the file's text.
+pub(super) fn with_accounts_file(
+    mut accounts: BTreeMap<String, String>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let Some(file) = file else {
+        return Ok(accounts);
+    };
+    use figment::{
+        Figment,
+        providers::{Format, Toml},
+    };
+    // Read first, so that a missing or unreadable file is an error (a
+    // figment provider would take it for an empty one).
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| anyhow::anyhow!("accounts_file {}: {e}", file.display()))?;
+    // The parser's own message may quote the text: not shown.
+    let table: BTreeMap<String, String> =
+        Figment::from(Toml::string(&text)).extract().map_err(|_| {
+            anyhow::anyhow!(
+                "accounts_file {}: not TOML `user = \"password\"` lines",
+                file.display()
+            )
+        })?;
+    for (user, password) in table {
+        anyhow::ensure!(
+            !accounts.contains_key(&user),
+            "accounts: {user:?} is both in [accounts] and in accounts_file {}",
+            file.display()
+        );
+        accounts.insert(user, password);
+    }
+    Ok(accounts)
+}
+
 /// `admin_hosts` are bare host names, which a `Host` header can match.
 pub(super) fn check_admin_hosts(names: &[String]) -> anyhow::Result<()> {
     for name in names {
@@ -100,6 +138,36 @@ mod tests {
             let e = check_accounts(&accounts(user, "k3P9-vQ2x-7ZmL")).expect_err(user);
             assert!(e.to_string().contains("cannot be a user name"), "{e}");
         }
+    }
+
+    #[test]
+    fn accounts_come_from_a_file_too_and_a_user_in_both_is_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("accounts.toml");
+        std::fs::write(
+            &file,
+            "ops = \"k3P9-vQ2x-7ZmL\"\nci = \"Zq8-wT5-pL2-nR7\"\n",
+        )
+        .expect("write");
+        let both =
+            with_accounts_file(accounts("admin", "u7Y-kd9-Qw2-x1"), Some(&file)).expect("merged");
+        assert_eq!(both.len(), 3);
+        assert_eq!(both["ci"], "Zq8-wT5-pL2-nR7");
+        let e =
+            with_accounts_file(accounts("ops", "u7Y-kd9-Qw2-x1"), Some(&file)).expect_err("twice");
+        assert!(e.to_string().contains("\"ops\" is both"), "{e}");
+        std::fs::write(&file, "ops = k3P9-vQ2x-7ZmL\n").expect("write");
+        let e = with_accounts_file(BTreeMap::new(), Some(&file)).expect_err("not TOML");
+        assert!(!e.to_string().contains("k3P9"), "{e}");
+        let e = with_accounts_file(BTreeMap::new(), Some(&dir.path().join("none")))
+            .expect_err("missing");
+        assert!(e.to_string().starts_with("accounts_file "), "{e}");
+        assert_eq!(
+            with_accounts_file(BTreeMap::new(), None)
+                .expect("none")
+                .len(),
+            0
+        );
     }
 
     #[test]

@@ -12,7 +12,8 @@ use sundial_core::Limits;
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// Open connections to the job API at most (each waiting worker holds
-    /// one); further clients wait to be accepted.
+    /// one); past it, a new client closes one with no request in flight,
+    /// or waits to be accepted.
     pub max_connections: usize,
     /// Open connections to the admin API at most.
     pub admin_max_connections: usize,
@@ -29,6 +30,10 @@ pub struct HttpConfig {
     /// Memory that request bodies being read may hold together (MiB); a
     /// body that finds none left is answered 503.
     pub body_memory_mb: usize,
+    /// Accept a job-API token in the query (`?token=`, as lmstfy does) when
+    /// no `X-Token` header is sent. A token in a URL ends up in proxies'
+    /// access logs: `false` refuses it with 401.
+    pub query_token: bool,
 }
 /// The metrics `/metrics` exports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

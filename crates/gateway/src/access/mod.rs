@@ -1,4 +1,5 @@
-//! What the admin listener checks before any route runs.
+//! Who may use an admin listener ([`AdminAccess`]), checked before any
+//! route runs: the gateway's, and `sundial pumpd`'s (metrics and health).
 //!
 //! - **The name a request is addressed to** ([`known_host`], every route):
 //!   an IP address, `localhost`, or a name in `admin_hosts`. A web page
@@ -9,7 +10,7 @@
 //!   page of another origin may not change anything, nor read tenant data
 //!   except by a top-level navigation.
 //! - **Who sent it** ([`basic_auth`], guarded routes): the `accounts`,
-//!   with failed logins limited per client address (`crate::logins`).
+//!   with failed logins limited per client address ([`logins`]).
 
 use std::{
     net::{Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -23,19 +24,41 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
-use crate::{api::error::ApiError, state::AppState};
+use crate::api::error::ApiError;
+
+pub mod logins;
+
+/// An admin listener's accounts and names, and the failed logins seen.
+#[derive(Debug, Default)]
+pub struct AdminAccess {
+    /// Basic-auth accounts (user → password); none = no auth.
+    accounts: std::collections::BTreeMap<String, String>,
+    /// Names answered to besides IP addresses and `localhost`.
+    hosts: Vec<String>,
+    logins: logins::Logins,
+}
+
+impl AdminAccess {
+    pub fn new(accounts: std::collections::BTreeMap<String, String>, hosts: Vec<String>) -> Self {
+        Self {
+            accounts,
+            hosts,
+            logins: logins::Logins::default(),
+        }
+    }
+}
 
 /// Refuses, with 421, a request whose `Host` is not a name of this
 /// listener (see the module). A request without `Host` (HTTP/1.0; never
 /// a browser's) passes.
-pub(super) async fn known_host(
-    State(state): State<Arc<AppState>>,
+pub async fn known_host(
+    State(state): State<Arc<AdminAccess>>,
     req: Request,
     next: Next,
 ) -> Response {
     match req.headers().get(header::HOST).map(|h| h.to_str()) {
         None => next.run(req).await,
-        Some(Ok(host)) if host_is_known(&state.admin_hosts, host) => next.run(req).await,
+        Some(Ok(host)) if host_is_known(&state.hosts, host) => next.run(req).await,
         Some(host) => {
             let shown: String = host
                 .unwrap_or("?")
@@ -82,13 +105,13 @@ fn is_port(digits: &str) -> bool {
 
 /// The guarded routes: refuses a cross-site request with 403, then asks
 /// for an account's credentials when accounts are configured. An address
-/// with too many failed logins gets 429 until its window ends (`logins`).
-pub(super) async fn basic_auth(
-    State(state): State<Arc<AppState>>,
+/// with too many failed logins gets 429 until its window ends ([`logins`]).
+pub async fn basic_auth(
+    State(state): State<Arc<AdminAccess>>,
     req: Request,
     next: Next,
 ) -> Response {
-    if cross_site(&state.admin_hosts, req.method(), req.headers()) {
+    if cross_site(&state.hosts, req.method(), req.headers()) {
         return ApiError::Forbidden("cross-site request refused".to_owned()).into_response();
     }
     if state.accounts.is_empty() {
@@ -127,7 +150,7 @@ fn locked_out(left: std::time::Duration) -> Response {
     let body = axum::Json(serde_json::json!({
         "error": format!(
             "too many failed logins from this address (at most {} a minute): retry in {secs} s",
-            crate::logins::MAX_FAILURES
+            logins::MAX_FAILURES
         )
     }));
     let mut resp = (axum::http::StatusCode::TOO_MANY_REQUESTS, body).into_response();
@@ -173,7 +196,7 @@ pub(crate) fn cross_site(names: &[String], method: &Method, headers: &HeaderMap)
     !(read && navigation)
 }
 
-fn authorized(state: &AppState, req: &Request) -> bool {
+fn authorized(state: &AdminAccess, req: &Request) -> bool {
     use headers::{Authorization, Header, authorization::Basic};
     // The scheme is case-insensitive (RFC 9110); so is this decoder.
     let mut values = req.headers().get_all(header::AUTHORIZATION).iter();
