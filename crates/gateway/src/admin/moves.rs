@@ -46,6 +46,7 @@ pub(super) async fn start(
     let to: MoveTo = serde_json::from_slice(&read.bytes)
         .map_err(|_| ApiError::bad("invalid body: expected {\"to\":\"<pool>\"}"))?;
     let topology = state.live.topology();
+    refuse_leftovers(&state, &topology, token_pool.name(), &ns, &to.to).await?;
     let home = namespace::start(&topology, &state.admin, token_pool.name(), &ns, &to.to)
         .await
         .map_err(|e| match e {
@@ -76,16 +77,10 @@ pub(super) async fn status(
         .homes()
         .get(token_pool.name(), &ns)
         .ok_or(ApiError::NotFound("namespace has no move"))?;
-    // Jobs still in the pool it leaves: the counts of its queues there.
+    // Jobs still in the pool it leaves.
     let left = match (home.state, state.live.topology().pool(&home.from).cloned()) {
         (MoveState::Moved, _) | (_, None) => 0,
-        (_, Some(from)) => {
-            let mut left = 0;
-            for q in placement::namespace_queues(&from, &state.admin, &ns).await? {
-                left += counts_of(&from, &ns, &q).await?.live();
-            }
-            left
-        }
+        (_, Some(from)) => jobs_in(&state, &from, &ns).await?,
     };
     Ok(Json(report(
         &state,
@@ -94,6 +89,45 @@ pub(super) async fn status(
         &home,
         Some(left),
     )))
+}
+
+/// The live jobs of namespace `ns` in `pool`: the counts of its queues
+/// there.
+async fn jobs_in(state: &AppState, pool: &sundial_router::Pool, ns: &str) -> Result<u64, ApiError> {
+    let mut jobs = 0;
+    for q in placement::namespace_queues(pool, &state.admin, ns).await? {
+        jobs += counts_of(pool, ns, &q).await?.live();
+    }
+    Ok(jobs)
+}
+
+/// 409 when pool `to` holds jobs of a namespace named `ns` that no token
+/// of its own owns (left by an earlier tenant of that name, whose tokens
+/// were revoked): the move would mix them with this tenant's. Not asked
+/// while a move is under way (the start refuses it for that).
+async fn refuse_leftovers(
+    state: &AppState,
+    topology: &sundial_router::Topology,
+    token_pool: &str,
+    ns: &str,
+    to: &str,
+) -> Result<(), ApiError> {
+    let moving = state
+        .admin
+        .homes()
+        .get(token_pool, ns)
+        .is_some_and(|h| h.state != MoveState::Moved);
+    let Some(target) = topology.pool(to).filter(|_| !moving && to != token_pool) else {
+        return Ok(());
+    };
+    match jobs_in(state, target, ns).await? {
+        0 => Ok(()),
+        held => Err(ApiError::Conflict(format!(
+            "pool {to} holds {held} jobs of a namespace {ns} that no token of its owns (left \
+             by an earlier tenant of that name): moving would mix them with this one's; \
+             delete them or choose another pool"
+        ))),
+    }
 }
 
 fn report(

@@ -338,3 +338,65 @@ async fn a_gateway_whose_config_lacks_the_old_pool_holds_a_namespace_move_and_an
     );
     assert_eq!((s.job_records(), b.job_records()), (0, 0));
 }
+
+#[tokio::test]
+async fn a_move_into_a_pool_holding_an_earlier_tenants_jobs_of_that_name_is_refused() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let gw = Sundial::start(&two_pools(&a, &b));
+    let admin = Api::new(gw.admin(), None);
+    // An earlier tenant `shop` of pool b left jobs, and its token went.
+    let r = admin.post("/token/shop?pool=b&description=earlier").await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let earlier = r.json["token"].as_str().expect("token").to_owned();
+    let old = Api::new(gw.api(), Some(&earlier));
+    for _ in 0..3 {
+        old.publish("shop", "q", "tries=1", b"the earlier tenant's")
+            .await;
+    }
+    let id = r.json["id"].as_str().expect("id").to_owned();
+    assert_eq!(
+        admin
+            .delete(&format!("/token/shop/{id}?pool=b"))
+            .await
+            .status,
+        204
+    );
+    // Today's `shop` of the default pool may not move in among them.
+    create_token(&gw.admin(), "shop").await;
+    let move_to_b = || async {
+        admin
+            .call(
+                reqwest::Method::POST,
+                "/namespaces/shop/move",
+                Some(br#"{"to":"b"}"#.to_vec()),
+                &[],
+            )
+            .await
+    };
+    let r = move_to_b().await;
+    assert_eq!(r.status, 409, "{r:?}");
+    let why = r.json["error"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("pool b holds 3 jobs of a namespace shop"),
+        "{why}"
+    );
+    assert_eq!(
+        admin.get("/namespaces/shop/move").await.status,
+        404,
+        "nothing started"
+    );
+    // Once they are gone, it moves.
+    let r = admin.post("/token/shop?pool=b&description=cleanup").await;
+    let cleanup = Api::new(gw.api(), r.json["token"].as_str());
+    assert_eq!(cleanup.delete("/api/shop/q").await.status, 204);
+    let id = r.json["id"].as_str().expect("id").to_owned();
+    assert_eq!(
+        admin
+            .delete(&format!("/token/shop/{id}?pool=b"))
+            .await
+            .status,
+        204
+    );
+    let r = move_to_b().await;
+    assert_eq!(r.status, 202, "{r:?}");
+}
