@@ -14,7 +14,9 @@ use sundial_core::job::check_queue;
 pub enum Scope {
     /// Publish, bulk publish, republish.
     Publish,
-    /// Consume and acknowledge (delete a job it holds), republish.
+    /// Consume, acknowledge, republish. An acknowledgement is lmstfy's
+    /// `DELETE …/job/{id}`: it deletes any job of the token's queues by
+    /// id, in any state, not only one this worker holds.
     Consume,
     /// Peek a job or a queue, size, stats, dead-letter peek and size.
     Read,

@@ -425,3 +425,83 @@ fn the_cli_sends_a_secret_in_a_body_and_names_a_token_by_its_id() {
         seen[4]
     );
 }
+
+#[tokio::test]
+async fn no_answer_but_the_one_that_creates_a_token_shows_its_secret() {
+    let redis = RedisServer::start();
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    let admin = Api::new(gw.admin(), None);
+    let token = admin.create_token("ns").await;
+    let id = token_id(&token);
+    // A rate limit of one publish a minute, to see the 429 too.
+    let r = admin
+        .call(
+            Method::POST,
+            &format!("/token/ns/{id}/limit"),
+            Some(br#"{"read":0,"write":1,"interval":60}"#.to_vec()),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let api = Api::new(gw.api(), Some(&token));
+    let job = api.publish("ns", "q", "delay=3600", b"x").await;
+    let in_query = Api::new(gw.api(), None);
+    let mut answers = vec![
+        api.put("/api/ns/q", b"over the limit").await,
+        api.get("/api/ns/q?timeout=0").await,
+        api.get(&format!("/api/ns/q/job/{job}")).await,
+        api.get("/api/ns/q/size").await,
+        api.get("/api/ns/q/stats").await,
+        api.get("/api/ns/q/peek").await,
+        api.get("/api/other/q/size").await,
+        api.get("/api/ns/q/job/not-an-id").await,
+        in_query.get(&format!("/api/ns/q/size?token={token}")).await,
+        in_query
+            .get(&format!("/api/other/q/size?token={token}"))
+            .await,
+        Api::new(gw.api(), Some(&format!("{token}x")))
+            .get("/api/ns/q/size")
+            .await,
+    ];
+    for path in [
+        "/token/ns".to_owned(),
+        format!("/token/ns/{id}/scope"),
+        format!("/token/ns/{id}/limit"),
+        format!("/token/ns/{token}/scope"),
+        "/limits".to_owned(),
+        "/info".to_owned(),
+        "/usage".to_owned(),
+        "/namespaces".to_owned(),
+        "/namespaces/ns/queues".to_owned(),
+        "/namespaces/ns/export".to_owned(),
+        "/metrics".to_owned(),
+    ] {
+        answers.push(admin.get(&path).await);
+    }
+    let r = admin
+        .call(
+            Method::PUT,
+            &format!("/token/ns/{id}/scope"),
+            Some(br#"{"scopes":["read"]}"#.to_vec()),
+            &[],
+        )
+        .await;
+    answers.push(r);
+    sundial_tests::wait_until_async(
+        std::time::Duration::from_secs(3),
+        "the narrowed scope",
+        || async { api.put("/api/ns/q", b"outside the scope").await.status == 403 },
+    )
+    .await;
+    answers.push(api.put("/api/ns/q", b"outside the scope").await);
+    for r in &answers {
+        let text = format!("{} {:?}", r.json, r.headers);
+        assert!(!text.contains(&token), "the secret in an answer: {r:?}");
+    }
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
+    // The refusals are among them: 429, 401 (wrong namespace, wrong
+    // token), 403 (scope), 400 (bad id).
+    for s in [429, 401, 403, 400] {
+        assert!(statuses.contains(&s), "{s} in {statuses:?}");
+    }
+}
