@@ -109,7 +109,6 @@ pub(crate) struct Client {
     pub global: Global,
 }
 
-/// Encodes one path segment (a namespace, queue, token or id).
 /// A JSON body's content type.
 pub(crate) const JSON: &str = "application/json";
 /// A form body's content type (fields that must stay out of the URL).
@@ -136,6 +135,7 @@ pub(crate) fn token_seg(token: &str) -> String {
     seg(&format!("{prefix}{}", &digest[..16]))
 }
 
+/// Encodes one path segment (a namespace, queue, or token id).
 pub(crate) fn seg(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }

@@ -150,16 +150,13 @@ async fn slot(
         if let Ok(p) = slots.clone().try_acquire_owned() {
             return Some(p);
         }
-        if room.evict_one() {
-            closed(full.which, "room");
-            return tokio::select! {
-                p = slots.clone().acquire_owned() => p.ok(),
-                () = shutdown.cancelled() => None,
-            };
-        }
-        if full
-            .warned
-            .is_none_or(|t| t.elapsed() > Duration::from_secs(10))
+        // A connection with no request in flight makes room (it counts
+        // itself once it closes); else, all being busy, wait, and look
+        // again for one that has gone idle.
+        if !room.evict_one()
+            && full
+                .warned
+                .is_none_or(|t| t.elapsed() > Duration::from_secs(10))
         {
             tracing::warn!(
                 listener = full.which.name(),
@@ -204,9 +201,17 @@ fn service(
             let mut req = req.map(axum::body::Body::new);
             req.extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer));
+            // In flight until the answer's body is sent, not only its head:
+            // a streaming export is not a connection that waits.
             let resp = app.oneshot(req).await;
-            drop(guard);
-            resp
+            resp.map(|r| {
+                r.map(|body| {
+                    axum::body::Body::new(http_body_util::BodyExt::map_frame(body, move |f| {
+                        let _ = &guard;
+                        f
+                    }))
+                })
+            })
         }
     })
 }
@@ -268,6 +273,7 @@ async fn connection(
             // Closed for room: at once unless a request began meanwhile.
             () = place.evicted.cancelled(), if !draining => {
                 if activity.waiting_since().is_some() {
+                    closed(which, "room");
                     return;
                 }
                 conn.as_mut().graceful_shutdown();

@@ -8,7 +8,6 @@
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
 
-use anyhow::Context;
 use figment::{
     Figment,
     providers::{Env, Format, Serialized, Toml},
@@ -159,7 +158,7 @@ impl Config {
         let env = Env::prefixed("SUNDIAL_")
             .filter(move |k| known.contains(&first_segment(k.as_str())))
             .split("__");
-        let mut cfg: Config = fig.merge(env).extract().context("invalid configuration")?;
+        let mut cfg: Config = fig.merge(env).extract().map_err(admin::redacted)?;
         cfg.ignored_env = std::env::vars_os()
             .filter_map(|(k, _)| k.into_string().ok())
             .filter(|k| {

@@ -127,8 +127,6 @@ pub(crate) async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<TcpListen
         .with_context(|| format!("cannot listen on {addr}"))
 }
 
-/// Where the admin tables live: `admin_redis`, else the default pool's
-/// first shard.
 /// The admin tables, loaded from the admin Redis (a warning says so while
 /// an earlier version's plaintext tokens remain).
 async fn admin_tables(config: &Config, live: &LiveTopology) -> anyhow::Result<Arc<AdminStore>> {
@@ -148,6 +146,8 @@ async fn admin_tables(config: &Config, live: &LiveTopology) -> anyhow::Result<Ar
     Ok(store)
 }
 
+/// Where the admin tables live: `admin_redis`, else the default pool's
+/// first shard.
 async fn admin_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Shard> {
     let Some(url) = &config.admin_redis else {
         return default_shard(live).context("no default pool");

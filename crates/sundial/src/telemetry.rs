@@ -120,7 +120,19 @@ const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
         Kind::Counter,
         "sundial_http_connections_closed_total",
         None,
-        "HTTP connections the gateway closed because a timer passed (idle, header timeout)",
+        "HTTP connections the gateway closed: a timer passed (idle, header_timeout), or to let a new client in on a full listener (room)",
+    ),
+    (
+        Kind::Counter,
+        "sundial_admin_login_failures_total",
+        None,
+        "Admin requests whose basic-auth credentials were wrong",
+    ),
+    (
+        Kind::Counter,
+        "sundial_admin_logins_refused_total",
+        None,
+        "Admin requests refused with 429: their user had too many failed logins from their address within a minute",
     ),
     (
         Kind::Counter,

@@ -80,3 +80,43 @@ async fn probes_get_in_past_connections_that_send_nothing() {
     assert!(closed(&probe, "api", "room").await >= 36);
     drop(silent);
 }
+
+#[tokio::test]
+async fn an_answer_still_being_sent_keeps_its_connection() {
+    let redis = RedisServer::start();
+    let mut cfg = SundialConfig::new(redis.url());
+    cfg.extra = "[http]\nadmin_max_connections = 4\n".to_owned();
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    // An export larger than the sockets' buffers: 200 jobs of 60 KB.
+    let body = vec![b'x'; 60_000];
+    for _ in 0..200 {
+        api.publish("ns", "q", "delay=3600", &body).await;
+    }
+    let mut export = reqwest::get(format!("{}/namespaces/ns/export", gw.admin()))
+        .await
+        .expect("export");
+    assert_eq!(export.status(), 200);
+    let mut got = export.chunk().await.expect("chunk").map_or(0, |c| c.len());
+    // The operator reads slowly while others fill the listener.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut silent = Vec::new();
+    for _ in 0..6 {
+        silent.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", gw.admin_port))
+                .await
+                .expect("connect"),
+        );
+    }
+    let probe = Api::new(gw.admin(), None);
+    let r = tokio::time::timeout(Duration::from_secs(10), probe.get("/live"))
+        .await
+        .expect("the probe got in");
+    assert_eq!(r.status, 200);
+    while let Some(c) = export.chunk().await.expect("the export goes on") {
+        got += c.len();
+    }
+    assert!(got > 200 * 60_000, "the whole export arrived: {got} bytes");
+    drop(silent);
+}

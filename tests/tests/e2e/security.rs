@@ -94,6 +94,9 @@ async fn a_rebound_web_page_gets_nothing_from_a_default_admin_listener() {
     ];
     let (status, _) = call(&admin, Method::GET, "/dashboard", &link).await;
     assert_eq!(status, 200);
+    // A window another page opens on an export is no link to the dashboard.
+    let (status, _) = call(&admin, Method::GET, "/namespaces/tenant/export", &link).await;
+    assert_eq!(status, 403);
 
     // Probes and the CLI, by address or by localhost, are served.
     for host in [
@@ -206,11 +209,16 @@ fn weak_admin_passwords_stop_the_gateway_before_it_listens() {
         ("ops = \"password1234\"", "a well-known default"),
         ("operations = \"Operations\"", "shorter than 12 characters"),
         ("operator-main = \"OPERATOR-MAIN\"", "the user's name"),
+        // Not a string: refused without showing it.
+        ("ops = 987654321098765", "the value is not shown"),
     ] {
         let (refused, said) = serve_with_accounts(accounts);
         assert!(refused, "{accounts}: {said}");
         assert!(said.contains(why), "{accounts}: {said}");
-        let password = accounts.split('"').nth(1).unwrap_or_default();
+        let password = accounts
+            .split('"')
+            .nth(1)
+            .unwrap_or_else(|| accounts.trim_start_matches("ops = "));
         assert!(password.is_empty() || !said.contains(password), "{said}");
     }
     let (refused, said) = serve_with_accounts("ops = \"k3P9-vQ2x-7ZmL\"");

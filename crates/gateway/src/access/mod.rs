@@ -48,15 +48,24 @@ impl AdminAccess {
     }
 }
 
-/// Refuses, with 421, a request whose `Host` is not a name of this
-/// listener (see the module). A request without `Host` (HTTP/1.0; never
-/// a browser's) passes.
+/// Refuses, with 421, a request addressed to a name that is not this
+/// listener's (see the module): the authority of an absolute-form target
+/// (`GET http://name/…`), which wins over `Host` (RFC 9112), else `Host`.
+/// A request with more than one `Host` is 400; one without it (HTTP/1.0,
+/// some scripts; never a browser's) passes.
 pub async fn known_host(
     State(state): State<Arc<AdminAccess>>,
     req: Request,
     next: Next,
 ) -> Response {
-    match req.headers().get(header::HOST).map(|h| h.to_str()) {
+    let hosts = req.headers().get_all(header::HOST).iter().count();
+    let named = match req.uri().authority() {
+        Some(authority) => Some(Ok(authority.as_str())),
+        None => req.headers().get(header::HOST).map(|h| h.to_str()),
+    };
+    match named {
+        _ if hosts > 1 => ApiError::bad("more than one Host header").into_response(),
+        // No browser leaves it out: a client without one names nothing.
         None => next.run(req).await,
         Some(Ok(host)) if host_is_known(&state.hosts, host) => next.run(req).await,
         Some(host) => {
@@ -105,13 +114,14 @@ fn is_port(digits: &str) -> bool {
 
 /// The guarded routes: refuses a cross-site request with 403, then asks
 /// for an account's credentials when accounts are configured. An address
-/// with too many failed logins gets 429 until its window ends ([`logins`]).
+/// with too many failed logins for a user gets 429 until its window ends
+/// ([`logins`]).
 pub async fn basic_auth(
     State(state): State<Arc<AdminAccess>>,
     req: Request,
     next: Next,
 ) -> Response {
-    if cross_site(&state.hosts, req.method(), req.headers()) {
+    if cross_site(&state.hosts, req.method(), req.uri().path(), req.headers()) {
         return ApiError::Forbidden("cross-site request refused".to_owned()).into_response();
     }
     if state.accounts.is_empty() {
@@ -121,19 +131,19 @@ pub async fn basic_auth(
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip());
-    if let Some(left) = peer.and_then(|ip| state.logins.locked_for(ip)) {
-        metrics::counter!("sundial_admin_logins_refused_total").increment(1);
-        return locked_out(left);
-    }
-    if authorized(&state, &req) {
-        return next.run(req).await;
-    }
     // A request without credentials guesses nothing (a browser asks first
-    // without them): only a wrong password counts.
-    if req.headers().contains_key(header::AUTHORIZATION) {
+    // without them): it is neither locked out nor counted.
+    if let Some((user, password)) = credentials(&req) {
+        if let Some(left) = peer.and_then(|ip| state.logins.locked_for(ip, &user)) {
+            metrics::counter!("sundial_admin_logins_refused_total").increment(1);
+            return locked_out(left);
+        }
+        if password_matches(state.accounts.get(&user).map(String::as_str), &password) {
+            return next.run(req).await;
+        }
         metrics::counter!("sundial_admin_login_failures_total").increment(1);
         if let Some(ip) = peer {
-            state.logins.failed(ip);
+            state.logins.failed(ip, &user);
         }
     }
     let mut resp = ApiError::Unauthorized("unauthorized").into_response();
@@ -164,10 +174,15 @@ fn locked_out(left: std::time::Duration) -> Response {
 /// form, `fetch`, image or script of any page: such a change could mint a
 /// token, and such a read could run an export. Browsers mark them with
 /// `Sec-Fetch-Site`, or with an `Origin` that is not this listener's (a
-/// name of [`host_is_known`] and the request's own `Host`). A read that is
-/// a top-level navigation (a link followed to the dashboard) passes. The
-/// CLI and curl send neither header.
-pub(crate) fn cross_site(names: &[String], method: &Method, headers: &HeaderMap) -> bool {
+/// name of [`host_is_known`] and the request's own `Host`). Only a
+/// top-level navigation to the dashboard's page (a link followed) passes.
+/// The CLI and curl send neither header.
+pub(crate) fn cross_site(
+    names: &[String],
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> bool {
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin_host = origin
             .to_str()
@@ -186,7 +201,10 @@ pub(crate) fn cross_site(names: &[String], method: &Method, headers: &HeaderMap)
     if matches!(site.as_bytes(), b"same-origin" | b"none") {
         return false;
     }
-    let read = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+    // Only the dashboard's page may be opened from elsewhere: an export or
+    // `/info` opened in a window would run with the operator's password.
+    let dashboard = path == "/dashboard" || path == "/dashboard/";
+    let read = dashboard && matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
     let navigation = headers
         .get("sec-fetch-mode")
         .is_some_and(|m| m.as_bytes() == b"navigate")
@@ -196,17 +214,13 @@ pub(crate) fn cross_site(names: &[String], method: &Method, headers: &HeaderMap)
     !(read && navigation)
 }
 
-fn authorized(state: &AdminAccess, req: &Request) -> bool {
+/// The basic-auth user and password a request carries.
+fn credentials(req: &Request) -> Option<(String, String)> {
     use headers::{Authorization, Header, authorization::Basic};
     // The scheme is case-insensitive (RFC 9110); so is this decoder.
     let mut values = req.headers().get_all(header::AUTHORIZATION).iter();
-    let Ok(Authorization(creds)) = Authorization::<Basic>::decode(&mut values) else {
-        return false;
-    };
-    password_matches(
-        state.accounts.get(creds.username()).map(String::as_str),
-        creds.password(),
-    )
+    let Authorization(creds) = Authorization::<Basic>::decode(&mut values).ok()?;
+    Some((creds.username().to_owned(), creds.password().to_owned()))
 }
 
 /// Compares the SHA-256 digests in constant time, so that neither the

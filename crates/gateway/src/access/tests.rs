@@ -20,7 +20,7 @@ fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
 
 fn cross(method: &str, pairs: &[(&str, &str)]) -> bool {
     let method = Method::from_bytes(method.as_bytes()).expect("method");
-    cross_site(&names(), &method, &headers(pairs))
+    cross_site(&names(), &method, "/dashboard", &headers(pairs))
 }
 
 #[test]
@@ -102,11 +102,11 @@ fn an_origin_must_be_a_known_name_not_only_the_requests_own_host() {
     // A rebound page sends its own name as both Host and Origin.
     let mut h = headers(&[("origin", "http://attacker.example:7778")]);
     h.insert("host", "attacker.example:7778".parse().expect("host"));
-    assert!(cross_site(&names(), &Method::POST, &h));
+    assert!(cross_site(&names(), &Method::POST, "/reload", &h));
     // The same from a configured name passes.
     let mut h = headers(&[("origin", "http://sundial-admin.internal")]);
     h.insert("host", "sundial-admin.internal".parse().expect("host"));
-    assert!(!cross_site(&names(), &Method::POST, &h));
+    assert!(!cross_site(&names(), &Method::POST, "/reload", &h));
 }
 
 #[test]
@@ -140,6 +140,18 @@ fn reads_from_another_site_pass_only_as_top_level_navigations() {
         );
     }
     assert!(cross("GET", &[("origin", "http://evil.example")]));
+    // A navigation to an export or a read of every slot is refused.
+    let navigation = headers(&[
+        ("sec-fetch-site", "cross-site"),
+        ("sec-fetch-mode", "navigate"),
+        ("sec-fetch-dest", "document"),
+    ]);
+    for path in ["/namespaces/shop/export", "/info", "/dashboard/app.js"] {
+        assert!(
+            cross_site(&names(), &Method::GET, path, &navigation),
+            "{path}"
+        );
+    }
     // The dashboard's own reads, and curl's.
     assert!(!cross("GET", &[("sec-fetch-site", "same-origin")]));
     assert!(!cross("GET", &[]));

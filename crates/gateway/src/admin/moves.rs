@@ -103,8 +103,8 @@ async fn jobs_in(state: &AppState, pool: &sundial_router::Pool, ns: &str) -> Res
 
 /// 409 when pool `to` holds jobs of a namespace named `ns` that no token
 /// of its own owns (left by an earlier tenant of that name, whose tokens
-/// were revoked): the move would mix them with this tenant's. Not asked
-/// while a move is under way (the start refuses it for that).
+/// were revoked): the move would mix them with this tenant's. Asked only
+/// of a move the start would otherwise let begin.
 async fn refuse_leftovers(
     state: &AppState,
     topology: &sundial_router::Topology,
@@ -112,12 +112,20 @@ async fn refuse_leftovers(
     ns: &str,
     to: &str,
 ) -> Result<(), ApiError> {
-    let moving = state
-        .admin
-        .homes()
-        .get(token_pool, ns)
-        .is_some_and(|h| h.state != MoveState::Moved);
-    let Some(target) = topology.pool(to).filter(|_| !moving && to != token_pool) else {
+    // Every other refusal is the start's to make, with its own words: an
+    // unknown namespace, a move under way or pointless, a same-named
+    // tenant with tokens in `to`.
+    let tokens = state.admin.tokens();
+    let owns = |pool: &str| {
+        tokens
+            .namespaces(pool)
+            .is_some_and(|n| n.iter().any(|n| n == ns))
+    };
+    let home = state.admin.homes().get(token_pool, ns);
+    let settled = home.as_ref().is_none_or(|h| h.state == MoveState::Moved);
+    let now_in = home.as_ref().map_or(token_pool, |h| h.to.as_str());
+    let asked = owns(token_pool) && !owns(to) && settled && now_in != to && to != token_pool;
+    let Some(target) = topology.pool(to).filter(|_| asked) else {
         return Ok(());
     };
     match jobs_in(state, target, ns).await? {

@@ -65,6 +65,41 @@ pub(super) fn with_accounts_file(
     Ok(accounts)
 }
 
+/// A config that could not be read, said without the secrets it may hold:
+/// an `accounts` value is never shown, nor any string value that has the
+/// wrong type (a shard URL with its password, say), nor the lines of the
+/// file that a TOML syntax error quotes.
+pub(super) fn redacted(errors: figment::Error) -> anyhow::Error {
+    use figment::error::{Actual, Kind};
+    let said: Vec<String> = errors
+        .into_iter()
+        .map(|mut e| {
+            if e.path
+                .first()
+                .is_some_and(|k| k.eq_ignore_ascii_case("accounts"))
+            {
+                return "accounts: each must be user = \"password\", the password a string \
+                        (the value is not shown)"
+                    .to_owned();
+            }
+            if let Kind::InvalidType(Actual::Str(_), expected) = &e.kind {
+                e.kind = Kind::InvalidType(Actual::Other("a string".to_owned()), expected.clone());
+            }
+            e.to_string()
+                .lines()
+                .filter(|l| {
+                    !l.trim_start()
+                        .trim_start_matches(|c: char| c.is_ascii_digit())
+                        .trim_start()
+                        .starts_with('|')
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    anyhow::anyhow!("invalid configuration: {}", said.join("; "))
+}
+
 /// `admin_hosts` are bare host names, which a `Host` header can match.
 pub(super) fn check_admin_hosts(names: &[String]) -> anyhow::Result<()> {
     for name in names {
@@ -168,6 +203,37 @@ mod tests {
                 .len(),
             0
         );
+    }
+
+    #[test]
+    fn a_config_that_cannot_be_read_shows_no_password() {
+        use figment::{
+            Figment,
+            providers::{Format, Toml},
+        };
+        #[derive(Debug, serde::Deserialize)]
+        struct Cfg {
+            #[allow(dead_code)]
+            accounts: BTreeMap<String, String>,
+            #[allow(dead_code)]
+            url: u32,
+        }
+        for text in [
+            "url = 1\n[accounts]\nops = 987654321098765\n",
+            "accounts = \"{ops=Sup3r-S3cret-Pa55\"\nurl = 1\n",
+            "url = \"redis://:Sup3r-S3cret-Pa55@h\"\n[accounts]\n",
+            "url = 1\n[accounts]\nops = Sup3r-S3cret-Pa55x\n",
+        ] {
+            let e = Figment::from(Toml::string(text))
+                .extract::<Cfg>()
+                .expect_err(text);
+            let said = redacted(e).to_string();
+            assert!(
+                !said.contains("Sup3r") && !said.contains("987654321098765"),
+                "{said}"
+            );
+            assert!(said.starts_with("invalid configuration: "), "{said}");
+        }
     }
 
     #[test]

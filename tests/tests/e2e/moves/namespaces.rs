@@ -353,15 +353,7 @@ async fn a_move_into_a_pool_holding_an_earlier_tenants_jobs_of_that_name_is_refu
         old.publish("shop", "q", "tries=1", b"the earlier tenant's")
             .await;
     }
-    let id = r.json["id"].as_str().expect("id").to_owned();
-    assert_eq!(
-        admin
-            .delete(&format!("/token/shop/{id}?pool=b"))
-            .await
-            .status,
-        204
-    );
-    // Today's `shop` of the default pool may not move in among them.
+    let earlier_id = r.json["id"].as_str().expect("id").to_owned();
     create_token(&gw.admin(), "shop").await;
     let move_to_b = || async {
         admin
@@ -373,6 +365,23 @@ async fn a_move_into_a_pool_holding_an_earlier_tenants_jobs_of_that_name_is_refu
             )
             .await
     };
+    // While that tenant has a token, it is a tenant of its own.
+    let r = move_to_b().await;
+    assert_eq!(r.status, 409, "{r:?}");
+    let why = r.json["error"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("pool b has a namespace shop of its own"),
+        "{why}"
+    );
+    // Its token goes; its jobs stay. Today's `shop` of the default pool
+    // may not move in among them.
+    assert_eq!(
+        admin
+            .delete(&format!("/token/shop/{earlier_id}?pool=b"))
+            .await
+            .status,
+        204
+    );
     let r = move_to_b().await;
     assert_eq!(r.status, 409, "{r:?}");
     let why = r.json["error"].as_str().unwrap_or_default();
