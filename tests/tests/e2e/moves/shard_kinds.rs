@@ -129,25 +129,7 @@ async fn jobs_move_to_a_sentinel_master_through_its_failover_and_back() {
         .iter()
         .find(|s| s.port() == new)
         .expect("new master");
-    // Should a job be lost: was the shard emptied under the gateway (a
-    // resync from an empty master), or did the mover let a job go?
-    let replication: String = redis::cmd("INFO")
-        .arg("replication")
-        .query(&mut master.client())
-        .unwrap_or_default();
-    let events = set.log();
-    eprintln!(
-        "new master {new}: {}; the sentinels switched masters {} times and \
-         converted {} servers to replicas; the gateway found the shard empty {} times",
-        replication
-            .lines()
-            .filter(|l| l.starts_with("role") || l.starts_with("master_repl_offset"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        events.matches("+switch-master").count(),
-        events.matches("+convert-to-slave").count(),
-        gw.log().matches("without Sundial's metadata").count()
-    );
+    say_what_the_failover_did(&set, master, new, &gw);
     each_once(&[&a, master], &ids);
     assert_eq!(
         held(&[&a]).len(),
@@ -182,25 +164,7 @@ async fn jobs_move_to_a_sentinel_master_through_its_failover_and_back() {
         .iter()
         .find(|s| s.port() == new)
         .expect("new master");
-    // Should a job be lost: was the shard emptied under the gateway (a
-    // resync from an empty master), or did the mover let a job go?
-    let replication: String = redis::cmd("INFO")
-        .arg("replication")
-        .query(&mut master.client())
-        .unwrap_or_default();
-    let events = set.log();
-    eprintln!(
-        "new master {new}: {}; the sentinels switched masters {} times and \
-         converted {} servers to replicas; the gateway found the shard empty {} times",
-        replication
-            .lines()
-            .filter(|l| l.starts_with("role") || l.starts_with("master_repl_offset"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        events.matches("+switch-master").count(),
-        events.matches("+convert-to-slave").count(),
-        gw.log().matches("without Sundial's metadata").count()
-    );
+    say_what_the_failover_did(&set, master, new, &gw);
     each_once(&[&a, master], &ids);
     assert_eq!(held(&[master]).len(), 0, "every job moved back");
     as_before(&api, sample.iter().copied(), &before, 180).await;
@@ -214,4 +178,32 @@ async fn jobs_move_to_a_sentinel_master_through_its_failover_and_back() {
         204
     );
     assert!(!held(&[&a, master]).contains_key(&id));
+}
+
+/// Should a job be lost: was the shard emptied under the gateway (a resync
+/// from an empty master), or did the mover let a job go? Printed for the
+/// test's output.
+fn say_what_the_failover_did(
+    set: &sundial_tests::SentinelSet,
+    master: &RedisServer,
+    port: u16,
+    gw: &Sundial,
+) {
+    let replication: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut master.client())
+        .unwrap_or_default();
+    let events = set.log();
+    eprintln!(
+        "new master {port}: {}; the sentinels switched masters {} times and \
+         converted {} servers to replicas; the gateway found the shard empty {} times",
+        replication
+            .lines()
+            .filter(|l| l.starts_with("role") || l.starts_with("master_repl_offset"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        events.matches("+switch-master").count(),
+        events.matches("+convert-to-slave").count(),
+        gw.log().matches("without Sundial's metadata").count()
+    );
 }
