@@ -130,6 +130,12 @@ enum Cmd {
         /// once; many can fill a shard with calls.
         #[arg(long, default_value_t = 1)]
         queues: usize,
+        /// B's own gateway (API), instead of A's: see `noisy.rs`.
+        #[arg(long, requires = "quiet_admin")]
+        quiet_api: Option<String>,
+        /// B's own gateway (admin API).
+        #[arg(long, requires = "quiet_api")]
+        quiet_admin: Option<String>,
     },
     /// Redis bytes per delayed job: `INFO memory` before and after publishing `jobs`.
     Memory {
@@ -217,12 +223,21 @@ async fn main() -> anyhow::Result<()> {
             min_delay,
             max_delay,
         } => lateness::lateness(ctx, cli.concurrency, rate, secs, min_delay, max_delay).await,
-        Cmd::Noisy { secs, queues } => {
+        Cmd::Noisy {
+            secs,
+            queues,
+            quiet_api,
+            quiet_admin,
+        } => {
             let flood = noisy::Flood {
                 conns: cli.concurrency,
                 queues,
             };
-            noisy::noisy(ctx, &cli.admin, flood, secs).await
+            let quiet = noisy::Quiet {
+                api: quiet_api.unwrap_or_else(|| cli.api.clone()),
+                admin: quiet_admin.unwrap_or_else(|| cli.admin.clone()),
+            };
+            noisy::noisy(ctx, &cli.admin, &quiet, flood, secs).await
         }
         Cmd::Memory { redis, jobs } => memory::memory(ctx, &redis, jobs).await,
         Cmd::Backlog { jobs } => backlog::backlog(ctx, jobs).await,

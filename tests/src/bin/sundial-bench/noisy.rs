@@ -11,6 +11,11 @@
 //! The targets read off the ratios: B's p99 at most 2× alone in
 //! phase 3 and 1.3× in phase 4; comparing phase 2 across builds (with
 //! `SUNDIAL_BIN`) shows what the machinery costs A when B is idle.
+//!
+//! With `--quiet-api` and `--quiet-admin`, B runs on a gateway and a Redis
+//! of its own, on the same cores as A's: nothing but the machine is shared,
+//! so its ratios are the floor that any sharing inside one gateway can
+//! reach in this placement.
 
 use std::{
     sync::{
@@ -24,6 +29,12 @@ use anyhow::Context;
 use hdrhistogram::Histogram;
 
 use crate::{Ctx, served::Served, wire};
+
+/// Where B's rounds go: A's gateway, or one of its own.
+pub(crate) struct Quiet {
+    pub(crate) api: String,
+    pub(crate) admin: String,
+}
 
 /// A second namespace and its token, made through the admin API.
 async fn namespace(ctx: &Ctx, admin: &str, name: &str) -> anyhow::Result<(String, String)> {
@@ -183,9 +194,8 @@ fn ms(h: &Histogram<u64>, q: f64) -> f64 {
 /// prints A's jobs/s and CPU per job, and returns B's latency and A's jobs/s.
 async fn phase(
     ctx: &Ctx,
-    admin: &str,
     a: &(String, String),
-    b: &(String, String),
+    (b, quiet): (&(String, String), &Quiet),
     shape: Flood,
     dur: Duration,
     with_b: bool,
@@ -201,11 +211,11 @@ async fn phase(
         shape,
     ));
     let h = if with_b {
-        let served = Served::read(&ctx.http, admin).await?;
-        let r = rounds(&ctx.api, &b.0, &b.1, dur).await?;
+        let served = Served::read(&ctx.http, &quiet.admin).await?;
+        let r = rounds(&quiet.api, &b.0, &b.1, dur).await?;
         println!(
             "  B's consumes and acks {}",
-            Served::read(&ctx.http, admin).await?.since(&served)
+            Served::read(&ctx.http, &quiet.admin).await?.since(&served)
         );
         Some(r)
     } else {
@@ -226,15 +236,19 @@ async fn phase(
 pub(crate) async fn noisy(
     ctx: Arc<Ctx>,
     admin: &str,
+    quiet: &Quiet,
     shape: Flood,
     secs: u64,
 ) -> anyhow::Result<()> {
     let dur = Duration::from_secs(secs);
     let a = namespace(&ctx, admin, "noisy").await?;
-    let b = namespace(&ctx, admin, "quiet").await?;
-    let served = Served::read(&ctx.http, admin).await?;
-    let alone = rounds(&ctx.api, &b.0, &b.1, dur).await?;
-    let seen = Served::read(&ctx.http, admin).await?.since(&served);
+    let b = namespace(&ctx, &quiet.admin, "quiet").await?;
+    if quiet.api != ctx.api {
+        println!("noisy: B on a gateway and a Redis of its own (same cores)");
+    }
+    let served = Served::read(&ctx.http, &quiet.admin).await?;
+    let alone = rounds(&quiet.api, &b.0, &b.1, dur).await?;
+    let seen = Served::read(&ctx.http, &quiet.admin).await?.since(&served);
     println!(
         "noisy: B alone: {} rounds, p50 {:.2} ms, p99 {:.2} ms",
         alone.round.len(),
@@ -247,9 +261,9 @@ pub(crate) async fn noisy(
         "noisy: A alone ({} connections, {} queue(s)):",
         shape.conns, shape.queues
     );
-    let (_, capacity) = phase(&ctx, admin, &a, &b, shape, dur, false).await?;
+    let (_, capacity) = phase(&ctx, &a, (&b, quiet), shape, dur, false).await?;
     println!("noisy: both, A with no quota:");
-    let (h, _) = phase(&ctx, admin, &a, &b, shape, dur, true).await?;
+    let (h, _) = phase(&ctx, &a, (&b, quiet), shape, dur, true).await?;
     report_b(h, &alone)?;
     let limit = (capacity / 2.0).max(1.0) as u64;
     let quota = format!("{admin}/namespaces/{}/quota", a.0);
@@ -266,7 +280,7 @@ pub(crate) async fn noisy(
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     println!("noisy: both, A held to publish_rate {limit} (half its jobs/s alone):");
-    let (h, _) = phase(&ctx, admin, &a, &b, shape, dur, true).await?;
+    let (h, _) = phase(&ctx, &a, (&b, quiet), shape, dur, true).await?;
     report_b(h, &alone)?;
     ctx.http.delete(&quota).send().await?;
     Ok(())
