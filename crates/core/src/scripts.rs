@@ -9,6 +9,9 @@
 //! - scripts that add jobs (publish, republish, a mover's copy) have no
 //!   flag: when the shard is over its `maxmemory`, Redis refuses them whole
 //!   with `OOM`, which the gateway answers 503;
+//! - the scripts that only read (peeks, a dead letter's head and list, an
+//!   export's pages) are `no-writes`: Redis runs them at any memory level
+//!   and would refuse one that tried to write;
 //! - the others are `allow-oom` and run at any memory level: consume, ack,
 //!   delete, expire, respawn and drop dead letters free memory or move a
 //!   job that exists; leases and rate counters keep the shard working; and
@@ -82,12 +85,12 @@ scripts! {
     republish: "#!lua",
     serve: "#!lua flags=allow-oom",
     release: "#!lua flags=allow-oom",
-    peek_job: "#!lua flags=allow-oom",
-    peek_queue: "#!lua flags=allow-oom",
+    peek_job: "#!lua flags=no-writes",
+    peek_queue: "#!lua flags=no-writes",
     destroy: "#!lua flags=allow-oom",
-    dead_peek: "#!lua flags=allow-oom",
+    dead_peek: "#!lua flags=no-writes",
     dead_move: "#!lua flags=allow-oom",
-    dead_list: "#!lua flags=allow-oom",
+    dead_list: "#!lua flags=no-writes",
     dead_pick: "#!lua flags=allow-oom",
     pump: "#!lua flags=allow-oom",
     rate: "#!lua flags=allow-oom",
@@ -102,7 +105,7 @@ scripts! {
     move_out: "#!lua flags=allow-oom",
     move_in: "#!lua",
     move_done: "#!lua flags=allow-oom",
-    export: "#!lua flags=allow-oom",
+    export: "#!lua flags=no-writes",
     usage_build: "#!lua flags=allow-oom",
 }
 
