@@ -4,10 +4,11 @@
 //! namespace that fills a shard is refused before the shard refuses
 //! everyone (a Redis at its `maxmemory` refuses every publish: 503).
 //!
-//! A namespace's share is the mean of what the namespaces holding jobs on
-//! the shard hold there (bytes of ids and records, from the slots' usage
-//! hashes): one that holds more than the others' mean is refused; one that
-//! holds little, or nothing yet, is not. Every gateway reads each shard's
+//! A namespace's share is what the namespaces holding jobs on the shard
+//! hold there in all (bytes of ids and records, from the slots' usage
+//! hashes), split by their quotas' `weight` (equal unless set): one that
+//! holds more than its share is refused; one that holds less, or nothing
+//! yet, is not. Every gateway reads each shard's
 //! `INFO memory` every [`EVERY`] (for a cluster shard, its fullest
 //! primary), and, while a shard is over the bound, what each namespace
 //! holds there (one `HGETALL` per slot it holds); every [`NEAR_EVERY`]
@@ -38,10 +39,16 @@ const NEAR: u8 = 10;
 /// holds.
 #[derive(Debug, Clone, Default)]
 struct Room {
-    share: u64,
-    held: HashMap<String, u64>,
+    total: u64,
+    /// Each namespace holding jobs on the shard: bytes, weight.
+    held: HashMap<String, (u64, u64)>,
+    /// Their weights' sum.
+    weights: u64,
     percent: u8,
 }
+
+/// A namespace's weight in a pool (`pool`, `ns`): its quota's `weight`.
+pub type Weight = Arc<dyn Fn(&str, &str) -> u64 + Send + Sync>;
 
 /// Why a publish is refused: the namespace holds `held` bytes on a shard
 /// over `percent`% of its `maxmemory`, more than its `share`.
@@ -64,9 +71,11 @@ impl Headroom {
     pub fn check(&self, shard: &str, ns: &str) -> Option<OverShare> {
         let over = self.over.read().unwrap_or_else(|p| p.into_inner());
         let room = over.get(shard)?;
-        let held = room.held.get(ns).copied().unwrap_or(0);
-        (held > room.share).then_some(OverShare {
-            share: room.share,
+        let &(held, weight) = room.held.get(ns)?;
+        let share = u128::from(room.total) * u128::from(weight) / u128::from(room.weights.max(1));
+        let share = u64::try_from(share).unwrap_or(u64::MAX);
+        (held > share).then_some(OverShare {
+            share,
             held,
             percent: room.percent,
         })
@@ -107,13 +116,13 @@ impl Pace {
     }
 }
 
-/// What `shard` (holding `slots`) leaves of its headroom: `None` while it
-/// is under `percent`% of its `maxmemory`, or has none. Tells `pace` how
-/// full it is.
+/// What `shard` (holding `slots` of `pool`) leaves of its headroom: `None`
+/// while it is under `percent`% of its `maxmemory`, or has none. Tells
+/// `pace` how full it is.
 async fn room(
-    shard: &Shard,
-    slots: &[u32],
+    (pool, shard, slots): (&str, &Shard, &[u32]),
     percent: u8,
+    weight: &Weight,
     pace: &mut Pace,
 ) -> Result<Option<Room>, sundial_core::EngineError> {
     let memory = shard.memory().await?;
@@ -124,17 +133,19 @@ async fn room(
     if memory.max == 0 || fill < f64::from(percent) {
         return Ok(None);
     }
-    let held: HashMap<String, u64> = shard
+    let held: HashMap<String, (u64, u64)> = shard
         .slots()
         .usage(slots)
         .await?
         .into_iter()
-        .map(|(ns, u)| (ns, u.bytes))
+        .map(|(ns, u)| {
+            let w = weight(pool, &ns).max(1);
+            (ns, (u.bytes, w))
+        })
         .collect();
-    let total: u64 = held.values().sum();
-    let share = total / held.len().max(1) as u64;
     Ok(Some(Room {
-        share,
+        total: held.values().map(|&(b, _)| b).sum(),
+        weights: held.values().map(|&(_, w)| w).sum(),
         held,
         percent,
     }))
@@ -145,7 +156,7 @@ async fn room(
 /// read is taken as under its bound (its publishes fail on their own).
 pub async fn run(
     live: Arc<LiveTopology>,
-    headroom: Headroom,
+    (headroom, weight): (Headroom, Weight),
     percent: u8,
     stop: CancellationToken,
 ) {
@@ -163,11 +174,11 @@ pub async fn run(
 
         for pool in topology.pools() {
             for (shard, slots) in pool.groups() {
-                match room(shard, slots, percent, &mut pace).await {
+                match room((pool.name(), shard, slots), percent, &weight, &mut pace).await {
                     Ok(Some(r)) => {
                         tracing::debug!(
                             shard = shard.name(),
-                            share = r.share,
+                            held = r.total,
                             "shard over its headroom bound"
                         );
                         over.insert(shard.name().to_owned(), r);
@@ -181,5 +192,41 @@ pub async fn run(
         }
         *headroom.over.write().unwrap_or_else(|p| p.into_inner()) = over;
         wait = pace.next();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespace_is_refused_over_its_weighted_share_only() {
+        let headroom = Headroom::default();
+        let room = |held: &[(&str, u64, u64)]| Room {
+            total: held.iter().map(|h| h.1).sum(),
+            weights: held.iter().map(|h| h.2).sum(),
+            held: held
+                .iter()
+                .map(|&(n, b, w)| (n.to_owned(), (b, w)))
+                .collect(),
+            percent: 90,
+        };
+        let set = |r: Room| {
+            let mut over = headroom.over.write().expect("lock");
+            over.insert("s".to_owned(), r);
+        };
+        // Equal weights: the mean, 150 bytes.
+        set(room(&[("a", 200, 1), ("b", 100, 1)]));
+        let refused = headroom.check("s", "a").expect("a over the mean");
+        assert_eq!((refused.share, refused.held), (150, 200));
+        assert_eq!(headroom.check("s", "b"), None);
+        assert_eq!(headroom.check("s", "c"), None, "holds nothing");
+        assert_eq!(headroom.check("t", "a"), None, "a shard under its bound");
+        // b weighs 3: a's share is a quarter, b's three quarters.
+        set(room(&[("a", 200, 1), ("b", 600, 3)]));
+        assert_eq!(headroom.check("s", "a"), None, "a holds its share");
+        set(room(&[("a", 250, 1), ("b", 550, 3)]));
+        assert_eq!(headroom.check("s", "a").map(|o| o.share), Some(200));
+        assert_eq!(headroom.check("s", "b"), None);
     }
 }
