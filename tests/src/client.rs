@@ -83,6 +83,11 @@ impl Api {
         self.call(Method::PUT, path, Some(body.to_vec()), &[]).await
     }
 
+    pub async fn patch(&self, path: &str, body: &[u8]) -> Resp {
+        self.call(Method::PATCH, path, Some(body.to_vec()), &[])
+            .await
+    }
+
     pub async fn delete(&self, path: &str) -> Resp {
         self.call(Method::DELETE, path, None, &[]).await
     }

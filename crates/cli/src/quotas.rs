@@ -19,7 +19,8 @@ pub enum QuotaCmd {
         pool: Option<String>,
     },
     /// Set some of a namespace's bounds (the others stay as they are; 0
-    /// lifts a bound its pool sets).
+    /// lifts a bound its pool sets), in one change that another made at the
+    /// same time does not undo.
     Set {
         namespace: String,
         #[arg(long)]
@@ -66,12 +67,31 @@ pub struct Bounds {
     #[arg(long)]
     max_tries: Option<u64>,
     /// The namespace's share of a busy Redis server's calls against the
-    /// other namespaces' (1 unless set; at most 1000).
+    /// other namespaces', and of a nearly full shard's memory (1 unless
+    /// set; at most 1000).
     #[arg(long)]
     weight: Option<u64>,
+    /// A bound the namespace no longer sets (its pool's holds again), by
+    /// name, e.g. `--unset max_jobs`; may be given more than once.
+    #[arg(long, value_name = "BOUND")]
+    unset: Vec<String>,
 }
 
 impl Bounds {
+    /// The change asked: each bound given with its value, each unset one
+    /// with `null`.
+    fn patch(&self) -> Map<String, Value> {
+        let mut out: Map<String, Value> = self
+            .given()
+            .into_iter()
+            .map(|(name, v)| (name.to_owned(), v.into()))
+            .collect();
+        for name in &self.unset {
+            out.insert(name.clone(), Value::Null);
+        }
+        out
+    }
+
     /// (name, value) of each bound given.
     fn given(&self) -> Vec<(&'static str, u64)> {
         [
@@ -105,21 +125,16 @@ pub(crate) async fn run(c: Client, cmd: QuotaCmd) -> Outcome {
             bounds,
         } => {
             let path = path(&namespace, pool.as_ref());
-            let given = bounds.given();
-            if given.is_empty() {
+            let patch = bounds.patch();
+            if patch.is_empty() {
                 return Err(Failure::new(
                     exit::USAGE,
                     "give at least one bound (`sundial quota set --help`)",
                 ));
             }
-            // What the namespace sets now, with the bounds given over it.
-            let now = c.admin_get(&path).await?;
-            let mut set: Map<String, Value> = now["set"].as_object().cloned().unwrap_or_default();
-            for (name, v) in given {
-                set.insert(name.to_owned(), v.into());
-            }
-            let body = Value::Object(set);
-            c.call(Listener::Admin, Method::PUT, &path, Some(body))
+            // The gateway applies it over what the namespace sets then.
+            let body = Value::Object(patch);
+            c.call(Listener::Admin, Method::PATCH, &path, Some(body))
                 .await?
                 .json
         }

@@ -42,7 +42,8 @@ pub struct Quota {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tries: Option<u64>,
     /// The namespace's share of a busy Redis server's calls against other
-    /// namespaces' (1 unless set; see the gateway's `batch::turns`).
+    /// namespaces' (1 unless set; see the gateway's `batch::turns`), and of
+    /// a nearly full shard's memory (`crate::headroom`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<u64>,
 }
@@ -203,21 +204,74 @@ impl Quota {
     /// of fields, each a whole number from 0 up. The error names the field
     /// that is wrong (unknown, not such a number, out of bounds).
     pub fn from_json(text: &str) -> Result<Quota, String> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
-        let serde_json::Value::Object(fields) = value else {
-            return Err("a quota is a JSON object".to_owned());
-        };
         let mut q = Quota::default();
-        for (name, v) in &fields {
+        for (name, v) in &object(text)? {
             let bound = Bound::named(name).ok_or_else(|| format!("unknown field `{name}`"))?;
-            let n = v
-                .as_u64()
-                .ok_or_else(|| format!("{name} must be a whole number from 0 up, not {v}"))?;
-            *q.field_mut(bound) = Some(n);
+            *q.field_mut(bound) = Some(whole(name, v)?);
         }
         q.validate()?;
         Ok(q)
+    }
+}
+
+/// A JSON object's fields, or an error that says what is wrong.
+fn object(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+    match value {
+        serde_json::Value::Object(fields) => Ok(fields),
+        _ => Err("a quota is a JSON object".to_owned()),
+    }
+}
+
+/// A field's value as a whole number from 0 up.
+fn whole(name: &str, v: &serde_json::Value) -> Result<u64, String> {
+    v.as_u64()
+        .ok_or_else(|| format!("{name} must be a whole number from 0 up, not {v}"))
+}
+
+/// Some fields of what a namespace sets, to change: each to a value, or
+/// removed (`None`: its pool's bound holds again).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuotaPatch(Vec<(Bound, Option<u64>)>);
+
+impl QuotaPatch {
+    /// Reads a patch from JSON: an object of fields, each a whole number
+    /// from 0 up or `null`. The error names the field that is wrong.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let mut changes = Vec::new();
+        let mut set = Quota::default();
+        for (name, v) in &object(text)? {
+            let bound = Bound::named(name).ok_or_else(|| format!("unknown field `{name}`"))?;
+            let n = if v.is_null() {
+                None
+            } else {
+                Some(whole(name, v)?)
+            };
+            *set.field_mut(bound) = n;
+            changes.push((bound, n));
+        }
+        set.validate()?;
+        Ok(Self(changes))
+    }
+
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// A row of the quota table (`None`: none) with the patch over it;
+    /// `None` when it leaves no field. Fields this version does not know
+    /// (a newer gateway's) are kept as they are.
+    pub fn apply(&self, row: Option<&str>) -> Option<String> {
+        let mut fields = row.and_then(|r| object(r).ok()).unwrap_or_default();
+        for &(bound, n) in &self.0 {
+            match n {
+                Some(n) => fields.insert(bound.name().to_owned(), n.into()),
+                None => fields.remove(bound.name()),
+            };
+        }
+        (!fields.is_empty()).then(|| serde_json::Value::Object(fields).to_string())
     }
 }
 
@@ -227,6 +281,37 @@ pub const MAX_COUNT: u64 = 1 << 53;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_patch_sets_and_removes_fields_and_keeps_the_rest() {
+        let p = QuotaPatch::from_json(r#"{"max_jobs": 10, "weight": null}"#).expect("patch");
+        let row = r#"{"weight":3,"publish_rate":5,"from_a_newer_version":1}"#;
+        let out = p.apply(Some(row)).expect("a row");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(
+            v,
+            serde_json::json!({"max_jobs": 10, "publish_rate": 5, "from_a_newer_version": 1})
+        );
+        assert_eq!(
+            QuotaPatch::from_json(r#"{"weight": null}"#)
+                .expect("patch")
+                .apply(Some(r#"{"weight":3}"#)),
+            None,
+            "nothing left"
+        );
+        assert_eq!(p.apply(None).as_deref(), Some(r#"{"max_jobs":10}"#));
+        for bad in [
+            r#"{"max_jobs": -1}"#,
+            r#"{"max_jobs": "5"}"#,
+            r#"{"nope": 1}"#,
+            r#"{"weight": 1001}"#,
+            "[1]",
+            "{",
+        ] {
+            assert!(QuotaPatch::from_json(bad).is_err(), "{bad}");
+        }
+        assert!(QuotaPatch::from_json("{}").expect("empty").is_empty());
+    }
 
     #[test]
     fn a_namespace_field_overrides_its_pools_and_zero_lifts_the_bound() {

@@ -107,7 +107,10 @@ fn namespace_routes() -> Router<Arc<AppState>> {
         )
         .route(
             "/namespaces/{ns}/quota",
-            get(quotas::get).put(quotas::set).delete(quotas::clear),
+            get(quotas::get)
+                .put(quotas::set)
+                .patch(quotas::patch)
+                .delete(quotas::clear),
         )
         .route("/namespaces/{ns}/usage", get(usage::one))
         .route("/usage", get(usage::all))

@@ -1,5 +1,6 @@
 //! `/namespaces/{ns}/quota?pool=`: a namespace's quota, what it sets over
-//! its pool's (`sundial_router::quota`), read, replaced and cleared.
+//! its pool's (`sundial_router::quota`), read, replaced, changed in part
+//! and cleared.
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use axum::{
 use serde_json::{Value, json};
 use sundial_router::{
     Pool,
-    quota::{Bound, Quota},
+    quota::{Bound, Quota, QuotaPatch},
 };
 
 use super::queues::{names, pool};
@@ -101,6 +102,27 @@ pub(super) async fn set(
     let quota = Quota::from_json(text).map_err(|e| ApiError::bad(format!("invalid quota: {e}")))?;
     state.admin.quotas().set(pool.name(), &ns, &quota).await?;
     tracing::info!(pool = pool.name(), ns, quota = ?quota, "namespace quota set");
+    Ok(answer(&state, &pool, &ns))
+}
+
+/// `PATCH /namespaces/{ns}/quota?pool=`: body, a JSON object of the fields
+/// to change (a number sets one, `null` removes it); the others stay as
+/// the admin Redis holds them, whoever changed them last.
+pub(super) async fn patch(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    uri: Uri,
+    body: axum::body::Body,
+) -> Result<Json<Value>, ApiError> {
+    let pool = named(&state, &ns, &uri, true)?;
+    let body = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
+    let text =
+        std::str::from_utf8(&body.bytes).map_err(|_| ApiError::bad("invalid quota: not UTF-8"))?;
+    let patch =
+        QuotaPatch::from_json(text).map_err(|e| ApiError::bad(format!("invalid quota: {e}")))?;
+    if state.admin.quotas().patch(pool.name(), &ns, &patch).await? {
+        tracing::info!(pool = pool.name(), ns, patch = ?patch, "namespace quota changed");
+    }
     Ok(answer(&state, &pool, &ns))
 }
 

@@ -12,7 +12,7 @@ use sundial_core::{EngineError, keys::AdminTable};
 use tokio::sync::watch;
 
 use super::replica::{RawTables, Replica, Table};
-use crate::quota::Quota;
+use crate::quota::{Quota, QuotaPatch};
 
 /// The table's field for the namespace `ns` of `pool`.
 fn field(pool: &str, ns: &str) -> String {
@@ -71,6 +71,21 @@ impl Quotas<'_> {
         let json = serde_json::to_string(quota).unwrap_or_default();
         self.0
             .change(AdminTable::Quotas, "set", &field(pool, ns), &json)
+            .await
+    }
+
+    /// Changes some of what the namespace sets, over what its row holds in
+    /// the admin Redis at that moment (not this gateway's copy), so that
+    /// two changes made at once both hold. Returns whether the table
+    /// changed. Every gateway reloads it.
+    pub async fn patch(
+        &self,
+        pool: &str,
+        ns: &str,
+        patch: &QuotaPatch,
+    ) -> Result<bool, EngineError> {
+        self.0
+            .update(AdminTable::Quotas, &field(pool, ns), |row| patch.apply(row))
             .await
     }
 
@@ -154,10 +169,54 @@ mod tests {
         );
         assert_eq!(quotas.all(), [("p".to_owned(), "ns".to_owned(), own)]);
 
+        let patch =
+            QuotaPatch::from_json(r#"{"max_body": 9, "publish_rate": null}"#).expect("patch");
+        assert!(quotas.patch("p", "ns", &patch).await.expect("patch"));
+        assert!(
+            !quotas.patch("p", "ns", &patch).await.expect("patch"),
+            "no change twice"
+        );
+        let patched = Quota {
+            publish_rate: None,
+            max_body: Some(9),
+            ..own
+        };
+        assert_eq!(quotas.get("p", "ns"), patched);
+        assert!(quotas.set("p", "ns", &own).await.expect("set back"));
+
         assert!(quotas.clear("p", "ns").await.expect("clear"));
         assert!(!quotas.clear("p", "ns").await.expect("clear"), "gone");
         assert_eq!(quotas.get("p", "ns"), Quota::default());
         assert!(!quotas.set("p", "ns", &Quota::default()).await.expect("set"));
+    }
+
+    #[tokio::test]
+    async fn patches_made_at_once_on_two_gateways_all_hold() {
+        let redis = RedisServer::start();
+        let one = store(&redis).await;
+        let two = super::super::AdminStore::new(shard(&redis, "admin").await);
+        two.reload().await.expect("load");
+        // Each bound set by its own patch, the two gateways' patches
+        // interleaved: a read-modify-write would keep only some of them.
+        let patches = crate::quota::Bound::ALL.iter().enumerate().map(|(i, b)| {
+            let store = if i % 2 == 0 { one.clone() } else { two.clone() };
+            let text = format!("{{\"{}\": {}}}", b.name(), i + 1);
+            async move {
+                let patch = QuotaPatch::from_json(&text).expect("patch");
+                store
+                    .quotas()
+                    .patch("p", "ns", &patch)
+                    .await
+                    .expect("patch")
+            }
+        });
+        let changed = futures::future::join_all(patches).await;
+        assert!(changed.iter().all(|&c| c), "each patch changed the row");
+        one.reload().await.expect("reload");
+        let q = one.quotas().get("p", "ns");
+        for (i, &b) in crate::quota::Bound::ALL.iter().enumerate() {
+            assert_eq!(q.get(b), Some(i as u64 + 1), "{}", b.name());
+        }
     }
 
     #[tokio::test]

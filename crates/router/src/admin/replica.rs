@@ -25,6 +25,10 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use sundial_core::{AdminTables, EngineError, Shard, keys::AdminTable};
 use tokio::sync::watch;
 
+/// How many times [`Replica::update`] reads a field again that changed
+/// between its read and its write before it gives up.
+const UPDATE_TRIES: usize = 16;
+
 /// One table's fields and values, as stored.
 pub type Rows = HashMap<String, String>;
 
@@ -282,6 +286,44 @@ impl Replica {
             self.reload().await?;
         }
         Ok(changed)
+    }
+
+    /// Sets `field` of `table` to what `change` makes of what the field
+    /// holds in Redis now (`None`: nothing; a `None` made deletes it). The
+    /// write is compared and swapped against that read, so a change made
+    /// in between (by another operator, on any gateway) is read again and
+    /// kept, never overwritten. Returns whether the table changed.
+    pub async fn update(
+        &self,
+        table: AdminTable,
+        field: &str,
+        change: impl Fn(Option<&str>) -> Option<String>,
+    ) -> Result<bool, EngineError> {
+        let redis = self.redis();
+        for _ in 0..UPDATE_TRIES {
+            let current = redis.admin().table_field(table, field).await?;
+            let new = change(current.as_deref());
+            if new == current {
+                return Ok(false);
+            }
+            let was = current.as_deref().unwrap_or_default();
+            let (op, value) = match &new {
+                Some(value) => ("cas", value.as_str()),
+                None => ("cad", ""),
+            };
+            if redis
+                .admin()
+                .table_change_if(table, op, field, value, was)
+                .await?
+            {
+                self.reload().await?;
+                return Ok(true);
+            }
+        }
+        Err(EngineError::Reply {
+            shard: redis.name().to_owned(),
+            what: format!("{field} changed {UPDATE_TRIES} times while it was being updated"),
+        })
     }
 
     /// One table's rows, read from Redis rather than the copy (exact).

@@ -256,12 +256,16 @@ async fn a_quota_is_read_and_changed_only_through_valid_requests() {
             "namespace name contains forbidden characters",
         ),
     ] {
-        let r = admin.put(path, body.as_bytes()).await;
-        assert_eq!(
-            (r.status, r.json["error"].as_str()),
-            (400, Some(want)),
-            "{path} {body}"
-        );
+        for r in [
+            admin.put(path, body.as_bytes()).await,
+            admin.patch(path, body.as_bytes()).await,
+        ] {
+            assert_eq!(
+                (r.status, r.json["error"].as_str()),
+                (400, Some(want)),
+                "{path} {body}"
+            );
+        }
     }
     for path in [
         "/namespaces/nobody/quota",
@@ -288,6 +292,23 @@ async fn a_quota_is_read_and_changed_only_through_valid_requests() {
     assert_eq!(r.status, 200, "{r:?}");
     let r = admin.get("/namespaces/ns/quota").await;
     assert_eq!(r.json["quota"]["weight"], 4, "{r:?}");
+    // A patch changes the fields it names (null: no longer set) and keeps
+    // the others.
+    let r = admin
+        .patch(
+            "/namespaces/ns/quota",
+            br#"{"max_tries": 7, "publish_rate": null}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json["set"], json!({"max_tries": 7, "weight": 4}), "{r:?}");
+    let r = admin
+        .patch(
+            "/namespaces/ns/quota",
+            br#"{"max_tries": null, "weight": null}"#,
+        )
+        .await;
+    assert_eq!(r.json["set"], json!({}), "nothing left: {r:?}");
 }
 
 #[tokio::test]
@@ -426,6 +447,18 @@ async fn the_cli_sets_some_bounds_keeps_the_others_and_clears_them() {
     );
     let r = gw.cli(&["quota", "get", "ns", "--json"], &[]);
     assert_eq!(r.json()["quota"]["max_tries"], 3, "{r:?}");
+    let r = gw.cli(
+        &["quota", "set", "ns", "--unset", "max_body", "--json"],
+        &[],
+    );
+    assert_eq!(
+        r.json()["set"],
+        json!({"publish_rate": 5, "max_tries": 3}),
+        "{r:?}"
+    );
+    let r = gw.cli(&["quota", "set", "ns", "--unset", "max_bodies"], &[]);
+    assert!(r.stderr.contains("unknown field `max_bodies`"), "{r:?}");
+    assert_ne!(r.code, 0, "{r:?}");
     let r = gw.cli(&["quota", "set", "ns", "--max-tries", "-1"], &[]);
     assert_eq!(r.code, 2, "{r:?}");
     let r = gw.cli(&["quota", "set", "ns"], &[]);
