@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sundial_tests::{Api, RedisServer, ShardKind, Store, Sundial, SundialConfig, create_token};
 
-on_every_shard_kind!(a_full_backlog_refuses_whole_publishes_and_takes_more_once_jobs_leave);
+on_every_shard_kind!(
+    a_full_backlog_refuses_whole_publishes_and_takes_more_once_jobs_leave,
+    a_new_queue_past_max_queues_is_refused_on_every_gateway_and_used_ones_go_on,
+);
 
 /// The namespace's jobs ready in `queue`.
 async fn ready(api: &Api, queue: &str) -> u64 {
@@ -169,10 +172,11 @@ async fn a_backlog_bound_holds_within_one_percent_for_64_publishers_on_4_gateway
     );
 }
 
-#[tokio::test]
-async fn a_new_queue_past_max_queues_is_refused_on_every_gateway_and_used_ones_go_on() {
-    let redis = RedisServer::start();
-    let cfg = SundialConfig::new(redis.url());
+async fn a_new_queue_past_max_queues_is_refused_on_every_gateway_and_used_ones_go_on(
+    kind: ShardKind,
+) {
+    let store = Store::start(kind);
+    let cfg = SundialConfig::new(store.url());
     let (one, two) = (Sundial::start(&cfg), Sundial::start(&cfg));
     let token = create_token(&one.admin(), "ns").await;
     set_quota(&Api::new(one.admin(), None), "ns", json!({"max_queues": 3})).await;
