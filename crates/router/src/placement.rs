@@ -474,6 +474,7 @@ mod tests {
                     timeout_ms: DEFAULT_TIMEOUT_MS,
                     wait: None,
                     tls: None,
+                    password: None,
                 })
                 .collect();
             let config = PoolConfig {

@@ -115,10 +115,14 @@ async fn check_shard(
     reused: bool,
     wait: Duration,
 ) -> anyhow::Result<()> {
-    shard
-        .wait_connected(wait)
-        .await
-        .with_context(|| format!("shard {} did not answer within {wait:?}", shard.name()))?;
+    shard.wait_connected(wait).await.with_context(|| {
+        format!(
+            "shard {} at {} did not answer within {} s",
+            shard.name(),
+            shard.conn().address(),
+            wait.as_secs_f64().round()
+        )
+    })?;
     let check = shard.check(pool_config.slots, pool_config.lanes).await?;
     if reused {
         return Ok(());

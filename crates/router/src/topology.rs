@@ -414,6 +414,7 @@ mod tests {
             timeout_ms: crate::config::DEFAULT_TIMEOUT_MS,
             wait: None,
             tls: None,
+            password: None,
         }
     }
 

@@ -1,5 +1,7 @@
 //! `sundial check-config`: loads a config as `serve` would, says what it
-//! found, and exits (non-zero with the reason if it is invalid).
+//! found and what `serve` would warn about (without reaching Redis), and
+//! exits (non-zero with the reason if it is invalid or `serve` would refuse
+//! it).
 
 use std::path::Path;
 
@@ -7,6 +9,10 @@ use crate::Config;
 
 pub fn run(file: Option<&Path>) -> anyhow::Result<()> {
     let config = Config::load(file)?;
+    config.check_admin_exposure()?;
+    for warning in config.warnings() {
+        eprintln!("warning: {warning}");
+    }
     println!("{}", summary(&config));
     Ok(())
 }

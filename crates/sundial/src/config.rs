@@ -2,16 +2,13 @@
 //! `SUNDIAL_` environment variables (`__` separates levels, e.g.
 //! `SUNDIAL_LIMITS__DEFAULT_TTR=60`). `config/sundial.toml` documents every key.
 //!
-//! The top level, loading and validation are here; the tables below the
-//! top level (`[http]`, `[limits]`, `[pump]`, `[mover]`, `[log]`) are in
-//! `config/sections.rs`.
+//! The top level and validation are here; loading (what the file, the
+//! defaults and the variables each give, and the warnings) is in
+//! `config/load.rs`; the tables below the top level (`[http]`, `[limits]`,
+//! `[pump]`, `[mover]`, `[log]`) are in `config/sections.rs`.
 
-use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
+use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
-use figment::{
-    Figment,
-    providers::{Env, Format, Serialized, Toml},
-};
 use serde::{Deserialize, Serialize};
 use sundial_core::Limits;
 use sundial_router::{
@@ -22,6 +19,7 @@ use sundial_router::{
 };
 
 mod admin;
+mod load;
 mod sections;
 
 pub use sections::{
@@ -37,6 +35,9 @@ pub struct Config {
     pub admin_listen: SocketAddr,
     /// Redis URL for tokens; the default pool's shard when absent.
     pub admin_redis: Option<String>,
+    /// The password for `admin_redis`, over any in its URL: a string,
+    /// `{ file = "…" }` or `{ env = "…" }`.
+    pub admin_redis_password: Option<sundial_router::config::Secret>,
     /// Admin API basic-auth accounts (user → password); none = no auth.
     pub accounts: BTreeMap<String, String>,
     /// A TOML file of more accounts (`user = "password"` lines).
@@ -85,6 +86,7 @@ impl Default for Config {
             listen: ([127, 0, 0, 1], 7777).into(),
             admin_listen: ([127, 0, 0, 1], 7778).into(),
             admin_redis: None,
+            admin_redis_password: None,
             accounts: BTreeMap::new(),
             accounts_file: None,
             allow_open_admin: false,
@@ -124,68 +126,20 @@ impl Default for Config {
     }
 }
 
-/// The config's top-level keys, lower case.
-fn top_level_keys() -> Vec<String> {
-    match serde_json::to_value(Config::default()) {
-        Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// `LIMITS__DEFAULT_TTR` → `limits`.
-fn first_segment(key: &str) -> String {
-    key.split("__")
-        .next()
-        .unwrap_or_default()
-        .to_ascii_lowercase()
-}
-
 impl Config {
-    /// Loads and validates the configuration.
-    pub fn load(file: Option<&Path>) -> anyhow::Result<Self> {
-        let mut fig = Figment::from(Serialized::defaults(Config::default()));
-        if let Some(file) = file {
-            anyhow::ensure!(
-                file.exists(),
-                "config file {} does not exist",
-                file.display()
-            );
-            // A file that lists pools replaces the default pool entirely.
-            fig = fig.merge(Toml::file(file));
-        }
-        let keys = top_level_keys();
-        let known = keys.clone();
-        let env = Env::prefixed("SUNDIAL_")
-            .filter(move |k| known.contains(&first_segment(k.as_str())))
-            .split("__");
-        let mut cfg: Config = fig.merge(env).extract().map_err(admin::redacted)?;
-        cfg.ignored_env = std::env::vars_os()
-            .filter_map(|(k, _)| k.into_string().ok())
-            .filter(|k| {
-                k.strip_prefix("SUNDIAL_").is_some_and(|rest| {
-                    // SUNDIAL_CONFIG names the file (read by the command line).
-                    !rest.eq_ignore_ascii_case("CONFIG") && !keys.contains(&first_segment(rest))
-                })
-            })
-            .collect();
-        cfg.accounts = admin::with_accounts_file(
-            std::mem::take(&mut cfg.accounts),
-            cfg.accounts_file.as_deref(),
-        )?;
-        cfg.validate()?;
-        // Each pool's quota, as its namespaces are held to it: its own
-        // fields over `[quotas]`.
-        for pool in cfg.pools.values_mut() {
-            pool.quotas = pool.quotas.over(&cfg.quotas);
-        }
-        Ok(cfg)
-    }
-
     fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(
             self.pools.contains_key("default"),
-            "a pool named `default` is required (bare tokens route to it)"
+            "the config lists the pools {} but not `default`, which is required: tokens with no \
+             pool prefix route to it, and it holds the admin tables unless admin_redis is set. \
+             Add [pools.default]",
+            self.pools.keys().cloned().collect::<Vec<_>>().join(", ")
         );
+        if let Some(url) = &self.admin_redis {
+            let password = self.admin_redis_password.as_ref();
+            sundial_router::config::redis_url(url, password)
+                .map_err(|e| anyhow::anyhow!("admin_redis: {e}"))?;
+        }
         for (name, pool) in &self.pools {
             sundial_core::job::check_namespace(name)
                 .map_err(|_| anyhow::anyhow!("pool name {name:?} must match [-_A-Za-z0-9]+"))?;

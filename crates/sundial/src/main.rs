@@ -63,7 +63,34 @@ enum Command {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<std::process::ExitCode> {
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sundial: {}", sentence(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error and its causes as one sentence, each cause after a colon (not
+/// Rust's debug form); a cause the sentence already holds is said once.
+fn sentence(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let said = cause.to_string();
+        if out.contains(&said) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&said);
+    }
+    out
+}
+
+async fn run() -> anyhow::Result<std::process::ExitCode> {
     let ok = std::process::ExitCode::SUCCESS;
     match Cli::parse().command {
         Command::Serve { config } => serve::run(Source::read(config)?).await.map(|()| ok),

@@ -63,13 +63,10 @@ impl Source {
     /// SIGTERM cancels.
     pub fn start(&self) -> CancellationToken {
         telemetry::init_logs(&self.config.log);
-        for name in &self.config.ignored_env {
-            tracing::warn!(
-                variable = name.as_str(),
-                "environment variable ignored: it names no config key"
-            );
+        for warning in self.config.warnings() {
+            tracing::warn!("{warning}");
         }
-        raise_file_limit(&self.config);
+        raise_file_limit();
         let shutdown = CancellationToken::new();
         tokio::spawn(on_signal(shutdown.clone()));
         shutdown
@@ -79,19 +76,10 @@ impl Source {
 /// Raises the soft limit on open files to the hard limit (as Go's runtime
 /// does): every connection, waiting workers' included, holds one, and the
 /// common default of 1,024 would cap the gateway far below
-/// `http.max_connections`. Warns when even the hard limit is too low.
-fn raise_file_limit(config: &Config) {
-    // Connections to Redis, the config watcher, logs: a margin for them.
-    const OWN_FILES: u64 = 256;
-    let wanted =
-        (config.http.max_connections + config.http.admin_max_connections) as u64 + OWN_FILES;
+/// `http.max_connections`. (A hard limit too low for it is among
+/// [`Config::warnings`].)
+fn raise_file_limit() {
     match rlimit::increase_nofile_limit(u64::MAX) {
-        Ok(limit) if limit < wanted => tracing::warn!(
-            limit,
-            wanted,
-            "the open-file limit is below http.max_connections plus a margin: \
-             raise it (LimitNOFILE in systemd, ulimit -n) or lower http.max_connections"
-        ),
         Ok(limit) => tracing::debug!(limit, "open-file limit"),
         Err(e) => tracing::warn!(error = %e, "cannot read or raise the open-file limit"),
     }

@@ -128,13 +128,28 @@ pub(crate) async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<TcpListen
 }
 
 /// The admin tables, loaded from the admin Redis (a warning says so while
-/// an earlier version's plaintext tokens remain).
+/// an earlier version's plaintext tokens remain). Refuses to start when
+/// tokens name a pool the config lacks.
 async fn admin_tables(config: &Config, live: &LiveTopology) -> anyhow::Result<Arc<AdminStore>> {
     let store = AdminStore::new(admin_redis(config, live).await?);
     store
         .reload()
         .await
         .context("cannot load the token table")?;
+    let missing: Vec<String> = store
+        .tokens()
+        .pools()
+        .into_iter()
+        .filter(|(pool, _)| !config.pools.contains_key(pool))
+        .map(|(pool, n)| format!("{pool} ({n} token(s))"))
+        .collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "tokens name pools that the config does not list: {}. Their requests would fail: \
+         list the pools again, or delete their tokens (sundial token list NS --pool POOL, \
+         then sundial token delete)",
+        missing.join(", ")
+    );
     match store.tokens().plaintext_tokens() {
         0 => {}
         n => tracing::warn!(
@@ -152,12 +167,20 @@ async fn admin_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Sha
     let Some(url) = &config.admin_redis else {
         return default_shard(live).context("no default pool");
     };
-    let shard = Shard::connect("admin", &ShardOptions::new(url.clone()))?;
+    let password = config.admin_redis_password.as_ref();
+    let url = sundial_router::config::redis_url(url, password).map_err(anyhow::Error::msg)?;
+    let shard = Shard::connect("admin", &ShardOptions::new(url))?;
+    shard.wait_connected(STARTUP_WAIT).await.with_context(|| {
+        format!(
+            "admin_redis at {} did not answer within {} s",
+            shard.conn().address(),
+            STARTUP_WAIT.as_secs()
+        )
+    })?;
     shard
-        .wait_connected(STARTUP_WAIT)
+        .check_servers()
         .await
-        .context("admin redis did not answer")?;
-    shard.check_servers().await.context("admin redis refused")?;
+        .context("admin_redis refused to serve")?;
     Ok(shard)
 }
 

@@ -55,9 +55,23 @@ fn environment_variables_that_name_no_key_are_ignored() {
         jail.set_env("SUNDIAL_REDIS_PORT", "6400");
         jail.set_env("SUNDIAL_CONFIG", "elsewhere.toml");
         jail.set_env("SUNDIAL_HTTP__MAX_CONNECTIONS", "77");
+        // A key a known table lacks is ignored too, not fatal.
+        jail.set_env("SUNDIAL_LIMITS__NOPE", "1");
+        jail.set_env("SUNDIAL_HTTP__MAX_CONECTIONS", "5");
+        // The command line's own variables are not config keys.
+        for v in ["SUNDIAL_API_URL", "SUNDIAL_ADMIN_URL", "SUNDIAL_TOKEN"] {
+            jail.set_env(v, "x");
+        }
         let cfg = Config::load(None).map_err(|e| format!("{e:#}"))?;
         assert_eq!(cfg.http.max_connections, 77, "known keys still apply");
-        assert_eq!(cfg.ignored_env, vec!["SUNDIAL_REDIS_PORT".to_owned()]);
+        assert_eq!(
+            cfg.ignored_env,
+            [
+                "SUNDIAL_HTTP__MAX_CONECTIONS",
+                "SUNDIAL_LIMITS__NOPE",
+                "SUNDIAL_REDIS_PORT"
+            ]
+        );
         Ok(())
     });
 }
@@ -111,4 +125,35 @@ fn quotas_come_from_the_environment_too() {
         assert!(cfg.ignored_env.is_empty(), "{:?}", cfg.ignored_env);
         Ok(())
     });
+}
+
+#[test]
+fn pools_come_from_the_file_only() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.toml");
+    let load = |text: &str| {
+        std::fs::write(&path, text).expect("write");
+        Config::load(Some(&path))
+    };
+    let shard = |port: u16| format!("shards = [{{ url = \"redis://127.0.0.1:{port}\" }}]\n");
+    let cfg = load(&format!(
+        "[pools.default]\n{}[pools.eu]\n{}",
+        shard(6400),
+        shard(6401)
+    ))
+    .expect("two pools");
+    assert_eq!(cfg.pools.keys().collect::<Vec<_>>(), ["default", "eu"]);
+    let e = load(&format!("[pools.eu]\n{}", shard(6401))).expect_err("no default");
+    let said = format!("{e:#}");
+    assert!(
+        said.contains("lists the pools eu but not `default`"),
+        "{said}"
+    );
+    // A file with no pools gets the built-in one.
+    let cfg = load("listen = \"127.0.0.1:9000\"\n").expect("no pools");
+    assert_eq!(cfg.pools.keys().collect::<Vec<_>>(), ["default"]);
+    assert_eq!(
+        cfg.pools["default"].shards[0].url.as_deref(),
+        Some("redis://127.0.0.1:6379")
+    );
 }

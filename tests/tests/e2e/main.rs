@@ -31,6 +31,7 @@ mod api;
 mod backlog;
 mod cli;
 mod cluster;
+mod config;
 mod dashboard;
 mod deploy;
 mod durability;

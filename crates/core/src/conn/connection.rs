@@ -52,6 +52,8 @@ pub(super) enum Conns {
 
 pub(super) struct Inner {
     pub(super) name: String,
+    /// Where it dials, without credentials (`address::address_of`).
+    address: String,
     pub(super) conns: Conns,
     /// What every script call runs with: see [`Connection::connect`].
     pub(super) eval_options: Options,
@@ -88,6 +90,7 @@ impl Connection {
     pub fn connect(name: impl Into<String>, opts: &ShardOptions) -> Result<Self, EngineError> {
         let name = name.into();
         let config = config_of(&name, opts)?;
+        let address = super::address::address_of(&config.server);
         let conns = if config.server.is_clustered() {
             Conns::Cluster(Cluster::connect(&name, config, opts)?)
         } else {
@@ -104,6 +107,7 @@ impl Connection {
         Ok(Self {
             inner: Arc::new(Inner {
                 name,
+                address,
                 conns,
                 eval_options: Options {
                     fail_fast: true,
@@ -121,6 +125,12 @@ impl Connection {
 
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Where it dials, for people: `host:port`, a cluster's or the
+    /// sentinels' seed addresses, or a socket's path; no credentials.
+    pub fn address(&self) -> &str {
+        &self.inner.address
     }
 
     /// How many replicas a publish waits for (`wait`), if any.

@@ -8,6 +8,22 @@ use fred::{error::Error as RedisError, prelude::*, types::Value};
 
 use super::connection::{Connection, Conns};
 
+/// The client's error with an I/O failure said in words: the client
+/// writes the system error's debug form (`Os { code: 111, kind:
+/// ConnectionRefused, message: "Connection refused" }`), which becomes its
+/// message (`Connection refused`).
+fn readable(e: RedisError) -> RedisError {
+    let details = e.details();
+    let Some(start) = details.find("message: \"") else {
+        return e;
+    };
+    let rest = &details[start + "message: \"".len()..];
+    match rest.find('"') {
+        Some(end) => RedisError::new(e.kind().clone(), rest[..end].to_owned()),
+        None => e,
+    }
+}
+
 /// What a probe of a shard found: see [`Connection::probe`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
@@ -43,7 +59,7 @@ impl Connection {
         while !self.is_connected() {
             for rx in &mut errors {
                 while let Ok((e, _)) = rx.try_recv() {
-                    last = Some(e);
+                    last = Some(readable(e));
                 }
             }
             let now = tokio::time::Instant::now();
@@ -60,8 +76,9 @@ impl Connection {
                 reported = now;
                 tracing::warn!(
                     shard = self.name(),
-                    waited_s = (now - start).as_secs(),
-                    timeout_s = timeout.as_secs(),
+                    address = self.address(),
+                    waited_s = (now - start).as_secs_f64().round() as u64,
+                    timeout_s = timeout.as_secs_f64().round() as u64,
                     last_error = last
                         .as_ref()
                         .map(ToString::to_string)
@@ -164,5 +181,24 @@ impl Connection {
             f(&node.addr, &info)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fred::error::ErrorKind;
+
+    use super::*;
+
+    #[test]
+    fn an_io_error_is_said_in_words() {
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let raw = RedisError::new(
+            ErrorKind::IO,
+            format!("{:?}", std::io::Error::from_raw_os_error(111)),
+        );
+        assert_eq!(readable(raw).details(), "Connection refused");
+        let plain = RedisError::new(ErrorKind::IO, format!("{io:?}"));
+        assert_eq!(readable(plain.clone()), plain, "no message: as it was");
     }
 }

@@ -24,6 +24,7 @@
 //! `ASK` and `CLUSTER SLOTS` speak of); a *slot* alone is a pool slot
 //! ([`crate::keys`]), which this layer never needs to know.
 
+mod address;
 mod cluster;
 mod connection;
 mod eval;

@@ -42,6 +42,7 @@ pub(crate) async fn one_pool(jobs: &RedisServer) -> Arc<LiveTopology> {
                 timeout_ms: DEFAULT_TIMEOUT_MS,
                 wait: None,
                 tls: None,
+                password: None,
             }],
         },
     )]);

@@ -318,6 +318,20 @@ impl Tokens<'_> {
         })
     }
 
+    /// Every pool that some token names, with its number of tokens, from
+    /// this gateway's copy (empty while the table was never loaded).
+    pub fn pools(&self) -> std::collections::BTreeMap<String, usize> {
+        self.0
+            .read(|l| {
+                let mut out = std::collections::BTreeMap::new();
+                for (info, _) in l.get::<TokenIndex>().into_iter().flat_map(TokenIndex::all) {
+                    *out.entry(info.pool.clone()).or_insert(0) += 1;
+                }
+                out
+            })
+            .unwrap_or_default()
+    }
+
     /// The tokens of a namespace in a pool, oldest first. Read from Redis,
     /// not the copy, so it is exact.
     pub async fn list(&self, pool: &str, ns: &str) -> Result<Vec<TokenInfo>, EngineError> {

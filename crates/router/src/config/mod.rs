@@ -4,11 +4,14 @@
 //! tables make for the client).
 
 mod pool;
+mod secret;
 mod shard;
 mod url;
 
 pub use pool::{DEFAULT_LANES, DEFAULT_SLOTS, MAX_LANES, MAX_SLOTS, PoolConfig};
+pub use secret::Secret;
 pub use shard::{
     ClusterConfig, DEFAULT_SHARD_NAME, DEFAULT_TIMEOUT_MS, SentinelConfig, ShardConfig, TlsConfig,
     WaitConfig,
 };
+pub use url::redis_url;

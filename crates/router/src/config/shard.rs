@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::secret::Secret;
+
 /// The name of the shard of a one-shard pool that does not name it.
 pub const DEFAULT_SHARD_NAME: &str = "main";
 
@@ -43,6 +45,11 @@ pub struct ShardConfig {
     /// reached over TLS (`rediss://` or `cluster.tls`).
     #[serde(default)]
     pub tls: Option<TlsConfig>,
+    /// The password for `url`, over any in it: so that the URL can sit in a
+    /// shared config and the password in a file or a variable (see
+    /// [`Secret`]).
+    #[serde(default)]
+    pub password: Option<Secret>,
 }
 
 /// Files for a shard's TLS connections, PEM. Paths are read when the shard
@@ -103,10 +110,10 @@ pub struct SentinelConfig {
     pub master: String,
     /// The password of the Redis servers (master and replicas).
     #[serde(default)]
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     /// The password of the sentinels themselves, if they have one.
     #[serde(default)]
-    pub sentinel_password: Option<String>,
+    pub sentinel_password: Option<Secret>,
     /// The database number.
     #[serde(default)]
     pub db: u8,
@@ -125,7 +132,7 @@ pub struct ClusterConfig {
     pub username: Option<String>,
     /// The password of the cluster's nodes.
     #[serde(default)]
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     /// Connect with TLS (every node, including those the client discovers).
     #[serde(default)]
     pub tls: bool,
@@ -159,6 +166,7 @@ impl ShardConfig {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             wait: None,
             tls: None,
+            password: None,
         }
     }
 
@@ -184,6 +192,7 @@ pub(super) mod tests {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             wait: None,
             tls: None,
+            password: None,
         }
     }
 }

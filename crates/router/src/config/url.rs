@@ -2,7 +2,10 @@
 //! given, or the `redis-sentinel://` or `redis-cluster://` URL of its
 //! `sentinel` or `cluster` table, with credentials percent-encoded.
 
-use super::shard::{ClusterConfig, ShardConfig};
+use super::{
+    secret::Secret,
+    shard::{ClusterConfig, ShardConfig},
+};
 
 impl ShardConfig {
     /// The URL to connect with: `url` as given, or the `redis-sentinel://`
@@ -10,18 +13,17 @@ impl ShardConfig {
     /// `cluster`.
     pub fn connect_url(&self) -> Result<String, String> {
         match (&self.url, &self.sentinel, &self.cluster) {
-            (Some(url), None, None) => Ok(url.clone()),
+            (Some(url), None, None) => redis_url(url, self.password.as_ref()),
             (None, None, Some(c)) => c.url(),
             (None, Some(s), None) => {
                 let (first, rest) = s
                     .addresses
                     .split_first()
                     .ok_or_else(|| "sentinel.addresses is empty".to_owned())?;
-                let auth = s
-                    .password
-                    .as_ref()
-                    .map(|p| format!(":{}@", encode(p)))
-                    .unwrap_or_default();
+                let auth = match &s.password {
+                    Some(p) => format!(":{}@", encode(&p.read()?)),
+                    None => String::new(),
+                };
                 let mut url = format!(
                     "redis-sentinel://{auth}{first}/{}?sentinelServiceName={}",
                     s.db,
@@ -31,7 +33,7 @@ impl ShardConfig {
                     url += &format!("&node={node}");
                 }
                 if let Some(p) = &s.sentinel_password {
-                    url += &format!("&sentinelPassword={}", encode(p));
+                    url += &format!("&sentinelPassword={}", encode(&p.read()?));
                 }
                 Ok(url)
             }
@@ -41,6 +43,51 @@ impl ShardConfig {
             _ => Err("give one of `url`, `sentinel` and `cluster`, not several".to_owned()),
         }
     }
+}
+
+/// The schemes a shard's `url` may have: plain and TLS (`rediss`), for a
+/// server, a Sentinel set (`-sentinel`), a cluster (`-cluster`) or a
+/// server's Unix socket (`redis+unix:///path`, or `unix:///path`).
+const SCHEMES: [&str; 8] = [
+    "redis",
+    "rediss",
+    "redis-sentinel",
+    "rediss-sentinel",
+    "redis-cluster",
+    "rediss-cluster",
+    "redis+unix",
+    "unix",
+];
+
+/// A shard's (or `admin_redis`'s) URL as the client reads it, with
+/// `password` (read now) over any the URL holds. Refused when its scheme
+/// is not a Redis one (an `https://` URL would otherwise be dialled in
+/// plain text), naming only the scheme; `unix://` becomes `redis+unix://`.
+pub fn redis_url(url: &str, password: Option<&Secret>) -> Result<String, String> {
+    let url = checked_scheme(url)?;
+    match password {
+        Some(p) => Ok(with_password(&url, &p.read()?)),
+        None => Ok(url),
+    }
+}
+
+fn checked_scheme(url: &str) -> Result<String, String> {
+    let (scheme, rest) = url.split_once("://").unwrap_or_default();
+    if scheme.eq_ignore_ascii_case("unix") {
+        return Ok(format!("redis+unix://{rest}"));
+    }
+    if SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme)) {
+        return Ok(url.to_owned());
+    }
+    let said = if scheme.is_empty() {
+        "has no scheme".to_owned()
+    } else {
+        format!("has the scheme `{scheme}`, which is not Redis's")
+    };
+    Err(format!(
+        "url {said}: use redis://, rediss:// (TLS), redis-sentinel://, redis-cluster:// (or \
+         their rediss- forms), redis+unix:///path, or a `sentinel` or `cluster` table"
+    ))
 }
 
 impl ClusterConfig {
@@ -72,7 +119,8 @@ impl ClusterConfig {
         } else {
             "redis-cluster"
         };
-        let auth = match (&self.username, &self.password) {
+        let password = self.password.as_ref().map(|p| p.read()).transpose()?;
+        let auth = match (&self.username, &password) {
             (None, None) => String::new(),
             (user, password) => format!(
                 "{}:{}@",
@@ -87,6 +135,21 @@ impl ClusterConfig {
         }
         Ok(url)
     }
+}
+
+/// `url` with `password` in its userinfo, over any password it holds (its
+/// user kept). A socket's URL gets the host `localhost`, which the client
+/// needs beside credentials and ignores.
+fn with_password(url: &str, password: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("redis", url));
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (user, host) = match authority.rsplit_once('@') {
+        Some((info, host)) => (info.split_once(':').map_or(info, |(u, _)| u), host),
+        None => ("", authority),
+    };
+    let host = if host.is_empty() { "localhost" } else { host };
+    format!("{scheme}://{user}:{}@{host}{tail}", encode(password))
 }
 
 /// Percent-encodes what may not stand in a URL's userinfo or query.
@@ -107,14 +170,59 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_redis_schemes_are_taken() {
+        for ok in [
+            "redis://h:1",
+            "rediss://u:p@h:1/2",
+            "redis-sentinel://h:1?sentinelServiceName=m",
+            "redis-cluster://h:1",
+            "rediss-cluster://h:1",
+            "redis+unix:///run/redis.sock",
+        ] {
+            assert_eq!(redis_url(ok, None).as_deref(), Ok(ok));
+        }
+        assert_eq!(
+            redis_url("unix:///run/redis.sock", None).as_deref(),
+            Ok("redis+unix:///run/redis.sock")
+        );
+        for bad in ["https://u:secret@h:1", "http://h:1", "h:6379", "tcp://h:1"] {
+            let e = redis_url(bad, None).expect_err(bad);
+            assert!(!e.contains("secret"), "{e}");
+            assert!(e.contains("redis://"), "{e}");
+        }
+        assert!(
+            redis_url("https://h:1", None)
+                .expect_err("https")
+                .contains("`https`")
+        );
+    }
+
+    #[test]
+    fn a_password_given_apart_goes_into_the_url() {
+        let mut s = shard(Some("a"), 1);
+        s.password = Some(super::super::Secret::from("p@ss/w"));
+        for (url, want) in [
+            ("redis://h:1/2", "redis://:p%40ss%2Fw@h:1/2"),
+            ("rediss://jobs:old@h:1", "rediss://jobs:p%40ss%2Fw@h:1"),
+            (
+                "unix:///run/r.sock",
+                "redis+unix://:p%40ss%2Fw@localhost/run/r.sock",
+            ),
+        ] {
+            s.url = Some(url.to_owned());
+            assert_eq!(s.connect_url().as_deref(), Ok(want), "{url}");
+        }
+    }
+
+    #[test]
     fn sentinel_shards_become_fred_sentinel_urls() {
         let mut s = shard(Some("a"), 1);
         s.url = None;
         s.sentinel = Some(SentinelConfig {
             addresses: vec!["10.0.0.1:26379".to_owned(), "10.0.0.2:26379".to_owned()],
             master: "jobs".to_owned(),
-            password: Some("p@ss".to_owned()),
-            sentinel_password: Some("s".to_owned()),
+            password: Some("p@ss".into()),
+            sentinel_password: Some("s".into()),
             db: 2,
         });
         assert_eq!(
@@ -148,7 +256,7 @@ mod tests {
             "redis-cluster://10.0.0.1:7000?node=10.0.0.2:7001&node=10.0.0.3:7002"
         );
         c.username = Some("jobs".to_owned());
-        c.password = Some("p@ss".to_owned());
+        c.password = Some("p@ss".into());
         c.tls = true;
         c.nodes.truncate(1);
         s.cluster = Some(c.clone());
