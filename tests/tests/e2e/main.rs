@@ -28,6 +28,7 @@ macro_rules! on_every_shard_kind {
 
 mod admin;
 mod api;
+mod autoscaling;
 mod backlog;
 mod cli;
 mod cluster;
