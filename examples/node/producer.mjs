@@ -8,7 +8,7 @@
 // ../README.md for the variables.
 
 const env = process.env;
-const URL_BASE = (env.SUNDIAL_URL || "http://127.0.0.1:7777").replace(/\/+$/, "");
+const URL_BASE = (env.SUNDIAL_API_URL || "http://127.0.0.1:7777").replace(/\/+$/, "");
 const TOKEN = env.SUNDIAL_TOKEN || "";
 const NAMESPACE = env.SUNDIAL_NAMESPACE || "demo";
 const QUEUE = env.SUNDIAL_QUEUE || "emails";

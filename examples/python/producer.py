@@ -15,7 +15,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-URL = os.environ.get("SUNDIAL_URL", "http://127.0.0.1:7777").rstrip("/")
+URL = os.environ.get("SUNDIAL_API_URL", "http://127.0.0.1:7777").rstrip("/")
 TOKEN = os.environ.get("SUNDIAL_TOKEN", "")
 NAMESPACE = os.environ.get("SUNDIAL_NAMESPACE", "demo")
 QUEUE = os.environ.get("SUNDIAL_QUEUE", "emails")

@@ -43,7 +43,7 @@ type job struct {
 }
 
 func main() {
-	base := strings.TrimRight(getenv("SUNDIAL_URL", "http://127.0.0.1:7777"), "/")
+	base := strings.TrimRight(getenv("SUNDIAL_API_URL", "http://127.0.0.1:7777"), "/")
 	token := os.Getenv("SUNDIAL_TOKEN")
 	ns := getenv("SUNDIAL_NAMESPACE", "demo")
 	queue := getenv("SUNDIAL_QUEUE", "emails")

@@ -43,7 +43,7 @@ func fatal(format string, args ...any) {
 }
 
 var (
-	base      = strings.TrimRight(getenv("SUNDIAL_URL", "http://127.0.0.1:7777"), "/")
+	base      = strings.TrimRight(getenv("SUNDIAL_API_URL", "http://127.0.0.1:7777"), "/")
 	token     = os.Getenv("SUNDIAL_TOKEN")
 	queueURL  = fmt.Sprintf("%s/api/%s/%s", base, getenv("SUNDIAL_NAMESPACE", "demo"), getenv("SUNDIAL_QUEUE", "emails"))
 	ttr       = getint("SUNDIAL_TTR", 30)       // seconds to ack before a redelivery

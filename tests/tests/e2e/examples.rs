@@ -162,7 +162,7 @@ fn run(
     ] {
         cmd.env_remove(var);
     }
-    cmd.env("SUNDIAL_URL", gw.api())
+    cmd.env("SUNDIAL_API_URL", gw.api())
         .env("SUNDIAL_TOKEN", token)
         .env("SUNDIAL_NAMESPACE", "ns")
         .env("SUNDIAL_QUEUE", "q")
