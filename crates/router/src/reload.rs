@@ -69,6 +69,11 @@ impl std::fmt::Debug for Reloader {
 impl Reloader {
     /// A reloader of the file at `path` (read with `load`) into `live`.
     pub fn new(path: Option<PathBuf>, load: Box<Load>, live: Arc<LiveTopology>) -> Arc<Self> {
+        // Both series exist from start, at 0: an alert on the failures'
+        // increase then sees a process's first failed reload.
+        for result in ["success", "failure"] {
+            metrics::counter!("sundial_reloads_total", "result" => result).increment(0);
+        }
         Arc::new(Self {
             path,
             load,

@@ -5,7 +5,7 @@
 use std::{collections::HashMap, path::PathBuf, sync::Arc, time::Duration};
 
 use futures::future::BoxFuture;
-use sundial_router::{LiveTopology, reload::Reloader};
+use sundial_router::{LiveTopology, admin::AdminStore, reload::Reloader};
 use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -31,11 +31,22 @@ impl Source {
         })
     }
 
-    /// A reloader of this file into `live`.
-    pub fn reloader(&self, live: Arc<LiveTopology>) -> Arc<Reloader> {
+    /// A reloader of this file into `live`; with the token table (`admin`,
+    /// a gateway's), it refuses a config that drops a pool tokens name.
+    pub fn reloader(
+        &self,
+        live: Arc<LiveTopology>,
+        admin: Option<Arc<AdminStore>>,
+    ) -> Arc<Reloader> {
         Reloader::new(
             self.path.clone(),
-            Box::new(|path| Ok(Config::load(path)?.desired())),
+            Box::new(move |path| {
+                let config = Config::load(path)?;
+                if let Some(admin) = &admin {
+                    pools_for_tokens(&config, admin)?;
+                }
+                Ok(config.desired())
+            }),
             live,
         )
     }
@@ -71,6 +82,26 @@ impl Source {
         tokio::spawn(on_signal(shutdown.clone()));
         shutdown
     }
+}
+
+/// Refuses a config that lacks a pool some tokens name: their requests
+/// would fail (`pool not found`), at start or after a reload alike.
+pub fn pools_for_tokens(config: &Config, admin: &AdminStore) -> anyhow::Result<()> {
+    let missing: Vec<String> = admin
+        .tokens()
+        .pools()
+        .into_iter()
+        .filter(|(pool, _)| !config.pools.contains_key(pool))
+        .map(|(pool, n)| format!("{pool} ({n} token(s))"))
+        .collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "tokens name pools that the config does not list: {}. Their requests would fail: \
+         list the pools again, or delete their tokens (sundial token list NS --pool POOL, \
+         then sundial token delete)",
+        missing.join(", ")
+    );
+    Ok(())
 }
 
 /// Raises the soft limit on open files to the hard limit (as Go's runtime

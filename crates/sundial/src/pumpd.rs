@@ -29,7 +29,10 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         prepare(&config.pools, None, STARTUP_WAIT).await?,
     ));
     let mut background = Background::default();
-    background.add("reload", source.reload_loop(&source.reloader(live.clone())));
+    background.add(
+        "reload",
+        source.reload_loop(&source.reloader(live.clone(), None)),
+    );
     let background = background.start();
     let status = PumpStatus::default();
     // A lease loop runs a round every quarter of the TTL: two TTLs without

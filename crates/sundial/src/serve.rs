@@ -51,7 +51,7 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         sundial_router::mover::Status::default(),
         shutdown.clone(),
     );
-    let reloader = source.reloader(live);
+    let reloader = source.reloader(live, Some(state.admin.clone()));
     let background = background(&source, &state, &reloader).start();
     let ready: Readiness = {
         let state = state.clone();
@@ -136,20 +136,7 @@ async fn admin_tables(config: &Config, live: &LiveTopology) -> anyhow::Result<Ar
         .reload()
         .await
         .context("cannot load the token table")?;
-    let missing: Vec<String> = store
-        .tokens()
-        .pools()
-        .into_iter()
-        .filter(|(pool, _)| !config.pools.contains_key(pool))
-        .map(|(pool, n)| format!("{pool} ({n} token(s))"))
-        .collect();
-    anyhow::ensure!(
-        missing.is_empty(),
-        "tokens name pools that the config does not list: {}. Their requests would fail: \
-         list the pools again, or delete their tokens (sundial token list NS --pool POOL, \
-         then sundial token delete)",
-        missing.join(", ")
-    );
+    crate::process::pools_for_tokens(config, &store)?;
     match store.tokens().plaintext_tokens() {
         0 => {}
         n => tracing::warn!(

@@ -65,32 +65,44 @@ async fn pools_are_added_and_removed_at_runtime() {
     let on_eu = Api::new(gw.api(), Some(&t));
     let id = on_eu.publish("ns", "q", "", b"in eu").await;
 
-    // A pool that holds jobs is not dropped.
+    // A pool that tokens name is not dropped: their requests would fail.
     cfg.pools = Some(pools(&main.url(), &[]));
     gw.rewrite(&cfg);
-    let r = admin.post("/reload").await;
-    assert_eq!(r.status, 400, "{r:?}");
-    assert!(
-        r.json["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("still holds jobs")),
-        "{r:?}"
+    let refused = |r: &sundial_tests::Resp, why: &str| {
+        assert_eq!(r.status, 400, "{r:?}");
+        assert!(
+            r.json["error"].as_str().is_some_and(|e| e.contains(why)),
+            "{why}: {r:?}"
+        );
+    };
+    refused(
+        &admin.post("/reload").await,
+        "tokens name pools that the config does not list: eu (1 token(s))",
     );
+    // Nor is a pool that holds jobs, once no token names it.
+    assert_eq!(admin.delete(&format!("/token/ns/{t}")).await.status, 204);
+    refused(&admin.post("/reload").await, "still holds jobs");
     assert_eq!(
         admin.get("/pools").await.json,
         serde_json::json!(["default", "eu"])
     );
+    let t = admin.post("/token/ns?description=eu&pool=eu").await.json["token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    let on_eu = Api::new(gw.api(), Some(&t));
     assert_eq!(
         on_eu.get("/api/ns/q/size").await.json["size"],
         1,
         "the old pools keep serving"
     );
 
-    // Once empty, it goes.
+    // Once empty and without tokens, it goes.
     assert_eq!(
         on_eu.delete(&format!("/api/ns/q/job/{id}")).await.status,
         204
     );
+    assert_eq!(admin.delete(&format!("/token/ns/{t}")).await.status, 204);
     let r = admin.post("/reload").await;
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(
@@ -109,7 +121,7 @@ async fn pools_are_added_and_removed_at_runtime() {
         "{text}"
     );
     assert!(
-        text.contains(r#"sundial_reloads_total{result="failure"} 1"#),
+        text.contains(r#"sundial_reloads_total{result="failure"} 2"#),
         "{text}"
     );
 }
@@ -122,6 +134,15 @@ async fn an_invalid_config_keeps_the_current_pools() {
     let token = create_token(&gw.admin(), "ns").await;
     let api = Api::new(gw.api(), Some(&token));
     let admin = Api::new(gw.admin(), None);
+    // The failures' series is there from start, so that an alert on its
+    // increase sees the first failure.
+    let m = admin.get("/metrics").await;
+    assert!(
+        m.json
+            .as_str()
+            .is_some_and(|t| t.contains(r#"sundial_reloads_total{result="failure"} 0"#)),
+        "{m:?}"
+    );
 
     for bad in [
         "[pools.default]\nslots = 0\nshards = [{ url = \"redis://127.0.0.1:1\" }]\n".to_owned(),
