@@ -15,6 +15,16 @@
 //!
 //! Errors: handlers return [`api::error::ApiError`].
 
+/// The commit this build was made from (`build.rs`), or `unknown`.
+pub const BUILD_COMMIT: &str = env!("SUNDIAL_BUILD_COMMIT");
+/// The version and commit, as `sundial --version` says them.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("SUNDIAL_BUILD_COMMIT"),
+    ")"
+);
+
 pub mod access;
 pub mod admin;
 pub mod api;

@@ -13,7 +13,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(
     name = "sundial",
-    version,
+    version = sundial_gateway::VERSION,
     about = "Delayed and retried jobs over Redis, with lmstfy's HTTP API",
     after_help = "Operator commands (token … consume) talk to a running gateway: --admin and \
 --api (SUNDIAL_ADMIN_URL, SUNDIAL_API_URL) say where, SUNDIAL_ADMIN_USER and \

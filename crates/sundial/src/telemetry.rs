@@ -36,6 +36,12 @@ pub fn init_metrics(idle: Option<std::time::Duration>) -> anyhow::Result<Prometh
         ])?
         .install_recorder()?;
     describe();
+    metrics::gauge!(
+        "sundial_build_info",
+        "version" => env!("CARGO_PKG_VERSION"),
+        "commit" => sundial_gateway::BUILD_COMMIT
+    )
+    .set(1.0);
     Ok(handle)
 }
 
@@ -235,6 +241,12 @@ const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
         "sundial_pump_lateness_seconds",
         Some(Unit::Seconds),
         "How late pump calls found the earliest due entry they handled",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_build_info",
+        None,
+        "Always 1: the build's version and commit, as labels",
     ),
     (
         Kind::Counter,

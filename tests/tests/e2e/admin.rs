@@ -184,10 +184,36 @@ async fn pools_info_version_metrics_health() {
     assert_eq!(admin.get("/info?pool=nope").await.status, 404);
     let v = admin.get("/version").await;
     assert_eq!(v.json["version"], env!("CARGO_PKG_VERSION"));
+    // The commit the binary was built from: HEAD's, when built in a git
+    // checkout (as the tests are, with no SUNDIAL_BUILD_COMMIT set).
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let commit = v.json["build_commit"]
+        .as_str()
+        .expect("build_commit")
+        .to_owned();
+    if std::env::var_os("SUNDIAL_BUILD_COMMIT").is_none() {
+        assert_eq!(
+            Some(commit.as_str()),
+            head.as_deref().or(Some("unknown")),
+            "{v:?}"
+        );
+    }
     assert_eq!(admin.get("/live").await.status, 200);
     assert_eq!(admin.get("/ready").await.status, 200);
     let m = admin.get("/metrics").await;
     let text = m.json.as_str().expect("text");
+    assert!(
+        text.contains(&format!(
+            "sundial_build_info{{version=\"{}\",commit=\"{commit}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{text}"
+    );
     assert!(text.contains("sundial_jobs_published_total"), "{text}");
     assert!(
         text.contains(r#"route="/api/{ns}/{queue}""#),

@@ -194,7 +194,7 @@ fn primaries(shard: &sundial_core::Shard, slots: &[u32]) -> serde_json::Value {
 pub(super) async fn version() -> impl IntoResponse {
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
-        "build_commit": option_env!("SUNDIAL_BUILD_COMMIT").unwrap_or("unknown"),
+        "build_commit": crate::BUILD_COMMIT,
         "build_date": option_env!("SUNDIAL_BUILD_DATE").unwrap_or("unknown"),
     }))
 }
