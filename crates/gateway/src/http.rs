@@ -1,6 +1,8 @@
 //! Middleware for both listeners: a request id on every response, request
 //! metrics labelled by matched route (never the raw path), one log line per
-//! request, the refusal of `HEAD`, and `X-Content-Type-Options: nosniff`.
+//! request, the refusal of `HEAD`, and `X-Content-Type-Options: nosniff`;
+//! `Retry-After` on every 429, and `Connection: close` on an error answered
+//! to a request that sent a body (which may not have been read).
 
 use std::{
     collections::HashMap,
@@ -115,16 +117,38 @@ async fn front(
 /// The answer to a request: 405 for `HEAD`, else the router's, with a JSON
 /// body if it is an error; every one says its type is the one it names
 /// (`nosniff`), so that no browser takes a job body for a page or script.
+/// Every 429 says when to retry (1 s unless the refusal said otherwise).
+/// An error answered to a request with a body says `Connection: close`:
+/// a refusal (401, 403, 413, 429…) may come before the body was read,
+/// and then the connection cannot carry another request; a client told
+/// so opens a new one instead of failing its next request on this one.
 async fn answer(req: Request, next: Next) -> Response {
+    use axum::http::header;
+    let sent_body = req.headers().contains_key(header::TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .is_some_and(|n| n > 0);
     let mut resp = if req.method() == axum::http::Method::HEAD {
         refuse_head()
     } else {
         json_errors(next.run(req).await).await
     };
-    resp.headers_mut().insert(
-        axum::http::header::X_CONTENT_TYPE_OPTIONS,
+    let status = resp.status();
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    if status == axum::http::StatusCode::TOO_MANY_REQUESTS
+        && !headers.contains_key(header::RETRY_AFTER)
+    {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    if sent_body && (status.is_client_error() || status.is_server_error()) {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     resp
 }
 

@@ -366,3 +366,43 @@ async fn thousands_of_idle_connections_are_bounded_and_closed() {
         "counted: {text}"
     );
 }
+
+#[tokio::test]
+async fn a_request_refused_before_its_body_is_read_is_told_to_reconnect() {
+    let redis = RedisServer::start();
+    let gw = gateway(&redis, "");
+    let token = create_token(&gw.admin(), "ns").await;
+    // A wrong token, and a body announced but not yet sent: the 401 comes
+    // before the body, so the connection can carry nothing more, and the
+    // answer says so.
+    let mut s = connect(gw.api_port);
+    s.write_all(
+        b"PUT /api/ns/q HTTP/1.1\r\nHost: x\r\nX-Token: wrong\r\nContent-Length: 100000\r\n\r\npart",
+    )
+    .expect("write");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut buf = vec![0u8; 4096];
+    let n = s.read(&mut buf).expect("an answer");
+    let head = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 401"), "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+    // A refusal of a request without a body keeps the connection.
+    let mut s = connect(gw.api_port);
+    s.write_all(b"GET /api/ns/q HTTP/1.1\r\nHost: x\r\nX-Token: wrong\r\n\r\n")
+        .expect("write");
+    let n = s.read(&mut buf).expect("an answer");
+    let head = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 401"), "{head}");
+    assert!(!head.contains("connection: close"), "{head}");
+    // And a publish with a body that succeeds keeps it too.
+    let mut s = connect(gw.api_port);
+    let publish = format!(
+        "PUT /api/ns/q HTTP/1.1\r\nHost: x\r\nX-Token: {token}\r\nContent-Length: 4\r\n\r\nkept"
+    );
+    s.write_all(publish.as_bytes()).expect("write");
+    let n = s.read(&mut buf).expect("an answer");
+    let head = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 201"), "{head}");
+    assert!(!head.contains("connection: close"), "{head}");
+}
