@@ -25,6 +25,7 @@ pub mod exit {
 
 /// Where Sundial is and who is asking: every operator command takes these.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Connection")]
 pub struct Global {
     /// The admin API's base URL.
     #[arg(

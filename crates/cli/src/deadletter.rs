@@ -16,8 +16,11 @@ use crate::{
 pub enum DeadCmd {
     /// The dead jobs, oldest first: id, tries, when it died, a body preview.
     List {
+        /// The namespace (a tenant).
         namespace: String,
+        /// The queue.
         queue: String,
+        /// The pool (`default` when left out).
         #[arg(long)]
         pool: Option<String>,
         /// At most this many (all of them: 0).
@@ -46,8 +49,11 @@ pub enum DeadCmd {
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("jobs").required(true).args(["ids", "all"])))]
 pub struct Which {
+    /// The namespace (a tenant).
     namespace: String,
+    /// The queue.
     queue: String,
+    /// The pool (`default` when left out).
     #[arg(long)]
     pool: Option<String>,
     /// These job ids (comma-separated).

@@ -15,7 +15,9 @@ use crate::{
 
 #[derive(Debug, Args)]
 pub struct Publish {
+    /// The namespace (a tenant).
     namespace: String,
+    /// The queue.
     queue: String,
     /// The body; `-` (or nothing) reads it from stdin.
     body: Option<String>,
@@ -34,6 +36,7 @@ pub struct Publish {
 
 #[derive(Debug, Args)]
 pub struct Consume {
+    /// The namespace (a tenant).
     namespace: String,
     /// One queue, or several comma-separated.
     queue: String,
@@ -147,5 +150,19 @@ pub(crate) async fn consume(c: Client, p: Consume) -> Outcome {
             .await?;
         }
     }
+    if !p.ack {
+        left_reserved(jobs.len());
+    }
     Ok(())
+}
+
+/// Says on stderr (a script reading stdout sees only the jobs) that a
+/// consume without `--ack` left `n` jobs reserved.
+fn left_reserved(n: usize) {
+    if n > 0 {
+        eprintln!(
+            "sundial: {n} job(s) left reserved, a try spent: each comes back after its TTR \
+             (or goes to the dead letter on its last try); --ack deletes them once printed"
+        );
+    }
 }

@@ -15,6 +15,7 @@ pub enum LimitCmd {
     Get { namespace: String, token: String },
     /// Set (create or replace) a token's rate limit.
     Set {
+        /// The namespace (a tenant).
         namespace: String,
         /// The token or its id.
         token: String,

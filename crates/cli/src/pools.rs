@@ -27,6 +27,7 @@ pub enum DrainCmd {
         /// `--every` seconds.
         #[arg(long)]
         watch: bool,
+        /// Seconds between two looks, with `--watch`.
         #[arg(long, default_value_t = 2)]
         every: u64,
     },

@@ -24,6 +24,7 @@ pub enum NamespaceCmd {
     /// on: its tokens (of `--pool`) are served from the new pool, and its
     /// jobs are carried there.
     Move {
+        /// The namespace (a tenant).
         ns: String,
         /// The pool to move it to.
         #[arg(long)]
@@ -35,25 +36,31 @@ pub enum NamespaceCmd {
         /// `--every` seconds.
         #[arg(long)]
         watch: bool,
+        /// Seconds between two looks, with `--watch`.
         #[arg(long, default_value_t = 2)]
         every: u64,
     },
     /// Where a namespace that moved (or moves) is served from, and how far
     /// its move has come.
     Moving {
+        /// The namespace (a tenant).
         ns: String,
+        /// The pool (`default` when left out).
         #[arg(long, default_value = "default")]
         pool: String,
         /// Follow the move until it is done (exit 0).
         #[arg(long)]
         watch: bool,
+        /// Seconds between two looks, with `--watch`.
         #[arg(long, default_value_t = 2)]
         every: u64,
     },
     /// Write every job of a namespace as NDJSON (one job per line), to a
     /// file or to standard output.
     Export {
+        /// The namespace (a tenant).
         ns: String,
+        /// The pool (`default` when left out).
         #[arg(long, default_value = "default")]
         pool: String,
         /// The file to write (default: standard output).
@@ -64,7 +71,9 @@ pub enum NamespaceCmd {
     /// and pool: the lines do not name them). Jobs whose id is there
     /// already are skipped, so an import may run again after a failure.
     Import {
+        /// The namespace (a tenant).
         ns: String,
+        /// The pool (`default` when left out).
         #[arg(long, default_value = "default")]
         pool: String,
         /// The file to read (default: standard input).

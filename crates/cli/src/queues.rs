@@ -18,14 +18,19 @@ use crate::{
 pub enum QueueCmd {
     /// A namespace's queues with their backlog and rates (admin API).
     List {
+        /// The namespace (a tenant).
         namespace: String,
+        /// The pool (`default` when left out).
         #[arg(long)]
         pool: Option<String>,
     },
     /// One queue's backlog, totals and rates (admin API).
     Stats {
+        /// The namespace (a tenant).
         namespace: String,
+        /// The queue.
         queue: String,
+        /// The pool (`default` when left out).
         #[arg(long)]
         pool: Option<String>,
     },
@@ -33,7 +38,9 @@ pub enum QueueCmd {
     Peek { namespace: String, queue: String },
     /// Delete the queue's ready jobs (job API: needs a token with `manage`).
     Destroy {
+        /// The namespace (a tenant).
         namespace: String,
+        /// The queue.
         queue: String,
         /// Yes, delete them.
         #[arg(long)]
@@ -130,16 +137,7 @@ pub(crate) async fn run(c: Client, cmd: QueueCmd) -> Outcome {
             namespace,
             queue,
             pool,
-        } => {
-            let q = c
-                .admin_get(&format!(
-                    "{}{}",
-                    queue_path(&namespace, &queue),
-                    pool_query(pool.as_ref())
-                ))
-                .await?;
-            c.show(&q, |q| table::print(&STATS_HEADER, &[stats_row(q)]));
-        }
+        } => stats(&c, &namespace, &queue, pool.as_ref()).await?,
         QueueCmd::Peek { namespace, queue } => {
             let r = c
                 .call(
@@ -167,6 +165,41 @@ pub(crate) async fn run(c: Client, cmd: QueueCmd) -> Outcome {
             destroy(&c, &namespace, &queue).await?;
         }
     }
+    Ok(())
+}
+
+/// `queue stats`: one queue's backlog and rates; a queue never seen is not
+/// found.
+async fn stats(c: &Client, namespace: &str, queue: &str, pool: Option<&String>) -> Outcome {
+    let q = c
+        .admin_get(&format!(
+            "{}{}",
+            queue_path(namespace, queue),
+            pool_query(pool)
+        ))
+        .await?;
+    // The API answers zeros for a queue it never saw; a name typed
+    // wrong is not found here (exit 3), not a queue with nothing.
+    let never = [
+        "ready",
+        "delayed",
+        "reserved",
+        "dead",
+        "published_total",
+        "consumed_total",
+    ]
+    .iter()
+    .all(|f| q[*f].as_u64() == Some(0));
+    if never {
+        return Err(Failure::new(
+            exit::NOT_FOUND,
+            format!(
+                "no queue {queue} in namespace {namespace}: it holds no job and was \
+                 never published to"
+            ),
+        ));
+    }
+    c.show(&q, |q| table::print(&STATS_HEADER, &[stats_row(q)]));
     Ok(())
 }
 

@@ -14,7 +14,9 @@ use crate::{
 pub enum QuotaCmd {
     /// What a namespace is held to, what it sets, and its pool's quota.
     Get {
+        /// The namespace (a tenant).
         namespace: String,
+        /// The pool (`default` when left out).
         #[arg(long)]
         pool: Option<String>,
     },
@@ -22,7 +24,9 @@ pub enum QuotaCmd {
     /// lifts a bound its pool sets), in one change that another made at the
     /// same time does not undo.
     Set {
+        /// The namespace (a tenant).
         namespace: String,
+        /// The pool (`default` when left out).
         #[arg(long)]
         pool: Option<String>,
         #[command(flatten)]
@@ -30,7 +34,9 @@ pub enum QuotaCmd {
     },
     /// Remove what a namespace sets: its pool's quota holds again.
     Clear {
+        /// The namespace (a tenant).
         namespace: String,
+        /// The pool (`default` when left out).
         #[arg(long)]
         pool: Option<String>,
     },

@@ -13,7 +13,9 @@ use crate::{
 pub enum TokenCmd {
     /// Create a token; it is shown this once (Redis keeps only its digest).
     Create {
+        /// The namespace (a tenant).
         namespace: String,
+        /// What the token is for (shown in listings).
         #[arg(long, short)]
         description: String,
         /// The pool its tenant's jobs live in.
@@ -31,7 +33,9 @@ pub enum TokenCmd {
     },
     /// List a namespace's tokens, by id.
     List {
+        /// The namespace (a tenant).
         namespace: String,
+        /// The pool (`default` when left out).
         #[arg(long)]
         pool: Option<String>,
     },
@@ -40,6 +44,7 @@ pub enum TokenCmd {
     Revoke { namespace: String, token: String },
     /// Show a token's scope or, with --scope or --queues, change it.
     Scope {
+        /// The namespace (a tenant).
         namespace: String,
         /// The token or its id.
         token: String,

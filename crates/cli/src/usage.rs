@@ -14,6 +14,7 @@ use crate::{
 pub struct Usage {
     /// One namespace (every namespace of the pool when left out).
     namespace: Option<String>,
+    /// The pool (`default` when left out).
     #[arg(long)]
     pool: Option<String>,
     #[command(flatten)]

@@ -36,14 +36,25 @@ enum Command {
     },
     /// Run the pumps alone, without the HTTP API.
     Pumpd {
+        /// TOML config file; `SUNDIAL_*` environment variables override it.
         #[arg(long, short, env = "SUNDIAL_CONFIG")]
         config: Option<PathBuf>,
     },
-    /// Check a config file and exit.
+    /// Check a config file and exit: what `serve` would refuse or warn
+    /// about, without reaching Redis.
     CheckConfig {
+        /// TOML config file; `SUNDIAL_*` environment variables override it.
         #[arg(long, short, env = "SUNDIAL_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Print a shell's completion script for `sundial` (e.g. `sundial
+    /// completions bash > /etc/bash_completion.d/sundial`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print `sundial`'s manual page (roff: `sundial man | man -l -`).
+    Man,
     /// Remove Sundial's keys from a Redis that left its pool (once drained
     /// and out of every gateway's config); refuses while a gateway lists
     /// it, a pump process runs on it, or it holds a job. Admin tables it
@@ -90,6 +101,15 @@ fn sentence(e: &anyhow::Error) -> String {
     out
 }
 
+/// Writes `bytes` to stdout; a reader that went away (`| head`) is no
+/// failure.
+fn print_all(bytes: &[u8]) -> anyhow::Result<()> {
+    match std::io::Write::write_all(&mut std::io::stdout(), bytes) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
 async fn run() -> anyhow::Result<std::process::ExitCode> {
     let ok = std::process::ExitCode::SUCCESS;
     match Cli::parse().command {
@@ -97,6 +117,17 @@ async fn run() -> anyhow::Result<std::process::ExitCode> {
         Command::Pumpd { config } => pumpd::run(Source::read(config)?).await.map(|()| ok),
         Command::CheckConfig { config } => check_config::run(config.as_deref()).map(|()| ok),
         Command::WipeShard { url, yes } => wipe_shard::run(&url, yes).await.map(|()| ok),
+        Command::Completions { shell } => {
+            let mut cli = <Cli as clap::CommandFactory>::command();
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut cli, "sundial", &mut out);
+            print_all(&out).map(|()| ok)
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut out)?;
+            print_all(&out).map(|()| ok)
+        }
         Command::Operator(command) => Ok(sundial_cli::run(*command).await),
     }
 }

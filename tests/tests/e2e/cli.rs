@@ -173,6 +173,16 @@ async fn queues_dead_letters_and_jobs_are_driven_from_the_cli() {
         r.stdout.contains(&first) && r.stdout.contains("hello"),
         "{r:?}"
     );
+    assert!(
+        r.stderr.contains("1 job(s) left reserved, a try spent"),
+        "a consume without --ack says what it left: {r:?}"
+    );
+    let r = gw.cli(&["queue", "stats", "ns", "no-such-queue"], &[]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains("no queue no-such-queue in namespace ns"),
+        "{r:?}"
+    );
     for i in 0..3 {
         api.publish("ns", "q", "tries=1", format!("body {i}").as_bytes())
             .await;
@@ -357,4 +367,35 @@ async fn pool_status_and_a_drain_are_watched_from_the_cli() {
     assert!(out.status.success(), "{out:?}");
     assert!(stdout.contains("slots drained"), "progress lines: {stdout}");
     assert_eq!(stdout.lines().last(), Some("no drain"), "{stdout}");
+}
+
+#[test]
+fn completions_and_a_manual_page_are_printed() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = std::process::Command::new(sundial_tests::sundial_binary())
+            .args(["completions", shell])
+            .output()
+            .expect("run");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{shell}: {out:?}");
+        assert!(
+            text.contains("sundial") && text.contains("quota"),
+            "{shell}: {text}"
+        );
+    }
+    let out = std::process::Command::new(sundial_tests::sundial_binary())
+        .arg("man")
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.starts_with(".ie"), "{text}");
+    assert!(text.contains(".TH sundial 1"), "{text}");
+    // Connection flags sit under their own heading in every command's help.
+    let out = std::process::Command::new(sundial_tests::sundial_binary())
+        .args(["queue", "stats", "--help"])
+        .output()
+        .expect("run");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("Connection:\n"), "{help}");
+    assert!(help.contains("<NAMESPACE>  The namespace"), "{help}");
 }
