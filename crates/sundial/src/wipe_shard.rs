@@ -20,10 +20,13 @@ pub async fn run(url: &str, yes: bool) -> anyhow::Result<()> {
         redacted(url)
     );
     let shard = Shard::connect(redacted(url), &ShardOptions::new(url))?;
-    shard
-        .wait_connected(WAIT)
-        .await
-        .with_context(|| format!("{} did not answer within {WAIT:?}", redacted(url)))?;
+    shard.wait_connected(WAIT).await.with_context(|| {
+        format!(
+            "{} did not answer within {} s",
+            redacted(url),
+            WAIT.as_secs()
+        )
+    })?;
     let wiped = shard.wipe().await?;
     println!(
         "wiped: {} key(s) of Sundial's removed ({} slots swept)",

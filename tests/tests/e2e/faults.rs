@@ -122,7 +122,7 @@ async fn the_gateway_refuses_an_admin_redis_that_evicts_keys() {
     assert!(!status.success());
     let log = gw.log();
     assert!(
-        log.contains("admin redis refused") && log.contains("volatile-lru"),
+        log.contains("admin_redis refused") && log.contains("volatile-lru"),
         "says why: {log}"
     );
 }
