@@ -35,6 +35,7 @@ mod cluster;
 mod config;
 mod dashboard;
 mod deploy;
+mod docs;
 mod durability;
 mod examples;
 mod faults;
