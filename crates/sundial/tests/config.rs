@@ -5,20 +5,36 @@ use std::path::Path;
 
 use sundial::Config;
 
+/// Runs `f` while no other test of this file changes the environment:
+/// `Config::load` reads `SUNDIAL_*` variables, which the tests that set
+/// some (in a `figment::Jail`) change for the whole process.
+#[expect(
+    clippy::result_large_err,
+    reason = "figment::Jail's closure type is figment's"
+)]
+fn quietly(f: impl FnOnce()) {
+    figment::Jail::expect_with(|_| {
+        f();
+        Ok(())
+    });
+}
+
 #[test]
 fn every_example_config_loads() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
-    let mut seen = 0;
-    for entry in std::fs::read_dir(&dir).expect("config/") {
-        let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|e| e == "toml") {
-            let cfg = Config::load(Some(&path))
-                .unwrap_or_else(|e| panic!("{} is invalid: {e:#}", path.display()));
-            assert!(cfg.pools.contains_key("default"), "{}", path.display());
-            seen += 1;
+    quietly(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("config/") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let cfg = Config::load(Some(&path))
+                    .unwrap_or_else(|e| panic!("{} is invalid: {e:#}", path.display()));
+                assert!(cfg.pools.contains_key("default"), "{}", path.display());
+                seen += 1;
+            }
         }
-    }
-    assert!(seen >= 3, "config/ holds the example files");
+        assert!(seen >= 3, "config/ holds the example files");
+    });
 }
 
 #[test]
@@ -78,36 +94,43 @@ fn environment_variables_that_name_no_key_are_ignored() {
 
 #[test]
 fn an_open_admin_listener_needs_accounts() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let load = |extra: &str| {
-        let path = dir.path().join("c.toml");
-        std::fs::write(&path, format!("admin_listen = \"0.0.0.0:7778\"\n{extra}")).expect("write");
-        Config::load(Some(&path)).and_then(|c| c.check_admin_exposure())
-    };
-    let err = load("").expect_err("no accounts");
-    assert!(format!("{err:#}").contains("[accounts]"), "{err:#}");
-    load("[accounts]\nops = \"k3P9-vQ2x-7ZmL\"\n").expect("with accounts");
-    load("allow_open_admin = true\n").expect("explicitly open");
+    quietly(|| {
+        let dir = tempfile::tempdir().expect("tmp");
+        let load = |extra: &str| {
+            let path = dir.path().join("c.toml");
+            std::fs::write(&path, format!("admin_listen = \"0.0.0.0:7778\"\n{extra}"))
+                .expect("write");
+            Config::load(Some(&path)).and_then(|c| c.check_admin_exposure())
+        };
+        let err = load("").expect_err("no accounts");
+        assert!(format!("{err:#}").contains("[accounts]"), "{err:#}");
+        load("[accounts]\nops = \"k3P9-vQ2x-7ZmL\"\n").expect("with accounts");
+        load("allow_open_admin = true\n").expect("explicitly open");
+    });
 }
 
 #[test]
 fn a_pool_with_no_slots_or_lanes_is_refused() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("c.toml");
-    for (field, text) in [
-        ("slots", "slots = 0"),
-        ("lanes", "lanes = 0"),
-        ("lanes", "lanes = 65"),
-        ("buckets", "buckets = 16"),
-    ] {
-        std::fs::write(
-            &path,
-            format!("[pools.default]\n{text}\nshards = [{{ url = \"redis://127.0.0.1:1\" }}]\n"),
-        )
-        .expect("write");
-        let err = Config::load(Some(&path)).expect_err(text);
-        assert!(format!("{err:#}").contains(field), "{text}: {err:#}");
-    }
+    quietly(|| {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("c.toml");
+        for (field, text) in [
+            ("slots", "slots = 0"),
+            ("lanes", "lanes = 0"),
+            ("lanes", "lanes = 65"),
+            ("buckets", "buckets = 16"),
+        ] {
+            std::fs::write(
+                &path,
+                format!(
+                    "[pools.default]\n{text}\nshards = [{{ url = \"redis://127.0.0.1:1\" }}]\n"
+                ),
+            )
+            .expect("write");
+            let err = Config::load(Some(&path)).expect_err(text);
+            assert!(format!("{err:#}").contains(field), "{text}: {err:#}");
+        }
+    });
 }
 
 #[test]
@@ -129,31 +152,33 @@ fn quotas_come_from_the_environment_too() {
 
 #[test]
 fn pools_come_from_the_file_only() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("c.toml");
-    let load = |text: &str| {
-        std::fs::write(&path, text).expect("write");
-        Config::load(Some(&path))
-    };
-    let shard = |port: u16| format!("shards = [{{ url = \"redis://127.0.0.1:{port}\" }}]\n");
-    let cfg = load(&format!(
-        "[pools.default]\n{}[pools.eu]\n{}",
-        shard(6400),
-        shard(6401)
-    ))
-    .expect("two pools");
-    assert_eq!(cfg.pools.keys().collect::<Vec<_>>(), ["default", "eu"]);
-    let e = load(&format!("[pools.eu]\n{}", shard(6401))).expect_err("no default");
-    let said = format!("{e:#}");
-    assert!(
-        said.contains("lists the pools eu but not `default`"),
-        "{said}"
-    );
-    // A file with no pools gets the built-in one.
-    let cfg = load("listen = \"127.0.0.1:9000\"\n").expect("no pools");
-    assert_eq!(cfg.pools.keys().collect::<Vec<_>>(), ["default"]);
-    assert_eq!(
-        cfg.pools["default"].shards[0].url.as_deref(),
-        Some("redis://127.0.0.1:6379")
-    );
+    quietly(|| {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("c.toml");
+        let load = |text: &str| {
+            std::fs::write(&path, text).expect("write");
+            Config::load(Some(&path))
+        };
+        let shard = |port: u16| format!("shards = [{{ url = \"redis://127.0.0.1:{port}\" }}]\n");
+        let cfg = load(&format!(
+            "[pools.default]\n{}[pools.eu]\n{}",
+            shard(6400),
+            shard(6401)
+        ))
+        .expect("two pools");
+        assert_eq!(cfg.pools.keys().collect::<Vec<_>>(), ["default", "eu"]);
+        let e = load(&format!("[pools.eu]\n{}", shard(6401))).expect_err("no default");
+        let said = format!("{e:#}");
+        assert!(
+            said.contains("lists the pools eu but not `default`"),
+            "{said}"
+        );
+        // A file with no pools gets the built-in one.
+        let cfg = load("listen = \"127.0.0.1:9000\"\n").expect("no pools");
+        assert_eq!(cfg.pools.keys().collect::<Vec<_>>(), ["default"]);
+        assert_eq!(
+            cfg.pools["default"].shards[0].url.as_deref(),
+            Some("redis://127.0.0.1:6379")
+        );
+    });
 }
