@@ -25,7 +25,7 @@ pub use fault_proxy::{Fault, FaultProxy};
 pub use redis_server::RedisServer;
 pub use sentinel::{MASTER_NAME, SentinelSet};
 pub use store::{ShardKind, Store};
-pub use sundial::{CliRun, Sundial, SundialConfig, binary as sundial_binary};
+pub use sundial::{CliRun, Sundial, SundialConfig, binary as sundial_binary, check_config};
 
 use std::{
     net::TcpListener,

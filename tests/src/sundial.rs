@@ -333,6 +333,24 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, buf))
 }
 
+/// `sundial check-config` on a file holding `text`: (accepted, what it
+/// printed on stderr and stdout).
+pub fn check_config(text: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("sundial.toml");
+    std::fs::write(&file, text).expect("write config");
+    let out = Command::new(binary())
+        .arg("check-config")
+        .arg("--config")
+        .arg(&file)
+        .output()
+        .expect("run check-config");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
+    )
+}
+
 /// The `sundial` binary: `$SUNDIAL_BIN`, else the workspace's debug build.
 /// `tests/run` builds it before the tests; a plain `cargo test` needs
 /// `cargo build --bin sundial` first (a nested cargo would wait on the

@@ -89,21 +89,21 @@ pub(crate) fn queue_path(ns: &str, queue: &str) -> String {
     format!("/namespaces/{}/queues/{}", seg(ns), seg(queue))
 }
 
+/// The fields of a queue's stats, as a row shows them; 1..7 are its counts.
+const STATS_FIELDS: [&str; 9] = [
+    "queue",
+    "ready",
+    "delayed",
+    "reserved",
+    "dead",
+    "published_total",
+    "consumed_total",
+    "publish_rate",
+    "consume_rate",
+];
+
 fn stats_row(q: &Value) -> Vec<String> {
-    [
-        "queue",
-        "ready",
-        "delayed",
-        "reserved",
-        "dead",
-        "published_total",
-        "consumed_total",
-        "publish_rate",
-        "consume_rate",
-    ]
-    .iter()
-    .map(|f| table::cell(&q[*f]))
-    .collect()
+    STATS_FIELDS.iter().map(|f| table::cell(&q[*f])).collect()
 }
 
 const STATS_HEADER: [&str; 9] = [
@@ -180,16 +180,7 @@ async fn stats(c: &Client, namespace: &str, queue: &str, pool: Option<&String>) 
         .await?;
     // The API answers zeros for a queue it never saw; a name typed
     // wrong is not found here (exit 3), not a queue with nothing.
-    let never = [
-        "ready",
-        "delayed",
-        "reserved",
-        "dead",
-        "published_total",
-        "consumed_total",
-    ]
-    .iter()
-    .all(|f| q[*f].as_u64() == Some(0));
+    let never = STATS_FIELDS[1..7].iter().all(|f| q[*f].as_u64() == Some(0));
     if never {
         return Err(Failure::new(
             exit::NOT_FOUND,

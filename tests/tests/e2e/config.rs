@@ -5,25 +5,8 @@
 use std::process::Command;
 
 use sundial_tests::{
-    Api, RedisServer, Sundial, SundialConfig, create_token, free_port, sundial_binary,
+    Api, RedisServer, Sundial, SundialConfig, check_config, create_token, free_port, sundial_binary,
 };
-
-/// `sundial check-config` on `text`: (accepted, what it printed).
-fn check_config(text: &str) -> (bool, String) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("sundial.toml");
-    std::fs::write(&file, text).expect("write config");
-    let out = Command::new(sundial_binary())
-        .arg("check-config")
-        .arg("--config")
-        .arg(&file)
-        .output()
-        .expect("run check-config");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
-    )
-}
 
 #[test]
 fn a_file_gets_only_the_pools_it_lists() {

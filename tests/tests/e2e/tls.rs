@@ -11,7 +11,7 @@ use std::{
 
 use redis::Commands;
 use sundial_tests::{
-    Api, RedisServer, Sundial, SundialConfig, create_token, free_port, sundial_binary, wait_until,
+    Api, RedisServer, Sundial, SundialConfig, create_token, free_port, wait_until,
 };
 
 /// A CA, a server certificate for 127.0.0.1 and a client certificate, all
@@ -126,20 +126,7 @@ fn files(certs: &Certs, ca: &str, client: bool) -> String {
 /// `sundial check-config` on a file holding only the default pool at
 /// `url` with this `tls` table: (accepted, what it printed).
 fn check_config(url: &str, tls: &str) -> (bool, String) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("sundial.toml");
-    let pools = config(url, tls).pools.expect("pools");
-    std::fs::write(&file, pools).expect("write config");
-    let out = Command::new(sundial_binary())
-        .arg("check-config")
-        .arg("--config")
-        .arg(&file)
-        .output()
-        .expect("run check-config");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
-    )
+    sundial_tests::check_config(&config(url, tls).pools.expect("pools"))
 }
 
 #[tokio::test]

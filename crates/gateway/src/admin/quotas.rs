@@ -77,6 +77,17 @@ fn named(state: &AppState, ns: &str, uri: &Uri, change: bool) -> Result<Arc<Pool
     Ok(pool)
 }
 
+/// A quota route's body as text: at most 64 KiB of UTF-8.
+async fn text(state: &AppState, body: axum::body::Body) -> Result<String, ApiError> {
+    let body = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
+    String::from_utf8(body.bytes.to_vec()).map_err(|_| ApiError::bad("invalid quota: not UTF-8"))
+}
+
+/// The 400 of a body that is not a quota (or a patch of one).
+fn invalid(e: String) -> ApiError {
+    ApiError::bad(format!("invalid quota: {e}"))
+}
+
 /// `GET /namespaces/{ns}/quota?pool=`
 pub(super) async fn get(
     State(state): State<Arc<AppState>>,
@@ -96,10 +107,7 @@ pub(super) async fn set(
     body: axum::body::Body,
 ) -> Result<Json<Value>, ApiError> {
     let pool = named(&state, &ns, &uri, true)?;
-    let body = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
-    let text =
-        std::str::from_utf8(&body.bytes).map_err(|_| ApiError::bad("invalid quota: not UTF-8"))?;
-    let quota = Quota::from_json(text).map_err(|e| ApiError::bad(format!("invalid quota: {e}")))?;
+    let quota = Quota::from_json(&text(&state, body).await?).map_err(invalid)?;
     state.admin.quotas().set(pool.name(), &ns, &quota).await?;
     tracing::info!(pool = pool.name(), ns, quota = ?quota, "namespace quota set");
     Ok(answer(&state, &pool, &ns))
@@ -115,11 +123,7 @@ pub(super) async fn patch(
     body: axum::body::Body,
 ) -> Result<Json<Value>, ApiError> {
     let pool = named(&state, &ns, &uri, true)?;
-    let body = crate::api::body::read(&state.bodies, body, 64 * 1024, "body too large").await?;
-    let text =
-        std::str::from_utf8(&body.bytes).map_err(|_| ApiError::bad("invalid quota: not UTF-8"))?;
-    let patch =
-        QuotaPatch::from_json(text).map_err(|e| ApiError::bad(format!("invalid quota: {e}")))?;
+    let patch = QuotaPatch::from_json(&text(&state, body).await?).map_err(invalid)?;
     if state.admin.quotas().patch(pool.name(), &ns, &patch).await? {
         tracing::info!(pool = pool.name(), ns, patch = ?patch, "namespace quota changed");
     }
