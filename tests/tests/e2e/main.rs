@@ -39,6 +39,7 @@ mod docs;
 mod durability;
 mod examples;
 mod faults;
+mod helm;
 mod http_abuse;
 mod leases;
 mod limits;
