@@ -9,8 +9,10 @@
 --   tries   H   deliveries left
 --   pub     I6  publish time, ms, shard clock
 --   expire  I6  expiry time, ms, shard clock; 0 = never
---   due     I6  when a delayed job is due, ms (read only while delayed);
---               on a job that died (flag 32), when it died
+--   due     I6  when a delayed job is due, ms; on a ready job, when it
+--               became ready after a delay, a retry or a respawn (0 for
+--               one published ready: `ready_since`); on a job that died
+--               (flag 32), when it died
 --   queue   I3  the queue's number in the slot's queue table (`sd:T:q`:
 --               `<ns>/<queue>` → number, `#<number>` → `<ns>/<queue>`);
 --               a number costs 3 bytes where the name cost its length
@@ -67,6 +69,21 @@ local function decode(s)
   local state, tries, pub, expire, due, qn, attrs, pos = struct.unpack(HEADER, s)
   return { state = state % 16, delivered = state % 32 >= 16, died = state >= 32, tries = tries, pub = pub,
            expire = expire, due = due, qn = qn, attrs = attrs, body = string.sub(s, pos) }
+end
+
+-- The record `raw` of a reservation whose TTR ran out, made ready at
+-- `now` with `tries` left: `now` goes in its due field (`ready_since`).
+local function patch_retry(raw, tries, delivered, now)
+  local state = READY
+  if delivered then state = state + 16 end
+  return struct.pack('>BH', state, tries) .. string.sub(raw, 4, 15) .. struct.pack('>I6', now)
+    .. string.sub(raw, 22)
+end
+
+-- When ready job `r` became ready: its publication, or later its due
+-- time, retry or respawn (each writes the due field).
+local function ready_since(r)
+  return math.max(r.pub, r.due)
 end
 
 -- The leading fields of a record, without unpacking its attributes and
@@ -342,7 +359,7 @@ end
 -- caller (popped already, or `unlist`ed after).
 local function respawn(jkey, tkey, ckey, rkey, id, r, ttl, now)
   count(ckey, DEAD, r.queue, -1)
-  r.state, r.tries, r.expire, r.died = READY, 1, 0, false
+  r.state, r.tries, r.expire, r.died, r.due = READY, 1, 0, false, now
   if ttl > 0 then r.expire = now + ttl end
   redis.call('HSET', jkey, id, encode(r))
   count(ckey, READY, r.queue, 1)

@@ -45,7 +45,7 @@ for i = 7, #ARGV, 2 do
     r.queue, r.qn = e.queue, qn_make(KEYS[4], e.queue)
     r.pub = math.max(0, r.pub + shift)
     r.expire = moved(r.expire)
-    if r.state == DELAYED or r.died then r.due = moved(r.due) end
+    r.due = moved(r.due)
     redis.call('HSET', jkey, id, encode(r))
     if r.state == DELAYED then
       wake = delay(k, id, r.due, now, wake, ARGV[2], ARGV[3])

@@ -99,6 +99,8 @@ local function move(id, raw, st, to, list, queue, tries, expire, delivered, time
   records[#records + 1] = id
   if to == DEAD then
     records[#records + 1] = patch_dead(raw, tries, now)
+  elseif st == RESERVED then
+    records[#records + 1] = patch_retry(raw, tries, delivered, now)
   else
     records[#records + 1] = patch(raw, to, tries, delivered)
   end

@@ -5,7 +5,7 @@
 //! processes and shards gives the pool's true number), and the lease
 //! metrics.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use metrics::{Counter, Gauge};
 use sundial_core::{Shard, Usage};
@@ -50,30 +50,35 @@ impl Leases {
 #[derive(Debug, Default)]
 pub(crate) struct Backlog {
     reported: HashMap<(String, String), [u64; 4]>,
+    /// The queues whose oldest-ready gauge was above 0 last time.
+    aged: HashSet<(String, String)>,
     /// Per namespace: its usage as last reported.
     usage: HashMap<String, Usage>,
 }
 
+/// A backlog read of the held slots: counts per (namespace, queue), and
+/// each slot's queues that have ready jobs there.
+type Read = (HashMap<(String, String), [u64; 4]>, Vec<(u32, Vec<String>)>);
+
 impl Backlog {
     /// Sets the gauges from the counters of the `held` slots on `shard`
-    /// (one pipelined read). Series of queues no longer held here, or now
-    /// empty, drop to 0. On a Redis error nothing changes (the next round
-    /// tries again).
+    /// (one pipelined read), and the age of each queue's next ready job
+    /// (one read-only script call per slot with ready jobs). Series of
+    /// queues no longer held here, or now empty, drop to 0. On a Redis
+    /// error nothing changes (the next round tries again).
     pub(crate) async fn report(&mut self, pool: &str, shard: &Shard, held: &[u32]) {
-        let mut now: HashMap<(String, String), [u64; 4]> = HashMap::new();
-        match shard.slots().counts(held).await {
-            Ok(counts) => {
-                for (qualified, c) in counts {
-                    if let Some((ns, queue)) = sundial_core::keys::parse_qualified(&qualified) {
-                        *now.entry((ns.to_owned(), queue.to_owned())).or_default() = c;
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::warn!(shard = shard.name(), error = %e, "cannot read backlog counts");
-                return;
-            }
+        let Some((now, lists)) = read(shard, held).await else {
+            return;
+        };
+        self.report_counts(pool, shard.name(), now);
+        match shard.slots().ready_ages(&lists).await {
+            Ok(ages) => self.report_ages(pool, shard.name(), ages),
+            Err(e) => tracing::warn!(shard = shard.name(), error = %e, "cannot read ready ages"),
         }
+        self.report_usage(pool, shard, held).await;
+    }
+
+    fn report_counts(&mut self, pool: &str, shard: &str, now: HashMap<(String, String), [u64; 4]>) {
         // A series is set while its count is above 0, and once more at 0
         // when it drops there; a queue state that never held a job here has
         // no series (with thousands of tenants, most states are 0).
@@ -98,7 +103,7 @@ impl Backlog {
         for ((ns, queue), i, n) in set {
             let labels = [
                 ("pool", pool.to_owned()),
-                ("shard", shard.name().to_owned()),
+                ("shard", shard.to_owned()),
                 ("namespace", ns.clone()),
                 ("queue", queue.clone()),
                 ("state", STATES[i].to_owned()),
@@ -107,7 +112,35 @@ impl Backlog {
             sundial_core::series::Handle::new("sundial_queue_jobs", &labels, kind).set(n as f64);
         }
         self.reported = now;
-        self.report_usage(pool, shard, held).await;
+    }
+
+    /// `sundial_queue_oldest_ready_seconds`, as the counts: a series while
+    /// the queue has a ready job here, and once more at 0.
+    fn report_ages(&mut self, pool: &str, shard: &str, ages: BTreeMap<String, u64>) {
+        let mut aged = HashSet::new();
+        let mut set: Vec<((String, String), f64)> = Vec::new();
+        for (qualified, ms) in ages {
+            if let Some((ns, queue)) = sundial_core::keys::parse_qualified(&qualified) {
+                let key = (ns.to_owned(), queue.to_owned());
+                aged.insert(key.clone());
+                set.push((key, ms as f64 / 1000.0));
+            }
+        }
+        for gone in self.aged.difference(&aged) {
+            set.push((gone.clone(), 0.0));
+        }
+        for ((ns, queue), seconds) in set {
+            let labels = [
+                ("pool", pool.to_owned()),
+                ("shard", shard.to_owned()),
+                ("namespace", ns),
+                ("queue", queue),
+            ];
+            let kind = sundial_core::series::Kind::Gauge;
+            sundial_core::series::Handle::new("sundial_queue_oldest_ready_seconds", &labels, kind)
+                .set(seconds);
+        }
+        self.aged = aged;
     }
 
     /// Sets each namespace's usage gauges from the usage hashes of the
@@ -135,4 +168,37 @@ impl Backlog {
         }
         self.usage = now;
     }
+}
+
+/// The counters of the `held` slots on `shard`, per queue and per slot;
+/// `None` (logged) on a Redis error.
+async fn read(shard: &Shard, held: &[u32]) -> Option<Read> {
+    let per_slot = match shard.slots().counts_per_slot(held).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(shard = shard.name(), error = %e, "cannot read backlog counts");
+            return None;
+        }
+    };
+    let mut now: HashMap<(String, String), [u64; 4]> = HashMap::new();
+    let mut lists = Vec::new();
+    for (slot, counts) in held.iter().zip(per_slot) {
+        let ready: Vec<String> = counts
+            .iter()
+            .filter(|(_, c)| c[1] > 0)
+            .map(|(q, _)| q.clone())
+            .collect();
+        if !ready.is_empty() {
+            lists.push((*slot, ready));
+        }
+        for (qualified, c) in counts {
+            if let Some((ns, queue)) = sundial_core::keys::parse_qualified(&qualified) {
+                let sum = now.entry((ns.to_owned(), queue.to_owned())).or_default();
+                for (s, n) in sum.iter_mut().zip(c) {
+                    *s += n;
+                }
+            }
+        }
+    }
+    Some((now, lists))
 }

@@ -82,6 +82,12 @@ const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
     ),
     (
         Kind::Gauge,
+        "sundial_queue_oldest_ready_seconds",
+        Some(Unit::Seconds),
+        "How long a queue's next ready job has been ready (since published, due, retried or respawned), in the slots this process pumps",
+    ),
+    (
+        Kind::Gauge,
         "sundial_namespace_jobs",
         None,
         "Jobs a namespace holds in every state, in the slots this process pumps",

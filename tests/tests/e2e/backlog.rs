@@ -164,3 +164,47 @@ async fn backlog_gauges_sum_to_the_truth_over_two_and_three_processes(kind: Shar
     p3.kill();
     wait_for_true_sums(&[&p1, &p2], "after a SIGKILL").await;
 }
+
+/// `sundial_queue_oldest_ready_seconds` of `ns/queue` on one process: the
+/// largest over its shards, or `None` with no series.
+async fn oldest_ready(p: &Sundial, queue: &str) -> Option<f64> {
+    let text = Api::new(p.admin(), None).get("/metrics").await.json;
+    let want = format!("queue=\"{queue}\"");
+    text.as_str()
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("sundial_queue_oldest_ready_seconds{"))
+        .filter(|l| l.contains("namespace=\"ns\"") && l.contains(&want))
+        .filter_map(|l| l.rsplit_once("} ")?.1.parse::<f64>().ok())
+        .reduce(f64::max)
+}
+
+#[tokio::test]
+async fn the_oldest_ready_gauge_grows_while_work_waits_and_drops_to_zero() {
+    let store = Store::start(ShardKind::Standalone);
+    let mut cfg = SundialConfig::new(store.url());
+    cfg.pump_extra = "metrics_interval_ms = 100".to_owned();
+    let gw = Sundial::start(&cfg);
+    let token = create_token(&gw.admin(), "ns").await;
+    let api = Api::new(gw.api(), Some(&token));
+    api.publish("ns", "q", "", b"waiting").await;
+    api.publish("ns", "later", "delay=3600", b"not ready").await;
+    wait_until_async(Duration::from_secs(20), "the job to wait 0.5 s", || async {
+        oldest_ready(&gw, "q").await.is_some_and(|s| s >= 0.5)
+    })
+    .await;
+    assert_eq!(
+        oldest_ready(&gw, "later").await,
+        None,
+        "a delayed job is not waiting"
+    );
+    let got = api.get("/api/ns/q?ttr=600").await;
+    let id = got.json["job_id"].as_str().expect("a job").to_owned();
+    assert_eq!(api.delete(&format!("/api/ns/q/job/{id}")).await.status, 204);
+    wait_until_async(
+        Duration::from_secs(20),
+        "the gauge to drop to 0",
+        || async { oldest_ready(&gw, "q").await == Some(0.0) },
+    )
+    .await;
+}

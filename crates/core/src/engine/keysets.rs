@@ -68,6 +68,14 @@ pub(crate) fn peek_queue(k: &SlotKeys, qualified: &str) -> Vec<String> {
     vec![k.jobs(), k.ready(qualified)]
 }
 
+/// `ready_age.lua`: the slot's jobs hash, then the ready lists of
+/// `queues` (qualified).
+pub(crate) fn ready_age(k: &SlotKeys, queues: &[String]) -> Vec<String> {
+    let mut keys = vec![k.jobs()];
+    keys.extend(queues.iter().map(|q| k.ready(q)));
+    keys
+}
+
 /// `dead_peek.lua`.
 pub(crate) fn dead_peek(k: &SlotKeys, qualified: &str) -> Vec<String> {
     vec![k.jobs(), k.dead(qualified)]
@@ -235,6 +243,10 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("destroy", release(&k, &q)),
         ("peek_job", peek_job(&k)),
         ("peek_queue", peek_queue(&k, &q)),
+        (
+            "ready_age",
+            ready_age(&k, &[q.clone(), keys::qualified("ns", "r")]),
+        ),
         ("dead_peek", dead_peek(&k, &q)),
         ("dead_move", dead_move(&k, &q)),
         ("dead_list", dead_list(&k, &q)),

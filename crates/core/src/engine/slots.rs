@@ -6,10 +6,37 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use fred::{
     prelude::*,
-    types::{ClusterHash, CustomCommand, FromValue},
+    types::{ClusterHash, CustomCommand, FromValue, Value},
 };
 
-use crate::{EngineError, Shard, keys::SlotKeys};
+use super::keysets;
+use crate::{EngineError, Shard, keys::SlotKeys, scripts::SCRIPTS};
+
+/// Stale entries (deleted or expired jobs) `ready_age.lua` skips at most at
+/// the consume end of a ready list before it gives up on that list.
+const READY_AGE_SCAN: u32 = 16;
+
+/// A slot's counters hash as `<ns>/<queue>` → [delayed, ready, reserved,
+/// dead], leaving out other fields and counts at or below 0.
+fn by_queue(fields: HashMap<String, i64>) -> BTreeMap<String, [u64; 4]> {
+    let mut out = BTreeMap::new();
+    for (field, n) in fields {
+        let mut chars = field.chars();
+        let state = match chars.next() {
+            Some('l') => 0,
+            Some('r') => 1,
+            Some('f') => 2,
+            Some('d') => 3,
+            _ => continue,
+        };
+        if n <= 0 {
+            continue;
+        }
+        let entry: &mut [u64; 4] = out.entry(chars.as_str().to_owned()).or_default();
+        entry[state] += n as u64;
+    }
+    out
+}
 
 /// A shard's bulk reads of its slots: see the module's docs.
 #[derive(Clone, Copy, Debug)]
@@ -79,23 +106,58 @@ impl Slots<'_> {
     /// `<ns>/<queue>` → [delayed, ready, reserved, dead]. Queues whose
     /// counts are all 0 are left out.
     pub async fn counts(self, slots: &[u32]) -> Result<BTreeMap<String, [u64; 4]>, EngineError> {
+        let mut out = BTreeMap::new();
+        for per_slot in self.counts_per_slot(slots).await? {
+            for (queue, c) in per_slot {
+                let entry: &mut [u64; 4] = out.entry(queue).or_default();
+                for (sum, n) in entry.iter_mut().zip(c) {
+                    *sum += n;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Self::counts`] of each of `slots`, in their order.
+    pub async fn counts_per_slot(
+        self,
+        slots: &[u32],
+    ) -> Result<Vec<BTreeMap<String, [u64; 4]>>, EngineError> {
         let all: Vec<HashMap<String, i64>> =
             self.per_slot("HGETALL", slots, SlotKeys::counters).await?;
-        let mut out = BTreeMap::new();
-        for (field, n) in all.into_iter().flatten() {
-            let mut chars = field.chars();
-            let state = match chars.next() {
-                Some('l') => 0,
-                Some('r') => 1,
-                Some('f') => 2,
-                Some('d') => 3,
-                _ => continue,
-            };
-            if n <= 0 {
-                continue;
+        Ok(all.into_iter().map(by_queue).collect())
+    }
+
+    /// How long the next ready job of each queue has been ready, ms: for
+    /// each `(slot, queues)`, the queues' ready lists in that slot (one
+    /// read-only script call per slot, all in flight at once); per queue,
+    /// the oldest over its slots. A queue whose lists hold no live job is
+    /// left out.
+    pub async fn ready_ages(
+        self,
+        lists: &[(u32, Vec<String>)],
+    ) -> Result<BTreeMap<String, u64>, EngineError> {
+        let calls = lists.iter().map(|(slot, queues)| {
+            let keys = keysets::ready_age(&SlotKeys::new(*slot), queues);
+            let args: Vec<Value> = vec![(READY_AGE_SCAN as i64).into()];
+            async move {
+                let v = self.0.conn().eval(&SCRIPTS.ready_age, keys, args).await?;
+                let ages: Vec<i64> = v
+                    .convert()
+                    .map_err(|_| EngineError::reply(self.0.name(), "ready_age: not integers"))?;
+                Ok::<_, EngineError>(queues.iter().zip(ages).collect::<Vec<_>>())
             }
-            let entry: &mut [u64; 4] = out.entry(chars.as_str().to_owned()).or_default();
-            entry[state] += n as u64;
+        });
+        let mut out: BTreeMap<String, u64> = BTreeMap::new();
+        for (queue, age) in futures::future::try_join_all(calls)
+            .await?
+            .into_iter()
+            .flatten()
+        {
+            if age >= 0 {
+                let oldest = out.entry(queue.clone()).or_default();
+                *oldest = (*oldest).max(age as u64);
+            }
         }
         Ok(out)
     }

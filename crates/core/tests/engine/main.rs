@@ -1,7 +1,7 @@
 //! The Lua engine against a real Redis: every state change, checked both
 //! through the engine and, with an independent client, in what Redis holds.
 //! One module per scenario (`jobs`, `queues`, `dead_letter`, `timers`,
-//! `shard`, `leases`, `cleanup`, `admin`, `backlog`, `moves`, `usage`), what they share in
+//! `shard`, `leases`, `cleanup`, `admin`, `backlog`, `moves`, `usage`, `ready_age`), what they share in
 //! `helpers`.
 //!
 //! The modules are one test binary on purpose: every integration test file
@@ -17,6 +17,7 @@ mod jobs;
 mod leases;
 mod moves;
 mod queues;
+mod ready_age;
 mod shard;
 mod timers;
 mod usage;
