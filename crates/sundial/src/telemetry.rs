@@ -309,3 +309,29 @@ const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
         "Jobs of a namespace moving to another pool that this gateway's mover carried out of the pool",
     ),
 ];
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// docs/METRICS.md's tables and this binary's metrics are the same set:
+    /// a documented metric exists (so a dashboard or alert that uses one,
+    /// which `tests/tests/e2e/deploy.rs` holds to the docs, names a real
+    /// metric), and every metric is documented.
+    #[test]
+    fn the_documented_metrics_are_the_exported_ones() {
+        let docs = include_str!("../../../docs/METRICS.md");
+        let documented: BTreeSet<&str> = docs
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `sundial_"))
+            .filter_map(|l| l.split_once('`'))
+            .map(|(name, _)| name)
+            .collect();
+        let exported: BTreeSet<&str> = super::METRICS
+            .iter()
+            .map(|(_, name, _, _)| name.strip_prefix("sundial_").expect("prefix"))
+            .collect();
+        assert!(exported.len() >= 30, "{exported:?}");
+        assert_eq!(documented, exported);
+    }
+}

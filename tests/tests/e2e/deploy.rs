@@ -155,10 +155,95 @@ fn every_metric_used_in_deploy_is_documented() {
     }
     assert!(used.len() >= 8, "{used:?}");
     for name in used {
-        let base = name.trim_end_matches("_bucket");
+        let base = ["_bucket", "_count", "_sum"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(&name);
         assert!(
             documented.contains(&format!("`{base}`")),
             "{name} is used in deploy/ but not in docs/METRICS.md"
+        );
+    }
+}
+
+/// Every metric docs/METRICS.md lists is on a panel of the Grafana
+/// dashboard, so that what Sundial measures can be seen without writing a
+/// query first.
+#[test]
+fn every_metric_is_on_a_dashboard_panel() {
+    let documented =
+        std::fs::read_to_string(deploy().join("../docs/METRICS.md")).expect("METRICS.md");
+    let dashboard =
+        std::fs::read_to_string(deploy().join("grafana/sundial.json")).expect("dashboard");
+    let dashboard: serde_json::Value = serde_json::from_str(&dashboard).expect("json");
+    let exprs: Vec<&str> = dashboard["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
+        .filter_map(|t| t["expr"].as_str())
+        .collect();
+    let names: Vec<&str> = documented
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`'))
+        .map(|(name, _)| name)
+        .filter(|n| n.starts_with("sundial_"))
+        .collect();
+    assert!(names.len() >= 30, "{names:?}");
+    for name in names {
+        let on_a_panel = exprs.iter().any(|e| {
+            e.match_indices(name).any(|(i, _)| {
+                let next = e[i + name.len()..].chars().next();
+                // The name whole, or a histogram's series of it.
+                next.is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_')
+                    || e[i + name.len()..].starts_with("_bucket")
+                    || e[i + name.len()..].starts_with("_count")
+            })
+        });
+        assert!(
+            on_a_panel,
+            "{name} is on no panel of deploy/grafana/sundial.json"
+        );
+    }
+}
+
+fn promtool(args: &[&str], dir: &Path) -> String {
+    let out = std::process::Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("promtool (Debian's prometheus package; tests/run installs it)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool {args:?}: {text}");
+    text
+}
+
+/// The alert rules and scrape config are what Prometheus accepts, and each
+/// alert fires on what it should, with the labels and text operators get,
+/// and not on a look-alike (`tests/deploy/alerts_test.yml`).
+#[test]
+fn the_alerts_pass_promtool_and_their_unit_tests() {
+    let prometheus = deploy().join("prometheus");
+    promtool(&["check", "rules", "alerts.yml"], &prometheus);
+    promtool(&["check", "config", "prometheus.yml"], &prometheus);
+    let tests = deploy().join("../tests/deploy");
+    let out = promtool(&["test", "rules", "alerts_test.yml"], &tests);
+    assert!(out.contains("SUCCESS"), "{out}");
+    // Every alert has a test.
+    let rules = std::fs::read_to_string(prometheus.join("alerts.yml")).expect("alerts");
+    let cases = std::fs::read_to_string(tests.join("alerts_test.yml")).expect("tests");
+    for alert in rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+    {
+        assert!(
+            cases.contains(&format!("alertname: {alert}")),
+            "{alert} has no test in tests/deploy/alerts_test.yml"
         );
     }
 }
