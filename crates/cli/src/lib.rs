@@ -6,13 +6,15 @@
 //!
 //! - [`client`]: the HTTP client, and how failures become messages and exit codes.
 //! - `tokens`, `limits`, `quotas`, `usage`, `queues`, `deadletter`, `pools`, `jobs`, `portable`
-//!   (namespaces' export and import): one file per noun.
+//!   (namespaces: their list, move, export and import): one file per noun;
+//!   `overview` (`sundial stats`, every namespace's queues).
 //! - `table`: plain-text tables and formats.
 
 mod client;
 pub mod deadletter;
 pub mod jobs;
 pub mod limits;
+pub mod overview;
 pub mod pools;
 pub mod portable;
 pub mod queues;
@@ -39,6 +41,8 @@ pub enum Command {
     /// What namespaces hold and did: jobs, bytes, queues, totals,
     /// refusals (admin API).
     Usage(usage::Usage),
+    /// Every namespace's queues at a glance: backlog and rates (admin API).
+    Stats(overview::Stats),
     /// List queues with their backlog; stats, peek, destroy.
     Queue(Group<queues::QueueCmd>),
     /// Browse a queue's dead letter; respawn or delete its jobs (admin API).
@@ -47,8 +51,8 @@ pub enum Command {
     Pool(Group<pools::PoolCmd>),
     /// Moved slots still draining, once or until done (admin API).
     Drain(Group<pools::DrainCmd>),
-    /// Move a namespace to another pool; export its jobs as NDJSON, or
-    /// import them (admin API).
+    /// List namespaces; move one to another pool; export its jobs as
+    /// NDJSON, or import them (admin API).
     Namespace(Group<portable::NamespaceCmd>),
     /// Publish one job (job API; for debugging).
     Publish(jobs::Publish),
@@ -77,6 +81,10 @@ pub async fn run(command: Command) -> ExitCode {
         Command::Pool(g) => with(g.global, |c| pools::run(c, g.cmd)).await,
         Command::Drain(g) => with(g.global, |c| pools::run_drain(c, g.cmd)).await,
         Command::Namespace(g) => with(g.global, |c| portable::run(c, g.cmd)).await,
+        Command::Stats(s) => {
+            let global = s.global.clone();
+            with(global, |c| overview::run(c, s)).await
+        }
         Command::Usage(u) => {
             let global = u.global.clone();
             with(global, |c| usage::run(c, u)).await

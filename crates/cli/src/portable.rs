@@ -1,6 +1,7 @@
-//! `sundial namespace export|import`: a namespace's jobs as NDJSON, for
-//! backups and for moving a tenant to another installation; `sundial
-//! namespace move|moving`: moving it to another pool of this one.
+//! `sundial namespace list`: a pool's namespaces; `sundial namespace
+//! export|import`: a namespace's jobs as NDJSON, for backups and for moving
+//! a tenant to another installation; `sundial namespace move|moving`:
+//! moving it to another pool of this one.
 
 use std::{
     fs::File,
@@ -11,7 +12,11 @@ use clap::Subcommand;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::client::{Client, Failure, JSON, Listener, Outcome, exit, seg};
+use crate::{
+    client::{Client, Failure, JSON, Listener, Outcome, exit, seg},
+    queues::pool_query,
+    table,
+};
 
 /// Bytes of lines sent per import request: each request is stored before
 /// the next is read, so a failure loses at most this much progress (an
@@ -20,6 +25,12 @@ const CHUNK: usize = 4 * 1024 * 1024;
 
 #[derive(Debug, Subcommand)]
 pub enum NamespaceCmd {
+    /// The namespaces of a pool that have a token, sorted.
+    List {
+        /// The pool (`default` when left out).
+        #[arg(long)]
+        pool: Option<String>,
+    },
     /// Move a namespace to another pool while its producers and workers go
     /// on: its tokens (of `--pool`) are served from the new pool, and its
     /// jobs are carried there.
@@ -83,6 +94,17 @@ pub enum NamespaceCmd {
 
 pub(crate) async fn run(c: Client, cmd: NamespaceCmd) -> Outcome {
     match cmd {
+        NamespaceCmd::List { pool } => {
+            let answer = c
+                .admin_get(&format!("/namespaces{}", pool_query(pool.as_ref())))
+                .await?;
+            c.show(&answer, |a| {
+                for ns in a["namespaces"].as_array().into_iter().flatten() {
+                    println!("{}", table::cell(ns));
+                }
+            });
+            Ok(())
+        }
         NamespaceCmd::Move {
             ns,
             to,

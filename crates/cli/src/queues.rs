@@ -90,7 +90,7 @@ pub(crate) fn queue_path(ns: &str, queue: &str) -> String {
 }
 
 /// The fields of a queue's stats, as a row shows them; 1..7 are its counts.
-const STATS_FIELDS: [&str; 9] = [
+pub(crate) const STATS_FIELDS: [&str; 9] = [
     "queue",
     "ready",
     "delayed",
@@ -106,7 +106,7 @@ fn stats_row(q: &Value) -> Vec<String> {
     STATS_FIELDS.iter().map(|f| table::cell(&q[*f])).collect()
 }
 
-const STATS_HEADER: [&str; 9] = [
+pub(crate) const STATS_HEADER: [&str; 9] = [
     "QUEUE",
     "READY",
     "DELAYED",

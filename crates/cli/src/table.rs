@@ -41,35 +41,15 @@ pub(crate) fn cell(v: &Value) -> String {
     }
 }
 
-/// Unix milliseconds as UTC `YYYY-MM-DD HH:MM:SS`, `-` for null.
+/// Unix milliseconds as UTC `YYYY-MM-DD HH:MM:SS`, `-` for null (or a
+/// time out of jiff's range, years -9999 to 9999).
 pub(crate) fn time(v: &Value) -> String {
-    let Some(ms) = v.as_u64() else {
-        return "-".to_owned();
-    };
-    let secs = ms / 1000;
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-/// Days since 1970-01-01 as a (year, month, day) of the proleptic
-/// Gregorian calendar (Howard Hinnant's `civil_from_days`).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    v.as_i64()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map_or_else(
+            || "-".to_owned(),
+            |t| t.strftime("%Y-%m-%d %H:%M:%S").to_string(),
+        )
 }
 
 /// A body as a short line: text when it is printable UTF-8, else its size.

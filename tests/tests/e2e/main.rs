@@ -31,6 +31,7 @@ mod api;
 mod autoscaling;
 mod backlog;
 mod cli;
+mod cli_overview;
 mod cluster;
 mod config;
 mod dashboard;
