@@ -23,6 +23,9 @@ pub(crate) struct Leases {
 impl Leases {
     pub(crate) fn new(pool: &str, shard: &str) -> Self {
         let labels = [("pool", pool.to_owned()), ("shard", shard.to_owned())];
+        // At 0 from the start, so that an alert on its increase sees the
+        // first lease lost.
+        metrics::counter!("sundial_pump_leases_lost_total", &labels[..1]).increment(0);
         Self {
             acquired: metrics::counter!("sundial_pump_leases_acquired_total", &labels[..1]),
             held: metrics::gauge!("sundial_pump_leases_held", &labels),

@@ -149,6 +149,7 @@ pub async fn run(live: Arc<LiveTopology>, health: Health, shutdown: Cancellation
                 .collect()
         };
         let checks = shards.iter().map(|(pool, shard)| async {
+            data_lost(pool, shard).increment(0);
             let result = match shard.probe().await {
                 Ok(probe) => {
                     if !probe.has_metadata {
@@ -166,6 +167,17 @@ pub async fn run(live: Arc<LiveTopology>, health: Health, shutdown: Cancellation
     }
 }
 
+/// `sundial_shard_data_lost_total` of a shard. Every health round adds 0
+/// to it, so that its series is there at 0 before a loss: an alert on its
+/// increase then sees a process's first loss.
+fn data_lost(pool: &Pool, shard: &sundial_core::Shard) -> metrics::Counter {
+    metrics::counter!(
+        "sundial_shard_data_lost_total",
+        "pool" => pool.name().to_owned(),
+        "shard" => shard.name().to_owned()
+    )
+}
+
 /// A shard in use always holds `sd:meta` (its pinned slot and lane counts and
 /// layouts). One that answers without it lost its data: says so, and pins
 /// the pool's slot and lane counts and layouts again so that it goes on serving.
@@ -177,8 +189,7 @@ async fn found_empty(pool: &Pool, shard: &sundial_core::Shard) {
          (no AOF or RDB) or flushed, and the jobs it held are lost; pinning the pool \
          layout again and serving on"
     );
-    metrics::counter!("sundial_shard_data_lost_total", "pool" => pool.name().to_owned(), "shard" => shard.name().to_owned())
-        .increment(1);
+    data_lost(pool, shard).increment(1);
     let draining: Vec<_> = pool.draining().cloned().collect();
     let pinned = async {
         shard.check(pool.slots(), pool.lanes()).await?;

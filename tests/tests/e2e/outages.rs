@@ -334,6 +334,30 @@ async fn a_redis_restarted_empty_is_reported_and_serves_new_jobs() {
     let token = create_token(&gw.admin(), "ns").await;
     let api = Api::new(gw.api(), Some(&token));
     publish_n(&api, "q", "delay=60", 5).await;
+    // The loss counters are there at 0 before any loss, so that an alert
+    // on their increase sees the first one.
+    let value = |metrics: &str, name: &str| -> Option<String> {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{")))
+            .and_then(|l| l.rsplit_once(' '))
+            .map(|(_, v)| v.to_owned())
+    };
+    let metrics = || async {
+        Api::new(gw.admin(), None)
+            .get("/metrics")
+            .await
+            .json
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    wait_until_async(Duration::from_secs(5), "the loss counters at 0", || async {
+        let m = metrics().await;
+        value(&m, "sundial_shard_data_lost_total").as_deref() == Some("0")
+            && value(&m, "sundial_pump_leases_lost_total").as_deref() == Some("0")
+    })
+    .await;
 
     redis.restart();
     wait_until_async(Duration::from_secs(15), "the loss to be reported", || {
@@ -377,6 +401,12 @@ async fn a_redis_restarted_empty_is_reported_and_serves_new_jobs() {
             .contains("shard answers without Sundial's metadata"),
         "{}",
         gw.log()
+    );
+    let m = metrics().await;
+    assert_eq!(
+        value(&m, "sundial_shard_data_lost_total").as_deref(),
+        Some("1"),
+        "{m}"
     );
     assert!(!gw.log().contains("panicked"));
 }
