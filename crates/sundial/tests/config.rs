@@ -93,6 +93,38 @@ fn environment_variables_that_name_no_key_are_ignored() {
 }
 
 #[test]
+#[expect(
+    clippy::result_large_err,
+    reason = "figment::Jail's closure type is figment's"
+)]
+fn a_variable_a_password_is_read_from_is_not_called_ignored() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "sundial.toml",
+            r#"
+admin_redis_password = { env = "SUNDIAL_REDIS_PASSWORD" }
+[pools.default]
+shards = [{ url = "redis://127.0.0.1:6379", password = { env = "SUNDIAL_SHARD_PW" } }]
+"#,
+        )?;
+        jail.set_env("SUNDIAL_REDIS_PASSWORD", "admin-redis-pw");
+        jail.set_env("SUNDIAL_SHARD_PW", "shard-pw");
+        jail.set_env("SUNDIAL_NOT_A_KEY", "1");
+        let cfg = Config::load(Some(std::path::Path::new("sundial.toml")))
+            .map_err(|e| format!("{e:#}"))?;
+        assert_eq!(cfg.ignored_env, ["SUNDIAL_NOT_A_KEY"]);
+        // An empty one is refused, naming the variable.
+        jail.set_env("SUNDIAL_SHARD_PW", "");
+        let e = Config::load(Some(std::path::Path::new("sundial.toml")))
+            .map(|_| ())
+            .expect_err("empty");
+        let e = format!("{e:#}");
+        assert!(e.contains("SUNDIAL_SHARD_PW") && e.contains("empty"), "{e}");
+        Ok(())
+    });
+}
+
+#[test]
 fn an_open_admin_listener_needs_accounts() {
     quietly(|| {
         let dir = tempfile::tempdir().expect("tmp");

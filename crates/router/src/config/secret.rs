@@ -4,12 +4,14 @@
 //!
 //! ```toml
 //! password = "s3cret"                        # in the file
-//! password = { file = "/run/secrets/redis" } # the file's content, trimmed
+//! password = { file = "/run/secrets/redis" } # the file's content, without its final line break
 //! password = { env = "REDIS_PASSWORD" }      # the variable's value
 //! ```
 //!
-//! A file or a variable is read each time the shard connects (at start,
-//! and when a reload changes the shard's config), as the TLS files are.
+//! A file or a variable is read whenever the config is checked (at start,
+//! at every reload, by `check-config`) and when the shard connects, as the
+//! TLS files are. An empty password is refused: Redis would take it for
+//! none, and connect as its `default` user.
 
 use std::path::PathBuf;
 
@@ -18,7 +20,13 @@ use serde::{Deserialize, Serialize};
 /// A password, or where to read it. Its `Debug` shows where, never the
 /// value.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged, deny_unknown_fields)]
+#[serde(
+    untagged,
+    deny_unknown_fields,
+    expecting = "a password: a string, { file = \"…\" } or { env = \"…\" } (a password in a \
+                 SUNDIAL_* variable that reads as a number or a boolean must be quoted: \
+                 SUNDIAL_ADMIN_REDIS_PASSWORD='\"12345678\"')"
+)]
 pub enum Secret {
     /// Written in the config.
     Value(String),
@@ -41,13 +49,37 @@ impl std::fmt::Debug for Secret {
 impl Secret {
     /// The password. The error names the file or variable, not a value.
     pub fn read(&self) -> Result<String, String> {
+        let (value, what) = match self {
+            Self::Value(v) => (v.clone(), "a password in the config".to_owned()),
+            Self::File { file } => (
+                std::fs::read_to_string(file)
+                    .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
+                    .map_err(|e| {
+                        format!("cannot read the password file {}: {e}", file.display())
+                    })?,
+                format!("the password file {}", file.display()),
+            ),
+            Self::Env { env } => (
+                std::env::var(env).map_err(|_| {
+                    format!("the environment variable {env} (a password) is not set")
+                })?,
+                format!("the environment variable {env} (a password)"),
+            ),
+        };
+        if value.is_empty() {
+            return Err(format!(
+                "{what} is empty: Redis would take it for no password (leave `password` out \
+                 for none)"
+            ));
+        }
+        Ok(value)
+    }
+
+    /// The environment variable it is read from, if any.
+    pub fn env(&self) -> Option<&str> {
         match self {
-            Self::Value(v) => Ok(v.clone()),
-            Self::File { file } => std::fs::read_to_string(file)
-                .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
-                .map_err(|e| format!("cannot read the password file {}: {e}", file.display())),
-            Self::Env { env } => std::env::var(env)
-                .map_err(|_| format!("the environment variable {env} (a password) is not set")),
+            Self::Env { env } => Some(env),
+            _ => None,
         }
     }
 }
@@ -103,5 +135,18 @@ mod tests {
             "unknown form"
         );
         assert_eq!(format!("{:?}", Secret::from("hunter2")), "Secret(..)");
+    }
+
+    #[test]
+    fn an_empty_password_is_refused_wherever_it_comes_from() {
+        let path = std::env::temp_dir().join(format!("sundial-empty-{}", std::process::id()));
+        std::fs::write(&path, "\n").expect("write");
+        let e = Secret::File { file: path.clone() }.read().expect_err("empty file");
+        assert!(e.contains(&path.display().to_string()) && e.contains("empty"), "{e}");
+        let _ = std::fs::remove_file(&path);
+        let e = Secret::from("").read().expect_err("empty value");
+        assert!(e.contains("empty"), "{e}");
+        let e = parse(r#"{"password": 12345678}"#).expect_err("a number");
+        assert!(e.contains("must be quoted"), "{e}");
     }
 }

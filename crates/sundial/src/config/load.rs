@@ -51,6 +51,9 @@ impl Config {
         let (mut cfg, unknown) = extract(fig)?;
         cfg.ignored_env = ignored_vars();
         cfg.ignored_env.extend(unknown);
+        // A variable the config reads a password from is in use.
+        let read = secret_vars(&cfg);
+        cfg.ignored_env.retain(|v| !read.contains(v));
         cfg.ignored_env.sort();
         cfg.accounts = admin::with_accounts_file(
             std::mem::take(&mut cfg.accounts),
@@ -166,6 +169,29 @@ fn ignored_vars() -> Vec<String> {
             })
         })
         .collect()
+}
+
+/// The variables the config reads passwords from (`{ env = "…" }`,
+/// wherever a password is taken: shards, Sentinels, clusters, the admin
+/// Redis), found in its serialized form.
+fn secret_vars(cfg: &Config) -> Vec<String> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let (1, Some(serde_json::Value::String(env))) = (m.len(), m.get("env")) {
+                    out.push(env.clone());
+                }
+                m.values().for_each(|v| walk(v, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(v) = serde_json::to_value(cfg) {
+        walk(&v, &mut out);
+    }
+    out
 }
 
 /// The config's top-level keys, lower case.
