@@ -5,7 +5,11 @@
 use std::{collections::HashMap, path::PathBuf, sync::Arc, time::Duration};
 
 use futures::future::BoxFuture;
-use sundial_router::{LiveTopology, admin::AdminStore, reload::Reloader};
+use sundial_router::{
+    LiveTopology,
+    admin::{AdminStore, homes::MoveState},
+    reload::Reloader,
+};
 use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -84,22 +88,37 @@ impl Source {
     }
 }
 
-/// Refuses a config that lacks a pool some tokens name: their requests
-/// would fail (`pool not found`), at start or after a reload alike.
+/// Refuses a config that lacks a pool some tokens need: their requests
+/// would fail (`pool not found`), at start or after a reload alike. A
+/// namespace's tokens need its tokens' pool, or, once it moved, the pool
+/// it moved to (and while it moves, both): a pool that every namespace
+/// moved out of can be retired with their tokens kept.
 pub fn pools_for_tokens(config: &Config, admin: &AdminStore) -> anyhow::Result<()> {
-    let missing: Vec<String> = admin
-        .tokens()
-        .pools()
-        .into_iter()
-        .filter(|(pool, _)| !config.pools.contains_key(pool))
-        .map(|(pool, n)| format!("{pool} ({n} token(s))"))
-        .collect();
+    let homes = admin.homes();
+    let mut missing: std::collections::BTreeMap<String, usize> = Default::default();
+    for ((pool, ns), n) in admin.tokens().pools() {
+        let needed: Vec<String> = match homes.get(&pool, &ns) {
+            Some(h) if h.state == MoveState::Moved => vec![h.to.clone()],
+            Some(h) => h.holding().into_iter().map(str::to_owned).collect(),
+            None => vec![pool],
+        };
+        for p in needed {
+            if !config.pools.contains_key(&p) {
+                *missing.entry(p).or_default() += n;
+            }
+        }
+    }
     anyhow::ensure!(
         missing.is_empty(),
-        "tokens name pools that the config does not list: {}. Their requests would fail: \
-         list the pools again, or delete their tokens (sundial token list NS --pool POOL, \
-         then sundial token delete)",
-        missing.join(", ")
+        "tokens need pools that the config does not list: {}. Their requests would fail: \
+         list the pools again, move their namespaces out first (sundial namespace move), \
+         or delete their tokens (sundial token list NS --pool POOL, then sundial token \
+         delete)",
+        missing
+            .iter()
+            .map(|(pool, n)| format!("{pool} ({n} token(s))"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     Ok(())
 }

@@ -128,7 +128,7 @@ async fn a_gateway_refuses_to_start_when_tokens_name_a_pool_it_lacks() {
         .expect("read stderr");
     assert!(!status.success(), "{said}");
     assert!(
-        said.contains("sundial: tokens name pools that the config does not list: eu (1 token(s))"),
+        said.contains("sundial: tokens need pools that the config does not list: eu (1 token(s))"),
         "{said}"
     );
 }

@@ -77,7 +77,7 @@ async fn pools_are_added_and_removed_at_runtime() {
     };
     refused(
         &admin.post("/reload").await,
-        "tokens name pools that the config does not list: eu (1 token(s))",
+        "tokens need pools that the config does not list: eu (1 token(s))",
     );
     // Nor is a pool that holds jobs, once no token names it.
     assert_eq!(admin.delete(&format!("/token/ns/{t}")).await.status, 204);

@@ -318,14 +318,15 @@ impl Tokens<'_> {
         })
     }
 
-    /// Every pool that some token names, with its number of tokens, from
-    /// this gateway's copy (empty while the table was never loaded).
-    pub fn pools(&self) -> std::collections::BTreeMap<String, usize> {
+    /// Every (pool, namespace) that some token names, with its number of
+    /// tokens, from this gateway's copy (empty while the table was never
+    /// loaded).
+    pub fn pools(&self) -> std::collections::BTreeMap<(String, String), usize> {
         self.0
             .read(|l| {
                 let mut out = std::collections::BTreeMap::new();
                 for (info, _) in l.get::<TokenIndex>().into_iter().flat_map(TokenIndex::all) {
-                    *out.entry(info.pool.clone()).or_insert(0) += 1;
+                    *out.entry((info.pool.clone(), info.ns.clone())).or_insert(0) += 1;
                 }
                 out
             })

@@ -141,8 +141,13 @@ mod tests {
     fn an_empty_password_is_refused_wherever_it_comes_from() {
         let path = std::env::temp_dir().join(format!("sundial-empty-{}", std::process::id()));
         std::fs::write(&path, "\n").expect("write");
-        let e = Secret::File { file: path.clone() }.read().expect_err("empty file");
-        assert!(e.contains(&path.display().to_string()) && e.contains("empty"), "{e}");
+        let e = Secret::File { file: path.clone() }
+            .read()
+            .expect_err("empty file");
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains("empty"),
+            "{e}"
+        );
         let _ = std::fs::remove_file(&path);
         let e = Secret::from("").read().expect_err("empty value");
         assert!(e.contains("empty"), "{e}");

@@ -9,6 +9,7 @@ mod common;
 mod drains;
 mod load;
 mod namespaces;
+mod retire;
 mod shard_kinds;
 mod shards;
 mod skew;
