@@ -48,14 +48,14 @@ fn a_url_that_is_not_redis_is_refused_without_its_password() {
 }
 
 #[tokio::test]
-async fn a_shard_on_a_unix_socket_serves_jobs() {
+async fn a_shard_on_a_unix_socket_serves_jobs_from_the_database_it_names() {
     let dir = tempfile::tempdir().expect("temp dir");
     let socket = dir.path().join("redis.sock");
     let socket = socket.to_str().expect("utf-8 path");
     let redis = RedisServer::start_with(&["--unixsocket", socket, "--unixsocketperm", "700"]);
     let mut cfg = SundialConfig::new(redis.url());
     cfg.pools = Some(format!(
-        "[pools.default]\nshards = [{{ url = \"unix://{socket}\" }}]\n"
+        "[pools.default]\nshards = [{{ url = \"unix://{socket}?db=3\" }}]\n"
     ));
     let gw = Sundial::start(&cfg);
     let token = create_token(&gw.admin(), "ns").await;
@@ -67,10 +67,14 @@ async fn a_shard_on_a_unix_socket_serves_jobs() {
         (200, Some(id.as_str())),
         "{r:?}"
     );
-    assert_eq!(
-        redis.job_records(),
-        1,
-        "the job is in the Redis behind the socket"
+    // In the Redis behind the socket, in the database the URL names.
+    let keyspace: String = redis::cmd("INFO")
+        .arg("keyspace")
+        .query(&mut redis.client())
+        .expect("INFO");
+    assert!(
+        keyspace.contains("db3:keys=") && !keyspace.contains("db0:"),
+        "{keyspace}"
     );
     let r = api.delete(&format!("/api/ns/q/job/{id}")).await;
     assert_eq!(r.status, 204, "{r:?}");

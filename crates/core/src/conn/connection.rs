@@ -320,6 +320,16 @@ fn config_of(name: &str, opts: &ShardOptions) -> Result<Config, EngineError> {
         shard: name.to_owned(),
         what: format!("invalid redis url: {e}"),
     })?;
+    if matches!(
+        config.server,
+        fred::types::config::ServerConfig::Unix { .. }
+    ) {
+        config.database =
+            super::address::unix_database(&opts.url).map_err(|what| EngineError::Unsafe {
+                shard: name.to_owned(),
+                what,
+            })?;
+    }
     if let Some(files) = &opts.tls {
         if config.tls.is_none() {
             return Err(EngineError::Unsafe {

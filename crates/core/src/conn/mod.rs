@@ -36,6 +36,7 @@ mod replicated;
 mod resend;
 mod tls;
 
+pub use address::unix_database;
 pub use connection::{ClusterPrimary, Connection};
 pub use health::Probe;
 pub use options::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECTIONS, ReplicaWait, ShardOptions};

@@ -73,7 +73,8 @@ pub fn redis_url(url: &str, password: Option<&Secret>) -> Result<String, String>
 
 fn checked_scheme(url: &str) -> Result<String, String> {
     let (scheme, rest) = url.split_once("://").unwrap_or_default();
-    if scheme.eq_ignore_ascii_case("unix") {
+    if scheme.eq_ignore_ascii_case("unix") || scheme.eq_ignore_ascii_case("redis+unix") {
+        sundial_core::conn::unix_database(url)?;
         return Ok(format!("redis+unix://{rest}"));
     }
     if SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme)) {
@@ -102,11 +103,12 @@ impl ClusterConfig {
                 .trim_end_matches('/');
             let (host, port) = addr
                 .rsplit_once(':')
-                .ok_or_else(|| format!("cluster node {n:?} needs a port (host:port)"))?;
+                .ok_or_else(|| format!("cluster node {:?} needs a port (host:port)", shown(n)))?;
             if host.is_empty() || host.contains(['@', '/', '?']) || port.parse::<u16>().is_err() {
                 return Err(format!(
-                    "cluster node {n:?} must be host:port or redis://host:port (credentials go in \
-                     `username` and `password`)"
+                    "cluster node {:?} must be host:port or redis://host:port (credentials go in \
+                     `username` and `password`)",
+                    shown(n)
                 ));
             }
             addrs.push(addr);
@@ -134,6 +136,15 @@ impl ClusterConfig {
             url += &format!("node={node}");
         }
         Ok(url)
+    }
+}
+
+/// A cluster node as an error may quote it: without what comes before an
+/// `@` (credentials, which belong in `username` and `password`).
+fn shown(node: &str) -> String {
+    match node.rsplit_once('@') {
+        Some((_, host)) => format!("…@{host}"),
+        None => node.to_owned(),
     }
 }
 
@@ -168,6 +179,16 @@ fn encode(s: &str) -> String {
 mod tests {
     use super::super::shard::{SentinelConfig, tests::shard};
     use super::*;
+
+    #[test]
+    fn a_unix_url_takes_a_database_and_nothing_else() {
+        assert_eq!(
+            redis_url("unix:///run/r.sock?db=2", None).as_deref(),
+            Ok("redis+unix:///run/r.sock?db=2")
+        );
+        assert!(redis_url("unix:///run/r.sock?db=300", None).is_err());
+        assert!(redis_url("redis+unix:///run/r.sock?x=1", None).is_err());
+    }
 
     #[test]
     fn only_redis_schemes_are_taken() {
@@ -264,10 +285,16 @@ mod tests {
             s.connect_url().expect("url"),
             "rediss-cluster://jobs:p%40ss@10.0.0.1:7000"
         );
-        for bad in ["10.0.0.1", "redis://u:p@10.0.0.1:7000", "h:port", ":7000"] {
+        for bad in [
+            "10.0.0.1",
+            "redis://u:hunter2@10.0.0.1:7000",
+            "h:port",
+            ":7000",
+        ] {
             c.nodes = vec![bad.to_owned()];
             s.cluster = Some(c.clone());
-            assert!(s.connect_url().is_err(), "{bad}");
+            let e = s.connect_url().expect_err(bad);
+            assert!(!e.contains("hunter2"), "no password in {e}");
         }
         c.nodes.clear();
         s.cluster = Some(c);
