@@ -58,6 +58,16 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// A write that lost its compare-and-swap to other writers each time
+    /// it tried: nothing was written, and a retry may succeed, so it is
+    /// answered as unavailable (503), not as a bug.
+    pub fn contended(shard: &str, what: impl Into<String>) -> Self {
+        Self::Unavailable {
+            shard: shard.to_owned(),
+            source: RedisError::new(ErrorKind::Unknown, what.into()),
+        }
+    }
+
     pub(crate) fn from_redis(shard: &str, source: RedisError) -> Self {
         let shard = shard.to_owned();
         match source.kind() {

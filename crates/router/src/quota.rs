@@ -263,13 +263,19 @@ impl QuotaPatch {
     /// A row of the quota table (`None`: none) with the patch over it;
     /// `None` when it leaves no field. Fields this version does not know
     /// (a newer gateway's) are kept as they are.
+    /// A patch that changes no field gives `row` back as it is, so that
+    /// nothing is written.
     pub fn apply(&self, row: Option<&str>) -> Option<String> {
-        let mut fields = row.and_then(|r| object(r).ok()).unwrap_or_default();
+        let before = row.and_then(|r| object(r).ok()).unwrap_or_default();
+        let mut fields = before.clone();
         for &(bound, n) in &self.0 {
             match n {
                 Some(n) => fields.insert(bound.name().to_owned(), n.into()),
                 None => fields.remove(bound.name()),
             };
+        }
+        if row.is_some() && fields == before {
+            return row.map(str::to_owned);
         }
         (!fields.is_empty()).then(|| serde_json::Value::Object(fields).to_string())
     }
@@ -281,6 +287,20 @@ pub const MAX_COUNT: u64 = 1 << 53;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_patch_that_changes_nothing_gives_the_row_back_as_it_was() {
+        // Stored by a PUT in its own field order.
+        let row = r#"{"max_jobs":5,"max_bytes":1000}"#;
+        for text in ["{}", r#"{"max_jobs": 5}"#, r#"{"weight": null}"#] {
+            let p = QuotaPatch::from_json(text).expect("patch");
+            assert_eq!(p.apply(Some(row)).as_deref(), Some(row), "{text}");
+        }
+        assert_eq!(
+            QuotaPatch::from_json("{}").expect("patch").apply(None),
+            None
+        );
+    }
 
     #[test]
     fn a_patch_sets_and_removes_fields_and_keeps_the_rest() {

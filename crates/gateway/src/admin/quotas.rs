@@ -126,6 +126,10 @@ pub(super) async fn patch(
     let patch = QuotaPatch::from_json(&text(&state, body).await?).map_err(invalid)?;
     if state.admin.quotas().patch(pool.name(), &ns, &patch).await? {
         tracing::info!(pool = pool.name(), ns, patch = ?patch, "namespace quota changed");
+    } else {
+        // Nothing changed here, but another gateway's change may not have
+        // reached this copy yet: answer what Redis holds.
+        state.admin.reload().await?;
     }
     Ok(answer(&state, &pool, &ns))
 }

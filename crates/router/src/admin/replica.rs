@@ -316,14 +316,21 @@ impl Replica {
                 .table_change_if(table, op, field, value, was)
                 .await?
             {
-                self.reload().await?;
+                // Stored: a copy that fails to load now catches up at the
+                // next change notice or reload, and the caller's answer
+                // stays true.
+                if let Err(e) = self.reload().await {
+                    tracing::warn!(error = %e, "admin table changed; reloading this gateway's copy failed");
+                }
                 return Ok(true);
             }
         }
-        Err(EngineError::Reply {
-            shard: redis.name().to_owned(),
-            what: format!("{field} changed {UPDATE_TRIES} times while it was being updated"),
-        })
+        // Others kept changing the field: nothing was written, so the
+        // caller may retry (a 503, not a 500).
+        Err(EngineError::contended(
+            redis.name(),
+            format!("{field} changed {UPDATE_TRIES} times while it was being updated"),
+        ))
     }
 
     /// One table's rows, read from Redis rather than the copy (exact).
