@@ -127,8 +127,9 @@ pub(crate) async fn consume(c: Client, p: Consume) -> Outcome {
         Value::Array(a) => a.clone(),
         one => vec![one.clone()],
     };
-    // Each job is printed before it is acknowledged, so that a failed ack
-    // loses nothing that was not shown.
+    // Every job is printed before any is acknowledged, so that a failed
+    // ack loses nothing that was not shown; a failed ack does not stop the
+    // others.
     for (i, job) in jobs.iter().enumerate() {
         if c.global.json {
             println!("{}", serde_json::to_string(job).unwrap_or_default());
@@ -138,22 +139,33 @@ pub(crate) async fn consume(c: Client, p: Consume) -> Outcome {
             }
             print_job(job);
         }
-        if p.ack {
-            let queue = job["queue"].as_str().unwrap_or(&p.queue);
-            let id = job["job_id"].as_str().unwrap_or_default();
-            c.call(
-                Listener::Api,
-                Method::DELETE,
-                &format!("/api/{}/{}/job/{}", seg(&p.namespace), seg(queue), seg(id)),
-                None,
-            )
-            .await?;
-        }
     }
     if !p.ack {
         left_reserved(jobs.len());
+        return Ok(());
     }
-    Ok(())
+    let (mut failed, mut first) = (0, None);
+    for job in &jobs {
+        let queue = job["queue"].as_str().unwrap_or(&p.queue);
+        let id = job["job_id"].as_str().unwrap_or_default();
+        let path = format!("/api/{}/{}/job/{}", seg(&p.namespace), seg(queue), seg(id));
+        if let Err(f) = c.call(Listener::Api, Method::DELETE, &path, None).await {
+            failed += 1;
+            first.get_or_insert((id.to_owned(), f));
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some((id, f)) => Err(Failure::new(
+            f.code,
+            format!(
+                "{failed} of {} job(s) were not acknowledged and stay reserved until their \
+                 TTR (first: {id}: {})",
+                jobs.len(),
+                f.message
+            ),
+        )),
+    }
 }
 
 /// Says on stderr (a script reading stdout sees only the jobs) that a

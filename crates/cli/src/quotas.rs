@@ -79,42 +79,71 @@ pub struct Bounds {
     weight: Option<u64>,
     /// A bound the namespace no longer sets (its pool's holds again), by
     /// name, e.g. `--unset max_jobs`; may be given more than once.
-    #[arg(long, value_name = "BOUND")]
+    #[arg(
+        long,
+        value_name = "BOUND",
+        value_parser = clap::builder::PossibleValuesParser::new(BOUND_NAMES)
+    )]
     unset: Vec<String>,
 }
+
+/// The bounds' names, as `--unset` takes them.
+const BOUND_NAMES: [&str; 10] = [
+    "max_jobs",
+    "max_bytes",
+    "max_queues",
+    "publish_rate",
+    "consume_rate",
+    "max_body",
+    "max_delay",
+    "max_ttl",
+    "max_tries",
+    "weight",
+];
 
 impl Bounds {
     /// The change asked: each bound given with its value, each unset one
     /// with `null`.
-    fn patch(&self) -> Map<String, Value> {
+    fn patch(&self) -> Result<Map<String, Value>, Failure> {
         let mut out: Map<String, Value> = self
             .given()
             .into_iter()
             .map(|(name, v)| (name.to_owned(), v.into()))
             .collect();
         for name in &self.unset {
+            if out.contains_key(name) {
+                return Err(Failure::new(
+                    exit::USAGE,
+                    format!(
+                        "--{} and --unset {name} ask for opposite things: give one",
+                        name.replace('_', "-")
+                    ),
+                ));
+            }
             out.insert(name.clone(), Value::Null);
         }
-        out
+        Ok(out)
     }
 
     /// (name, value) of each bound given.
     fn given(&self) -> Vec<(&'static str, u64)> {
-        [
-            ("max_jobs", self.max_jobs),
-            ("max_bytes", self.max_bytes),
-            ("max_queues", self.max_queues),
-            ("publish_rate", self.publish_rate),
-            ("consume_rate", self.consume_rate),
-            ("max_body", self.max_body),
-            ("max_delay", self.max_delay),
-            ("max_ttl", self.max_ttl),
-            ("max_tries", self.max_tries),
-            ("weight", self.weight),
-        ]
-        .into_iter()
-        .filter_map(|(name, v)| Some((name, v?)))
-        .collect()
+        let values = [
+            self.max_jobs,
+            self.max_bytes,
+            self.max_queues,
+            self.publish_rate,
+            self.consume_rate,
+            self.max_body,
+            self.max_delay,
+            self.max_ttl,
+            self.max_tries,
+            self.weight,
+        ];
+        BOUND_NAMES
+            .into_iter()
+            .zip(values)
+            .filter_map(|(name, v)| Some((name, v?)))
+            .collect()
     }
 }
 
@@ -131,7 +160,7 @@ pub(crate) async fn run(c: Client, cmd: QuotaCmd) -> Outcome {
             bounds,
         } => {
             let path = path(&namespace, pool.as_ref());
-            let patch = bounds.patch();
+            let patch = bounds.patch()?;
             if patch.is_empty() {
                 return Err(Failure::new(
                     exit::USAGE,

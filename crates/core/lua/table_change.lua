@@ -1,4 +1,4 @@
--- Changes one field of an admin table (tokens, limits or homes) and, only when
+-- Changes one field of an admin table (tokens, limits, homes, quotas, …) and, only when
 -- something changed, bumps the tables' version, so that gateways reload
 -- their copy for real changes only.
 -- KEYS[1]: the table hash   KEYS[2]: the version counter

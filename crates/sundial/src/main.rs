@@ -53,8 +53,15 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print `sundial`'s manual page (roff: `sundial man | man -l -`).
-    Man,
+    /// Print `sundial`'s manual page (roff: `sundial man | man -l -`), or
+    /// write every command's page into a directory.
+    Man {
+        /// Write sundial.1 and a page per command (sundial-token-create.1,
+        /// …) into this directory, as `man` finds them under a man1
+        /// directory.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
     /// Remove Sundial's keys from a Redis that left its pool (once drained
     /// and out of every gateway's config); refuses while a gateway lists
     /// it, a pump process runs on it, or it holds a job. Admin tables it
@@ -123,10 +130,15 @@ async fn run() -> anyhow::Result<std::process::ExitCode> {
             clap_complete::generate(shell, &mut cli, "sundial", &mut out);
             print_all(&out).map(|()| ok)
         }
-        Command::Man => {
+        Command::Man { dir: None } => {
             let mut out = Vec::new();
             clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut out)?;
             print_all(&out).map(|()| ok)
+        }
+        Command::Man { dir: Some(dir) } => {
+            std::fs::create_dir_all(&dir)?;
+            clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), &dir)?;
+            Ok(ok)
         }
         Command::Operator(command) => Ok(sundial_cli::run(*command).await),
     }

@@ -390,6 +390,42 @@ fn completions_and_a_manual_page_are_printed() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.starts_with(".ie"), "{text}");
     assert!(text.contains(".TH sundial 1"), "{text}");
+    // Every page the top one refers to is written with --dir.
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = std::process::Command::new(sundial_tests::sundial_binary())
+        .args(["man", "--dir"])
+        .arg(dir.path())
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    for page in [
+        "sundial.1",
+        "sundial-quota.1",
+        "sundial-quota-set.1",
+        "sundial-token-create.1",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(page))
+            .unwrap_or_else(|e| panic!("{page}: {e}"));
+        assert!(text.contains(".TH"), "{page}");
+    }
+    // Setting and unsetting one bound at once is refused before any request.
+    let out = std::process::Command::new(sundial_tests::sundial_binary())
+        .args([
+            "quota",
+            "set",
+            "ns",
+            "--max-jobs",
+            "5",
+            "--unset",
+            "max_jobs",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("opposite"),
+        "{out:?}"
+    );
     // Connection flags sit under their own heading in every command's help.
     let out = std::process::Command::new(sundial_tests::sundial_binary())
         .args(["queue", "stats", "--help"])

@@ -69,9 +69,10 @@ impl Admin<'_> {
 
     /// Changes one field of an admin table and bumps the tables' version
     /// only when the table changed: `add` (only if absent), `set`, `xset`
-    /// (only if present), `del` (`value` unused), or `cas` (only if the
-    /// field holds `expected`, or is absent when `expected` is empty).
-    /// Returns whether it changed.
+    /// (only if present), `del` (`value` unused), `cas` (only if the field
+    /// holds `expected`, or is absent when `expected` is empty), or `cad`
+    /// (delete, only if the field holds `expected`). Returns whether it
+    /// changed.
     pub async fn table_change(
         self,
         table: AdminTable,
@@ -82,7 +83,7 @@ impl Admin<'_> {
         self.table_change_if(table, op, field, value, "").await
     }
 
-    /// [`Self::table_change`] with `expected` for `cas`.
+    /// [`Self::table_change`] with `expected` for `cas` and `cad`.
     pub async fn table_change_if(
         self,
         table: AdminTable,
