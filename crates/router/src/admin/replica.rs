@@ -256,9 +256,9 @@ impl Replica {
 
     /// Sets `field` of `table` to `new` (`None`: deletes it), only if what
     /// it holds now in Redis (`None`: nothing) is what `expected` accepts;
-    /// returns whether it changed. A set is compared and swapped in one
-    /// script, so a change made meanwhile is not overwritten; a delete is
-    /// made once the field was read as expected, whatever it holds then.
+    /// returns whether it changed. The write (a set or a delete) is
+    /// compared and swapped against that read in one script, so a change
+    /// made meanwhile is not overwritten.
     pub async fn compare_and_set(
         &self,
         table: AdminTable,
@@ -280,7 +280,12 @@ impl Replica {
                     .await?
             }
             None if was.is_empty() => false,
-            None => redis.admin().table_change(table, "del", field, "").await?,
+            None => {
+                redis
+                    .admin()
+                    .table_change_if(table, "cad", field, "", &was)
+                    .await?
+            }
         };
         if changed {
             self.reload().await?;
