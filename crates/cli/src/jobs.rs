@@ -144,8 +144,14 @@ pub(crate) async fn consume(c: Client, p: Consume) -> Outcome {
         left_reserved(jobs.len());
         return Ok(());
     }
+    ack_all(&c, &p, &jobs).await
+}
+
+/// Acknowledges every job of a consume, each tried whatever became of
+/// the others; fails with how many stay reserved.
+async fn ack_all(c: &Client, p: &Consume, jobs: &[Value]) -> Outcome {
     let (mut failed, mut first) = (0, None);
-    for job in &jobs {
+    for job in jobs {
         let queue = job["queue"].as_str().unwrap_or(&p.queue);
         let id = job["job_id"].as_str().unwrap_or_default();
         let path = format!("/api/{}/{}/job/{}", seg(&p.namespace), seg(queue), seg(id));
