@@ -1,9 +1,15 @@
 // Drives Sundial's dashboard in Debian's headless Chromium, as an operator
 // would: opens it with the admin password, checks the pool page, goes to a
-// namespace, then a queue, picks one dead job and respawns it. With
-// DRAIN=1 it checks instead that the pool page shows a drain in progress.
-// tests/tests/e2e/dashboard.rs starts the gateway, makes the dead jobs (or
-// the drain), runs this, and checks in Redis what the click did.
+// namespace, then a queue, finds one dead job by its id and respawns it
+// from the dead tab. With DRAIN=1 it checks instead that the pool page
+// shows a drain in progress. tests/tests/e2e/dashboard.rs starts the
+// gateway, makes the dead jobs (or the drain), runs this, and checks in
+// Redis what the click did.
+//
+// The browser reaches the gateway through a proxy of this script's that
+// puts the admin API under a path prefix (`/sundial/`, as an ingress
+// would), and every page's text is checked for a `null`, `undefined` or
+// `NaN` printed by mistake.
 //
 // Environment:
 //   SUNDIAL_ADMIN_URL   the admin listener, e.g. http://127.0.0.1:7778
@@ -22,6 +28,7 @@
 // Prints `respawned <id>` (or `drain pending=<slots> jobs_left=<n>`, the
 // move's line, or `quota publish_rate=<n> usage jobs=<n>`) and exits 0, or prints why and
 // exits 1.
+import http from "node:http";
 import { chromium } from "playwright-core";
 
 const env = (name, fallback) => {
@@ -34,7 +41,24 @@ const drain = process.env.DRAIN === "1";
 const move = process.env.MOVE;
 const quota = process.env.QUOTA;
 const shots = process.env.SCREENSHOTS;
-const origin = new URL(admin).origin;
+const PREFIX = "/sundial";
+const target = new URL(admin);
+// The path-prefix proxy: `/sundial/x` on it is `/x` on the gateway.
+const proxy = http.createServer((req, res) => {
+  if (!req.url.startsWith(`${PREFIX}/`)) {
+    res.writeHead(404).end("outside the prefix");
+    return;
+  }
+  const up = http.request({
+    host: target.hostname, port: target.port, method: req.method,
+    path: req.url.slice(PREFIX.length), headers: req.headers,
+  }, (r) => { res.writeHead(r.statusCode, r.headers); r.pipe(res); });
+  up.on("error", (e) => { res.writeHead(502).end(String(e)); });
+  req.pipe(up);
+});
+await new Promise((ok) => proxy.listen(0, "127.0.0.1", ok));
+const origin = `http://127.0.0.1:${proxy.address().port}`;
+const base = `${origin}${PREFIX}`;
 
 const browser = await chromium.launch({
   executablePath: env("CHROMIUM", "/usr/bin/chromium"),
@@ -65,8 +89,8 @@ try {
     if (shots) await page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
   };
 
-  // The pool: its shards are up.
-  await page.goto(`${admin}/dashboard`);
+  // The pool: its shards are up. (The prefix's root leads to the page.)
+  await page.goto(`${base}/`);
   await page.getByRole("heading", { name: "Pool default" }).waitFor();
   await page.locator("tr[data-shard] .pill.up").first().waitFor();
   done = drain ? await showsDrain(page, shot)
@@ -77,12 +101,21 @@ try {
   problems.push(e.stack || String(e));
 } finally {
   await browser.close();
+  proxy.close();
 }
 if (problems.length) {
   console.error(problems.join("\n"));
   process.exit(1);
 }
 console.log(done);
+
+/** Fails the run when the page's text shows a value the code printed by
+ *  mistake (a missing field drawn as `null`, `undefined` or `NaN`). */
+async function clean(page, what) {
+  const text = await page.locator("main").innerText();
+  const bad = text.match(/\b(null|undefined|NaN)\b/);
+  if (bad) problems.push(`the ${what} page shows "${bad[1]}": ${text.slice(Math.max(0, bad.index - 60), bad.index + 30)}`);
+}
 
 /** The pool page's drain: slots still to move, a progress bar, jobs left. */
 async function showsDrain(page, shot) {
@@ -138,7 +171,13 @@ async function respawnOne(page, shot) {
   const ns = env("NAMESPACE");
   const queue = env("QUEUE");
   const respawn = env("RESPAWN");
+  await clean(page, "pool");
   await shot("pool");
+
+  // The queues that need a look, across namespaces: ours, with its dead jobs.
+  await page.getByRole("link", { name: "Attention" }).click();
+  await page.locator(`tr[data-attention="${ns}/${queue}"]`).waitFor();
+  await clean(page, "attention");
 
   // Namespaces → the namespace → its queues, with the dead jobs counted.
   await page.getByRole("link", { name: "Namespaces" }).click();
@@ -148,14 +187,30 @@ async function respawnOne(page, shot) {
   await row.waitFor();
   const dead = Number((await row.locator("td").nth(4).innerText()).replace(/,/g, ""));
   if (!(dead >= 1)) throw new Error(`the queue list shows ${dead} dead jobs`);
+  await clean(page, "namespace");
+  // The filter hides the queues whose names do not match, and the list
+  // sorts by a column.
+  await page.getByLabel("filter queues").fill("no-such-queue");
+  await page.getByText("No queue matches the filter.").waitFor();
+  await page.getByLabel("filter queues").fill(queue.slice(0, 3));
+  await row.waitFor();
+  await page.locator('button[data-sort="dead"]').click();
+  await page.locator('button[data-sort="dead"][aria-sort="descending"]').waitFor();
   await shot("namespace");
 
   // The queue: its charts, and its dead letter with our job in it.
   await row.getByRole("link", { name: queue }).click();
   await page.getByRole("heading", { name: `Queue ${queue}` }).waitFor();
   await page.locator(".chart svg").first().waitFor();
+  // Found by its id, whatever its state.
+  await page.getByLabel("find a job by id").fill(respawn);
+  await page.locator('[data-action="find-job"]').click();
+  await page.locator('[data-found="dead"]').waitFor();
+  // The dead tab lists it, with its actions.
+  await page.locator('[data-tab="dead"]').click();
   const job = page.locator(`tr[data-job="${respawn}"]`);
   await job.waitFor();
+  await clean(page, "queue");
   // Let the charts gather a second reading (one per 5 s) before the picture.
   if (shots) {
     await page.waitForFunction(

@@ -7,13 +7,15 @@
 //! - [`client`]: the HTTP client, and how failures become messages and exit codes.
 //! - `tokens`, `limits`, `quotas`, `usage`, `queues`, `deadletter`, `pools`, `jobs`, `portable`
 //!   (namespaces: their list, move, export and import): one file per noun;
-//!   `overview` (`sundial stats`, every namespace's queues).
+//!   `overview` (`sundial stats`, every namespace's queues); `listing`
+//!   (`sundial job list|show`, a queue's jobs in any state).
 //! - `table`: plain-text tables and formats.
 
 mod client;
 pub mod deadletter;
 pub mod jobs;
 pub mod limits;
+pub mod listing;
 pub mod overview;
 pub mod pools;
 pub mod portable;
@@ -45,6 +47,8 @@ pub enum Command {
     Stats(overview::Stats),
     /// List queues with their backlog; stats, peek, destroy.
     Queue(Group<queues::QueueCmd>),
+    /// A queue's jobs in any state, listed or looked up by id (admin API).
+    Job(Group<listing::JobCmd>),
     /// Browse a queue's dead letter; respawn or delete its jobs (admin API).
     Deadletter(Group<deadletter::DeadCmd>),
     /// A pool's shards: health, slots, pumps and leases (admin API).
@@ -77,6 +81,7 @@ pub async fn run(command: Command) -> ExitCode {
         Command::Limit(g) => with(g.global, |c| limits::run(c, g.cmd)).await,
         Command::Quota(g) => with(g.global, |c| quotas::run(c, g.cmd)).await,
         Command::Queue(g) => with(g.global, |c| queues::run(c, g.cmd)).await,
+        Command::Job(g) => with(g.global, |c| listing::run(c, g.cmd)).await,
         Command::Deadletter(g) => with(g.global, |c| deadletter::run_dead(c, g.cmd)).await,
         Command::Pool(g) => with(g.global, |c| pools::run(c, g.cmd)).await,
         Command::Drain(g) => with(g.global, |c| pools::run_drain(c, g.cmd)).await,

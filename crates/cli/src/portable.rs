@@ -92,19 +92,22 @@ pub enum NamespaceCmd {
     },
 }
 
+/// `namespace list`: one name a line.
+async fn list(c: &Client, pool: Option<&String>) -> Outcome {
+    let answer = c
+        .admin_get(&format!("/namespaces{}", pool_query(pool)))
+        .await?;
+    c.show(&answer, |a| {
+        for ns in a["namespaces"].as_array().into_iter().flatten() {
+            println!("{}", table::cell(ns));
+        }
+    });
+    Ok(())
+}
+
 pub(crate) async fn run(c: Client, cmd: NamespaceCmd) -> Outcome {
     match cmd {
-        NamespaceCmd::List { pool } => {
-            let answer = c
-                .admin_get(&format!("/namespaces{}", pool_query(pool.as_ref())))
-                .await?;
-            c.show(&answer, |a| {
-                for ns in a["namespaces"].as_array().into_iter().flatten() {
-                    println!("{}", table::cell(ns));
-                }
-            });
-            Ok(())
-        }
+        NamespaceCmd::List { pool } => list(&c, pool.as_ref()).await,
         NamespaceCmd::Move {
             ns,
             to,
@@ -141,27 +144,29 @@ pub(crate) async fn run(c: Client, cmd: NamespaceCmd) -> Outcome {
             c.show(&v, print_move);
             Ok(())
         }
-        NamespaceCmd::Export { ns, pool, out } => {
-            let path = format!("/namespaces/{}/export?pool={}", seg(&ns), seg(&pool));
-            let written = match &out {
-                Some(f) => {
-                    let mut file = File::create(f).map_err(|e| {
-                        Failure::new(exit::FAILED, format!("cannot create {f}: {e}"))
-                    })?;
-                    c.admin_stream(&path, &mut file).await?
-                }
-                None => {
-                    let mut stdout = std::io::BufWriter::new(std::io::stdout());
-                    c.admin_stream(&path, &mut stdout).await?
-                }
-            };
-            if let Some(f) = out {
-                eprintln!("{ns}: {written} bytes written to {f}");
-            }
-            Ok(())
-        }
+        NamespaceCmd::Export { ns, pool, out } => export(&c, &ns, &pool, out).await,
         NamespaceCmd::Import { ns, pool, file } => import(&c, &ns, &pool, file.as_deref()).await,
     }
+}
+
+/// `namespace export`: to the file `out`, or to standard output.
+async fn export(c: &Client, ns: &str, pool: &str, out: Option<String>) -> Outcome {
+    let path = format!("/namespaces/{}/export?pool={}", seg(ns), seg(pool));
+    let written = match &out {
+        Some(f) => {
+            let mut file = File::create(f)
+                .map_err(|e| Failure::new(exit::FAILED, format!("cannot create {f}: {e}")))?;
+            c.admin_stream(&path, &mut file).await?
+        }
+        None => {
+            let mut stdout = std::io::BufWriter::new(std::io::stdout());
+            c.admin_stream(&path, &mut stdout).await?
+        }
+    };
+    if let Some(f) = out {
+        eprintln!("{ns}: {written} bytes written to {f}");
+    }
+    Ok(())
 }
 
 fn print_move(v: &serde_json::Value) {

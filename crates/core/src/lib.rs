@@ -56,9 +56,9 @@ pub use conn::{
 };
 pub use engine::{
     AdminTables, Admission, BacklogAsk, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage,
-    InTransit, JobView, Mark, Memory, MoveMode, NewJob, PAGE_BYTES, PageSize, PortableJob,
-    Publication, PumpOutcome, PumpProcess, RateGrant, RateTake, Schedule, Served, Shard,
-    ShardCheck, Taken, Totals, Usage, Want, state,
+    InTransit, JobPage, JobView, ListAsk, ListState, ListedJob, Mark, Memory, MoveMode, NewJob,
+    PAGE_BYTES, PageSize, PortableJob, Publication, PumpOutcome, PumpProcess, RateGrant, RateTake,
+    Schedule, Served, Shard, ShardCheck, Taken, Totals, Usage, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

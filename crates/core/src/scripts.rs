@@ -88,6 +88,7 @@ scripts! {
     peek_job: "#!lua flags=no-writes",
     peek_queue: "#!lua flags=no-writes",
     ready_age: "#!lua flags=no-writes",
+    job_list: "#!lua flags=no-writes",
     destroy: "#!lua flags=allow-oom",
     dead_peek: "#!lua flags=no-writes",
     dead_move: "#!lua flags=allow-oom",

@@ -71,7 +71,9 @@ async fn the_dashboard_is_served_behind_the_admin_password_with_nothing_from_els
     let (_redis, gw, token) = gateway().await;
     let open = Api::new(gw.admin(), None);
     for path in [
+        "/",
         "/dashboard",
+        "/dashboard/",
         "/dashboard/app.js",
         "/namespaces",
         "/namespaces/shop/queues/emails/history",
@@ -79,9 +81,26 @@ async fn the_dashboard_is_served_behind_the_admin_password_with_nothing_from_els
         assert_eq!(open.get(path).await.status, 401, "{path}");
     }
     let client = reqwest::Client::new();
+    // The listener's root and /dashboard lead to the page by a relative
+    // address (a proxy's path prefix stays).
+    let no_follow = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    for path in ["/", "/dashboard"] {
+        let r = no_follow
+            .get(format!("{}{path}", gw.admin()))
+            .basic_auth(USER, Some(PASSWORD))
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(r.status(), 308, "{path}");
+        assert_eq!(r.headers()["location"], "dashboard/", "{path}");
+    }
     for (path, kind) in [
-        ("/dashboard", "text/html"),
+        ("/dashboard/", "text/html"),
         ("/dashboard/app.js", "text/javascript"),
+        ("/dashboard/jobs.js", "text/javascript"),
         ("/dashboard/app.css", "text/css"),
     ] {
         let r = client

@@ -28,6 +28,7 @@ macro_rules! on_every_shard_kind {
 
 mod admin;
 mod api;
+mod attention;
 mod autoscaling;
 mod backlog;
 mod cli;
@@ -42,6 +43,7 @@ mod examples;
 mod faults;
 mod helm;
 mod http_abuse;
+mod job_listing;
 mod leases;
 mod limits;
 mod moves;

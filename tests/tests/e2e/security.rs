@@ -92,7 +92,7 @@ async fn a_rebound_web_page_gets_nothing_from_a_default_admin_listener() {
         ("Sec-Fetch-Mode", "navigate".to_owned()),
         ("Sec-Fetch-Dest", "document".to_owned()),
     ];
-    let (status, _) = call(&admin, Method::GET, "/dashboard", &link).await;
+    let (status, _) = call(&admin, Method::GET, "/dashboard/", &link).await;
     assert_eq!(status, 200);
     // A window another page opens on an export is no link to the dashboard.
     let (status, _) = call(&admin, Method::GET, "/namespaces/tenant/export", &link).await;

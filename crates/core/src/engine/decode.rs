@@ -66,6 +66,10 @@ pub(crate) struct Record {
     /// When a dead job died (ms, shard clock); `None` for other states and
     /// for jobs that died before records kept it.
     pub(crate) died_ms: Option<u64>,
+    /// The due field as stored: a delayed job's due time; a ready job's
+    /// return after a delay, retry or respawn (0 when published ready);
+    /// a dead job's death when flagged (`died_ms`).
+    pub(crate) due_ms: u64,
     pub(crate) attrs: Bytes,
     pub(crate) body: Bytes,
 }
@@ -96,6 +100,7 @@ impl Record {
             published_ms: be(&raw[3..9]),
             expire_ms: be(&raw[9..15]),
             died_ms: (raw[0] >= 32).then(|| be(&raw[15..21])),
+            due_ms: be(&raw[15..21]),
             attrs: raw.slice(RECORD_HEAD..body_at),
             body: raw.slice(body_at..),
         })
@@ -201,6 +206,7 @@ mod tests {
                 published_ms: 1000,
                 expire_ms: 2000,
                 died_ms: None,
+                due_ms: 0,
                 attrs: Bytes::from_static(b"{}"),
                 body: Bytes::from_static(b"body"),
             }

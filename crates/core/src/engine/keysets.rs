@@ -76,6 +76,18 @@ pub(crate) fn ready_age(k: &SlotKeys, queues: &[String]) -> Vec<String> {
     keys
 }
 
+/// `job_list.lua`.
+pub(crate) fn job_list(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.wheel_index(),
+        k.queues(),
+        k.ready(qualified),
+        k.dead(qualified),
+    ]
+}
+
 /// `dead_peek.lua`.
 pub(crate) fn dead_peek(k: &SlotKeys, qualified: &str) -> Vec<String> {
     vec![k.jobs(), k.dead(qualified)]
@@ -243,6 +255,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("destroy", release(&k, &q)),
         ("peek_job", peek_job(&k)),
         ("peek_queue", peek_queue(&k, &q)),
+        ("job_list", job_list(&k, &q)),
         (
             "ready_age",
             ready_age(&k, &[q.clone(), keys::qualified("ns", "r")]),

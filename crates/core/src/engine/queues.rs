@@ -18,7 +18,7 @@ pub(super) const BATCH: u64 = 500;
 
 /// A shard's queue-wide operations: see the module's docs.
 #[derive(Clone, Copy, Debug)]
-pub struct Queues<'a>(&'a Shard);
+pub struct Queues<'a>(pub(super) &'a Shard);
 
 impl Shard {
     /// Operations over a whole queue in one slot: counts, peek, destroy.

@@ -1,7 +1,8 @@
 //! The Lua engine against a real Redis: every state change, checked both
 //! through the engine and, with an independent client, in what Redis holds.
 //! One module per scenario (`jobs`, `queues`, `dead_letter`, `timers`,
-//! `shard`, `leases`, `cleanup`, `admin`, `backlog`, `moves`, `usage`, `ready_age`), what they share in
+//! `shard`, `leases`, `cleanup`, `admin`, `backlog`, `moves`, `usage`, `ready_age`,
+//! `listing`), what they share in
 //! `helpers`.
 //!
 //! The modules are one test binary on purpose: every integration test file
@@ -15,6 +16,7 @@ mod dead_letter;
 mod helpers;
 mod jobs;
 mod leases;
+mod listing;
 mod moves;
 mod queues;
 mod ready_age;

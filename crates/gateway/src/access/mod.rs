@@ -201,9 +201,10 @@ pub(crate) fn cross_site(
     if matches!(site.as_bytes(), b"same-origin" | b"none") {
         return false;
     }
-    // Only the dashboard's page may be opened from elsewhere: an export or
+    // Only the dashboard's page (and the addresses that lead to it) may be
+    // opened from elsewhere: an export or
     // `/info` opened in a window would run with the operator's password.
-    let dashboard = path == "/dashboard" || path == "/dashboard/";
+    let dashboard = matches!(path, "/" | "/dashboard" | "/dashboard/");
     let read = dashboard && matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
     let navigation = headers
         .get("sec-fetch-mode")

@@ -15,6 +15,7 @@ use crate::api::error::ApiError;
 const INDEX: &str = include_str!("dashboard/index.html");
 const LIB: &str = include_str!("dashboard/lib.js");
 const QUOTA: &str = include_str!("dashboard/quota.js");
+const JOBS: &str = include_str!("dashboard/jobs.js");
 const SCRIPT: &str = include_str!("dashboard/app.js");
 const STYLE: &str = include_str!("dashboard/app.css");
 
@@ -22,9 +23,21 @@ const STYLE: &str = include_str!("dashboard/app.css");
 const POLICY: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; \
                       base-uri 'none'; form-action 'none'";
 
-/// `GET /dashboard`
+/// `GET /dashboard/`: the page. Its scripts, style and API calls are
+/// relative to where it sits, so it works behind a proxy's path prefix.
 pub(super) async fn index() -> Response {
     asset("text/html; charset=utf-8", INDEX)
+}
+
+/// `GET /dashboard` and `GET /`: to `dashboard/`, by a relative address, so
+/// that a path prefix a proxy added is kept.
+/// (From `/dashboard` and from `/` alike, `dashboard/` is the page.)
+pub(super) async fn to_dashboard() -> Response {
+    (
+        axum::http::StatusCode::PERMANENT_REDIRECT,
+        [(header::LOCATION, "dashboard/")],
+    )
+        .into_response()
 }
 
 /// `GET /dashboard/{file}`: the scripts and `app.css`.
@@ -33,6 +46,7 @@ pub(super) async fn file(Path(file): Path<String>) -> Result<Response, ApiError>
     match file.as_str() {
         "lib.js" => Ok(asset(JS, LIB)),
         "quota.js" => Ok(asset(JS, QUOTA)),
+        "jobs.js" => Ok(asset(JS, JOBS)),
         "app.js" => Ok(asset(JS, SCRIPT)),
         "app.css" => Ok(asset("text/css; charset=utf-8", STYLE)),
         _ => Err(ApiError::NotFound("api not found")),

@@ -27,6 +27,16 @@ const MAX_PREVIEW: u64 = 4096;
 /// Job ids one respawn or delete call may name.
 const MAX_IDS: usize = 1000;
 
+/// The `preview` parameter: body bytes shown per job.
+pub(super) fn preview_of(params: &crate::api::params::Params) -> Result<u64, ApiError> {
+    match params.uint("preview", PREVIEW)? {
+        n @ 0..=MAX_PREVIEW => Ok(n),
+        _ => Err(ApiError::bad(format!(
+            "invalid preview: 0 to {MAX_PREVIEW}"
+        ))),
+    }
+}
+
 /// A place in a dead letter: the index of one of the queue's places
 /// (`placement::queue_places`) and how many entries of its list were passed.
 fn parse_dead_cursor(c: &str) -> Option<(usize, u64)> {
@@ -47,14 +57,7 @@ pub(super) async fn dead_list(
 ) -> Result<impl IntoResponse, ApiError> {
     let (params, pool) = queue_route(&state, &ns, &queue, &uri)?;
     let limit = page_size(&params)?;
-    let preview = match params.uint("preview", PREVIEW)? {
-        n @ 0..=MAX_PREVIEW => n as usize,
-        _ => {
-            return Err(ApiError::bad(format!(
-                "invalid preview: 0 to {MAX_PREVIEW}"
-            )));
-        }
-    };
+    let preview = preview_of(&params)? as usize;
     let (mut place, mut skip) = match params.get("cursor").filter(|c| !c.is_empty()) {
         Some(c) => parse_dead_cursor(&c).ok_or(ApiError::bad("invalid cursor"))?,
         None => (0, 0),

@@ -7,9 +7,11 @@
 //! answers only to the names of `crate::access`: IP addresses, `localhost`
 //! and `admin_hosts`.
 
+mod attention;
 mod dashboard;
 mod deadletter;
 mod info;
+mod jobs;
 mod limits;
 mod moves;
 mod portable;
@@ -54,7 +56,9 @@ pub fn router(
         .route("/pools", get(info::pools))
         .route("/drains", get(info::drains))
         .route("/info", get(info::info))
-        .route("/dashboard", get(dashboard::index))
+        .route("/", get(dashboard::to_dashboard))
+        .route("/dashboard", get(dashboard::to_dashboard))
+        .route("/dashboard/", get(dashboard::index))
         .route("/dashboard/{file}", get(dashboard::file))
         .layer(axum::Extension(reloader))
         .with_state(state.clone())
@@ -114,11 +118,17 @@ fn namespace_routes() -> Router<Arc<AppState>> {
         )
         .route("/namespaces/{ns}/usage", get(usage::one))
         .route("/usage", get(usage::all))
+        .route("/attention", get(attention::list))
         .route("/namespaces/{ns}/queues", get(queues::list))
         .route("/namespaces/{ns}/queues/{queue}", get(queues::one))
         .route(
             "/namespaces/{ns}/queues/{queue}/history",
             get(queues::history),
+        )
+        .route("/namespaces/{ns}/queues/{queue}/jobs", get(jobs::list))
+        .route(
+            "/namespaces/{ns}/queues/{queue}/jobs/{job_id}",
+            get(jobs::one),
         )
         .route(
             "/namespaces/{ns}/queues/{queue}/deadletter",

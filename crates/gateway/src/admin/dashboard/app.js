@@ -2,14 +2,16 @@
 // serves it. No framework and no build step; everything the page shows
 // comes from the same origin (the Content-Security-Policy allows nothing
 // else), with the browser's basic-auth credentials. `lib.js` (helpers and
-// charts) and `quota.js` load before this file.
+// charts), `quota.js` and `jobs.js` load before this file.
 //
 // Views, by the URL's hash:
 //   #/                     the pool: shards, health, pump leases, drains
 //   #/namespaces           namespaces of the pool (those with a token)
+//   #/attention            queues of every namespace with dead jobs or a
+//                          ready job that waited a minute or more
 //   #/ns/NS                a namespace's queues, backlog and rates, and
 //                          its usage and quota (`quota.js`)
-//   #/ns/NS/QUEUE          one queue: charts and its dead letter
+//   #/ns/NS/QUEUE          one queue: charts, its jobs by state (`jobs.js`)
 "use strict";
 
 const REFRESH_MS = 5000;
@@ -73,7 +75,7 @@ async function overview(gen) {
         h("div", { style: { width: `${(done * 100).toFixed(1)}%` } }))),
       h("td", { class: "num" }, fmt(d.jobs_left)));
   });
-  view.replaceChildren(
+  fill(view,
     h("h1", {}, `Pool ${status.pool}`),
     h("div", { class: "tiles" },
       tile("shards", status.shards.length),
@@ -103,6 +105,25 @@ function mover(m) {
 }
 
 
+// Every namespace's queues that need a look: dead jobs, or work waiting.
+async function attention(gen) {
+  const r = await api(withPool("/attention"));
+  if (gen !== generation) return;
+  const wait = (s) => (s >= 3600 ? `${(s / 3600).toFixed(1)} h` : s >= 60 ? `${Math.round(s / 60)} min` : `${s} s`);
+  const rows = r.queues.map((q) => h("tr", { "data-attention": `${q.namespace}/${q.queue}` },
+    h("td", {}, h("a", { href: `#/ns/${enc(q.namespace)}` }, q.namespace)),
+    h("td", {}, h("a", { href: `#/ns/${enc(q.namespace)}/${enc(q.queue)}` }, q.queue)),
+    h("td", { class: "num" }, fmt(q.dead)),
+    h("td", { class: "num" }, fmt(q.ready)),
+    h("td", { class: "num" }, q.ready ? wait(q.oldest_ready_s) : "–")));
+  fill(view,
+    h("h1", {}, `Queues that need a look in pool ${r.pool}`),
+    h("p", { class: "muted" }, `Every namespace's queues with dead jobs, or whose next ready job has waited ${wait(r.min_age_s)} or more; dead jobs first.`),
+    table([["namespace"], ["queue"], ["dead", "num"], ["ready", "num"], ["oldest ready waits", "num"]], rows,
+      "Nothing needs a look: no dead job, and no ready job waits long."),
+    r.truncated ? h("p", { class: "muted" }, "The first 500 are shown.") : null);
+}
+
 async function namespaces(gen) {
   const r = await api(withPool("/namespaces"));
   if (gen !== generation) return;
@@ -115,41 +136,45 @@ async function namespaces(gen) {
   );
 }
 
+// How the namespace view sorts and filters its queues: kept across
+// refreshes and while browsing.
+const queueView = { key: "queue", desc: false, filter: "" };
+const QUEUE_COLUMNS = [["queue", "queue"], ["ready", "ready"], ["delayed", "delayed"], ["reserved", "reserved"],
+  ["dead", "dead"], ["publish", "publish_rate"], ["consume", "consume_rate"]];
+let nsShown = null;
+
 async function queues(gen, ns) {
   // One page, read again at each refresh: each listed queue costs the
   // gateway a read of its counters.
   const r = await api(withPool(`/namespaces/${enc(ns)}/queues?limit=500`));
-  const all = r.queues;
-  const cursor = r.next_cursor;
   // Its move to another pool, if it has one, and while it goes on, how far
-  // it has come.
+  // it has come. (A page without it, should it fail, rather than no page.)
   const move = r.move;
-  // (A page without it, should it fail, rather than no page.)
   const progress = move && move.state !== "moved"
     ? await api(withPool(`/namespaces/${enc(ns)}/move`)).catch(() => null) : null;
   const usage = await usageTiles(ns);
   if (gen !== generation) return;
-  const rows = all.map((q) => h("tr", { "data-queue": q.queue },
-    h("td", {}, h("a", { href: `#/ns/${enc(ns)}/${enc(q.queue)}` }, q.queue)),
-    ["ready", "delayed", "reserved", "dead"].map((k) => h("td", { class: "num" }, fmt(q[k]))),
-    h("td", { class: "num" }, rate(q.publish_rate)),
-    h("td", { class: "num" }, rate(q.consume_rate))));
-  const totals = all.reduce((t, q) => {
-    for (const k of ["ready", "delayed", "reserved", "dead"]) t[k] += q[k];
-    return t;
-  }, { ready: 0, delayed: 0, reserved: 0, dead: 0 });
-  // The quota form stays between refreshes (so that an edit survives);
-  // the queues are redrawn.
+  // The quota form and the queue filter stay between refreshes (so that
+  // an edit survives); the rest is redrawn.
   if (!document.getElementById("ns-live")) {
-    view.replaceChildren(
+    const filter = h("input", { type: "search", placeholder: "filter queues", "aria-label": "filter queues",
+      value: queueView.filter, oninput: (e) => { queueView.filter = e.target.value; drawQueues(); } });
+    fill(view,
       h("div", { class: "crumbs" }, h("a", { href: "#/namespaces" }, "Namespaces"), " / ", ns),
       h("h1", {}, `Namespace ${ns}`),
       h("div", { id: "ns-live" }),
+      h("h2", {}, "Queues"),
+      h("div", { class: "actions" }, filter),
+      h("div", { id: "ns-queues" }),
       h("h2", {}, "Quota"),
       h("div", { id: "quota" }));
     await loadQuota(ns);
   }
-  document.getElementById("ns-live").replaceChildren(
+  const totals = r.queues.reduce((t, q) => {
+    for (const k of ["ready", "delayed", "reserved", "dead"]) t[k] += q[k];
+    return t;
+  }, { ready: 0, delayed: 0, reserved: 0, dead: 0 });
+  fill(document.getElementById("ns-live"),
     move ? h("p", { class: move.state === "moved" ? "muted" : "pill warn", "data-move": move.state },
       move.state === "moved"
         ? `Moved from pool ${move.from} to pool ${move.to}: its tokens of this pool are served there.`
@@ -158,16 +183,42 @@ async function queues(gen, ns) {
           `\`sundial namespace moving ${ns} --pool ${pool} --watch\` follows it.`) : null,
     h("div", { class: "tiles" }, Object.entries(totals).map(([k, v]) => tile(k, v))),
     h("h2", {}, "Usage"),
-    usage,
-    h("h2", {}, "Queues"),
-    table([["queue"], ["ready", "num"], ["delayed", "num"], ["reserved", "num"], ["dead", "num"], ["publish", "num"], ["consume", "num"]],
-      rows, "No queue has been published to in this namespace."),
-    cursor ? h("p", { class: "muted" }, "The first 500 queues by name are shown (and counted above); `sundial queue list` pages through all.") : "",
-  );
+    usage);
+  nsShown = { ns, queues: r.queues, more: !!r.next_cursor };
+  drawQueues();
 }
 
-// The queue view keeps its dead-letter table between refreshes (so that a
-// selection survives); only the numbers and charts are redrawn.
+/** The namespace's queues as `queueView` sorts and filters them. */
+function drawQueues() {
+  const box = document.getElementById("ns-queues");
+  if (!box || !nsShown) return;
+  const { ns, queues: all, more } = nsShown;
+  const { key, desc, filter } = queueView;
+  const shown = all.filter((q) => q.queue.toLowerCase().includes(filter.toLowerCase()));
+  const value = (q) => (key === "queue" ? q.queue : (q[key] ?? -1));
+  shown.sort((a, b) => {
+    const c = value(a) < value(b) ? -1 : value(a) > value(b) ? 1 : 0;
+    return desc ? -c : c;
+  });
+  const headers = QUEUE_COLUMNS.map(([label, k]) => [h("button", { class: "sort", "data-sort": k,
+    "aria-sort": k === key ? (desc ? "descending" : "ascending") : null,
+    onclick: () => {
+      queueView.desc = queueView.key === k ? !queueView.desc : k !== "queue";
+      queueView.key = k;
+      drawQueues();
+    } }, label, k === key ? (desc ? " ▼" : " ▲") : ""), k === "queue" ? "" : "num"]);
+  const rows = shown.map((q) => h("tr", { "data-queue": q.queue },
+    h("td", {}, h("a", { href: `#/ns/${enc(ns)}/${enc(q.queue)}` }, q.queue)),
+    ["ready", "delayed", "reserved", "dead"].map((k) => h("td", { class: "num" }, fmt(q[k]))),
+    h("td", { class: "num" }, rate(q.publish_rate)),
+    h("td", { class: "num" }, rate(q.consume_rate))));
+  fill(box,
+    table(headers, rows, all.length ? "No queue matches the filter." : "No queue has been published to in this namespace."),
+    more ? h("p", { class: "muted" }, "The first 500 queues by name are shown (and counted above); `sundial queue list` pages through all.") : null);
+}
+
+// The queue view keeps its jobs panel between refreshes (so that a tab, a
+// page and a selection survive); only the numbers and charts are redrawn.
 async function queue(gen, ns, q) {
   const base = `/namespaces/${enc(ns)}/queues/${enc(q)}`;
   // Reading the queue is what records a point of its history.
@@ -180,9 +231,9 @@ async function queue(gen, ns, q) {
         h("a", { href: `#/ns/${enc(ns)}` }, ns), " / ", q),
       h("h1", {}, `Queue ${q}`),
       h("div", { id: "queue-live" }),
-      h("h2", {}, "Dead letter"),
-      h("div", { id: "dead" }));
-    await loadDead(ns, q, gen);
+      h("h2", {}, "Jobs"),
+      h("div", { id: "jobs" }));
+    jobsPanel(document.getElementById("jobs"), ns, q);
   }
   const live = document.getElementById("queue-live");
   live.replaceChildren(
@@ -196,73 +247,6 @@ async function queue(gen, ns, q) {
       chart("Rates", history.points, ["publish_rate", "consume_rate"], history.window_s, "/s")));
 }
 
-async function loadDead(ns, q, gen, message) {
-  const box = document.getElementById("dead");
-  const base = `/namespaces/${enc(ns)}/queues/${enc(q)}/deadletter`;
-  let page;
-  try {
-    page = await api(withPool(`${base}?limit=100&preview=200`));
-  } catch (e) {
-    if (gen === generation) {
-      box.replaceChildren(notice(`The dead letter could not be read: ${e.message}`, true),
-        h("button", { onclick: () => loadDead(ns, q, generation) }, "Reload"));
-    }
-    return;
-  }
-  if (gen !== generation) return;
-  const selected = new Set();
-  const buttons = [];
-  const act = async (what, body, confirmText) => {
-    if (confirmText && !confirm(confirmText)) return;
-    buttons.forEach((b) => { b.disabled = true; });
-    try {
-      const r = await api(withPool(`${base}/${what}`), { method: "POST", body: JSON.stringify(body) });
-      const n = what === "respawn" ? r.respawned : r.deleted;
-      const missing = r.not_found && r.not_found.length ? `, ${r.not_found.length} no longer dead` : "";
-      await loadDead(ns, q, gen, notice(`${what === "respawn" ? "Respawned" : "Deleted"} ${n} job(s)${missing}; ${r.deadletter_size} left in the dead letter.`));
-    } catch (e) {
-      await loadDead(ns, q, gen, notice(`Failed: ${e.message}`, true));
-    }
-  };
-  const pick = (b) => { buttons.push(b); return b; };
-  const respawnSel = pick(h("button", { class: "primary", disabled: true, "data-action": "respawn-selected",
-    onclick: () => act("respawn", { ids: [...selected] }) }, "Respawn selected"));
-  const deleteSel = pick(h("button", { class: "danger", disabled: true, "data-action": "delete-selected",
-    onclick: () => act("delete", { ids: [...selected] }, `Delete ${selected.size} dead job(s) for good?`) }, "Delete selected"));
-  const onPick = () => { respawnSel.disabled = deleteSel.disabled = selected.size === 0; };
-  const rows = page.jobs.map((j) => h("tr", { "data-job": j.job_id },
-    h("td", {}, h("input", { type: "checkbox", "aria-label": `select ${j.job_id}`,
-      onchange: (e) => { e.target.checked ? selected.add(j.job_id) : selected.delete(j.job_id); onPick(); } })),
-    h("td", { class: "mono" }, j.job_id),
-    h("td", {}, when(j.died_at_ms)),
-    h("td", { class: "num" }, fmt(j.remain_tries)),
-    h("td", { class: "mono preview" }, preview(j.body_preview, j.body_size),
-      j.attributes ? h("div", { class: "muted" }, JSON.stringify(j.attributes)) : null)));
-  box.replaceChildren(
-    message || "",
-    h("div", { class: "actions" }, respawnSel, deleteSel,
-      pick(h("button", { "data-action": "respawn-all", disabled: !page.jobs.length,
-        onclick: () => act("respawn", { all: true }, "Respawn every dead job of this queue?") }, "Respawn all")),
-      pick(h("button", { class: "danger", "data-action": "delete-all", disabled: !page.jobs.length,
-        onclick: () => act("delete", { all: true }, "Delete every dead job of this queue for good?") }, "Delete all")),
-      h("button", { onclick: () => loadDead(ns, q, generation) }, "Reload")),
-    table([[""], ["job"], ["died"], ["tries left", "num"], ["body"]], rows, "The dead letter is empty."),
-    page.next_cursor ? h("p", { class: "muted" }, "The first 100 dead jobs are shown; respawn or delete them to see more, or use `sundial deadletter list`.") : "",
-  );
-}
-
-/** The body preview as text when it reads as UTF-8, else as bytes. A
- *  preview cut inside a character is still text: streaming, the decoder
- *  keeps an unfinished last character instead of refusing it. */
-function preview(b64, size) {
-  const bytes = Uint8Array.from(atob(b64 || ""), (c) => c.charCodeAt(0));
-  let text;
-  try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes, { stream: size > bytes.length });
-  } catch (_) { text = `${bytes.length} bytes (binary)`; }
-  return size > bytes.length ? `${text}… (${fmt(size)} bytes)` : text;
-}
-
 // ---- navigation ----------------------------------------------------------
 
 function route() {
@@ -273,6 +257,7 @@ function route() {
     parts = []; // a hash that is not valid percent-encoding: the pool page
   }
   if (parts[0] === "namespaces") return { nav: "namespaces", run: (gen) => namespaces(gen) };
+  if (parts[0] === "attention") return { nav: "attention", run: (gen) => attention(gen) };
   if (parts[0] === "ns" && parts.length === 2) return { nav: "namespaces", run: (gen) => queues(gen, parts[1]) };
   if (parts[0] === "ns" && parts.length === 3) return { nav: "namespaces", run: (gen) => queue(gen, parts[1], parts[2]) };
   return { nav: "overview", run: (gen) => overview(gen) };

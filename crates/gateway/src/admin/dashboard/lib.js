@@ -29,9 +29,15 @@ const fmt = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleSt
 const rate = (r) => (r === null || r === undefined ? "–" : `${r < 10 ? r.toFixed(1) : Math.round(r)}/s`);
 const when = (ms) => (ms ? new Date(ms).toLocaleString() : "–");
 
-/** A JSON call to the admin API; throws with the API's own message. */
+// The admin API's root as this page was reached: the dashboard is served
+// at `<root>dashboard/`, so its calls are relative to where it sits and it
+// works behind a proxy that adds a path prefix (`/sundial/dashboard/`).
+const ROOT = new URL("../", document.baseURI).pathname;
+
+/** A JSON call to the admin API (`path` from its root, e.g. `pools`);
+ *  throws with the API's own message. */
 async function api(path, options = {}) {
-  const resp = await fetch(path, {
+  const resp = await fetch(ROOT + path.replace(/^\//, ""), {
     credentials: "same-origin",
     headers: options.body ? { "Content-Type": "application/json" } : {},
     ...options,
@@ -46,6 +52,12 @@ async function api(path, options = {}) {
 }
 
 
+
+/** Replaces `el`'s children, leaving out the nulls of parts not shown (the
+ *  DOM would print them as "null"). */
+function fill(el, ...children) {
+  el.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
 
 function notice(text, error) {
   return h("div", { class: error ? "notice error" : "notice", role: error ? "alert" : "status" }, text);

@@ -1,0 +1,123 @@
+//! `GET /attention?pool=&min_age_s=`: the queues of every namespace of a
+//! pool that need a look, those with dead jobs or whose next ready job has
+//! waited long, for the dashboard's page of them. Reads each slot's
+//! counters once (one pipelined read per shard) and, in the slots with
+//! ready jobs, the age of each queue's next one (one read-only script call
+//! per such slot): bounded by the pool's slots, whatever its jobs.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use axum::{Json, extract::State, http::Uri};
+use serde_json::{Value, json};
+use sundial_core::{Shard, keys};
+use sundial_router::{Pool, placement};
+
+use super::queues::pool;
+use crate::{
+    api::{error::ApiError, params::Params},
+    state::AppState,
+};
+
+/// Queues one answer lists at most (the most in need first).
+const MAX_LISTED: usize = 500;
+/// Seconds the next ready job must have waited for its queue to be listed,
+/// by default.
+const MIN_AGE_S: u64 = 60;
+
+/// A queue's numbers, summed over its slots: [delayed, ready, reserved,
+/// dead], and the oldest wait of its next ready job (ms).
+#[derive(Default)]
+struct Seen {
+    counts: [u64; 4],
+    oldest_ms: u64,
+}
+
+pub(super) async fn list(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let params = Params::new(&uri);
+    let pool = pool(&state, &params)?;
+    let min_age_s = params.uint("min_age_s", MIN_AGE_S)?;
+    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
+    for (shard, slots) in by_shard(&pool) {
+        read(shard, &slots, &mut seen).await?;
+    }
+    let mut listed: Vec<(String, Seen)> = seen
+        .into_iter()
+        .filter(|(_, s)| s.counts[3] > 0 || s.oldest_ms >= min_age_s * 1000)
+        .collect();
+    // Dead jobs first, then the longest waits.
+    listed.sort_by(|(qa, a), (qb, b)| {
+        (b.counts[3], b.oldest_ms, qa).cmp(&(a.counts[3], a.oldest_ms, qb))
+    });
+    let truncated = listed.len() > MAX_LISTED;
+    let queues: Vec<Value> = listed
+        .iter()
+        .take(MAX_LISTED)
+        .filter_map(|(qualified, s)| {
+            let (ns, queue) = keys::parse_qualified(qualified)?;
+            Some(json!({
+                "namespace": ns,
+                "queue": queue,
+                "delayed": s.counts[0],
+                "ready": s.counts[1],
+                "reserved": s.counts[2],
+                "dead": s.counts[3],
+                "oldest_ready_s": s.oldest_ms / 1000,
+            }))
+        })
+        .collect();
+    Ok(Json(json!({
+        "pool": pool.name(),
+        "min_age_s": min_age_s,
+        "queues": queues,
+        "truncated": truncated,
+    })))
+}
+
+/// Every place a slot of `pool` may hold jobs (its shard, and while it
+/// drains, the one it leaves), grouped by shard.
+fn by_shard(pool: &Pool) -> Vec<(&Shard, Vec<u32>)> {
+    let mut out: Vec<(&Shard, Vec<u32>)> = Vec::new();
+    for slot in 0..pool.slots() {
+        for shard in placement::slot_places(pool, slot) {
+            match out.iter_mut().find(|(s, _)| s.name() == shard.name()) {
+                Some((_, slots)) => slots.push(slot),
+                None => out.push((shard, vec![slot])),
+            }
+        }
+    }
+    out
+}
+
+/// Adds what `shard` holds of `slots` to `seen`.
+async fn read(
+    shard: &Shard,
+    slots: &[u32],
+    seen: &mut BTreeMap<String, Seen>,
+) -> Result<(), ApiError> {
+    let per_slot = shard.slots().counts_per_slot(slots).await?;
+    let mut lists = Vec::new();
+    for (slot, counts) in slots.iter().zip(per_slot) {
+        let ready: Vec<String> = counts
+            .iter()
+            .filter(|(_, c)| c[1] > 0)
+            .map(|(q, _)| q.clone())
+            .collect();
+        if !ready.is_empty() {
+            lists.push((*slot, ready));
+        }
+        for (qualified, c) in counts {
+            let s = seen.entry(qualified).or_default();
+            for (sum, n) in s.counts.iter_mut().zip(c) {
+                *sum += n;
+            }
+        }
+    }
+    for (qualified, ms) in shard.slots().ready_ages(&lists).await? {
+        let s = seen.entry(qualified).or_default();
+        s.oldest_ms = s.oldest_ms.max(ms);
+    }
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! A queue's jobs for operators, whatever their state: page through the
+//! ready, delayed, reserved or dead ones, or look one up by id. Reads only,
+//! in the pool `?pool=` names; each page reads a bounded number of entries
+//! (`READ_BUDGET`), so a listing never scans a whole slot at once.
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::Uri,
+};
+use base64::Engine as _;
+use serde_json::{Value, json};
+use sundial_core::{JobId, ListAsk, ListState, ListedJob, keys, state};
+use sundial_router::placement;
+
+use super::{
+    deadletter::preview_of,
+    queues::{page_size, queue_route},
+};
+use crate::{api::error::ApiError, state::AppState};
+
+/// Entries one page may read in all (over its script calls): a page of a
+/// state that is rare among a slot's timer entries ends early, with a
+/// cursor, rather than reading on.
+const READ_BUDGET: u64 = 10_000;
+/// Entries one script call reads at most.
+const CALL_BUDGET: u64 = 1_000;
+
+/// A place in a listing: the index of one of the queue's places
+/// (`placement::queue_places`) and where its slot's listing goes on.
+fn parse_cursor(c: &str) -> Option<(usize, (u64, u64))> {
+    let mut parts = c.split('.');
+    let place = parts.next()?.parse().ok()?;
+    let a = parts.next()?.parse().ok()?;
+    let b = parts.next()?.parse().ok()?;
+    parts.next().is_none().then_some((place, (a, b)))
+}
+
+/// `GET /namespaces/{ns}/queues/{queue}/jobs?state=&pool=&cursor=&limit=&preview=`:
+/// the queue's jobs in `state` (`ready`, the default, `delayed`,
+/// `reserved` or `dead`), each with its tries, times, attributes and the
+/// first `preview` bytes of its body; `next_cursor` continues (`null` at
+/// the end). Within each of the queue's slots: ready and dead jobs oldest
+/// first, reserved ones and delayed ones due soon in timer order, then
+/// delayed ones due later by due second.
+pub(super) async fn list(
+    State(state): State<Arc<AppState>>,
+    Path((ns, queue)): Path<(String, String)>,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let (params, pool) = queue_route(&state, &ns, &queue, &uri)?;
+    let limit = page_size(&params)?;
+    let preview = preview_of(&params)?;
+    let which = params.get("state").filter(|s| !s.is_empty());
+    let which = match which.as_deref() {
+        None => ListState::Ready,
+        Some(s) => ListState::parse(s).ok_or(ApiError::bad(
+            "invalid state: ready, delayed, reserved or dead",
+        ))?,
+    };
+    let (mut place, mut at) = match params.get("cursor").filter(|c| !c.is_empty()) {
+        Some(c) => parse_cursor(&c).ok_or(ApiError::bad("invalid cursor"))?,
+        None => (0, (0, 0)),
+    };
+    let places = placement::queue_places(&pool, &ns, &queue);
+    let qualified = keys::qualified(&ns, &queue);
+    let (mut jobs, mut seen, mut read) = (Vec::new(), std::collections::HashSet::new(), 0);
+    while place < places.len() && (jobs.len() as u64) < limit && read < READ_BUDGET {
+        let (shard, slot) = places[place];
+        let want = limit - jobs.len() as u64;
+        let budget = CALL_BUDGET.min(READ_BUDGET - read);
+        let ask = ListAsk {
+            state: which,
+            at,
+            want,
+            budget,
+            preview,
+        };
+        let page = shard.queues().list_jobs(slot, &qualified, ask).await?;
+        read += budget;
+        for j in &page.jobs {
+            if seen.insert(j.id.clone()) {
+                jobs.push(listed(j, which, page.now_ms));
+            }
+        }
+        match page.next {
+            Some(next) => at = next,
+            None => (place, at) = (place + 1, (0, 0)),
+        }
+    }
+    let next = (place < places.len()).then(|| format!("{place}.{}.{}", at.0, at.1));
+    Ok(Json(json!({
+        "pool": pool.name(),
+        "namespace": ns,
+        "queue": queue,
+        "state": which.name(),
+        "jobs": jobs,
+        "next_cursor": next,
+    })))
+}
+
+/// A listed job, read at `now_ms` (the shard's clock).
+fn listed(j: &ListedJob, which: ListState, now_ms: u64) -> Value {
+    let at = match which {
+        ListState::Ready => "ready_since_ms",
+        ListState::Delayed => "due_at_ms",
+        ListState::Reserved => "ttr_deadline_ms",
+        ListState::Dead => "died_at_ms",
+    };
+    let at_ms = (j.at_ms > 0).then_some(j.at_ms);
+    json!({
+        "job_id": j.id,
+        "remain_tries": j.tries_left,
+        "published_at_ms": j.published_ms,
+        at: at_ms,
+        "ttl": ttl_secs(j.expire_ms, now_ms),
+        "attributes": serde_json::from_str::<Value>(&j.attrs).ok(),
+        "body_size": j.body_size,
+        "body_preview": base64::engine::general_purpose::STANDARD.encode(&j.body_preview),
+    })
+}
+
+/// Seconds of TTL left (rounded up), 0 for a job that never expires.
+fn ttl_secs(expire_ms: u64, now_ms: u64) -> u64 {
+    match expire_ms {
+        0 => 0,
+        at => at.saturating_sub(now_ms).div_ceil(1000),
+    }
+}
+
+/// `GET /namespaces/{ns}/queues/{queue}/jobs/{id}?pool=&preview=`: one job,
+/// in whatever state, with the first `preview` bytes of its body; 404 `job
+/// not found` when the queue of the pool holds no such job.
+pub(super) async fn one(
+    State(state): State<Arc<AppState>>,
+    Path((ns, queue, id)): Path<(String, String, String)>,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let (params, pool) = queue_route(&state, &ns, &queue, &uri)?;
+    let preview = preview_of(&params)? as usize;
+    let job_id = JobId::parse(&id).map_err(|e| ApiError::bad(e.to_string()))?;
+    let qualified = keys::qualified(&ns, &queue);
+    let slot = pool.slot_of(&ns, &queue, job_id.lane(pool.lanes()));
+    for shard in placement::slot_places(&pool, slot) {
+        if let Some(j) = shard.jobs().peek(slot, &qualified, &job_id).await? {
+            let shown = &j.body[..j.body.len().min(preview)];
+            let state_name = match j.state {
+                state::DELAYED => "delayed",
+                state::READY => "ready",
+                state::RESERVED => "reserved",
+                _ => "dead",
+            };
+            return Ok(Json(json!({
+                "pool": pool.name(),
+                "namespace": ns,
+                "queue": queue,
+                "job_id": j.id,
+                "state": state_name,
+                "remain_tries": j.tries_left,
+                "elapsed_ms": j.elapsed_ms,
+                "ttl": j.ttl_ms.div_ceil(1000),
+                "attributes": serde_json::from_str::<Value>(&j.attrs).ok(),
+                "body_size": j.body.len(),
+                "body_preview": base64::engine::general_purpose::STANDARD.encode(shown),
+            })));
+        }
+    }
+    Err(ApiError::NotFound("job not found"))
+}
