@@ -85,7 +85,7 @@ pub const META: &str = "sd:meta";
 pub const META_FORMAT: &str = "format";
 /// The data layout this build reads and writes: pool-wide slots. Format 1
 /// (per-namespace buckets, Sundial before 0.2) wrote `buckets` in [`META`]
-/// instead; see `docs/OPERATIONS.md` for the upgrade.
+/// instead; see `docs/POOLS.md` ("Upgrading from format 1") for the upgrade.
 pub const FORMAT: u32 = 2;
 /// Field of [`META`] set once the slots' usage hashes (`sd:T:u`) count
 /// every job of the shard (see `engine::usage`).

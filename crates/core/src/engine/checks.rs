@@ -67,7 +67,7 @@ impl Shard {
             return Err(self.unsafe_because(
                 "this shard holds data in Sundial's format 1 (per-namespace buckets), which this \
                  build does not read; drain it with the build that wrote it, or point this pool at \
-                 an empty Redis (see \"Upgrading from format 1\" in docs/OPERATIONS.md)"
+                 an empty Redis (see \"Upgrading from format 1\" in docs/POOLS.md)"
                     .to_owned(),
             ));
         }
