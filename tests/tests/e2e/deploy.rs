@@ -208,12 +208,29 @@ fn every_metric_is_on_a_dashboard_panel() {
     }
 }
 
+/// promtool: on the PATH, or as `tests/run` unpacks it into
+/// `target/promtool`.
+fn promtool_binary() -> PathBuf {
+    let unpacked = deploy().join("../target/promtool/usr/bin/promtool");
+    if std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        PathBuf::from("promtool")
+    } else {
+        unpacked
+    }
+}
+
 fn promtool(args: &[&str], dir: &Path) -> String {
-    let out = std::process::Command::new("promtool")
+    let out = std::process::Command::new(promtool_binary())
         .args(args)
         .current_dir(dir)
         .output()
-        .expect("promtool (Debian's prometheus package; tests/run installs it)");
+        .expect(
+            "promtool (Debian's prometheus package; tests/run unpacks it into target/promtool)",
+        );
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
