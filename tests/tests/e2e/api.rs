@@ -568,9 +568,11 @@ async fn idle_waiters_send_redis_no_commands(kind: ShardKind) {
     let before = commands();
     tokio::time::sleep(Duration::from_secs(2)).await; // the quiet period is what is measured
     let during = commands() - before;
-    // The token poll (a GET every 200 ms): 10 or 11 when measured. Waiters
-    // that polled even once a second would add 100.
-    assert!(during < 25, "{during} commands in 2 s with 50 idle waiters");
+    // The background: the token poll (a GET every 200 ms, 10 or 11), and on
+    // a cluster the health probes of each primary and, now and then, a
+    // layout check (27 in all seen once on a busy machine). Waiters that
+    // polled even once a second would add 100: the bound sits between.
+    assert!(during < 50, "{during} commands in 2 s with 50 idle waiters");
     for w in waiters {
         w.abort();
     }
