@@ -1,6 +1,6 @@
 -- A namespace's backlog quota (`max_jobs`, `max_bytes`), on the admin
 -- Redis, so that it holds across gateways. What the namespace holds is
--- kept in the slots of its pool (`use` in `lib.lua`), where no one script
+-- kept in the slots of its pool (`use` in `lua/lib/counts.lua`), where no one script
 -- can read it whole; so this keeps:
 -- - a snapshot of that usage (`jobs`, `bytes`), read from the slots after
 --   `at` (µs, this Redis's clock: `begin`);

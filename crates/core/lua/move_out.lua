@@ -2,7 +2,7 @@
 -- the mover (`src/engine/mover/`), which copies them there
 -- (`move_in.lua`) and then lets them go here (`move_done.lua`). A taken job
 -- leaves its lists, its timer entry and its count, and waits in the
--- transit hash (see `transit_pack` in `lib.lua`), where peek and ack by id
+-- transit hash (see `transit_pack` in `lua/lib/transit.lua`), where peek and ack by id
 -- still find it, until its copy is safe.
 -- Ready and dead jobs are taken newest first from each queue's list (the
 -- copy appends them at the consuming end, so the list keeps its order);

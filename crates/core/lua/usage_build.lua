@@ -1,4 +1,4 @@
--- Counts a slot's usage afresh (`use` in `lib.lua`): every record and
+-- Counts a slot's usage afresh (`use` in `lua/lib/counts.lua`): every record and
 -- every transit entry of the slot on this shard, per namespace. For a
 -- shard whose data predates the usage hash (see `Shard::check`); one
 -- atomic pass over the slot, so that it may run while the slot is in use,

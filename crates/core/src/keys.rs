@@ -21,7 +21,7 @@
 //! | `sd:T:w:<second>` | list | ids of delayed jobs due within that second (`second = due_ms / 1000`) | every delayed job not in `sd:T:t` is in the list of its second; stale ids (deleted jobs) are skipped when the second opens |
 //! | `sd:T:c` | hash | `<s><ns>/<queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead); `P<ns>/<queue>`, `C<ns>/<queue>` and `A<ns>/<queue>` → jobs published, deliveries made and jobs acked (deleted by id: `serve.lua`) (running totals, which move with the slot) | the per-state counts equal the records in that state; changed by the script that changes the records |
 //! | `sd:T:u` | hash | `j<ns>` → jobs of the namespace held in the slot on this shard (records, and transit entries until their copy is safe); `b<ns>` → their bytes (ids and records, body included) | changed by every script that adds or removes a record or a transit entry; a field at 0 goes; counted afresh once on a shard whose data predates it (`usage_build.lua`) |
-//! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib.lua`); the list goes when the slot holds no ready job of the queue |
+//! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib/slot.lua`); the list goes when the slot holds no ready job of the queue |
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
 //! | `sd:T:lease` | string | the id of the pump process that pumps this slot | changed only by the lease scripts; the pump script checks it |
 //! | `sd:T:m` | hash | job id → transit entry: a job the mover took out of this slot (its record, queue, reservation deadline, destination and the take's tag), or `x`, queue and destination for one deleted in transit | only on a shard the slot moved away from, while the mover copies it; peek and ack by id read it |
@@ -73,7 +73,7 @@
 //! carry their slot's hash tag, so that a message goes only to the node that
 //! serves the slot: `sd:{<slot>}:ready:<ns>/<queue>` and `sd:{<slot>}:timer`.
 //! A script publishes with `SPUBLISH` exactly when the channel has a hash
-//! tag (`announce` in `lua/lib.lua`).
+//! tag (`announce` in `lua/lib/record.lua`).
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -294,7 +294,7 @@ impl SlotKeys {
     }
 
     /// The slot's usage per namespace: `j<ns>` jobs held, `b<ns>` their
-    /// bytes (see `use` in `lua/lib.lua`).
+    /// bytes (see `use` in `lua/lib/counts.lua`).
     pub fn usage(&self) -> String {
         format!("{}u", self.prefix)
     }

@@ -1,4 +1,6 @@
-//! The Lua scripts, each prefixed with `lua/lib.lua`, run with `EVALSHA` and
+//! The Lua scripts, each prefixed with the shared helpers of `lua/lib/`
+//! (`record.lua`, `counts.lua`, `slot.lua`, `transit.lua`, in that order),
+//! run with `EVALSHA` and
 //! loaded again when the shard answers `NOSCRIPT` (after a restart or a
 //! failover to a replica that never saw them). The keys each is called
 //! with are built in `engine::keysets`.
@@ -22,14 +24,20 @@ use std::sync::LazyLock;
 
 use fred::types::scripts::Script;
 
-/// The source of `lua/<name>.lua`, prefixed with its flags line and
-/// `lua/lib.lua`.
+/// The source of `lua/<name>.lua`, prefixed with its flags line and the
+/// shared helpers of `lua/lib/`.
 macro_rules! script {
     ($name:ident, $flags:literal) => {
         concat!(
             $flags,
             "\n",
-            include_str!("../lua/lib.lua"),
+            include_str!("../lua/lib/record.lua"),
+            "\n",
+            include_str!("../lua/lib/counts.lua"),
+            "\n",
+            include_str!("../lua/lib/slot.lua"),
+            "\n",
+            include_str!("../lua/lib/transit.lua"),
             "\n",
             include_str!(concat!("../lua/", stringify!($name), ".lua"))
         )

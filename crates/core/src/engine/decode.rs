@@ -24,7 +24,7 @@ pub struct JobView {
     pub state: u8,
 }
 
-/// A job's states, numbered as the scripts store them (`lua/lib.lua`).
+/// A job's states, numbered as the scripts store them (`lua/lib/record.lua`).
 pub mod state {
     pub const DELAYED: u8 = 1;
     pub const READY: u8 = 2;
@@ -52,7 +52,7 @@ pub struct Delivery {
     pub first: bool,
 }
 
-/// The fields of a job record, as `lua/lib.lua` packs it (big-endian):
+/// The fields of a job record, as `lua/lib/record.lua` packs it (big-endian):
 /// state `B` (plus 16 once delivered), tries `H`, publish time `I6`, expiry
 /// `I6`, due time `I6`, queue number `I3`, attributes `Hc0`, then the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,7 +168,7 @@ impl<'a> Fields<'a> {
         Record::unpack(raw).ok_or_else(|| self.shard.bad_reply("a job record too short"))
     }
 
-    /// The 8 fields of the `view` shape in `lua/lib.lua`.
+    /// The 8 fields of the `view` shape in `lua/lib/slot.lua`.
     pub(crate) fn view(&mut self) -> Result<JobView, EngineError> {
         Ok(JobView {
             queue: self.string()?,

@@ -80,7 +80,7 @@ impl ExportPage {
 const BASE_MS: u64 = 1 << 40;
 
 impl PortableJob {
-    /// The job as a transit entry (see `transit_pack` in `lua/lib.lua`) on
+    /// The job as a transit entry (see `transit_pack` in `lua/lib/transit.lua`) on
     /// a clock that reads [`BASE_MS`] now.
     fn entry(&self) -> Option<InTransit> {
         let now = BASE_MS;

@@ -1,6 +1,6 @@
 //! What each namespace holds on a shard: its jobs and their bytes, summed
 //! over the slots' usage hashes (`sd:T:u`, kept by the scripts: see `use`
-//! in `lua/lib.lua`). For quotas on a backlog, `sundial usage` and the
+//! in `lua/lib/counts.lua`). For quotas on a backlog, `sundial usage` and the
 //! usage gauges; O(slots), pipelined, never on a request's hot path.
 //!
 //! A shard whose data predates the usage hash has it counted once, at its

@@ -36,11 +36,11 @@ const FRESH: Duration = Duration::from_millis(250);
 /// A pending admission whose gateway never said how its write ended is
 /// let go after this long (its jobs are in the slots by then, if stored).
 const STALE_MS: u64 = 60_000;
-/// The record header of a stored job (see `lua/lib.lua`).
+/// The record header of a stored job (see `lua/lib/record.lua`).
 const RECORD_HEAD: u64 = 26;
 
 /// The bytes a job holds once stored: its id and record (`job_bytes` in
-/// `lua/lib.lua`).
+/// `lua/lib/counts.lua`).
 pub(super) fn job_bytes(job: &NewJob) -> u64 {
     (job.id.as_str().len() + job.attrs.len() + job.body.len()) as u64 + RECORD_HEAD
 }

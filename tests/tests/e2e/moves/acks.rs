@@ -115,7 +115,7 @@ async fn an_ack_whose_job_the_mover_carries_between_its_lookups_still_acks_it() 
 async fn a_job_acked_in_transit_to_another_pool_loses_its_copy_there_when_a_sweep_finishes_it() {
     // What a namespace's mover that died after its copy leaves behind, once
     // the job was acked in transit: its copy in the new pool, and at the
-    // old shard the mark of the ack (`transit_acked` in `lua/lib.lua`). A
+    // old shard the mark of the ack (`transit_acked` in `lua/lib/transit.lua`). A
     // sweep of the old shard, not the namespace's move, finishes it.
     let t = TwoPools::start().await;
     let (a, b, api, admin) = (&t.a, &t.b, &t.api, &t.admin);

@@ -76,7 +76,7 @@ fn utf8(b: &[u8]) -> Option<String> {
 }
 
 impl InTransit {
-    /// Packs a transit entry as `transit_pack` in `lua/lib.lua` does.
+    /// Packs a transit entry as `transit_pack` in `lua/lib/transit.lua` does.
     pub(crate) fn pack(
         id: String,
         deadline_ms: u64,
@@ -97,7 +97,7 @@ impl InTransit {
     }
 
     /// Unpacks a transit entry or the mark of a job deleted in transit
-    /// (see `transit_pack` and `transit_acked` in `lua/lib.lua`).
+    /// (see `transit_pack` and `transit_acked` in `lua/lib/transit.lua`).
     pub(crate) fn parse(id: String, entry: Bytes) -> Option<Self> {
         if let Some(rest) = entry.strip_prefix(b"x") {
             let qlen = be(rest.get(..2)?);
