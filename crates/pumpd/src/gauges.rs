@@ -176,32 +176,20 @@ impl Backlog {
 /// The counters of the `held` slots on `shard`, per queue and per slot;
 /// `None` (logged) on a Redis error.
 async fn read(shard: &Shard, held: &[u32]) -> Option<Read> {
-    let per_slot = match shard.slots().counts_per_slot(held).await {
-        Ok(c) => c,
+    let backlog = match shard.slots().backlog(held).await {
+        Ok(b) => b,
         Err(e) => {
             tracing::warn!(shard = shard.name(), error = %e, "cannot read backlog counts");
             return None;
         }
     };
-    let mut now: HashMap<(String, String), [u64; 4]> = HashMap::new();
-    let mut lists = Vec::new();
-    for (slot, counts) in held.iter().zip(per_slot) {
-        let ready: Vec<String> = counts
-            .iter()
-            .filter(|(_, c)| c[1] > 0)
-            .map(|(q, _)| q.clone())
-            .collect();
-        if !ready.is_empty() {
-            lists.push((*slot, ready));
-        }
-        for (qualified, c) in counts {
-            if let Some((ns, queue)) = sundial_core::keys::parse_qualified(&qualified) {
-                let sum = now.entry((ns.to_owned(), queue.to_owned())).or_default();
-                for (s, n) in sum.iter_mut().zip(c) {
-                    *s += n;
-                }
-            }
-        }
-    }
-    Some((now, lists))
+    let now = backlog
+        .counts
+        .into_iter()
+        .filter_map(|(qualified, c)| {
+            let (ns, queue) = sundial_core::keys::parse_qualified(&qualified)?;
+            Some(((ns.to_owned(), queue.to_owned()), c))
+        })
+        .collect();
+    Some((now, backlog.ready))
 }

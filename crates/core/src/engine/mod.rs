@@ -68,7 +68,7 @@ pub use paging::{PAGE_BYTES, PageSize};
 pub use portable::{ExportPage, Portable, PortableJob};
 pub use queues::{Counts, Queues};
 pub use shard::Shard;
-pub use slots::Slots;
+pub use slots::{SlotBacklog, Slots};
 pub use timers::{PumpOutcome, Timers};
 pub use usage::{Totals, Usage};
 pub use wipe::Wiped;

@@ -38,6 +38,16 @@ fn by_queue(fields: HashMap<String, i64>) -> BTreeMap<String, [u64; 4]> {
     out
 }
 
+/// What some slots hold here ([`Slots::backlog`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlotBacklog {
+    /// Per qualified queue: [delayed, ready, reserved, dead], summed over
+    /// the slots (queues at 0 left out).
+    pub counts: BTreeMap<String, [u64; 4]>,
+    /// Each slot with ready jobs, and its queues that have some.
+    pub ready: Vec<(u32, Vec<String>)>,
+}
+
 /// A shard's bulk reads of its slots: see the module's docs.
 #[derive(Clone, Copy, Debug)]
 pub struct Slots<'a>(&'a Shard);
@@ -106,10 +116,24 @@ impl Slots<'_> {
     /// `<ns>/<queue>` → [delayed, ready, reserved, dead]. Queues whose
     /// counts are all 0 are left out.
     pub async fn counts(self, slots: &[u32]) -> Result<BTreeMap<String, [u64; 4]>, EngineError> {
-        let mut out = BTreeMap::new();
-        for per_slot in self.counts_per_slot(slots).await? {
+        Ok(self.backlog(slots).await?.counts)
+    }
+
+    /// [`Self::counts`], and for each of `slots` the queues with ready jobs
+    /// there: what [`Self::ready_ages`] reads.
+    pub async fn backlog(self, slots: &[u32]) -> Result<SlotBacklog, EngineError> {
+        let mut out = SlotBacklog::default();
+        for (slot, per_slot) in slots.iter().zip(self.counts_per_slot(slots).await?) {
+            let ready: Vec<String> = per_slot
+                .iter()
+                .filter(|(_, c)| c[1] > 0)
+                .map(|(q, _)| q.clone())
+                .collect();
+            if !ready.is_empty() {
+                out.ready.push((*slot, ready));
+            }
             for (queue, c) in per_slot {
-                let entry: &mut [u64; 4] = out.entry(queue).or_default();
+                let entry: &mut [u64; 4] = out.counts.entry(queue).or_default();
                 for (sum, n) in entry.iter_mut().zip(c) {
                     *sum += n;
                 }

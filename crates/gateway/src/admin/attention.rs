@@ -97,25 +97,14 @@ async fn read(
     slots: &[u32],
     seen: &mut BTreeMap<String, Seen>,
 ) -> Result<(), ApiError> {
-    let per_slot = shard.slots().counts_per_slot(slots).await?;
-    let mut lists = Vec::new();
-    for (slot, counts) in slots.iter().zip(per_slot) {
-        let ready: Vec<String> = counts
-            .iter()
-            .filter(|(_, c)| c[1] > 0)
-            .map(|(q, _)| q.clone())
-            .collect();
-        if !ready.is_empty() {
-            lists.push((*slot, ready));
-        }
-        for (qualified, c) in counts {
-            let s = seen.entry(qualified).or_default();
-            for (sum, n) in s.counts.iter_mut().zip(c) {
-                *sum += n;
-            }
+    let backlog = shard.slots().backlog(slots).await?;
+    for (qualified, c) in backlog.counts {
+        let s = seen.entry(qualified).or_default();
+        for (sum, n) in s.counts.iter_mut().zip(c) {
+            *sum += n;
         }
     }
-    for (qualified, ms) in shard.slots().ready_ages(&lists).await? {
+    for (qualified, ms) in shard.slots().ready_ages(&backlog.ready).await? {
         let s = seen.entry(qualified).or_default();
         s.oldest_ms = s.oldest_ms.max(ms);
     }
