@@ -62,6 +62,15 @@ async fn queues_with_dead_or_waiting_jobs_are_listed_across_namespaces() {
     // With the default minute, the waiting queue is not yet in need.
     let r = admin.get("/attention").await;
     assert_eq!(r.json["queues"].as_array().map(Vec::len), Some(1), "{r:?}");
+    // The largest wait asked for lists only dead jobs, and does not overflow.
+    let r = admin
+        .get(&format!("/attention?min_age_s={}", u64::MAX))
+        .await;
+    assert_eq!(
+        (r.status, r.json["queues"].as_array().map(Vec::len)),
+        (200, Some(1)),
+        "{r:?}"
+    );
     for (path, status) in [
         ("/attention?pool=nope", 404),
         ("/attention?min_age_s=x", 400),

@@ -45,7 +45,7 @@ pub(super) async fn list(
     }
     let mut listed: Vec<(String, Seen)> = seen
         .into_iter()
-        .filter(|(_, s)| s.counts[3] > 0 || s.oldest_ms >= min_age_s * 1000)
+        .filter(|(_, s)| s.counts[3] > 0 || s.oldest_ms >= min_age_s.saturating_mul(1000))
         .collect();
     // Dead jobs first, then the longest waits.
     listed.sort_by(|(qa, a), (qb, b)| {
