@@ -1,4 +1,5 @@
-//! A thin HTTP client for tests: every call returns status, JSON and headers.
+//! A thin HTTP client for tests: every call returns status, JSON and
+//! headers, and is checked against the OpenAPI document ([`crate::contract`]).
 
 use reqwest::{Method, header::HeaderMap};
 use serde_json::Value;
@@ -19,6 +20,9 @@ pub struct Api {
     pub http: reqwest::Client,
     /// HTTP basic auth (user, password), for the admin listener.
     pub basic: Option<(String, String)>,
+    /// Whether answers are checked against the OpenAPI document (all but
+    /// pumpd's probe listener, which the document does not describe).
+    pub contract: bool,
 }
 
 impl Api {
@@ -28,6 +32,17 @@ impl Api {
             token: token.map(str::to_owned),
             http: reqwest::Client::new(),
             basic: None,
+            contract: true,
+        }
+    }
+
+    /// A client of pumpd's probe and metrics listener: a listener of its
+    /// own (docs/OPERATIONS.md), not in the OpenAPI document, so its
+    /// answers are not checked against it.
+    pub fn pumpd(base: impl Into<String>) -> Self {
+        Self {
+            contract: false,
+            ..Self::new(base, None)
         }
     }
 
@@ -45,7 +60,9 @@ impl Api {
         body: Option<Vec<u8>>,
         headers: &[(&str, &str)],
     ) -> Resp {
-        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        let mut req = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.base));
         if let Some(t) = &self.token {
             req = req.header("X-Token", t);
         }
@@ -60,8 +77,17 @@ impl Api {
         }
         let resp = req.send().await.expect("request sent");
         let status = resp.status().as_u16();
+        // The path that answered: the client follows redirects.
+        let answered = answered_path(&self.base, path, resp.url());
         let headers = resp.headers().clone();
         let bytes = resp.bytes().await.expect("response body");
+        let content_type = headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if self.contract {
+            crate::contract::check(method.as_str(), &answered, status, content_type, &bytes);
+        }
         let json = if bytes.is_empty() {
             Value::Null
         } else {
@@ -102,6 +128,20 @@ impl Api {
         assert_eq!(r.status, 201, "publish: {r:?}");
         r.json["job_id"].as_str().expect("job_id").to_owned()
     }
+}
+
+/// The path (below `base`'s own path) of the URL that answered, with its
+/// query; `asked` when no redirect was followed.
+fn answered_path(base: &str, asked: &str, url: &reqwest::Url) -> String {
+    let asked_url = format!("{base}{asked}");
+    if url.as_str() == asked_url {
+        return asked.to_owned();
+    }
+    let prefix = reqwest::Url::parse(base).map_or_else(|_| String::new(), |b| b.path().to_owned());
+    let path = url.path();
+    path.strip_prefix(prefix.trim_end_matches('/'))
+        .unwrap_or(path)
+        .to_owned()
 }
 
 /// A token's id as the admin API shows it: the first 16 hex digits of the

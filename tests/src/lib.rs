@@ -9,10 +9,13 @@
 //! - [`Store`]: either, as the shard of a scenario that runs on each
 //!   [`ShardKind`].
 //! - [`Sundial`]: the real `sundial` binary with a generated config.
+//! - [`contract`]: every answer a test receives through [`Api`], checked
+//!   against the OpenAPI document the binary serves.
 //! - [`wait_until`]: the only way tests wait (no sleeps as synchronisation).
 
 mod client;
 mod cluster;
+pub mod contract;
 mod fault_proxy;
 mod redis_server;
 mod sentinel;

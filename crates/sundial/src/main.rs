@@ -62,6 +62,10 @@ enum Command {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
+    /// Print the OpenAPI 3.1 document of both listeners, as they serve it
+    /// at `/openapi.json` (`sundial openapi > sundial-openapi.json` to
+    /// generate a client without a running gateway).
+    Openapi,
     /// Remove Sundial's keys from a Redis that left its pool (once drained
     /// and out of every gateway's config); refuses while a gateway lists
     /// it, a pump process runs on it, or it holds a job. Admin tables it
@@ -138,6 +142,10 @@ async fn run() -> anyhow::Result<std::process::ExitCode> {
         Command::Man { dir: Some(dir) } => {
             std::fs::create_dir_all(&dir)?;
             clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), &dir)?;
+            Ok(ok)
+        }
+        Command::Openapi => {
+            print_all(sundial_gateway::openapi::DOCUMENT.as_bytes())?;
             Ok(ok)
         }
         Command::Operator(command) => Ok(sundial_cli::run(*command).await),

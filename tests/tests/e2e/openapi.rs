@@ -295,3 +295,55 @@ fn every_reference_in_the_document_resolves() {
         assert!(doc.pointer(pointer).is_some(), "{r} does not resolve");
     }
 }
+
+/// The check that every test's answers go through: a documented answer
+/// passes, and each kind of drift is caught.
+#[test]
+fn the_contract_check_catches_an_answer_outside_the_document() {
+    use sundial_tests::contract::check;
+    let json = "application/json";
+    let refused = |method: &str, path: &str, status: u16, body: &[u8]| {
+        let (m, p, b) = (method.to_owned(), path.to_owned(), body.to_vec());
+        std::panic::catch_unwind(move || check(&m, &p, status, json, &b)).is_err()
+    };
+    check(
+        "GET",
+        "/api/ns/q/size?x=1",
+        200,
+        json,
+        br#"{"namespace":"ns","queue":"q","size":3}"#,
+    );
+    // Paths that no operation matches are the fallback's, not checked.
+    check("GET", "/nothing/here", 404, json, b"{}");
+    assert!(
+        refused(
+            "GET",
+            "/api/ns/q/size",
+            200,
+            br#"{"namespace":"ns","queue":"q"}"#
+        ),
+        "a required field missing"
+    );
+    assert!(
+        refused(
+            "GET",
+            "/api/ns/q/size",
+            200,
+            br#"{"namespace":"ns","queue":"q","size":-1}"#
+        ),
+        "a value out of range"
+    );
+    assert!(
+        refused("GET", "/api/ns/q/size", 418, br#"{"error":"teapot"}"#),
+        "a status the operation does not list"
+    );
+    assert!(
+        refused("GET", "/api/ns/q/peek", 200, br#"{"error":"x"}"#),
+        "another operation's shape on a literal segment"
+    );
+    assert!(
+        std::panic::catch_unwind(|| check("GET", "/api/ns/q/size", 200, "text/plain", b"3"))
+            .is_err(),
+        "a JSON answer sent as text"
+    );
+}

@@ -99,7 +99,7 @@ async fn pumpd_readiness_follows_its_lease_loop_and_shards() {
     let api = Api::new(gw.api(), Some(&token));
     api.publish("ns", "q", "delay_ms=100", b"x").await;
     let pumpd = Sundial::start_pumpd(&cfg, "lease_ttl_ms = 1000");
-    let ready = Api::new(pumpd.admin(), None);
+    let ready = Api::pumpd(pumpd.admin());
     sundial_tests::wait_until_async(Duration::from_secs(10), "pumpd ready", || async {
         let r = ready.get("/ready").await;
         r.status == 200 && r.json["shards"]["default/main"]["leases_held"].as_u64() > Some(0)

@@ -297,7 +297,7 @@ async fn pumpds_metrics_need_the_accounts_and_its_probes_do_not() {
     let mut cfg = SundialConfig::new(redis.url());
     cfg.accounts = vec![("ops".to_owned(), PASSWORD.to_owned())];
     let pumpd = Sundial::start_pumpd(&cfg, "");
-    let anon = Api::new(pumpd.admin(), None);
+    let anon = Api::pumpd(pumpd.admin());
     assert_eq!(anon.get("/live").await.status, 200);
     let r = anon.get("/metrics").await;
     assert_eq!(r.status, 401, "{r:?}");
