@@ -23,6 +23,7 @@ struct Operation {
 }
 
 struct Contract {
+    text: Vec<u8>,
     doc: Value,
     operations: Vec<Operation>,
     validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
@@ -40,11 +41,22 @@ fn contract() -> &'static Contract {
         let operations = operations(&doc);
         assert!(!operations.is_empty(), "the document has no operation");
         Contract {
+            text: out.stdout,
             doc,
             operations,
             validators: Mutex::new(HashMap::new()),
         }
     })
+}
+
+/// The document, as `sundial openapi` prints it.
+pub fn document_text() -> &'static [u8] {
+    &contract().text
+}
+
+/// The document, parsed.
+pub fn document() -> &'static Value {
+    &contract().doc
 }
 
 fn operations(doc: &Value) -> Vec<Operation> {

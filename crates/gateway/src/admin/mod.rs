@@ -7,6 +7,7 @@
 //! answers only to the names of `crate::access`: IP addresses, `localhost`
 //! and `admin_hosts`.
 
+pub mod answers;
 mod attention;
 mod dashboard;
 mod deadletter;

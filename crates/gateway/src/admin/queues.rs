@@ -20,6 +20,7 @@ use serde_json::json;
 use sundial_core::job::{check_namespace, check_queue};
 use sundial_router::Pool;
 
+use super::answers::queues::{AdminQueue, MoveSummary, QueueList};
 use crate::{
     api::{
         error::ApiError,
@@ -120,16 +121,16 @@ pub(super) async fn list(
     let next = more.then(|| queues.last().cloned());
     // The namespace's move to another pool, if it has one (the dashboard
     // shows it above the queues).
-    let moved = state.admin.homes().get(pool.name(), &ns).map(|h| {
-        json!({ "from": h.from, "to": h.to, "state": h.state.as_str(), "since_ms": h.since_ms })
-    });
-    Ok(Json(json!({
-        "pool": pool.name(),
-        "namespace": ns,
-        "queues": out,
-        "next_cursor": next.flatten(),
-        "move": moved,
-    })))
+    let next = next.flatten();
+    let home = state.admin.homes().get(pool.name(), &ns);
+    Ok(Json(QueueList {
+        pool: pool.name(),
+        namespace: &ns,
+        queues: out,
+        next_cursor: next.as_deref(),
+        moved: home.as_ref().map(MoveSummary::from),
+    })
+    .into_response())
 }
 
 /// `GET /namespaces/{ns}/queues/{queue}?pool=`: one queue, as the listing
@@ -141,9 +142,12 @@ pub(super) async fn one(
 ) -> Result<impl IntoResponse, ApiError> {
     let (_, pool) = queue_route(&state, &ns, &queue, &uri)?;
     let c = counts_of(&pool, &ns, &queue).await?;
-    let mut out = stats_of(&state, pool.name(), &ns, &queue, &c, true);
-    out["pool"] = pool.name().into();
-    Ok(Json(out))
+    let stats = stats_of(&state, pool.name(), &ns, &queue, &c, true);
+    Ok(Json(AdminQueue {
+        pool: pool.name(),
+        stats,
+    })
+    .into_response())
 }
 
 /// `GET /namespaces?pool=`: the namespaces of the pool that have a token,

@@ -3,10 +3,16 @@
 use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
-use serde_json::json;
 use sundial_core::keys;
 
-use super::{error::ApiError, jobs::queue, params, queue::counts, tenant::Tenant};
+use super::{
+    answers::{DeadLetterPeek, QueueSize, Respawned, RespawnedMsg},
+    error::ApiError,
+    jobs::queue,
+    params,
+    queue::counts,
+    tenant::Tenant,
+};
 use crate::state::AppState;
 
 /// `GET /api/{ns}/{queue}/deadletter`
@@ -24,21 +30,25 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
         }
     }
     let head = head.map(|(id, _)| id);
-    Ok(Json(json!({
-        "namespace": tenant.ns,
-        "queue": queue,
-        "deadletter_size": size,
-        "deadletter_head": head.unwrap_or_default(),
-    })))
+    Ok(Json(DeadLetterPeek {
+        namespace: &tenant.ns,
+        queue,
+        deadletter_size: size,
+        deadletter_head: head.unwrap_or_default(),
+    })
+    .into_response())
 }
 
 /// `GET /api/{ns}/{queue}/deadletter/size`
 pub(super) async fn size(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let size = counts(&tenant, queue).await?.dead;
-    Ok(Json(
-        json!({ "namespace": tenant.ns, "queue": queue, "size": size }),
-    ))
+    Ok(Json(QueueSize {
+        namespace: &tenant.ns,
+        queue,
+        size,
+    })
+    .into_response())
 }
 
 /// `PUT /api/{ns}/{queue}/deadletter?limit=&ttl=`
@@ -74,7 +84,11 @@ pub(super) async fn respawn(
         queue,
         count,
     );
-    Ok(Json(json!({ "msg": "respawned", "count": count })))
+    Ok(Json(Respawned {
+        msg: RespawnedMsg::Respawned,
+        count,
+    })
+    .into_response())
 }
 
 /// `DELETE /api/{ns}/{queue}/deadletter?limit=`

@@ -46,7 +46,7 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
     // the other pool while the namespace moves).
     for (shard, slot) in tenant.job_places(t.queue, &t.id) {
         if let Some(j) = shard.jobs().peek(slot, &t.qualified, &t.id).await? {
-            return Ok(Json(render::job(&tenant.ns, &j)));
+            return Ok(Json(render::job(&tenant.ns, &j)).into_response());
         }
     }
     Err(ApiError::NotFound("job not found"))

@@ -1,5 +1,6 @@
 //! The public job API, lmstfy-compatible; `docs/API.md` documents it.
 
+pub mod answers;
 mod backlog;
 pub mod body;
 mod consume;

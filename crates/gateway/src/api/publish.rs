@@ -9,7 +9,7 @@ use axum::{
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
 };
-use serde_json::{json, value::RawValue};
+use serde_json::value::RawValue;
 use sundial_core::{
     JobId, NewJob, Schedule,
     job::{
@@ -20,6 +20,7 @@ use sundial_core::{
 };
 
 use super::{
+    answers::{BulkPublished, Published, PublishedMsg},
     backlog, body,
     error::ApiError,
     params::PublishParams,
@@ -132,7 +133,7 @@ fn published(
     tenant: &Tenant,
     queue: &str,
     n: usize,
-    answer: serde_json::Value,
+    answer: impl serde::Serialize,
 ) -> Response {
     super::queue_metrics::published(&state.admin, tenant, queue, n as u64);
     (StatusCode::CREATED, Json(answer)).into_response()
@@ -241,7 +242,10 @@ async fn publish_one(
         tenant,
         p.queue,
         1,
-        json!({ "msg": "published", "job_id": job.id.as_str() }),
+        Published {
+            msg: PublishedMsg::Published,
+            job_id: job.id.as_str(),
+        },
     ))
 }
 
@@ -297,7 +301,10 @@ async fn publish_bulk(
         tenant,
         p.queue,
         jobs.len(),
-        json!({ "msg": "published", "job_ids": ids }),
+        BulkPublished {
+            msg: PublishedMsg::Published,
+            job_ids: ids,
+        },
     ))
 }
 
@@ -379,7 +386,10 @@ pub(super) async fn republish(
         &tenant,
         p.queue,
         1,
-        json!({ "msg": "published", "job_id": job.id.as_str() }),
+        Published {
+            msg: PublishedMsg::Published,
+            job_id: job.id.as_str(),
+        },
     ))
 }
 

@@ -1,10 +1,15 @@
 //! A whole queue: peek at its head, its size, destroy it.
 
 use axum::{Json, http::StatusCode, response::IntoResponse};
-use serde_json::json;
 use sundial_core::{Counts, keys};
 
-use super::{error::ApiError, jobs::queue, render, tenant::Tenant};
+use super::{
+    answers::{JobQueueStats, QueueSize, Stats},
+    error::ApiError,
+    jobs::queue,
+    render,
+    tenant::Tenant,
+};
 
 /// A queue's counts summed over its slots (and where they drain from).
 pub(super) async fn counts(tenant: &Tenant, queue: &str) -> Result<Counts, ApiError> {
@@ -42,7 +47,7 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
         }
     }
     match best {
-        Some(j) => Ok(Json(render::job(&tenant.ns, &j))),
+        Some(j) => Ok(Json(render::job(&tenant.ns, &j)).into_response()),
         None => Err(ApiError::NotFound("the queue is empty")),
     }
 }
@@ -51,9 +56,12 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
 pub(super) async fn size(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let c = counts(&tenant, queue).await?;
-    Ok(Json(
-        json!({ "namespace": tenant.ns, "queue": queue, "size": c.ready }),
-    ))
+    Ok(Json(QueueSize {
+        namespace: &tenant.ns,
+        queue,
+        size: c.ready,
+    })
+    .into_response())
 }
 
 /// `GET /api/{ns}/{queue}/stats`: the queue's backlog per state and its
@@ -67,9 +75,12 @@ pub(super) async fn stats(
 ) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let c = counts(&tenant, queue).await?;
-    let mut out = stats_of(&state, tenant.pool().name(), &tenant.ns, queue, &c, false);
-    out["namespace"] = tenant.ns.clone().into();
-    Ok(Json(out))
+    let stats = stats_of(&state, tenant.pool().name(), &tenant.ns, queue, &c, false);
+    Ok(Json(JobQueueStats {
+        namespace: &tenant.ns,
+        stats,
+    })
+    .into_response())
 }
 
 /// A queue's stats as `GET …/stats` and the admin queue listing show them:
@@ -78,14 +89,14 @@ pub(super) async fn stats(
 /// for the dashboard's charts ([`crate::history`]): the admin API's reads
 /// are, a tenant's `stats` are not (so that a tenant cannot push other
 /// queues' history out).
-pub(crate) fn stats_of(
+pub(crate) fn stats_of<'a>(
     state: &crate::state::AppState,
     pool: &str,
     ns: &str,
-    queue: &str,
+    queue: &'a str,
     c: &Counts,
     keep: bool,
-) -> serde_json::Value {
+) -> Stats<'a> {
     let key = format!("{pool}/{ns}/{queue}");
     let rates = state.rates.observe(&key, c.published, c.delivered);
     if keep {
@@ -93,17 +104,17 @@ pub(crate) fn stats_of(
             .history
             .record(&key, crate::history::Point::new(unix_ms(), c, rates));
     }
-    json!({
-        "queue": queue,
-        "ready": c.ready,
-        "delayed": c.delayed,
-        "reserved": c.reserved,
-        "dead": c.dead,
-        "published_total": c.published,
-        "consumed_total": c.delivered,
-        "publish_rate": rates.map(|r| r.0),
-        "consume_rate": rates.map(|r| r.1),
-    })
+    Stats {
+        queue,
+        ready: c.ready,
+        delayed: c.delayed,
+        reserved: c.reserved,
+        dead: c.dead,
+        published_total: c.published,
+        consumed_total: c.delivered,
+        publish_rate: rates.map(|r| r.0),
+        consume_rate: rates.map(|r| r.1),
+    }
 }
 
 /// This gateway's clock, Unix ms.

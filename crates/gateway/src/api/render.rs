@@ -1,8 +1,10 @@
 //! The JSON of a job, as lmstfy shapes it.
 
 use base64::Engine;
-use serde_json::{Value, json};
+use serde_json::value::RawValue;
 use sundial_core::JobView;
+
+use super::answers::{DeliveredJob, Job, NewJob};
 
 /// Seconds left before expiry, as Redis `TTL` would say it; 0 = never.
 fn ttl_secs(ttl_ms: u64) -> u64 {
@@ -13,33 +15,35 @@ fn ttl_secs(ttl_ms: u64) -> u64 {
     }
 }
 
-fn attributes(attrs: &str) -> Value {
+/// The attributes' JSON text as it is stored; `None` when the job has none.
+fn attributes(attrs: &str) -> Option<&RawValue> {
     if attrs.is_empty() {
-        Value::Null
+        None
     } else {
-        serde_json::from_str(attrs).unwrap_or(Value::Null)
+        serde_json::from_str(attrs).ok()
     }
 }
 
 /// A job as peek shows it.
-pub(super) fn job(ns: &str, j: &JobView) -> Value {
-    json!({
-        "namespace": ns,
-        "queue": j.queue_name(),
-        "job_id": j.id,
-        "data": base64::engine::general_purpose::STANDARD.encode(&j.body),
-        "ttl": ttl_secs(j.ttl_ms),
-        "elapsed_ms": j.elapsed_ms,
-        "remain_tries": j.tries_left,
-        "attributes": attributes(&j.attrs),
-    })
+pub(super) fn job<'a>(ns: &'a str, j: &'a JobView) -> Job<'a> {
+    Job {
+        namespace: ns,
+        queue: j.queue_name(),
+        job_id: &j.id,
+        data: base64::engine::general_purpose::STANDARD.encode(&j.body),
+        ttl: ttl_secs(j.ttl_ms),
+        elapsed_ms: j.elapsed_ms,
+        remain_tries: j.tries_left,
+        attributes: attributes(&j.attrs),
+    }
 }
 
 /// A job as consume hands it out.
-pub(super) fn delivered(ns: &str, j: &JobView) -> Value {
-    let mut v = job(ns, j);
-    v["msg"] = json!("new job");
-    v
+pub(super) fn delivered<'a>(ns: &'a str, j: &'a JobView) -> DeliveredJob<'a> {
+    DeliveredJob {
+        msg: NewJob::NewJob,
+        job: job(ns, j),
+    }
 }
 
 #[cfg(test)]

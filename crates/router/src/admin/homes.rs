@@ -35,7 +35,7 @@ pub enum MoveState {
 }
 
 impl MoveState {
-    const ALL: [Self; 3] = [Self::Announced, Self::Moving, Self::Moved];
+    pub const ALL: [Self; 3] = [Self::Announced, Self::Moving, Self::Moved];
 
     pub fn as_str(self) -> &'static str {
         match self {

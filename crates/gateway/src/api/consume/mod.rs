@@ -13,7 +13,6 @@ use axum::{
 };
 use futures::future::select_all;
 use pass::{Pass, take_within_rate};
-use serde_json::Value;
 use sundial_core::{Delivery, Shard, job::check_queue, keys};
 
 use super::{
@@ -269,12 +268,12 @@ fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {
             h.first_delivery(d.job.elapsed_ms as f64 / 1000.0);
         }
     }
-    let mut items: Vec<Value> = jobs
+    let mut items: Vec<_> = jobs
         .iter()
         .map(|d| render::delivered(&tenant.ns, &d.job))
         .collect();
     if count > 1 {
-        Json(Value::Array(items)).into_response()
+        Json(items).into_response()
     } else {
         Json(items.swap_remove(0)).into_response()
     }

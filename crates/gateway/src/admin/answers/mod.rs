@@ -1,0 +1,5 @@
+//! The admin API's answers as types: each is serialised as it is sent, and
+//! its schema in the OpenAPI document is derived from it
+//! (`crate::openapi`), so that the two cannot drift.
+
+pub mod queues;

@@ -1,0 +1,39 @@
+//! The answers' schemas, derived from their types.
+
+use serde_json::Value;
+use utoipa::OpenApi;
+
+use crate::{admin::answers::queues, api::answers};
+
+#[derive(OpenApi)]
+#[openapi(components(schemas(
+    answers::ErrorBody<'_>,
+    answers::Msg<'_>,
+    answers::JobId,
+    answers::Attributes,
+    answers::Job<'_>,
+    answers::DeliveredJob<'_>,
+    answers::Published<'_>,
+    answers::BulkPublished<'_>,
+    answers::QueueSize<'_>,
+    answers::Rate,
+    answers::Stats<'_>,
+    answers::JobQueueStats<'_>,
+    answers::DeadLetterPeek<'_>,
+    answers::Respawned,
+    queues::AdminQueue<'_>,
+    queues::QueueList<'_>,
+    queues::MoveSummary<'_>,
+    queues::MoveStateName,
+)))]
+struct Schemas;
+
+/// `components.schemas`: every answer's schema by name.
+pub(super) fn all() -> serde_json::Map<String, Value> {
+    let doc = Schemas::openapi();
+    let components = doc.components.expect("the schemas' components");
+    match serde_json::to_value(components.schemas).expect("the schemas serialise") {
+        Value::Object(map) => map,
+        _ => unreachable!("a map serialises as an object"),
+    }
+}
