@@ -191,7 +191,8 @@ async fn json_errors(resp: Response) -> Response {
         axum::http::header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    let body = serde_json::json!({ "error": message }).to_string();
+    let body = serde_json::to_string(&crate::api::answers::ErrorBody { error: &message })
+        .expect("an error serialises");
     Response::from_parts(parts, axum::body::Body::from(body))
 }
 

@@ -157,12 +157,11 @@ pub async fn basic_auth(
 /// 429 for an address whose failed logins used up its window.
 fn locked_out(left: std::time::Duration) -> Response {
     let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
-    let body = axum::Json(serde_json::json!({
-        "error": format!(
-            "too many failed logins from this address (at most {} a minute): retry in {secs} s",
-            logins::MAX_FAILURES
-        )
-    }));
+    let error = format!(
+        "too many failed logins from this address (at most {} a minute): retry in {secs} s",
+        logins::MAX_FAILURES
+    );
+    let body = axum::Json(crate::api::answers::ErrorBody { error: &error });
     let mut resp = (axum::http::StatusCode::TOO_MANY_REQUESTS, body).into_response();
     resp.headers_mut()
         .insert(header::RETRY_AFTER, secs.max(1).into());

@@ -2,12 +2,12 @@
 //! stable JSON body in lmstfy's shapes. Internal causes are logged once,
 //! here, and never shown to clients.
 
+use super::answers::errors::{ErrorBody, NoJob, NoJobMsg, QuotaRefusalBody, RateLimited};
 use axum::{
     Json,
     http::StatusCode,
     response::{IntoResponse, Response},
 };
-use serde_json::json;
 use sundial_core::EngineError;
 
 #[derive(Debug, thiserror::Error)]
@@ -89,13 +89,13 @@ pub struct QuotaRefusal {
 }
 
 impl QuotaRefusal {
-    fn body(&self) -> serde_json::Value {
-        json!({
-            "error": self.message,
-            "quota": self.quota,
-            "limit": self.limit,
-            "usage": self.usage,
-        })
+    fn body(&self) -> QuotaRefusalBody<'_> {
+        QuotaRefusalBody {
+            error: &self.message,
+            quota: self.quota,
+            limit: self.limit,
+            usage: self.usage,
+        }
     }
 }
 
@@ -134,39 +134,37 @@ impl IntoResponse for ApiError {
             Self::TooMany { retry_after_ms, .. } => Some(*retry_after_ms),
             _ => None,
         };
-        let (status, body) = match &self {
-            Self::BadRequest(m) => (StatusCode::BAD_REQUEST, json!({ "error": m })),
-            Self::Unauthorized(m) => (StatusCode::UNAUTHORIZED, json!({ "error": m })),
-            Self::Forbidden(m) => (StatusCode::FORBIDDEN, json!({ "error": m })),
-            Self::NotFound(m) => (StatusCode::NOT_FOUND, json!({ "error": m })),
-            Self::Misdirected(m) => (StatusCode::MISDIRECTED_REQUEST, json!({ "error": m })),
-            Self::Conflict(m) => (StatusCode::CONFLICT, json!({ "error": m })),
-            Self::NoJobFrom(_) => (StatusCode::NOT_FOUND, json!({ "msg": "no job available" })),
-            Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": m })),
-            Self::Quota(r) => (r.status, r.body()),
-            Self::TooMany { message, .. } => {
-                (StatusCode::TOO_MANY_REQUESTS, json!({ "msg": message }))
-            }
-            Self::MethodNotAllowed => (
-                StatusCode::METHOD_NOT_ALLOWED,
-                json!({ "error": "method not allowed" }),
-            ),
-            Self::RequestTimeout(m) => (StatusCode::REQUEST_TIMEOUT, json!({ "error": m })),
-            Self::Busy => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                json!({ "error": "server busy, retry later" }),
-            ),
-            Self::Unserved(m) => (StatusCode::SERVICE_UNAVAILABLE, json!({ "error": m })),
-            Self::Unavailable(e) => unavailable(e),
+        let mut response = match &self {
+            Self::BadRequest(m) => error(StatusCode::BAD_REQUEST, m),
+            Self::Unauthorized(m) => error(StatusCode::UNAUTHORIZED, m),
+            Self::Forbidden(m) => error(StatusCode::FORBIDDEN, m),
+            Self::NotFound(m) => error(StatusCode::NOT_FOUND, m),
+            Self::Misdirected(m) => error(StatusCode::MISDIRECTED_REQUEST, m),
+            Self::Conflict(m) => error(StatusCode::CONFLICT, m),
+            Self::NoJobFrom(_) => (
+                StatusCode::NOT_FOUND,
+                Json(NoJob {
+                    msg: NoJobMsg::NoJobAvailable,
+                }),
+            )
+                .into_response(),
+            Self::TooLarge(m) => error(StatusCode::PAYLOAD_TOO_LARGE, m),
+            Self::Quota(r) => (r.status, Json(r.body())).into_response(),
+            Self::TooMany { message, .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                Json(RateLimited { msg: message }),
+            )
+                .into_response(),
+            Self::MethodNotAllowed => error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+            Self::RequestTimeout(m) => error(StatusCode::REQUEST_TIMEOUT, m),
+            Self::Busy => error(StatusCode::SERVICE_UNAVAILABLE, "server busy, retry later"),
+            Self::Unserved(m) => error(StatusCode::SERVICE_UNAVAILABLE, m),
+            Self::Unavailable(e) => error(StatusCode::SERVICE_UNAVAILABLE, &unavailable(e)),
             Self::Internal(e) => {
                 tracing::error!(error = format!("{e:#}"), "internal error");
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    json!({ "error": "internal error" }),
-                )
+                error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
             }
         };
-        let mut response = (status, Json(body)).into_response();
         if let Self::NoJobFrom(queues) = &self
             && !queues.is_empty()
             && let Ok(v) = axum::http::HeaderValue::from_str(&queues.join(","))
@@ -184,8 +182,14 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// A 503 for a shard that could not do a request, logged once here.
-fn unavailable(e: &EngineError) -> (StatusCode, serde_json::Value) {
+/// `{"error": …}` with `status`.
+fn error(status: StatusCode, error: &str) -> Response {
+    (status, Json(ErrorBody { error })).into_response()
+}
+
+/// The message of a 503 for a shard that could not do a request, logged
+/// once here.
+fn unavailable(e: &EngineError) -> String {
     let error = match e {
         EngineError::OutOfMemory { shard, .. } => {
             tracing::warn!(shard, "redis refused a write: out of memory");
@@ -203,7 +207,7 @@ fn unavailable(e: &EngineError) -> (StatusCode, serde_json::Value) {
             "storage unavailable, retry later".to_owned()
         }
     };
-    (StatusCode::SERVICE_UNAVAILABLE, json!({ "error": error }))
+    error
 }
 
 /// A route that exists, with a method it does not have: 405, nothing done.

@@ -169,7 +169,7 @@ pub(super) async fn admit_queue(
 }
 
 /// The name a headroom refusal gives as its `quota`.
-pub(super) const MEMORY_SHARE: &str = "memory_share";
+use super::answers::errors::MEMORY_SHARE;
 
 /// Refuses a publish to a shard over its headroom bound when the namespace
 /// holds more than its share of it (429 `memory_share`; see

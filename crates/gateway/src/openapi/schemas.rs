@@ -9,6 +9,10 @@ use crate::{admin::answers::queues, api::answers};
 #[openapi(components(schemas(
     answers::ErrorBody<'_>,
     answers::Msg<'_>,
+    answers::errors::NoJob,
+    answers::errors::RateLimited<'_>,
+    answers::errors::QuotaRefusalBody<'_>,
+    answers::errors::QuotaName,
     answers::JobId,
     answers::Attributes,
     answers::Job<'_>,

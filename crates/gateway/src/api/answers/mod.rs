@@ -1,6 +1,11 @@
 //! The job API's answers as types: each is serialised as it is sent, and
 //! its schema in the OpenAPI document is derived from it
 //! (`crate::openapi`), so that the two cannot drift. lmstfy's shapes.
+//! Errors are in [`errors`].
+
+pub mod errors;
+
+pub use errors::{ErrorBody, Msg};
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -11,23 +16,6 @@ use utoipa::{
         schema::{ObjectBuilder, OneOfBuilder, Schema},
     },
 };
-
-/// Every error of both listeners, except the empty consume and the rate
-/// limit (see `Msg`). Internal causes are logged, never returned.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Error, example = json!({"error": "invalid token"}))]
-pub struct ErrorBody<'a> {
-    pub error: &'a str,
-}
-
-/// lmstfy's `msg` shape: the empty consume (404 `no job available`), the
-/// rate limit (429), and success messages such as `published`,
-/// `respawned`, `success`, `reloaded`.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"msg": "no job available"}))]
-pub struct Msg<'a> {
-    pub msg: &'a str,
-}
 
 /// A 26-character ULID (canonical: upper-case Crockford base32), or `1`
 /// followed by a ULID (27 characters) for a job published with
