@@ -11,14 +11,10 @@ use axum::{
     http::{HeaderMap, StatusCode},
     response::IntoResponse,
 };
-use serde_json::json;
 use sundial_core::job::check_namespace;
-use sundial_router::{
-    Grant, Token,
-    admin::records::{TokenInfo, TokenRef},
-    token::MIN_CUSTOM_SECRET,
-};
+use sundial_router::{Grant, Token, admin::records::TokenRef, token::MIN_CUSTOM_SECRET};
 
+use super::answers::tokens::{CreatedToken, Migrated, TokenList, TokenView};
 use crate::{api::error::ApiError, state::AppState};
 
 /// Form fields (urlencoded body) merged over the query's. The body is read
@@ -87,9 +83,12 @@ pub(super) async fn create(
         return Err(ApiError::bad("the token has already existed"));
     };
     tracing::info!(ns, pool, id = info.id(), scopes = ?grant.scope_names(), "token created");
-    let mut body = describe(&info);
-    body["token"] = token.to_string().into();
-    Ok((StatusCode::CREATED, Json(body)))
+    let secret = token.to_string();
+    let body = CreatedToken {
+        token: &secret,
+        info: TokenView::from(&info),
+    };
+    Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
 /// The token to create, and its pool: the one `token=` gives (in `pool`
@@ -153,20 +152,6 @@ fn grant_of(params: &HashMap<String, String>) -> Result<Grant, ApiError> {
     }
 }
 
-/// A token as the admin API shows it after its creation: never the secret.
-fn describe(t: &TokenInfo) -> serde_json::Value {
-    json!({
-        "id": t.id(),
-        "namespace": t.ns,
-        "pool": t.pool,
-        "description": t.description,
-        "scopes": t.grant.scope_names(),
-        "queues": t.grant.queues(),
-        "created_at_ms": t.created_ms,
-        "stored": if t.hashed { "hashed" } else { "plaintext" },
-    })
-}
-
 /// `GET /token/{ns}?pool=` → `{"tokens": {id: description}, "details":
 /// [...]}`: lmstfy's map, keyed by id since the secrets are not stored.
 pub(super) async fn list(
@@ -177,12 +162,12 @@ pub(super) async fn list(
     check_ns(&ns)?;
     let pool = pool_param(&state, &query)?;
     let found = state.admin.tokens().list(&pool, &ns).await?;
-    let tokens: serde_json::Map<String, serde_json::Value> = found
+    let tokens = found
         .iter()
-        .map(|t| (t.id(), t.description.clone().into()))
+        .map(|t| (t.id(), t.description.as_str()))
         .collect();
-    let details: Vec<_> = found.iter().map(describe).collect();
-    Ok(Json(json!({ "tokens": tokens, "details": details })))
+    let details = found.iter().map(TokenView::from).collect();
+    Ok(Json(TokenList { tokens, details }).into_response())
 }
 
 /// `DELETE /token/{ns}/{token or id}` → 204 (either may carry its `pool:`
@@ -215,7 +200,7 @@ pub(super) async fn get_scope(
         .find(&TokenRef::parse(&token), &ns)
         .await?
     {
-        Some(info) => Ok(Json(describe(&info))),
+        Some(info) => Ok(Json(TokenView::from(&info)).into_response()),
         None => Err(ApiError::NotFound("token not found")),
     }
 }
@@ -272,7 +257,7 @@ pub(super) async fn set_scope(
     {
         Some(info) => {
             tracing::info!(ns, id = info.id(), scopes = ?grant.scope_names(), queues = ?grant.queues(), "token scope set");
-            Ok(Json(describe(&info)))
+            Ok(Json(TokenView::from(&info)).into_response())
         }
         None => Err(ApiError::NotFound("token not found")),
     }
@@ -285,5 +270,5 @@ pub(super) async fn migrate(
     State(state): State<Arc<AppState>>,
 ) -> Result<impl IntoResponse, ApiError> {
     let migrated = state.admin.tokens().migrate().await?;
-    Ok(Json(json!({ "migrated": migrated })))
+    Ok(Json(Migrated { migrated }))
 }

@@ -3,7 +3,10 @@
 use serde_json::Value;
 use utoipa::OpenApi;
 
-use crate::{admin::answers::queues, api::answers};
+use crate::{
+    admin::answers::{queues, tokens},
+    api::answers,
+};
 
 #[derive(OpenApi)]
 #[openapi(components(schemas(
@@ -29,6 +32,11 @@ use crate::{admin::answers::queues, api::answers};
     queues::QueueList<'_>,
     queues::MoveSummary<'_>,
     queues::MoveStateName,
+    tokens::TokenScope,
+    tokens::TokenView<'_>,
+    tokens::CreatedToken<'_>,
+    tokens::TokenList<'_>,
+    tokens::Migrated,
 )))]
 struct Schemas;
 

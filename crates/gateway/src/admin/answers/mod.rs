@@ -3,3 +3,4 @@
 //! (`crate::openapi`), so that the two cannot drift.
 
 pub mod queues;
+pub mod tokens;

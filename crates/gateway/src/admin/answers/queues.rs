@@ -4,13 +4,10 @@ use serde::Serialize;
 use sundial_router::admin::homes::{Home, MoveState};
 use utoipa::{
     PartialSchema, ToSchema,
-    openapi::{
-        RefOr, Type,
-        schema::{ObjectBuilder, Schema},
-    },
+    openapi::{RefOr, schema::Schema},
 };
 
-use crate::api::answers::Stats;
+use crate::api::answers::{Stats, names_schema};
 
 /// `GET /namespaces/{ns}/queues/{queue}`: a queue as the listing shows
 /// it, with its pool.
@@ -29,11 +26,12 @@ pub struct QueueList<'a> {
     /// In name order.
     pub queues: Vec<Stats<'a>>,
     /// Pass as `cursor` for the next page; `null` on the last page.
+    #[schema(required = true)]
     pub next_cursor: Option<&'a str>,
     /// The namespace's move to another pool, if its tokens of this pool
     /// ever moved (see `GET /namespaces/{ns}/move`).
     #[serde(rename = "move")]
-    #[schema(extensions(("x-sundial-extension" = json!(true))))]
+    #[schema(required = true, extensions(("x-sundial-extension" = json!(true))))]
     pub moved: Option<MoveSummary<'a>>,
 }
 
@@ -65,11 +63,10 @@ pub struct MoveStateName;
 
 impl PartialSchema for MoveStateName {
     fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .description(Some("How far a namespace's move has come."))
-            .enum_values(Some(MoveState::ALL.map(MoveState::as_str)))
-            .into()
+        names_schema(
+            "How far a namespace's move has come.",
+            MoveState::ALL.map(MoveState::as_str),
+        )
     }
 }
 

@@ -82,11 +82,7 @@ impl utoipa::PartialSchema for QuotaName {
                 .filter(|b| *b != Bound::Weight)
                 .map(Bound::name),
         );
-        utoipa::openapi::schema::ObjectBuilder::new()
-            .schema_type(utoipa::openapi::Type::String)
-            .description(Some("The quota that refused, or `memory_share`."))
-            .enum_values(Some(names))
-            .into()
+        super::names_schema("The quota that refused, or `memory_share`.", names)
     }
 }
 

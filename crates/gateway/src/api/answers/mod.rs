@@ -17,6 +17,18 @@ use utoipa::{
     },
 };
 
+/// The schema of a string that is one of `names`.
+pub fn names_schema<'n>(
+    description: &str,
+    names: impl IntoIterator<Item = &'n str>,
+) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+        .enum_values(Some(names))
+        .into()
+}
+
 /// A 26-character ULID (canonical: upper-case Crockford base32), or `1`
 /// followed by a ULID (27 characters) for a job published with
 /// `Enable-Job-Version: YES`.
