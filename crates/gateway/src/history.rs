@@ -24,9 +24,10 @@ pub const WINDOW_MS: u64 = 10 * 60 * 1_000;
 pub const MAX_QUEUES: usize = 2_000;
 
 /// One reading of a queue.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = HistoryPoint)]
 pub struct Point {
-    /// Unix ms (this gateway's clock).
+    /// Unix ms when the reading was taken (this gateway's clock).
     pub t: u64,
     pub ready: u64,
     pub delayed: u64,
@@ -34,7 +35,9 @@ pub struct Point {
     pub dead: u64,
     /// Jobs/s published and delivered since the gateway's previous reading
     /// of the queue (`None`: no earlier reading to compare with).
+    #[schema(value_type = crate::api::answers::Rate)]
     pub publish_rate: Option<f64>,
+    #[schema(value_type = crate::api::answers::Rate)]
     pub consume_rate: Option<f64>,
 }
 

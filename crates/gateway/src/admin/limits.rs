@@ -9,10 +9,10 @@ use axum::{
     http::StatusCode,
     response::IntoResponse,
 };
-use serde_json::json;
 use sundial_router::admin::records::{Limit, TokenRef};
 
-use crate::{api::error::ApiError, state::AppState};
+use super::answers::limits::{LimitEntry, LimitList, Limiter};
+use crate::{api::answers::Msg, api::error::ApiError, state::AppState};
 
 /// Reads and checks a limit body: `{"read":N,"write":N,"interval":seconds}`.
 fn parse(body: &[u8]) -> Result<Limit, ApiError> {
@@ -49,7 +49,7 @@ pub(super) async fn create(
         Some(true) => {}
     }
     tracing::info!(ns, ?limit, "rate limit created");
-    Ok((StatusCode::CREATED, Json(json!({ "limiter": limit }))))
+    Ok((StatusCode::CREATED, Json(Limiter { limiter: limit })))
 }
 
 /// `PUT /token/{ns}/{token}/limit` → 200 `{"limiter": …}` (creates or replaces)
@@ -71,7 +71,7 @@ pub(super) async fn update(
         return Err(ApiError::NotFound("token not found"));
     }
     tracing::info!(ns, ?limit, "rate limit set");
-    Ok(Json(json!({ "limiter": limit })))
+    Ok(Json(Limiter { limiter: limit }))
 }
 
 /// `GET /token/{ns}/{token}/limit` → 200 `{"read","write","interval"}`
@@ -93,18 +93,20 @@ pub(super) async fn delete(
 ) -> Result<impl IntoResponse, ApiError> {
     let token = TokenRef::parse(&token);
     state.admin.limits().delete(&token, &ns).await?;
-    Ok(Json(json!({ "msg": "success" })))
+    Ok(Json(Msg { msg: "success" }))
 }
 
 /// `GET /limits` → `[{"namespace","token","limiter"}]`, `token` being the
 /// token's id (the secret is not stored).
 pub(super) async fn list(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    let all: Vec<serde_json::Value> = state
-        .admin
-        .limits()
-        .all()
-        .into_iter()
-        .map(|(token, limit)| json!({ "namespace": token.ns, "token": token.id(), "limiter": limit }))
+    let all = state.admin.limits().all();
+    let entries = all
+        .iter()
+        .map(|(token, limit)| LimitEntry {
+            namespace: &token.ns,
+            token: token.id(),
+            limiter: *limit,
+        })
         .collect();
-    Json(all)
+    Json(LimitList(entries)).into_response()
 }

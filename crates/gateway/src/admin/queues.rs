@@ -16,11 +16,10 @@ use axum::{
     http::Uri,
     response::IntoResponse,
 };
-use serde_json::json;
 use sundial_core::job::{check_namespace, check_queue};
 use sundial_router::Pool;
 
-use super::answers::queues::{AdminQueue, MoveSummary, QueueList};
+use super::answers::queues::{AdminQueue, MoveSummary, NamespaceList, QueueHistory, QueueList};
 use crate::{
     api::{
         error::ApiError,
@@ -163,9 +162,11 @@ pub(super) async fn namespaces(
         .tokens()
         .namespaces(pool.name())
         .ok_or_else(ApiError::tokens_not_loaded)?;
-    Ok(Json(
-        json!({ "pool": pool.name(), "namespaces": namespaces }),
-    ))
+    Ok(Json(NamespaceList {
+        pool: pool.name(),
+        namespaces,
+    })
+    .into_response())
 }
 
 /// `GET /namespaces/{ns}/queues/{queue}/history?pool=`: the readings of
@@ -180,12 +181,13 @@ pub(super) async fn history(
     let (_, pool) = queue_route(&state, &ns, &queue, &uri)?;
     let key = format!("{}/{ns}/{queue}", pool.name());
     let points = state.history.points(&key, crate::api::queue::unix_ms());
-    Ok(Json(json!({
-        "pool": pool.name(),
-        "namespace": ns,
-        "queue": queue,
-        "interval_s": INTERVAL_MS / 1000,
-        "window_s": WINDOW_MS / 1000,
-        "points": points,
-    })))
+    Ok(Json(QueueHistory {
+        pool: pool.name(),
+        namespace: &ns,
+        queue: &queue,
+        interval_s: INTERVAL_MS / 1000,
+        window_s: WINDOW_MS / 1000,
+        points,
+    })
+    .into_response())
 }

@@ -4,8 +4,9 @@ use serde_json::Value;
 use utoipa::OpenApi;
 
 use crate::{
-    admin::answers::{queues, tokens},
+    admin::answers::{limits, queues, tokens},
     api::answers,
+    history::Point,
 };
 
 #[derive(OpenApi)]
@@ -37,6 +38,13 @@ use crate::{
     tokens::CreatedToken<'_>,
     tokens::TokenList<'_>,
     tokens::Migrated,
+    sundial_router::admin::records::Limit,
+    limits::Limiter,
+    limits::LimitEntry<'_>,
+    limits::LimitList<'_>,
+    queues::NamespaceList<'_>,
+    queues::QueueHistory<'_>,
+    Point,
 )))]
 struct Schemas;
 

@@ -9,12 +9,18 @@
 
 use crate::{Grant, Token};
 
-/// A token's rate limit: at most `read` consumes and `write` publishes per
-/// `interval` seconds; 0 = no limit on that action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// A token's rate limit: at most `read` consumes and `write` publishes
+/// (single or bulk, one each) per window of `interval` seconds; 0 = no
+/// limit on that action. A body needs all three fields; `interval` above 0
+/// and `read` or `write` above 0.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[schema(example = json!({"read": 100, "write": 50, "interval": 1}))]
 pub struct Limit {
     pub read: u64,
     pub write: u64,
+    /// Seconds.
     pub interval: u64,
 }
 

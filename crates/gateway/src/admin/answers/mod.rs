@@ -2,5 +2,6 @@
 //! its schema in the OpenAPI document is derived from it
 //! (`crate::openapi`), so that the two cannot drift.
 
+pub mod limits;
 pub mod queues;
 pub mod tokens;

@@ -75,3 +75,26 @@ impl ToSchema for MoveStateName {
         "MoveState".into()
     }
 }
+
+/// The namespaces of a pool.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"pool": "default", "namespaces": ["ns1", "ns2"]}))]
+pub struct NamespaceList<'a> {
+    pub pool: &'a str,
+    /// Namespaces with at least one token in the pool, sorted.
+    pub namespaces: Vec<String>,
+}
+
+/// The readings of a queue this gateway kept, for the dashboard's charts.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueueHistory<'a> {
+    pub pool: &'a str,
+    pub namespace: &'a str,
+    pub queue: &'a str,
+    /// At most one reading per this many seconds.
+    pub interval_s: u64,
+    /// Readings are kept this many seconds.
+    pub window_s: u64,
+    /// Oldest first.
+    pub points: Vec<crate::history::Point>,
+}
