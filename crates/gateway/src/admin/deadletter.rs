@@ -10,11 +10,13 @@ use axum::{
     http::Uri,
     response::IntoResponse,
 };
-use base64::Engine as _;
-use serde_json::json;
 use sundial_core::{DeadJob, JobId, keys};
 use sundial_router::{Pool, placement};
 
+use super::answers::{
+    self,
+    jobs::{DeadDeleted, DeadJobList, DeadRespawned, JobSummary},
+};
 use super::queues::{page_size, queue_route};
 use crate::{
     api::{error::ApiError, queue::counts_of},
@@ -75,7 +77,7 @@ pub(super) async fn dead_list(
             .await?;
         for j in page.jobs {
             if seen.insert(j.id.clone()) {
-                jobs.push(dead_job(&j, page.now_ms, preview));
+                jobs.push(dead_job(j, page.now_ms, preview));
             }
         }
         skip += page.read;
@@ -85,33 +87,30 @@ pub(super) async fn dead_list(
         }
     }
     let next = (place < places.len()).then(|| format!("{place}.{skip}"));
-    Ok(Json(json!({
-        "pool": pool.name(),
-        "namespace": ns,
-        "queue": queue,
-        "jobs": jobs,
-        "next_cursor": next,
-    })))
+    Ok(Json(DeadJobList {
+        pool: pool.name(),
+        namespace: &ns,
+        queue: &queue,
+        jobs,
+        next_cursor: next,
+    })
+    .into_response())
 }
 
 /// A dead job as the listing shows it, read at `now_ms` (the shard's
 /// clock), with the first `preview` bytes of its body.
-fn dead_job(j: &DeadJob, now_ms: u64, preview: usize) -> serde_json::Value {
+fn dead_job(j: DeadJob, now_ms: u64, preview: usize) -> answers::jobs::DeadJob {
     let shown = &j.body[..j.body.len().min(preview)];
     let ttl = match j.expire_ms {
         0 => 0,
         at => at.saturating_sub(now_ms).div_ceil(1000),
     };
-    json!({
-        "job_id": j.id,
-        "remain_tries": j.tries_left,
-        "published_at_ms": j.published_ms,
-        "died_at_ms": j.died_ms,
-        "ttl": ttl,
-        "attributes": serde_json::from_str::<serde_json::Value>(&j.attrs).ok(),
-        "body_size": j.body.len(),
-        "body_preview": base64::engine::general_purpose::STANDARD.encode(shown),
-    })
+    let size = j.body.len() as u64;
+    answers::jobs::DeadJob {
+        job: JobSummary::new(j.id, j.tries_left, ttl, &j.attrs, size, shown),
+        published_at_ms: j.published_ms,
+        died_at_ms: j.died_ms,
+    }
 }
 
 /// The body of a respawn or delete: `{"ids": [...]}` or `{"all": true}`.
@@ -187,16 +186,22 @@ async fn pick(
         done,
         "dead letter changed by admin"
     );
-    let verb = if mode == "respawn" {
-        "respawned"
+    let answer = if mode == "respawn" {
+        Json(DeadRespawned {
+            respawned: done,
+            not_found: missing,
+            deadletter_size: left,
+        })
+        .into_response()
     } else {
-        "deleted"
+        Json(DeadDeleted {
+            deleted: done,
+            not_found: missing,
+            deadletter_size: left,
+        })
+        .into_response()
     };
-    let mut answer = serde_json::Map::new();
-    answer.insert(verb.to_owned(), done.into());
-    answer.insert("not_found".to_owned(), missing.into());
-    answer.insert("deadletter_size".to_owned(), left.into());
-    Ok(Json(answer))
+    Ok(answer)
 }
 
 /// The body of a respawn or delete, read and checked.

@@ -9,12 +9,12 @@ use axum::{
     Json,
     extract::{Path, State},
     http::Uri,
+    response::{IntoResponse, Response},
 };
-use base64::Engine as _;
-use serde_json::{Value, json};
 use sundial_core::{JobId, ListAsk, ListState, ListedJob, keys, state};
 use sundial_router::placement;
 
+use super::answers::jobs::{JobSummary, QueueJob, QueueJobFound, QueueJobList, StateTime};
 use super::{
     deadletter::preview_of,
     queues::{page_size, queue_route},
@@ -49,7 +49,7 @@ pub(super) async fn list(
     State(state): State<Arc<AppState>>,
     Path((ns, queue)): Path<(String, String)>,
     uri: Uri,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let (params, pool) = queue_route(&state, &ns, &queue, &uri)?;
     let limit = page_size(&params)?;
     let preview = preview_of(&params)?;
@@ -80,7 +80,7 @@ pub(super) async fn list(
         };
         let page = shard.queues().list_jobs(slot, &qualified, ask).await?;
         read += budget;
-        for j in &page.jobs {
+        for j in page.jobs {
             if seen.insert(j.id.clone()) {
                 jobs.push(listed(j, which, page.now_ms));
             }
@@ -91,35 +91,39 @@ pub(super) async fn list(
         }
     }
     let next = (place < places.len()).then(|| format!("{place}.{}.{}", at.0, at.1));
-    Ok(Json(json!({
-        "pool": pool.name(),
-        "namespace": ns,
-        "queue": queue,
-        "state": which.name(),
-        "jobs": jobs,
-        "next_cursor": next,
-    })))
+    Ok(Json(QueueJobList {
+        pool: pool.name(),
+        namespace: &ns,
+        queue: &queue,
+        state: which.name(),
+        jobs,
+        next_cursor: next,
+    })
+    .into_response())
 }
 
 /// A listed job, read at `now_ms` (the shard's clock).
-fn listed(j: &ListedJob, which: ListState, now_ms: u64) -> Value {
-    let at = match which {
-        ListState::Ready => "ready_since_ms",
-        ListState::Delayed => "due_at_ms",
-        ListState::Reserved => "ttr_deadline_ms",
-        ListState::Dead => "died_at_ms",
-    };
+fn listed(j: ListedJob, which: ListState, now_ms: u64) -> QueueJob {
     let at_ms = (j.at_ms > 0).then_some(j.at_ms);
-    json!({
-        "job_id": j.id,
-        "remain_tries": j.tries_left,
-        "published_at_ms": j.published_ms,
-        at: at_ms,
-        "ttl": ttl_secs(j.expire_ms, now_ms),
-        "attributes": serde_json::from_str::<Value>(&j.attrs).ok(),
-        "body_size": j.body_size,
-        "body_preview": base64::engine::general_purpose::STANDARD.encode(&j.body_preview),
-    })
+    let at = match which {
+        ListState::Ready => StateTime::ReadySince(at_ms),
+        ListState::Delayed => StateTime::DueAt(at_ms),
+        ListState::Reserved => StateTime::TtrDeadline(at_ms),
+        ListState::Dead => StateTime::DiedAt(at_ms),
+    };
+    let ttl = ttl_secs(j.expire_ms, now_ms);
+    QueueJob {
+        job: JobSummary::new(
+            j.id,
+            j.tries_left,
+            ttl,
+            &j.attrs,
+            j.body_size,
+            &j.body_preview,
+        ),
+        published_at_ms: j.published_ms,
+        at,
+    }
 }
 
 /// Seconds of TTL left (rounded up), 0 for a job that never expires.
@@ -137,7 +141,7 @@ pub(super) async fn one(
     State(state): State<Arc<AppState>>,
     Path((ns, queue, id)): Path<(String, String, String)>,
     uri: Uri,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let (params, pool) = queue_route(&state, &ns, &queue, &uri)?;
     let preview = preview_of(&params)? as usize;
     let job_id = JobId::parse(&id).map_err(|e| ApiError::bad(e.to_string()))?;
@@ -152,19 +156,17 @@ pub(super) async fn one(
                 state::RESERVED => "reserved",
                 _ => "dead",
             };
-            return Ok(Json(json!({
-                "pool": pool.name(),
-                "namespace": ns,
-                "queue": queue,
-                "job_id": j.id,
-                "state": state_name,
-                "remain_tries": j.tries_left,
-                "elapsed_ms": j.elapsed_ms,
-                "ttl": j.ttl_ms.div_ceil(1000),
-                "attributes": serde_json::from_str::<Value>(&j.attrs).ok(),
-                "body_size": j.body.len(),
-                "body_preview": base64::engine::general_purpose::STANDARD.encode(shown),
-            })));
+            let ttl = j.ttl_ms.div_ceil(1000);
+            let size = j.body.len() as u64;
+            return Ok(Json(QueueJobFound {
+                pool: pool.name(),
+                namespace: &ns,
+                queue: &queue,
+                state: state_name,
+                elapsed_ms: j.elapsed_ms,
+                job: JobSummary::new(j.id.clone(), j.tries_left, ttl, &j.attrs, size, shown),
+            })
+            .into_response());
         }
     }
     Err(ApiError::NotFound("job not found"))

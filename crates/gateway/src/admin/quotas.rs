@@ -8,13 +8,14 @@ use axum::{
     Json,
     extract::{Path, State},
     http::Uri,
+    response::{IntoResponse, Response},
 };
-use serde_json::{Value, json};
 use sundial_router::{
     Pool,
     quota::{Bound, Quota, QuotaPatch},
 };
 
+use super::answers::quotas::{Bounds, QuotaAnswer};
 use super::queues::{names, pool};
 use crate::{
     api::{error::ApiError, params::Params},
@@ -23,7 +24,7 @@ use crate::{
 
 /// The answer of every quota route: what the namespace is held to (each
 /// bound, `null` where none), what it sets itself, and its pool's.
-fn answer(state: &AppState, pool: &Pool, ns: &str) -> Json<Value> {
+fn answer(state: &AppState, pool: &Pool, ns: &str) -> Response {
     let own = state.admin.quotas().get(pool.name(), ns);
     // A namespace that moved (or moves) to another pool is held to the
     // quota of the pool its jobs are written to, as its requests are.
@@ -34,17 +35,14 @@ fn answer(state: &AppState, pool: &Pool, ns: &str) -> Json<Value> {
         .and_then(|h| state.live.topology().pool(h.writes()).cloned());
     let pool_quota = *written.as_deref().unwrap_or(pool).quota();
     let held = own.over(&pool_quota);
-    let bounds: serde_json::Map<String, Value> = Bound::ALL
-        .iter()
-        .map(|&b| (b.name().to_owned(), held.limit(b).into()))
-        .collect();
-    Json(json!({
-        "pool": pool.name(),
-        "namespace": ns,
-        "quota": bounds,
-        "set": own,
-        "pool_quota": pool_quota,
-    }))
+    Json(QuotaAnswer {
+        pool: pool.name(),
+        namespace: ns,
+        quota: Bounds::of(&held, &Bound::ALL),
+        set: own,
+        pool_quota,
+    })
+    .into_response()
 }
 
 /// The pool and namespace a quota route names: the pool must be in this
@@ -93,7 +91,7 @@ pub(super) async fn get(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
     uri: Uri,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let pool = named(&state, &ns, &uri, false)?;
     Ok(answer(&state, &pool, &ns))
 }
@@ -105,7 +103,7 @@ pub(super) async fn set(
     Path(ns): Path<String>,
     uri: Uri,
     body: axum::body::Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let pool = named(&state, &ns, &uri, true)?;
     let quota = Quota::from_json(&text(&state, body).await?).map_err(invalid)?;
     state.admin.quotas().set(pool.name(), &ns, &quota).await?;
@@ -121,7 +119,7 @@ pub(super) async fn patch(
     Path(ns): Path<String>,
     uri: Uri,
     body: axum::body::Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let pool = named(&state, &ns, &uri, true)?;
     let patch = QuotaPatch::from_json(&text(&state, body).await?).map_err(invalid)?;
     if state.admin.quotas().patch(pool.name(), &ns, &patch).await? {
@@ -140,7 +138,7 @@ pub(super) async fn clear(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
     uri: Uri,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let pool = named(&state, &ns, &uri, true)?;
     if state.admin.quotas().clear(pool.name(), &ns).await? {
         tracing::info!(pool = pool.name(), ns, "namespace quota cleared");

@@ -13,11 +13,12 @@ use axum::{
     Json,
     extract::{Path, State},
     http::Uri,
+    response::{IntoResponse, Response},
 };
-use serde_json::{Value, json};
 use sundial_core::{Totals, Usage};
-use sundial_router::{Pool, quota::Bound};
+use sundial_router::Pool;
 
+use super::answers::quotas::{BACKLOG, Bounds, NamespaceUsage, UsageReport};
 use super::queues::{names, pool};
 use crate::{
     api::{error::ApiError, params::Params},
@@ -25,12 +26,12 @@ use crate::{
 };
 
 /// One namespace's line of the report.
-async fn line(
+async fn line<'a>(
     state: &AppState,
     pool: &Pool,
-    ns: &str,
+    ns: &'a str,
     (usage, totals): (Usage, Totals),
-) -> Result<Value, ApiError> {
+) -> Result<NamespaceUsage<'a>, ApiError> {
     let admin = state.admin.redis();
     let queues = admin.admin().indexed_count(pool.name(), ns).await?;
     let refused = admin.admin().refusals(pool.name(), ns).await?;
@@ -38,22 +39,18 @@ async fn line(
         .admin
         .quotas()
         .effective(pool.name(), ns, pool.quota());
-    let limits: serde_json::Map<String, Value> =
-        [Bound::MaxJobs, Bound::MaxBytes, Bound::MaxQueues]
-            .into_iter()
-            .map(|b| (b.name().to_owned(), quota.limit(b).into()))
-            .collect();
-    Ok(json!({
-        "namespace": ns,
-        "jobs": usage.jobs,
-        "bytes": usage.bytes,
-        "queues": queues,
-        "published": totals.published,
-        "consumed": totals.consumed,
-        "acked": totals.acked,
-        "refused": refused,
-        "limits": limits,
-    }))
+    Ok(NamespaceUsage {
+        pool: None,
+        namespace: ns,
+        jobs: usage.jobs,
+        bytes: usage.bytes,
+        queues,
+        published: totals.published,
+        consumed: totals.consumed,
+        acked: totals.acked,
+        refused,
+        limits: Bounds::of(&quota, &BACKLOG),
+    })
 }
 
 /// `GET /usage?pool=`: every namespace that has a token in the pool or
@@ -61,7 +58,7 @@ async fn line(
 pub(super) async fn all(
     State(state): State<Arc<AppState>>,
     uri: Uri,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let pool = pool(&state, &Params::new(&uri))?;
     let report = sundial_router::usage::report(&pool).await?;
     let mut namespaces: BTreeSet<String> = report.keys().cloned().collect();
@@ -77,7 +74,11 @@ pub(super) async fn all(
         let held = report.get(ns).copied().unwrap_or_default();
         out.push(line(&state, &pool, ns, held).await?);
     }
-    Ok(Json(json!({ "pool": pool.name(), "namespaces": out })))
+    Ok(Json(UsageReport {
+        pool: pool.name(),
+        namespaces: out,
+    })
+    .into_response())
 }
 
 /// `GET /namespaces/{ns}/usage?pool=`: one namespace's line (zeros for a
@@ -86,12 +87,12 @@ pub(super) async fn one(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
     uri: Uri,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     names(&ns, None)?;
     let pool = pool(&state, &Params::new(&uri))?;
     let report = sundial_router::usage::report(&pool).await?;
     let held = report.get(&ns).copied().unwrap_or_default();
     let mut answer = line(&state, &pool, &ns, held).await?;
-    answer["pool"] = pool.name().into();
-    Ok(Json(answer))
+    answer.pool = Some(pool.name());
+    Ok(Json(answer).into_response())
 }

@@ -4,7 +4,7 @@ use serde_json::Value;
 use utoipa::OpenApi;
 
 use crate::{
-    admin::answers::{limits, queues, tokens},
+    admin::answers::{jobs, limits, queues, quotas, tokens},
     api::answers,
     history::Point,
 };
@@ -45,6 +45,22 @@ use crate::{
     queues::NamespaceList<'_>,
     queues::QueueHistory<'_>,
     Point,
+    jobs::JobState,
+    jobs::JobSummary,
+    jobs::StateTime,
+    jobs::QueueJob,
+    jobs::QueueJobList<'_>,
+    jobs::QueueJobFound<'_>,
+    jobs::DeadJob,
+    jobs::DeadJobList<'_>,
+    jobs::DeadRespawned,
+    jobs::DeadDeleted,
+    sundial_router::quota::Quota,
+    quotas::HeldQuota,
+    quotas::BacklogBounds,
+    quotas::QuotaAnswer<'_>,
+    quotas::NamespaceUsage<'_>,
+    quotas::UsageReport<'_>,
 )))]
 struct Schemas;
 

@@ -2,6 +2,8 @@
 //! its schema in the OpenAPI document is derived from it
 //! (`crate::openapi`), so that the two cannot drift.
 
+pub mod jobs;
 pub mod limits;
 pub mod queues;
+pub mod quotas;
 pub mod tokens;

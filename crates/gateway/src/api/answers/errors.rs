@@ -7,6 +7,8 @@ use utoipa::ToSchema;
 /// limit (see `Msg`). Internal causes are logged, never returned.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Error, example = json!({"error": "invalid token"}))]
+// No other field: a client tells it from `QuotaRefusal` by its fields.
+#[serde(deny_unknown_fields)]
 pub struct ErrorBody<'a> {
     pub error: &'a str,
 }
@@ -55,6 +57,7 @@ pub struct RateLimited<'a> {
 /// namespace's share of the shard, `usage` what it holds there.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = QuotaRefusal)]
+#[serde(deny_unknown_fields)]
 pub struct QuotaRefusalBody<'a> {
     #[schema(example = "a body of 11 bytes is over the namespace's quota max_body of 10 bytes")]
     pub error: &'a str,
