@@ -7,11 +7,16 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use axum::{Json, extract::State, http::Uri};
-use serde_json::{Value, json};
+use axum::{
+    Json,
+    extract::State,
+    http::Uri,
+    response::{IntoResponse, Response},
+};
 use sundial_core::{Shard, keys};
 use sundial_router::{Pool, placement};
 
+use super::answers::namespaces::{Attention, AttentionQueue};
 use super::queues::pool;
 use crate::{
     api::{error::ApiError, params::Params},
@@ -35,7 +40,7 @@ struct Seen {
 pub(super) async fn list(
     State(state): State<Arc<AppState>>,
     uri: Uri,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let params = Params::new(&uri);
     let pool = pool(&state, &params)?;
     let min_age_s = params.uint("min_age_s", MIN_AGE_S)?;
@@ -52,28 +57,29 @@ pub(super) async fn list(
         (b.counts[3], b.oldest_ms, qa).cmp(&(a.counts[3], a.oldest_ms, qb))
     });
     let truncated = listed.len() > MAX_LISTED;
-    let queues: Vec<Value> = listed
+    let queues = listed
         .iter()
         .take(MAX_LISTED)
         .filter_map(|(qualified, s)| {
-            let (ns, queue) = keys::parse_qualified(qualified)?;
-            Some(json!({
-                "namespace": ns,
-                "queue": queue,
-                "delayed": s.counts[0],
-                "ready": s.counts[1],
-                "reserved": s.counts[2],
-                "dead": s.counts[3],
-                "oldest_ready_s": s.oldest_ms / 1000,
-            }))
+            let (namespace, queue) = keys::parse_qualified(qualified)?;
+            Some(AttentionQueue {
+                namespace,
+                queue,
+                delayed: s.counts[0],
+                ready: s.counts[1],
+                reserved: s.counts[2],
+                dead: s.counts[3],
+                oldest_ready_s: s.oldest_ms / 1000,
+            })
         })
         .collect();
-    Ok(Json(json!({
-        "pool": pool.name(),
-        "min_age_s": min_age_s,
-        "queues": queues,
-        "truncated": truncated,
-    })))
+    Ok(Json(Attention {
+        pool: pool.name(),
+        min_age_s,
+        queues,
+        truncated,
+    })
+    .into_response())
 }
 
 /// Every place a slot of `pool` may hold jobs (its shard, and while it

@@ -15,7 +15,7 @@ mod info;
 mod jobs;
 mod limits;
 mod moves;
-mod portable;
+pub(crate) mod portable;
 mod queues;
 mod quotas;
 mod tokens;

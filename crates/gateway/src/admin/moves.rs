@@ -9,15 +9,15 @@ use axum::{
     body::Body,
     extract::{Path, State},
     http::{StatusCode, Uri},
-    response::IntoResponse,
+    response::{IntoResponse, Response},
 };
-use serde_json::json;
 use sundial_router::{
     admin::homes::{Home, MoveState},
     mover::namespace::{self, StartError},
     placement,
 };
 
+use super::answers::namespaces::NamespaceMove;
 use super::queues::namespace_route;
 use crate::{
     api::{error::ApiError, queue::counts_of},
@@ -59,7 +59,7 @@ pub(super) async fn start(
         })?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(report(&state, token_pool.name(), &ns, &home, None)),
+        report(&state, token_pool.name(), &ns, &home, None),
     ))
 }
 
@@ -82,13 +82,7 @@ pub(super) async fn status(
         (MoveState::Moved, _) | (_, None) => 0,
         (_, Some(from)) => jobs_in(&state, &from, &ns).await?,
     };
-    Ok(Json(report(
-        &state,
-        token_pool.name(),
-        &ns,
-        &home,
-        Some(left),
-    )))
+    Ok(report(&state, token_pool.name(), &ns, &home, Some(left)))
 }
 
 /// The live jobs of namespace `ns` in `pool`: the counts of its queues
@@ -138,21 +132,17 @@ async fn refuse_leftovers(
     }
 }
 
-fn report(
+fn report<'a>(
     state: &AppState,
-    pool: &str,
-    ns: &str,
-    home: &Home,
+    pool: &'a str,
+    ns: &'a str,
+    home: &'a Home,
     left: Option<u64>,
-) -> serde_json::Value {
-    json!({
-        "pool": pool,
-        "namespace": ns,
-        "from": home.from,
-        "to": home.to,
-        "state": home.state.as_str(),
-        "since_ms": home.since_ms,
-        "jobs_left": left,
-        "jobs_moved": state.mover.namespace_moved(&home.from, ns),
-    })
+) -> Response {
+    let answer = NamespaceMove {
+        jobs_left: left,
+        jobs_moved: state.mover.namespace_moved(&home.from, ns),
+        ..NamespaceMove::new(pool, ns, home)
+    };
+    Json(answer).into_response()
 }

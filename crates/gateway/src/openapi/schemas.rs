@@ -4,7 +4,7 @@ use serde_json::Value;
 use utoipa::OpenApi;
 
 use crate::{
-    admin::answers::{jobs, limits, queues, quotas, tokens},
+    admin::answers::{jobs, limits, namespaces, queues, quotas, tokens},
     api::answers,
     history::Point,
 };
@@ -61,6 +61,11 @@ use crate::{
     quotas::QuotaAnswer<'_>,
     quotas::NamespaceUsage<'_>,
     quotas::UsageReport<'_>,
+    namespaces::ImportResult<'_>,
+    namespaces::NamespaceMove<'_>,
+    namespaces::AttentionQueue<'_>,
+    namespaces::Attention<'_>,
+    crate::admin::portable::line::Line,
 )))]
 struct Schemas;
 

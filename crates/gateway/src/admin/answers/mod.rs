@@ -4,6 +4,7 @@
 
 pub mod jobs;
 pub mod limits;
+pub mod namespaces;
 pub mod queues;
 pub mod quotas;
 pub mod tokens;

@@ -12,11 +12,11 @@ use axum::{
 };
 use bytes::BytesMut;
 use http_body_util::BodyExt;
-use serde_json::json;
 use sundial_core::{JobId, PortableJob, Shard, job::MAX_BODY_BYTES, keys};
 use sundial_router::Pool;
 
 use super::{line::Line, places::wholly_in};
+use crate::admin::answers::namespaces::ImportResult;
 use crate::{admin::queues::namespace_route, api::error::ApiError, state::AppState};
 
 /// Jobs per import batch (one script call).
@@ -234,10 +234,11 @@ pub(in crate::admin) async fn import(
         existing = held.done.existing,
         "namespace imported"
     );
-    Ok(Json(json!({
-        "pool": pool.name(),
-        "namespace": ns,
-        "imported": held.done.imported,
-        "existing": held.done.existing,
-    })))
+    Ok(Json(ImportResult {
+        pool: pool.name(),
+        namespace: &ns,
+        imported: held.done.imported,
+        existing: held.done.existing,
+    })
+    .into_response())
 }

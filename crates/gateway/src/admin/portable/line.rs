@@ -16,28 +16,47 @@ use sundial_core::{
 /// The longest time a line's ms fields may say: ten years.
 const MAX_MS: u64 = 10 * 365 * 86_400_000;
 
-/// One job, as a line of NDJSON.
-#[derive(Debug, Serialize, Deserialize)]
+/// One job of an export or import (one line of NDJSON). Times in
+/// milliseconds, relative to when the job was read.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Line {
+#[schema(as = PortableJob)]
+pub(crate) struct Line {
+    /// The queue (within the route's namespace).
     queue: String,
+    /// The job's id, kept by an import.
     job_id: String,
+    #[schema(value_type = super::super::answers::jobs::JobState)]
     state: String,
+    /// Deliveries left (at least 1 for a delayed or ready job).
+    #[schema(maximum = 65535)]
     remain_tries: u16,
+    /// Whether it has been delivered at least once (default false; a
+    /// reserved job has been).
     #[serde(default)]
     delivered: bool,
+    /// Since it was published.
     #[serde(default)]
     elapsed_ms: u64,
+    /// Until it expires; 0 = never.
     #[serde(default)]
     ttl_ms: u64,
+    /// Delayed: until it is due (left out when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     delay_ms: u64,
+    /// Reserved: until its TTR runs out and it is delivered again or dies
+    /// (left out when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     ttr_ms: u64,
+    /// Dead: since it died, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dead_for_ms: Option<u64>,
+    /// Its attributes (`Job-Attr-*` at publish), or null.
     #[serde(default)]
+    #[schema(value_type = Option<std::collections::HashMap<String, String>>)]
     attributes: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The body, base64.
+    #[schema(content_encoding = "base64")]
     data: String,
 }
 

@@ -27,7 +27,7 @@
 
 mod export;
 mod import;
-mod line;
+pub(crate) mod line;
 mod places;
 
 pub(super) use export::export;
