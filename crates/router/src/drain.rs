@@ -33,10 +33,12 @@ use crate::{
     placement, reload::Reloader, view, writes,
 };
 
-#[derive(Debug, Clone, Serialize)]
+/// One earlier layout whose moved slots still drain.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = LayoutDrain)]
 pub struct LayoutReport {
     pub layout: Layout,
-    /// Slots that this layout placed elsewhere than the current one.
+    /// Slots this layout placed elsewhere than the current one.
     pub slots_moved: u64,
     /// Moved slots whose old shard still holds jobs.
     pub slots_pending: u64,
@@ -44,22 +46,27 @@ pub struct LayoutReport {
     /// transit at those slots' other places (any of which may be bound to
     /// an old shard).
     pub jobs_left: u64,
-    /// Moved slots a mover works on (it holds their lease: it has not
-    /// cleared them yet).
+    /// Moved slots a mover works on (it holds their lease at the old shard
+    /// until it has cleared them); the layout is retired once this,
+    /// `jobs_left` and `writers` are 0.
     pub slots_moving: u64,
     /// Live gateways that may still write to this layout.
     pub writers: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A pool's layouts: the current one, the one written to, and those that
+/// drain.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = PoolDrains)]
 pub struct PoolReport {
     pub pool: String,
     pub current: Layout,
-    /// The layout this gateway writes to: `current`, unless writes are held
-    /// on an earlier one until every gateway knows the current one.
+    /// The layout this gateway writes to: `current`, unless writes are
+    /// held on an earlier layout (still draining) until every live gateway
+    /// announces that it knows `current` (a gateway whose config is behind
+    /// then still finds every job where it looks).
     pub writes: Layout,
     pub draining: Vec<LayoutReport>,
-    /// What this gateway's mover does in the pool.
     pub mover: MoverStatus,
 }
 

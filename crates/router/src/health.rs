@@ -21,19 +21,24 @@ use tokio_util::sync::CancellationToken;
 /// How often every shard is checked.
 pub const EVERY: Duration = Duration::from_secs(1);
 
-/// One shard's last check.
-#[derive(Debug, Clone, Serialize)]
+/// This gateway's last probe of a shard.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ShardHealth {
     pub pool: String,
+    /// Whether the shard answers; a Redis Cluster shard answers while one
+    /// of its primaries does.
     pub up: bool,
     /// How long it has been up (or down), in ms.
     pub for_ms: u64,
     /// The round trip of the last probe that succeeded, in ms.
+    #[schema(required = true)]
     pub ping_ms: Option<f64>,
     /// Why the last check failed.
+    #[schema(required = true)]
     pub error: Option<String>,
-    /// The primaries of a cluster shard that did not answer, by address:
-    /// their hash slots fail while the shard serves the others.
+    /// The addresses of a Redis Cluster shard's primaries that did not
+    /// answer the last probe: their hash slots fail while the others
+    /// serve. Empty on other shards.
     pub primaries_down: Vec<String>,
 }
 

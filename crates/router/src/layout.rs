@@ -94,6 +94,20 @@ impl Serialize for Layout {
     }
 }
 
+impl utoipa::PartialSchema for Layout {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::Type::String)
+            .description(Some(
+                "A shard layout (ring membership) in its text form, `name:weight,...`.",
+            ))
+            .examples(["a:1,b:1"])
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Layout {}
+
 /// The layouts a shard pins: the current one (if any) and those that drain.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pins {

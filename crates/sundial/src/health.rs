@@ -11,7 +11,6 @@ use axum::{
     routing::get,
 };
 use metrics_exporter_prometheus::PrometheusHandle;
-use serde_json::json;
 
 /// Whether the process can serve: a status code and a JSON body. The flag
 /// is `?strict=true`: every shard must answer.
@@ -59,7 +58,12 @@ pub fn probes(ready: Readiness) -> Router {
         // The pid tells a supervisor or a test which process holds the port.
         .route(
             "/live",
-            get(|| async { Json(json!({ "status": "ok", "pid": std::process::id() })) }),
+            get(|| async {
+                Json(sundial_gateway::admin::answers::info::Live {
+                    status: sundial_gateway::admin::answers::info::LiveStatus::Ok,
+                    pid: std::process::id(),
+                })
+            }),
         )
         .route(
             "/ready",

@@ -9,19 +9,22 @@ use axum::{
     http::StatusCode,
     response::IntoResponse,
 };
-use serde_json::json;
 
+use super::answers::info::{
+    ClusterPrimary, Drains, Info, OrError, PoolNames, PoolStatus, PumpProcess, Pumps, Ready,
+    ReadyStatus, ShardKind, ShardStatus, Version,
+};
 use crate::{api::error::ApiError, state::AppState};
 
 /// `GET /pools`: the pool names.
 pub(super) async fn pools(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    let names: Vec<String> = state
+    let names = state
         .live
         .topology()
         .pools()
         .map(|p| p.name().to_owned())
         .collect();
-    Json(names)
+    Json(PoolNames(names))
 }
 
 /// `GET /info?pool=`: `{namespace: [queues]}` of a pool (default: `default`).
@@ -49,7 +52,7 @@ pub(super) async fn info(
         queues.sort();
         queues.dedup();
     }
-    Ok(Json(out))
+    Ok(Json(Info(out)))
 }
 
 /// `GET /drains`: per pool, its current shard layout and, for each earlier
@@ -63,7 +66,7 @@ pub(super) async fn drains(
     for pool in topology.pools() {
         pools.push(sundial_router::drain::report(pool, state.mover.of(pool.name())).await?);
     }
-    Ok(Json(json!({ "pools": pools })))
+    Ok(Json(Drains { pools }))
 }
 
 /// `GET /pools/{pool}`: the pool's shards (health, slots held, cluster
@@ -94,39 +97,42 @@ pub(super) async fn pool_status(
             .unwrap_or(shard.name());
         let weight = weights.get(bare).copied().unwrap_or(0);
         async move {
-            let mut out = json!({
-                "name": shard.name(),
-                "kind": if shard.is_cluster() { "cluster" } else { "single" },
-                "weight": weight,
-                "slots": current,
-                "slots_held": held.len(),
-                "health": health,
-                "pumps": pumps(shard, &held).await,
-            });
-            if shard.is_cluster() {
-                out["cluster_primaries"] = primaries(shard, &held);
+            let cluster = shard.is_cluster();
+            ShardStatus {
+                name: shard.name(),
+                kind: if cluster {
+                    ShardKind::Cluster
+                } else {
+                    ShardKind::Single
+                },
+                weight,
+                slots: current,
+                slots_held: held.len(),
+                health,
+                pumps: pumps(shard, &held).await,
+                cluster_primaries: cluster.then(|| primaries(shard, &held)),
             }
-            out
         }
     }))
     .await;
-    let drains = match sundial_router::drain::report(pool, state.mover.of(pool.name())).await {
-        Ok(r) => json!(r.draining),
-        Err(e) => json!({ "error": e.to_string() }),
+    let draining = match sundial_router::drain::report(pool, state.mover.of(pool.name())).await {
+        Ok(r) => OrError::Read(r.draining),
+        Err(e) => OrError::failed(e),
     };
-    Ok(Json(json!({
-        "pool": pool.name(),
-        "slots": pool.slots(),
-        "lanes": pool.lanes(),
-        "layout": pool.layout(),
-        "shards": shards,
-        "draining": drains,
-        "mover": state.mover.of(pool.name()),
-    })))
+    Ok(Json(PoolStatus {
+        pool: pool.name(),
+        slots: pool.slots(),
+        lanes: pool.lanes(),
+        layout: pool.layout(),
+        shards,
+        draining,
+        mover: state.mover.of(pool.name()),
+    })
+    .into_response())
 }
 
 /// A shard's pump processes and how many of `slots`' leases each holds.
-async fn pumps(shard: &sundial_core::Shard, slots: &[u32]) -> serde_json::Value {
+async fn pumps(shard: &sundial_core::Shard, slots: &[u32]) -> OrError<Pumps> {
     let read = async {
         Ok::<_, sundial_core::EngineError>((
             shard.leases().processes().await?,
@@ -135,39 +141,42 @@ async fn pumps(shard: &sundial_core::Shard, slots: &[u32]) -> serde_json::Value 
     };
     let (processes, holders) = match read.await {
         Ok(v) => v,
-        Err(e) => return json!({ "error": e.to_string() }),
+        Err(e) => return OrError::failed(e),
     };
-    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for h in holders.iter().flatten() {
-        *counts.entry(h.as_str()).or_default() += 1;
+        *counts.entry(h.clone()).or_default() += 1;
     }
-    let mut listed: Vec<serde_json::Value> = processes
+    let mut listed: Vec<PumpProcess> = processes
         .iter()
-        .map(|p| {
-            json!({
-                "id": p.id,
-                "live": p.live,
-                "expires_at_ms": p.expires_at_ms,
-                "leases": counts.get(p.id.as_str()).copied().unwrap_or(0),
-            })
+        .map(|p| PumpProcess {
+            leases: counts.get(&p.id).copied().unwrap_or(0),
+            id: p.id.clone(),
+            live: p.live,
+            expires_at_ms: Some(p.expires_at_ms),
         })
         .collect();
     // Leases held by a process the membership no longer lists: it stopped,
     // and a live process takes them over at its next round.
-    for (id, n) in &counts {
-        if !processes.iter().any(|p| p.id == *id) {
-            listed.push(json!({ "id": id, "live": false, "expires_at_ms": null, "leases": n }));
+    for (id, n) in counts {
+        if !processes.iter().any(|p| p.id == id) {
+            listed.push(PumpProcess {
+                id,
+                live: false,
+                expires_at_ms: None,
+                leases: n,
+            });
         }
     }
-    json!({
-        "processes": listed,
-        "unleased": holders.iter().filter(|h| h.is_none()).count(),
+    OrError::Read(Pumps {
+        processes: listed,
+        unleased: holders.iter().filter(|h| h.is_none()).count() as u64,
     })
 }
 
 /// A cluster shard's primaries, with how many of `slots` (the pool's) each
 /// serves.
-fn primaries(shard: &sundial_core::Shard, slots: &[u32]) -> serde_json::Value {
+fn primaries(shard: &sundial_core::Shard, slots: &[u32]) -> Vec<ClusterPrimary> {
     let mut per_node: HashMap<String, u64> = HashMap::new();
     for slot in slots {
         let key = sundial_core::keys::SlotKeys::new(*slot).jobs();
@@ -179,24 +188,22 @@ fn primaries(shard: &sundial_core::Shard, slots: &[u32]) -> serde_json::Value {
         .conn()
         .cluster_primaries()
         .into_iter()
-        .map(|p| {
-            json!({
-                "addr": p.addr,
-                "connected": p.connected,
-                "hash_slots": p.hash_slots,
-                "pool_slots": per_node.get(&p.addr).copied().unwrap_or(0),
-            })
+        .map(|p| ClusterPrimary {
+            pool_slots: per_node.get(&p.addr).copied().unwrap_or(0),
+            addr: p.addr,
+            connected: p.connected,
+            hash_slots: p.hash_slots,
         })
         .collect()
 }
 
 /// `GET /version`
 pub(super) async fn version() -> impl IntoResponse {
-    Json(json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "build_commit": crate::BUILD_COMMIT,
-        "build_date": option_env!("SUNDIAL_BUILD_DATE").unwrap_or("unknown"),
-    }))
+    Json(Version {
+        version: env!("CARGO_PKG_VERSION"),
+        build_commit: crate::BUILD_COMMIT,
+        build_date: option_env!("SUNDIAL_BUILD_DATE").unwrap_or("unknown"),
+    })
 }
 
 /// Whether this gateway can serve, for `GET /ready[?strict=true]`: 200 once it
@@ -210,12 +217,12 @@ pub(super) async fn version() -> impl IntoResponse {
 /// scripts that want every shard.
 pub fn readiness(state: &AppState, strict: bool) -> (StatusCode, serde_json::Value) {
     let shards = state.health.shards();
-    let mut pools: BTreeMap<String, BTreeMap<String, serde_json::Value>> = BTreeMap::new();
+    let mut pools: BTreeMap<String, BTreeMap<String, _>> = BTreeMap::new();
     for (name, h) in &shards {
         pools
             .entry(h.pool.clone())
             .or_default()
-            .insert(name.clone(), json!(h));
+            .insert(name.clone(), h.clone());
     }
     let all_up = !shards.is_empty() && shards.values().all(|h| h.up && h.primaries_down.is_empty());
     // Not one shard answers: this process can serve nothing (it may be the
@@ -224,12 +231,13 @@ pub fn readiness(state: &AppState, strict: bool) -> (StatusCode, serde_json::Val
     let serving = state.is_ready() && !state.shutdown.is_cancelled();
     let unavailable = StatusCode::SERVICE_UNAVAILABLE;
     let (code, status) = match (serving, all_up) {
-        (false, _) if state.shutdown.is_cancelled() => (unavailable, "draining"),
-        (false, _) => (unavailable, "starting"),
-        (true, true) => (StatusCode::OK, "ready"),
-        (true, false) if none_up => (unavailable, "unavailable"),
-        (true, false) if strict => (unavailable, "degraded"),
-        (true, false) => (StatusCode::OK, "degraded"),
+        (false, _) if state.shutdown.is_cancelled() => (unavailable, ReadyStatus::Draining),
+        (false, _) => (unavailable, ReadyStatus::Starting),
+        (true, true) => (StatusCode::OK, ReadyStatus::Ready),
+        (true, false) if none_up => (unavailable, ReadyStatus::Unavailable),
+        (true, false) if strict => (unavailable, ReadyStatus::Degraded),
+        (true, false) => (StatusCode::OK, ReadyStatus::Degraded),
     };
-    (code, json!({ "status": status, "pools": pools }))
+    let body = serde_json::to_value(Ready { status, pools }).expect("readiness serialises");
+    (code, body)
 }

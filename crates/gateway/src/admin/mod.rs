@@ -150,7 +150,11 @@ fn namespace_routes() -> Router<Arc<AppState>> {
 async fn reload(axum::Extension(reloader): axum::Extension<Arc<Reloader>>) -> Response {
     match reloader.reload("admin API").await {
         Ok(summary) => {
-            axum::Json(serde_json::json!({ "msg": "reloaded", "changes": summary })).into_response()
+            let answer = answers::info::Reloaded {
+                msg: answers::info::ReloadedMsg::Reloaded,
+                changes: summary,
+            };
+            axum::Json(answer).into_response()
         }
         Err(e) => ApiError::bad(format!("reload failed, pools unchanged: {e:#}")).into_response(),
     }

@@ -4,7 +4,7 @@ use serde_json::Value;
 use utoipa::OpenApi;
 
 use crate::{
-    admin::answers::{jobs, limits, namespaces, queues, quotas, tokens},
+    admin::answers::{info, jobs, limits, namespaces, queues, quotas, tokens},
     api::answers,
     history::Point,
 };
@@ -66,6 +66,27 @@ use crate::{
     namespaces::AttentionQueue<'_>,
     namespaces::Attention<'_>,
     crate::admin::portable::line::Line,
+    sundial_router::Layout,
+    sundial_router::drain::LayoutReport,
+    sundial_router::drain::PoolReport,
+    sundial_router::mover::MoverStatus,
+    sundial_router::mover::MoverState,
+    sundial_router::health::ShardHealth,
+    info::PoolNames,
+    info::Info,
+    info::Drains,
+    info::ShardError,
+    info::PumpProcess,
+    info::Pumps,
+    info::ClusterPrimary,
+    info::ShardKind,
+    info::ShardStatus<'_>,
+    info::PoolStatus<'_>,
+    info::Version,
+    info::Reloaded,
+    info::Live,
+    info::ReadyStatus,
+    info::Ready,
 )))]
 struct Schemas;
 

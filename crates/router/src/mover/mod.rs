@@ -45,7 +45,7 @@ use tokio::task::{Id, JoinError};
 use tokio_util::sync::CancellationToken;
 
 pub use options::MoverOptions;
-pub use status::{MoverStatus, Status};
+pub use status::{MoverState, MoverStatus, Status};
 use task::{Ended, MoveKey, What};
 use tasks::Tasks;
 
@@ -152,7 +152,7 @@ impl Round<'_> {
         let name = pool.name();
         if pool.draining().next().is_none() {
             self.status.set(name, |s| {
-                s.state = "idle";
+                s.state = MoverState::Idle;
                 s.reason = None;
             });
             return;
@@ -161,7 +161,7 @@ impl Round<'_> {
             Ok(m) => m,
             Err(reason) => {
                 self.status.set(name, |s| {
-                    s.state = "waiting";
+                    s.state = MoverState::Waiting;
                     s.reason = Some(reason);
                 });
                 return;
@@ -169,9 +169,9 @@ impl Round<'_> {
         };
         self.status.set(name, |s| {
             s.state = if moves.is_empty() && held_back > 0 {
-                "waiting"
+                MoverState::Waiting
             } else {
-                "moving"
+                MoverState::Moving
             };
             s.reason = (held_back > 0).then(|| {
                 format!(

@@ -10,24 +10,43 @@ use std::{
 
 use serde::Serialize;
 
-/// What this gateway's mover is doing in one pool.
-#[derive(Debug, Clone, Default, Serialize)]
+/// What this gateway's mover does in the pool: it copies the jobs that
+/// moved slots still hold at their old shard to the shard that holds them
+/// now, once every live gateway writes them there. Each gateway reports
+/// its own mover; a slot is moved by one gateway at a time.
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct MoverStatus {
-    /// `idle` (nothing drains), `moving`, or `waiting` (see `reason`).
-    pub state: &'static str,
-    /// Why it waits.
+    /// `idle`: nothing drains; `moving`: moved slots may move (this gateway
+    /// moves those whose mover lease it holds); `waiting`: they may not yet
+    /// (see `reason`).
+    pub state: MoverState,
+    /// Why the mover waits, for every moved slot (`waiting`: e.g. a live
+    /// gateway that does not know the current layout yet) or for some
+    /// (`moving`: slots held back until their new shard holds none of their
+    /// jobs in transit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Slots this gateway is moving now.
     pub slots_moving: u64,
-    /// Jobs whose move this gateway completed in this pool since it started.
+    /// Jobs whose move this gateway completed in this pool since it started
+    /// (copied to their new place, and let go at the old shard).
     pub jobs_moved: u64,
+}
+
+/// What a mover is doing in a pool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MoverState {
+    #[default]
+    Idle,
+    Moving,
+    Waiting,
 }
 
 impl MoverStatus {
     fn idle() -> Self {
         Self {
-            state: "idle",
+            state: MoverState::Idle,
             ..Self::default()
         }
     }

@@ -2,6 +2,7 @@
 //! its schema in the OpenAPI document is derived from it
 //! (`crate::openapi`), so that the two cannot drift.
 
+pub mod info;
 pub mod jobs;
 pub mod limits;
 pub mod namespaces;
