@@ -190,7 +190,7 @@ fn error(status: StatusCode, error: &str) -> Response {
 /// The message of a 503 for a shard that could not do a request, logged
 /// once here.
 fn unavailable(e: &EngineError) -> String {
-    let error = match e {
+    match e {
         EngineError::OutOfMemory { shard, .. } => {
             tracing::warn!(shard, "redis refused a write: out of memory");
             let pool = shard.split_once('/').map_or(shard.as_str(), |(p, _)| p);
@@ -206,8 +206,7 @@ fn unavailable(e: &EngineError) -> String {
             tracing::warn!(error = %e, "redis unavailable");
             "storage unavailable, retry later".to_owned()
         }
-    };
-    error
+    }
 }
 
 /// A route that exists, with a method it does not have: 405, nothing done.
