@@ -252,6 +252,9 @@ async fn connection(
     let conn = hyper::server::conn::http1::Builder::new()
         .header_read_timeout(None)
         .max_buf_size(limits.max_head_bytes.max(8192))
+        // Bodies are queued behind the head, not copied into a buffer that
+        // would keep the largest answer's size (`Tracked` is vectored).
+        .writev(true)
         .serve_connection(io, service);
     tokio::pin!(conn);
     let mut draining = false;

@@ -84,8 +84,22 @@ enum Command {
     Operator(Box<sundial_cli::Command>),
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    sundial::process::no_huge_pages();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build();
+    let runtime = match runtime {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sundial: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async_main())
+}
+
+async fn async_main() -> std::process::ExitCode {
     match run().await {
         Ok(code) => code,
         Err(e) => {

@@ -406,3 +406,42 @@ async fn a_request_refused_before_its_body_is_read_is_told_to_reconnect() {
     assert!(head.starts_with("http/1.1 201"), "{head}");
     assert!(!head.contains("connection: close"), "{head}");
 }
+
+/// What keeps an idle connection's memory small (docs/BENCHMARKS.md, "Idle
+/// connections"): the process is off transparent huge pages, and a large
+/// answer is written from its own buffer, twice on one connection.
+#[tokio::test]
+async fn the_gateway_is_off_huge_pages_and_writes_large_answers_whole() {
+    let redis = RedisServer::start();
+    let gw = gateway(&redis, "");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", gw.pid())).expect("status");
+    match status.lines().find_map(|l| l.strip_prefix("THP_enabled:")) {
+        Some(v) => assert_eq!(v.trim(), "0", "transparent huge pages are on"),
+        None => eprintln!("this kernel does not report THP_enabled; not checked"),
+    }
+    let document = sundial_tests::contract::document_text();
+    let mut s = connect(gw.api_port);
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    for _ in 0..2 {
+        s.write_all(b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("request");
+        let mut got = Vec::new();
+        let mut chunk = vec![0u8; 64 * 1024];
+        let body_at = loop {
+            let n = s.read(&mut chunk).expect("read");
+            assert!(n > 0, "closed early");
+            got.extend_from_slice(&chunk[..n]);
+            if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+        };
+        while got.len() < body_at + document.len() {
+            let n = s.read(&mut chunk).expect("read");
+            assert!(n > 0, "the answer was cut");
+            got.extend_from_slice(&chunk[..n]);
+        }
+        assert!(got.starts_with(b"HTTP/1.1 200"), "{:?}", &got[..20]);
+        assert_eq!(&got[body_at..], document, "the whole document, once");
+    }
+}

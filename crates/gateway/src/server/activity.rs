@@ -184,6 +184,33 @@ impl AsyncWrite for Tracked {
         r
     }
 
+    /// Vectored, so that hyper queues an answer's body behind its head
+    /// instead of copying it into the connection's write buffer, which
+    /// would keep the size of the largest answer for as long as the
+    /// connection lives (about 270 KB after `/openapi.json`).
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        // A head hyper wrote for its own error comes first, alone: the
+        // rewrite replaces it as `poll_write` does.
+        let first = bufs.iter().find(|b| !b.is_empty());
+        if self.rewrite.is_some() || first.is_some_and(|b| json_for_hyper_error(b).is_some()) {
+            return self.poll_write(cx, first.map_or(&[][..], |b| &b[..]));
+        }
+        let this = &mut *self;
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            this.activity.touch();
+        }
+        r
+    }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }

@@ -151,7 +151,7 @@ fn top_calls(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, secs
 }
 
 /// A process's resident memory in MB (`VmRSS` in `/proc/<pid>/status`).
-fn rss_mb(pid: u32) -> Option<f64> {
+pub(crate) fn rss_mb(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb: f64 = status
         .lines()

@@ -22,6 +22,7 @@ use std::{
 };
 
 mod backlog;
+mod connections;
 mod cpu;
 mod idle;
 mod lateness;
@@ -156,6 +157,14 @@ enum Cmd {
         #[arg(long, default_value_t = 10)]
         secs: u64,
     },
+    /// What idle keep-alive connections cost the gateway's memory, open
+    /// and after they close (needs `--gateway-pid`).
+    Connections {
+        #[arg(long, default_value_t = 5_000)]
+        count: usize,
+        #[arg(long, value_enum, default_value = "size")]
+        kind: connections::Kind,
+    },
 }
 
 struct Ctx {
@@ -265,6 +274,7 @@ async fn main() -> anyhow::Result<()> {
             namespaces,
             secs,
         } => idle::idle(ctx, &cli.admin, &redis, namespaces, secs, cli.concurrency).await,
+        Cmd::Connections { count, kind } => connections::connections(ctx, count, kind).await,
     }
 }
 
