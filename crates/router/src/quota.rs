@@ -11,52 +11,54 @@ use serde::{Deserialize, Serialize};
 
 /// The bounds of one namespace: each `None` where not set at this level.
 /// Its fields' documents are the API's (the quota routes take and show
-/// it): each a whole number from 0 up; 0 lifts a bound a lower level sets.
+/// it): each a whole number from 0 up (never `null`: `PATCH` takes that);
+/// 0 lifts a bound a lower level sets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Quota {
     /// Jobs held in every state, the backlog (429 `max_jobs` over it,
     /// nothing stored; a bulk all or nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(maximum = 9007199254740992_u64)]
+    #[schema(value_type = u64, required = false, maximum = 9007199254740992_u64)]
     pub max_jobs: Option<u64>,
     /// Bytes held by those jobs: each job's id and stored record,
     /// attributes and body included (429 `max_bytes` over it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(maximum = 9007199254740992_u64)]
+    #[schema(value_type = u64, required = false, maximum = 9007199254740992_u64)]
     pub max_bytes: Option<u64>,
     /// Queues the namespace uses: holds jobs in, or published to since the
     /// last sweep of its index (403 `max_queues` for a publish to a new
     /// queue over it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(maximum = 9007199254740992_u64)]
+    #[schema(value_type = u64, required = false, maximum = 9007199254740992_u64)]
     pub max_queues: Option<u64>,
     /// Jobs published per second, a bulk counting each job (429 over it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(maximum = 10000000)]
+    #[schema(value_type = u64, required = false, maximum = 10000000)]
     pub publish_rate: Option<u64>,
     /// Jobs consumed per second (a consume gets at most what the bucket
     /// holds; 429 when it holds none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(maximum = 10000000)]
+    #[schema(value_type = u64, required = false, maximum = 10000000)]
     pub consume_rate: Option<u64>,
     /// Bytes of one job's body (413 over it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = u64, required = false)]
     pub max_body: Option<u64>,
     /// Seconds of one job's delay (400 over it; a delay left to the
     /// default is lowered to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(maximum = 4294967295_u64)]
+    #[schema(value_type = u64, required = false, maximum = 4294967295_u64)]
     pub max_delay: Option<u64>,
     /// Seconds of one job's TTL, 0 (never expires) counting as longer than
     /// any (400 over it; a TTL left to the default is lowered to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(maximum = 4294967295_u64)]
+    #[schema(value_type = u64, required = false, maximum = 4294967295_u64)]
     pub max_ttl: Option<u64>,
     /// Tries of one job (400 over it; tries left to the default are
     /// lowered to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(maximum = 65535)]
+    #[schema(value_type = u64, required = false, maximum = 65535)]
     pub max_tries: Option<u64>,
     /// Not a bound: the namespace's share of a busy Redis server's calls
     /// against other namespaces' (a gateway's publishes, consumes and acks
@@ -65,7 +67,7 @@ pub struct Quota {
     /// full shard's memory (headroom splits it by weight,
     /// `crate::headroom`). 0 or unset: 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(maximum = 1000)]
+    #[schema(value_type = u64, required = false, maximum = 1000)]
     pub weight: Option<u64>,
 }
 

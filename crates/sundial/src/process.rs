@@ -138,10 +138,10 @@ fn raise_file_limit() {
 /// Keeps this process off transparent huge pages. mimalloc asks the kernel
 /// for them (`MADV_HUGEPAGE`) on its arenas, and then a few kilobytes of
 /// live data keep a whole 2 MiB page resident: measured with 5,000 idle
-/// keep-alive connections, each cost about 20 KB of RSS with them and
-/// 12 KB (GET) to 16 KB (publish) without, and after the connections closed
-/// the memory went back to the system only without them (docs/OPERATIONS.md,
-/// "Bounds"). Set before the runtime's threads allocate much; a kernel that
+/// keep-alive connections, each cost about 21 KB of RSS with them and
+/// 16 KB without (after one small request), and after the connections
+/// closed the memory went back to the system only without them
+/// (docs/BENCHMARKS.md, "Idle connections"). Set before the runtime's threads allocate much; a kernel that
 /// refuses it leaves things as they were.
 pub fn no_huge_pages() {
     #[cfg(target_os = "linux")]

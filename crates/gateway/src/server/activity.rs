@@ -187,7 +187,8 @@ impl AsyncWrite for Tracked {
     /// Vectored, so that hyper queues an answer's body behind its head
     /// instead of copying it into the connection's write buffer, which
     /// would keep the size of the largest answer for as long as the
-    /// connection lives (about 270 KB after `/openapi.json`).
+    /// connection lives (358 KB of RSS per connection after
+    /// `/openapi.json`, measured).
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
     }

@@ -32,6 +32,7 @@ pub enum NoJobMsg {
 /// 404 of a consume that got no job within `timeout` (or whose long poll
 /// ended with the gateway's shutdown).
 #[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NoJob {
     #[schema(inline)]
     pub msg: NoJobMsg,
@@ -40,6 +41,7 @@ pub struct NoJob {
 /// 429: the token is over its rate limit (lmstfy's shape and text).
 /// Nothing was done.
 #[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RateLimited<'a> {
     #[schema(
         pattern = r"^token\(.*\) (consume|produce) reach the limit rate, please retry later$",

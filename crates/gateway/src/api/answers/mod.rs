@@ -97,6 +97,7 @@ pub struct Job<'a> {
     /// Milliseconds since the job was published (Redis clock).
     pub elapsed_ms: u64,
     /// Deliveries left (after this one, for a consume).
+    #[schema(maximum = 65535)]
     pub remain_tries: u16,
     /// The attributes as the job stored them (JSON text), or `null`.
     #[schema(value_type = Attributes)]
