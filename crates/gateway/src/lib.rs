@@ -29,6 +29,7 @@ pub mod access;
 pub mod admin;
 pub mod api;
 pub mod batch;
+pub mod document;
 pub mod history;
 pub mod http;
 pub mod openapi;

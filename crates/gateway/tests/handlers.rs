@@ -19,6 +19,7 @@ use sundial_gateway::{
     admin, api,
     api::body::Bodies,
     http::layered,
+    openapi::Document,
     state::{AppState, Settings},
 };
 use sundial_router::{
@@ -93,10 +94,11 @@ async fn gateway_with_lanes(redis: &RedisServer, accounts: &[(&str, &str)], lane
         others: String::new(),
     };
     let reloader = Reloader::new(None, Box::new(move |_| Ok(desired.clone())), live);
+    let document = Document(sundial_gateway::document::text(Vec::new()).into());
     Gateway {
-        api: layered(api::router(state.clone()), None),
+        api: layered(api::router(state.clone(), document.clone()), None),
         admin: layered(
-            admin::router(state, reloader, Router::new(), Router::new()),
+            admin::router(state, reloader, Router::new(), Router::new(), document),
             None,
         ),
         token: token.to_string(),

@@ -52,6 +52,12 @@ pub fn pumpd_router(
         .layer(from_fn_with_state(access, known_host))
 }
 
+/// The OpenAPI document that both listeners of `sundial serve` serve.
+pub fn document() -> sundial_gateway::openapi::Document {
+    let text = sundial_gateway::document::text(Vec::new());
+    sundial_gateway::openapi::Document(text.into())
+}
+
 /// `/live` and `/ready`: open, and naming no tenant.
 pub fn probes(ready: Readiness) -> Router {
     Router::new()

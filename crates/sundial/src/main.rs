@@ -159,7 +159,7 @@ async fn run() -> anyhow::Result<std::process::ExitCode> {
             Ok(ok)
         }
         Command::Openapi => {
-            print_all(sundial_gateway::openapi::DOCUMENT.as_bytes())?;
+            print_all(&sundial::health::document().0)?;
             Ok(ok)
         }
         Command::Operator(command) => Ok(sundial_cli::run(*command).await),

@@ -62,10 +62,11 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         crate::health::metrics(metrics),
     );
     let access = Some(config.log.access);
+    let document = crate::health::document();
     let apps = (
-        layered(api::router(state.clone()), access),
+        layered(api::router(state.clone(), document.clone()), access),
         layered(
-            admin::router(state.clone(), reloader, probes, metrics),
+            admin::router(state.clone(), reloader, probes, metrics, document),
             access,
         ),
     );

@@ -1,8 +1,11 @@
-//! The OpenAPI document against the routers, both ways: every route in the
-//! route tables (and each of its methods) is documented, nothing else is;
-//! and every documented operation, sent to the listener the document names,
-//! reaches a handler (not the 404 or 405 fallbacks). `tests/run` also runs
-//! a validator from PyPI on the file.
+//! The OpenAPI document against the routers, both ways. The job API's
+//! routes are registered from their handlers' `#[utoipa::path]`, so they
+//! are documented by construction; every route still added by hand, in the
+//! route tables, must be documented (with each of its methods); and every
+//! documented operation, sent to the listener the document names, reaches
+//! a handler (not the 404 or 405 fallbacks), so nothing is documented that
+//! no route serves. `tests/run` also runs a validator from PyPI on the
+//! file.
 
 use std::{collections::BTreeSet, path::PathBuf};
 
@@ -10,10 +13,10 @@ use reqwest::Method;
 use serde_json::Value;
 use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, token_id};
 
-/// The files that hold the route tables: the job API, the admin API, and
-/// the health routes the binary adds to the admin listener.
-const TABLES: [&str; 3] = [
-    "crates/gateway/src/api/mod.rs",
+/// The files that add routes by hand (`.route("…", …)`, not from a
+/// handler's document): the admin API, and the health routes the binary
+/// adds to the admin listener.
+const TABLES: [&str; 2] = [
     "crates/gateway/src/admin/mod.rs",
     "crates/sundial/src/health.rs",
 ];
@@ -87,7 +90,7 @@ fn operations(doc: &Value) -> BTreeSet<(String, String)> {
 }
 
 #[test]
-fn every_route_is_documented_with_its_methods_and_nothing_else_is() {
+fn every_route_added_by_hand_is_documented_with_its_methods() {
     let mut routes = BTreeSet::new();
     for file in TABLES {
         let source = std::fs::read_to_string(root().join(file)).expect("read a route table");
@@ -99,11 +102,10 @@ fn every_route_is_documented_with_its_methods_and_nothing_else_is() {
     assert_eq!(doc["openapi"].as_str().map(|v| &v[..4]), Some("3.1."));
     let documented = operations(&doc);
     let missing: Vec<_> = routes.difference(&documented).collect();
-    let extra: Vec<_> = documented.difference(&routes).collect();
-    assert!(
-        missing.is_empty() && extra.is_empty(),
-        "routes without a document: {missing:?}\ndocumented without a route: {extra:?}"
-    );
+    assert!(missing.is_empty(), "routes without a document: {missing:?}");
+    // The job API's operations come from its handlers.
+    let generated = documented.iter().filter(|(p, _)| p.starts_with("/api/"));
+    assert_eq!(generated.count(), 14, "the job API's operations");
     // Every operation says what it answers, under a name of its own.
     let mut ids = BTreeSet::new();
     for (path, m) in &documented {

@@ -43,6 +43,7 @@ pub fn router(
     reloader: Arc<Reloader>,
     probes: Router,
     metrics: Router,
+    document: crate::openapi::Document,
 ) -> Router {
     let access = state.access.clone();
     let guarded = Router::new()
@@ -70,7 +71,8 @@ pub fn router(
         ));
     Router::new()
         .route("/version", get(info::version))
-        .route("/openapi.json", get(crate::openapi::document))
+        .merge(crate::openapi::routes().split_for_parts().0)
+        .layer(axum::Extension(document))
         .with_state(state)
         .merge(guarded)
         .merge(probes)

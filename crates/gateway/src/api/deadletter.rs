@@ -13,9 +13,25 @@ use super::{
     queue::counts,
     tenant::Tenant,
 };
+use crate::openapi::doc;
 use crate::state::AppState;
 
-/// `GET /api/{ns}/{queue}/deadletter`
+/// Peek the dead letter
+///
+/// The dead letter's size and the id of its oldest job. Needs scope `read`.
+#[utoipa::path(
+    get,
+    path = "/api/{ns}/{queue}/deadletter",
+    operation_id = "peekDeadLetter",
+    tag = "dead letter",
+    responses(
+        (status = 200, description = "The dead letter.", body = crate::api::answers::DeadLetterPeek<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+    ),
+    extensions(("x-sundial-scopes" = json!(["read"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let size = counts(&tenant, queue).await?.dead;
@@ -39,7 +55,23 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
     .into_response())
 }
 
-/// `GET /api/{ns}/{queue}/deadletter/size`
+/// Dead-letter size
+///
+/// Dead jobs of the queue. Needs the namespace's token (lmstfy needs none) and
+/// scope `read`.
+#[utoipa::path(
+    get,
+    path = "/api/{ns}/{queue}/deadletter/size",
+    operation_id = "deadLetterSize",
+    tag = "dead letter",
+    responses(
+        (status = 200, description = "The size.", body = crate::api::answers::QueueSize<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+    ),
+    extensions(("x-sundial-scopes" = json!(["read"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn size(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let size = counts(&tenant, queue).await?.dead;
@@ -51,7 +83,24 @@ pub(super) async fn size(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
     .into_response())
 }
 
-/// `PUT /api/{ns}/{queue}/deadletter?limit=&ttl=`
+/// Respawn dead jobs
+///
+/// Moves up to `limit` dead jobs back to ready, each with one try and the new
+/// TTL. Needs scope `manage`.
+#[utoipa::path(
+    put,
+    path = "/api/{ns}/{queue}/deadletter",
+    operation_id = "respawnDeadLetter",
+    tag = "dead letter",
+    params(doc::RespawnDeadLetterParams),
+    responses(
+        (status = 200, description = "Respawned.", body = crate::api::answers::Respawned),
+        (status = 400, description = "A parameter was refused. A `ttl` over the namespace's quota `max_ttl` (0 included): `{\"error\",\"quota\":\"max_ttl\",\"limit\",\"usage\"}`; a `ttl` left out is lowered to it. Messages: `invalid limit`, `invalid ttl`.", body = inline(doc::ErrorOrQuota)),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+    ),
+    extensions(("x-sundial-scopes" = json!(["manage"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn respawn(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
@@ -91,7 +140,23 @@ pub(super) async fn respawn(
     .into_response())
 }
 
-/// `DELETE /api/{ns}/{queue}/deadletter?limit=`
+/// Delete dead jobs
+///
+/// Deletes up to `limit` dead jobs. Needs scope `manage`.
+#[utoipa::path(
+    delete,
+    path = "/api/{ns}/{queue}/deadletter",
+    operation_id = "deleteDeadLetter",
+    tag = "dead letter",
+    params(doc::DeleteDeadLetterParams),
+    responses(
+        (status = 204, description = "Done."),
+        (status = 400, description = "A parameter was refused. Messages: `invalid limit`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+    ),
+    extensions(("x-sundial-scopes" = json!(["manage"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn delete(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let limit = params::limit(&tenant.params)?;

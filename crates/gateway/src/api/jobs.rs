@@ -6,6 +6,7 @@ use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use sundial_core::{JobId, job::check_queue, keys};
 
 use super::{error::ApiError, render, tenant::Tenant};
+use crate::openapi::doc;
 use crate::state::AppState;
 
 /// The request's `{job_id}`, parsed.
@@ -39,7 +40,23 @@ impl<'a> Target<'a> {
     }
 }
 
-/// `GET /api/{ns}/{queue}/job/{job_id}`
+/// Peek a job
+///
+/// The job in whatever state it is, not taken. Needs scope `read`. An expired
+/// job is 404; `remain_tries` is the real count.
+#[utoipa::path(
+    get,
+    path = "/api/{ns}/{queue}/job/{job_id}",
+    operation_id = "peekJob",
+    tag = "jobs",
+    responses(
+        (status = 200, description = "The job.", body = crate::api::answers::Job<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, description = "`job not found`, or `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+    ),
+    extensions(("x-sundial-scopes" = json!(["read"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let t = Target::parse(&tenant)?;
     // Where the slot is written now, then where it drains from (and in
@@ -52,9 +69,23 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
     Err(ApiError::NotFound("job not found"))
 }
 
-/// `DELETE /api/{ns}/{queue}/job/{job_id}`: 204 whether or not it existed.
-/// Acks and consumes of one queue that arrive together share a call
-/// (`crate::batch`).
+/// Acknowledge or cancel a job
+///
+/// Deletes the job in whatever state it is (delayed, ready, reserved, dead).
+/// Needs scope `consume`.
+#[utoipa::path(
+    delete,
+    path = "/api/{ns}/{queue}/job/{job_id}",
+    operation_id = "deleteJob",
+    tag = "jobs",
+    responses(
+        (status = 204, description = "Done, whether or not the job existed."),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+    ),
+    extensions(("x-sundial-scopes" = json!(["consume"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn delete(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,

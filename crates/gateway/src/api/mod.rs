@@ -14,43 +14,41 @@ mod queue_metrics;
 mod quota;
 mod rate_quota;
 mod render;
+mod republish;
 pub mod tenant;
 mod throttle;
 
 use std::sync::Arc;
 
-use axum::{
-    Router,
-    routing::{get, put},
-};
+use axum::Router;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::state::AppState;
+use crate::{openapi::Document, state::AppState};
 
-/// The public API's routes (no listener, so tests can call it in process).
-pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route(
-            "/api/{ns}/{queue}",
-            put(publish::publish)
-                .get(consume::consume)
-                .delete(queue::destroy),
-        )
-        .route("/api/{ns}/{queue}/bulk", put(publish::bulk))
-        .route(
-            "/api/{ns}/{queue}/job/{job_id}",
-            get(jobs::peek).delete(jobs::delete).put(publish::republish),
-        )
-        .route("/api/{ns}/{queue}/peek", get(queue::peek))
-        .route("/api/{ns}/{queue}/size", get(queue::size))
-        .route("/api/{ns}/{queue}/stats", get(queue::stats))
-        .route(
-            "/api/{ns}/{queue}/deadletter",
-            get(deadletter::peek)
-                .put(deadletter::respawn)
-                .delete(deadletter::delete),
-        )
-        .route("/api/{ns}/{queue}/deadletter/size", get(deadletter::size))
-        .route("/openapi.json", get(crate::openapi::document))
+/// The public API's operations: each route is registered from its
+/// handler's `#[utoipa::path]`, so the document lists exactly these.
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::default()
+        .routes(routes!(publish::publish, consume::consume, queue::destroy))
+        .routes(routes!(publish::bulk))
+        .routes(routes!(jobs::peek, jobs::delete, republish::republish))
+        .routes(routes!(queue::peek))
+        .routes(routes!(queue::size))
+        .routes(routes!(queue::stats))
+        .routes(routes!(
+            deadletter::peek,
+            deadletter::respawn,
+            deadletter::delete
+        ))
+        .routes(routes!(deadletter::size))
+}
+
+/// The public API's routes (no listener, so tests can call it in process),
+/// with the OpenAPI document.
+pub fn router(state: Arc<AppState>, document: Document) -> Router {
+    let (routes, _) = routes().merge(crate::openapi::routes()).split_for_parts();
+    routes
+        .layer(axum::Extension(document))
         .fallback(not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .with_state(state)

@@ -1,4 +1,4 @@
-//! Publish, bulk publish, and republish.
+//! Publish and bulk publish, and what republish shares with them.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -28,11 +28,9 @@ use super::{
     tenant::Tenant,
     throttle::{self, Action},
 };
-use sundial_router::{
-    placement::NamespacePools,
-    quota::{Bound, Quota},
-};
+use sundial_router::quota::{Bound, Quota};
 
+use crate::openapi::doc;
 use crate::state::AppState;
 
 /// Versioned ids and attributes, from `Enable-Job-Version: YES` and
@@ -80,20 +78,24 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 /// What every publish route reads before the body.
-struct Publication<'a> {
-    queue: &'a str,
-    schedule: Schedule,
+pub(super) struct Publication<'a> {
+    pub(super) queue: &'a str,
+    pub(super) schedule: Schedule,
     versioned: bool,
     attrs: String,
     /// The namespace's quota, as the request found it.
-    quota: Quota,
+    pub(super) quota: Quota,
 }
 
 impl<'a> Publication<'a> {
     /// Reads the request's queue, parameters and headers (by reference:
     /// the body is read after), and holds its schedule to the namespace's
     /// quota before the body is read.
-    fn parse(state: &AppState, tenant: &'a Tenant, req: Request) -> Result<(Self, Body), ApiError> {
+    pub(super) fn parse(
+        state: &AppState,
+        tenant: &'a Tenant,
+        req: Request,
+    ) -> Result<(Self, Body), ApiError> {
         let (parts, body) = req.into_parts();
         let queue = super::jobs::queue(tenant)?;
         let asked = PublishParams::parse(&tenant.params, &state.limits)?.schedule();
@@ -113,7 +115,7 @@ impl<'a> Publication<'a> {
     /// A job of this publication: with an id in `lane` when one is
     /// imposed (several jobs that must share a script call), else with any
     /// id. Returns the job's lane too.
-    fn job(&self, lane: Option<u32>, lanes: u32, body: bytes::Bytes) -> (u32, NewJob) {
+    pub(super) fn job(&self, lane: Option<u32>, lanes: u32, body: bytes::Bytes) -> (u32, NewJob) {
         let id = match lane {
             Some(l) => JobId::mint_in_lane(self.versioned, l, lanes),
             None => JobId::mint(self.versioned),
@@ -128,7 +130,7 @@ impl<'a> Publication<'a> {
     }
 }
 
-fn published(
+pub(super) fn published(
     state: &AppState,
     tenant: &Tenant,
     queue: &str,
@@ -201,7 +203,7 @@ async fn store_within_quota(
 
 /// Admits `jobs` by the namespace's backlog bounds; a refusal gives back
 /// what was `taken` from its publish rate.
-async fn admit(
+pub(super) async fn admit(
     state: &AppState,
     tenant: &Tenant,
     quota: &Quota,
@@ -217,7 +219,29 @@ async fn admit(
     admitted
 }
 
-/// `PUT /api/{ns}/{queue}`
+/// Publish a job
+///
+/// Publishes the body as one job. Needs scope `publish`; counts one write
+/// against the token's rate limit. `delay_ms` (Sundial's extension) overrides
+/// `delay`. The job is stored in one atomic step.
+#[utoipa::path(
+    put,
+    path = "/api/{ns}/{queue}",
+    operation_id = "publishJob",
+    tag = "jobs",
+    params(doc::PublishQuery, doc::PublishJobParams),
+    request_body(content = inline(doc::JobBytes), content_type = "application/octet-stream", description = "The job's bytes (at most 1 MiB; empty is an empty job). Any content type; stored as sent."),
+    responses(
+        (status = 201, description = "Published.", body = crate::api::answers::Published<'_>),
+        (status = 400, description = "A parameter or header was refused. Over the namespace's quota `max_delay`, `max_ttl` or `max_tries`: `{\"error\",\"quota\",\"limit\",\"usage\"}` (see the quota conventions). Messages: `invalid delay`, `invalid delay_ms`, `invalid ttl`, `invalid tries`, `tries shouldn't be zero`, `ttl is shorter than delay`, `too many attributes, cannot exceed 16`, `queue name contains forbidden characters`, `namespace or queue name too long`, `failed to read body`.", body = inline(doc::ErrorOrQuota)),
+        (status = 403, response = doc::PublishForbidden),
+        (status = 404, description = "`pool not found` (the token names a pool that does not exist).", body = crate::api::answers::ErrorBody<'_>),
+        (status = 408, response = doc::RequestTimeout),
+        (status = 413, description = "The body is over 1 MiB. Over the namespace's quota `max_body`: `{\"error\",\"quota\":\"max_body\",\"limit\",\"usage\"}`. Messages: `body too large`.", body = inline(doc::ErrorOrQuota)),
+        (status = 429, response = doc::TooManyRequests),
+    ),
+    extensions(("x-sundial-scopes" = json!(["publish"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn publish(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
@@ -249,8 +273,30 @@ async fn publish_one(
     ))
 }
 
-/// `PUT /api/{ns}/{queue}/bulk`: a JSON array; each element's raw JSON text
-/// is one job's body. All jobs are published, or none.
+/// Publish many jobs
+///
+/// Publishes one job per element of a JSON array, all or none, in one atomic
+/// step. Same query and headers as a publish. Needs scope `publish`; counts one
+/// write against the token's rate limit. The body is bounded by
+/// `http.max_bulk_bytes` (8 MiB by default; lmstfy bounds only the elements).
+#[utoipa::path(
+    put,
+    path = "/api/{ns}/{queue}/bulk",
+    operation_id = "publishJobsBulk",
+    tag = "jobs",
+    params(doc::PublishQuery),
+    request_body(content = doc::BulkBody, description = "A JSON array of 1 to 64 elements (the content type is not checked)."),
+    responses(
+        (status = 201, description = "Published.", body = crate::api::answers::BulkPublished<'_>),
+        (status = 400, description = "A parameter, header or the body was refused. Over the namespace's quota `max_delay`, `max_ttl` or `max_tries`: `{\"error\",\"quota\",\"limit\",\"usage\"}` (see the quota conventions). Messages: `request body should be an array of objects`, `no jobs`, `too many jobs`, `invalid delay`, `invalid ttl`, `tries shouldn't be zero`, `ttl is shorter than delay`, `too many attributes, cannot exceed 16`.", body = inline(doc::ErrorOrQuota)),
+        (status = 403, response = doc::PublishForbidden),
+        (status = 404, description = "`pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 408, response = doc::RequestTimeout),
+        (status = 413, description = "`bulk body too large` (the body over `http.max_bulk_bytes`) or `job too large` (an element over 1 MiB). Over the namespace's quota `max_body`: `{\"error\",\"quota\":\"max_body\",\"limit\",\"usage\"}`.", body = inline(doc::ErrorOrQuota)),
+        (status = 429, response = doc::TooManyRequests),
+    ),
+    extensions(("x-sundial-scopes" = json!(["publish"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn bulk(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,
@@ -304,91 +350,6 @@ async fn publish_bulk(
         BulkPublished {
             msg: PublishedMsg::Published,
             job_ids: ids,
-        },
-    ))
-}
-
-/// Deletes the job `old` where else it may be than at `written` (the
-/// pools `now`: the one written to as the topology is now, and the one the
-/// namespace moves from, while it moves); missed everywhere, at `written`
-/// after all, where the mover may have carried it meanwhile (see
-/// `Tenant::job_places`).
-async fn delete_elsewhere(
-    now: &NamespacePools,
-    ns: &str,
-    queue: &str,
-    old: &JobId,
-    (written, slot): (&sundial_core::Shard, u32),
-) -> Result<(), ApiError> {
-    let qualified = keys::qualified(ns, queue);
-    let others: Vec<(&sundial_core::Shard, u32)> = now
-        .job_places_once(ns, queue, old)
-        .into_iter()
-        .filter(|(s, n)| !(s.same(written) && *n == slot))
-        .collect();
-    let mut deleted = others.is_empty();
-    for (other, s) in others {
-        if other.jobs().delete(s, &qualified, old).await? {
-            deleted = true;
-            break;
-        }
-    }
-    if !deleted {
-        written.jobs().delete(slot, &qualified, old).await?;
-    }
-    Ok(())
-}
-
-/// `PUT /api/{ns}/{queue}/job/{job_id}`: deletes the job and publishes its
-/// replacement (a new id, in the same lane, so the same slot) in one atomic
-/// step.
-pub(super) async fn republish(
-    State(state): State<Arc<AppState>>,
-    tenant: Tenant,
-    req: Request,
-) -> Result<impl IntoResponse, ApiError> {
-    let (p, body) = Publication::parse(&state, &tenant, req)?;
-    let old = super::jobs::job_id(&tenant)?;
-    let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
-    quota::check_body(&tenant, &p.quota, body.bytes.len())?;
-    let lanes = tenant.pool().lanes();
-    let (lane, job) = p.job(Some(old.lane(lanes)), lanes, body.bytes.clone());
-    let pool = tenant.write_pool(&state)?;
-    let slot = pool.slot_of(&tenant.ns, p.queue, lane);
-    let qualified = keys::qualified(&tenant.ns, p.queue);
-    let written = pool.shard_for(slot);
-    quota::headroom(&state, &tenant, written)?;
-    quota::admit_queue(&state, &tenant, &p.quota, p.queue).await?;
-    let taken = rate_quota::take_rate(&state, &tenant, &p.quota, Bound::PublishRate, 1).await?;
-    let one = std::slice::from_ref(&job);
-    let admitted = admit(&state, &tenant, &p.quota, one, taken.as_ref()).await?;
-    let republished = written
-        .jobs()
-        .republish(slot, &qualified, &old, &p.schedule, &job)
-        .await
-        .map_err(ApiError::from);
-    rate_quota::give_back_if_failed(taken.as_ref(), &republished).await;
-    if let Some(a) = admitted {
-        a.ended(&state, &republished);
-    }
-    // While the slot moves, the old job may be at its other location: it
-    // goes after the new one is stored (a crash in between leaves both,
-    // never neither).
-    if !republished? {
-        let now = NamespacePools {
-            writes: pool.clone(),
-            also: tenant.pools.also.clone(),
-        };
-        delete_elsewhere(&now, &tenant.ns, p.queue, &old, (written, slot)).await?;
-    }
-    Ok(published(
-        &state,
-        &tenant,
-        p.queue,
-        1,
-        Published {
-            msg: PublishedMsg::Published,
-            job_id: job.id.as_str(),
         },
     ))
 }

@@ -10,6 +10,7 @@ use super::{
     render,
     tenant::Tenant,
 };
+use crate::openapi::doc;
 
 /// A queue's counts summed over its slots (and where they drain from).
 pub(super) async fn counts(tenant: &Tenant, queue: &str) -> Result<Counts, ApiError> {
@@ -34,7 +35,23 @@ pub(crate) async fn counts_of(
     Ok(total)
 }
 
-/// `GET /api/{ns}/{queue}/peek`
+/// Peek the queue
+///
+/// The next ready job, not taken (expired and deleted entries are skipped).
+/// Needs scope `read`.
+#[utoipa::path(
+    get,
+    path = "/api/{ns}/{queue}/peek",
+    operation_id = "peekQueue",
+    tag = "jobs",
+    responses(
+        (status = 200, description = "The job.", body = crate::api::answers::Job<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, description = "`the queue is empty`, or `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+    ),
+    extensions(("x-sundial-scopes" = json!(["read"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let qualified = keys::qualified(&tenant.ns, queue);
@@ -52,7 +69,23 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
     }
 }
 
-/// `GET /api/{ns}/{queue}/size`: ready jobs that still exist.
+/// Ready jobs in the queue
+///
+/// Ready jobs that still exist. Needs the namespace's token (lmstfy needs none)
+/// and scope `read`.
+#[utoipa::path(
+    get,
+    path = "/api/{ns}/{queue}/size",
+    operation_id = "queueSize",
+    tag = "jobs",
+    responses(
+        (status = 200, description = "The size.", body = crate::api::answers::QueueSize<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+    ),
+    extensions(("x-sundial-scopes" = json!(["read"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn size(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let c = counts(&tenant, queue).await?;
@@ -64,11 +97,25 @@ pub(super) async fn size(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
     .into_response())
 }
 
-/// `GET /api/{ns}/{queue}/stats`: the queue's backlog per state and its
-/// publish and consume rates, for an autoscaler (KEDA's metrics-api scaler)
-/// or a script. Rates are per second since this gateway's previous sample of
-/// the queue's running totals (at least a second before); `null` until there
-/// is one.
+/// Backlog and rates
+///
+/// Live jobs per state, the queue's running totals, and per-second rates since
+/// this gateway's previous sample of those totals (taken at least a second
+/// earlier; `null` on the first call). Made for KEDA's metrics-api scaler
+/// (`valueLocation: ready`) and scripts. Needs scope `read`.
+#[utoipa::path(
+    get,
+    path = "/api/{ns}/{queue}/stats",
+    operation_id = "queueStats",
+    tag = "jobs",
+    responses(
+        (status = 200, description = "The stats.", body = crate::api::answers::JobQueueStats<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+    ),
+    extensions(("x-sundial-scopes" = json!(["read"])), ("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn stats(
     axum::extract::State(state): axum::extract::State<std::sync::Arc<crate::state::AppState>>,
     tenant: Tenant,
@@ -124,7 +171,23 @@ pub(crate) fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// `DELETE /api/{ns}/{queue}`: deletes the queue's ready jobs.
+/// Destroy a queue
+///
+/// Deletes the queue's ready jobs (as lmstfy: delayed, reserved and dead jobs
+/// stay). Needs scope `manage`.
+#[utoipa::path(
+    delete,
+    path = "/api/{ns}/{queue}",
+    operation_id = "destroyQueue",
+    tag = "jobs",
+    responses(
+        (status = 204, description = "Done (whether or not there were jobs)."),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+    ),
+    extensions(("x-sundial-scopes" = json!(["manage"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn destroy(tenant: Tenant) -> Result<impl IntoResponse, ApiError> {
     let queue = queue(&tenant)?;
     let qualified = keys::qualified(&tenant.ns, queue);

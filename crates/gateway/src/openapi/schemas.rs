@@ -1,8 +1,10 @@
-//! The answers' schemas, derived from their types.
+//! The answers' schemas, derived from their types, and the request
+//! bodies' (see [`bodies`]).
 
 use serde_json::Value;
 use utoipa::OpenApi;
 
+use super::bodies;
 use crate::{
     admin::answers::{info, jobs, limits, namespaces, queues, quotas, tokens},
     api::answers,
@@ -87,6 +89,12 @@ use crate::{
     info::Live,
     info::ReadyStatus,
     info::Ready,
+    bodies::BulkBody,
+    bodies::DeadPick,
+    bodies::TokenForm,
+    bodies::ScopeUpdate,
+    bodies::QuotaPatch,
+    bodies::OpenApiDocument,
 )))]
 struct Schemas;
 

@@ -22,9 +22,37 @@ use super::{
     tenant::Tenant,
     throttle::{self, Action},
 };
+use crate::openapi::doc;
 use crate::{state::AppState, wakeups::Watch};
 
-/// `GET /api/{ns}/{q1[,q2…]}`
+/// Consume jobs
+///
+/// Takes up to `count` ready jobs from the queues named (comma-separated,
+/// served in the order given: strict priority), each reserved for `ttr` with
+/// one try spent, in one atomic step. With `timeout` > 0 waits up to that many
+/// seconds (capped at `limits.max_timeout`, 600) for a job; a client that goes
+/// away takes none. Needs scope `consume` on every queue named; counts one read
+/// against the token's rate limit. A long poll rechecks the token when it
+/// wakes: revoked is 401, narrowed is 403. A job whose TTR runs out without an
+/// ack is ready again while it has tries left, else it moves to the dead
+/// letter. A queue whose shard fails is set aside (named in
+/// `X-Sundial-Unavailable-Queues`) while the others are served and waited on;
+/// only when every named queue fails is the answer 503.
+#[utoipa::path(
+    get,
+    path = "/api/{ns}/{queue}",
+    operation_id = "consumeJobs",
+    tag = "jobs",
+    params(doc::ConsumeJobsParams),
+    responses(
+        (status = 200, description = "The job (`count` = 1), or always an array of jobs (`count` > 1).", body = inline(doc::Delivered), headers(("X-Sundial-Unavailable-Queues" = String, description = "Queues of this consume that a failing shard (or cluster primary) kept out of its last look, comma-separated; the others were served. Absent when every queue was read."))),
+        (status = 400, description = "A parameter or queue name was refused. Messages: `invalid ttr`, `invalid ttr_ms`, `invalid timeout`, `invalid count`, `invalid queue name(s)`, `too many queues: a consume names at most 64`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, description = "`{\"msg\":\"no job available\"}` when nothing came within `timeout` (also to waiting consumers when the gateway shuts down); `{\"error\":\"pool not found\"}` when the token names a pool that does not exist. Messages: `no job available`, `pool not found`.", body = inline(doc::NoJobOrError), headers(("X-Sundial-Unavailable-Queues" = String, description = "Queues of this consume that a failing shard (or cluster primary) kept out of its last look, comma-separated; the others were served. Absent when every queue was read."))),
+        (status = 429, response = doc::TooManyRequests),
+    ),
+    extensions(("x-sundial-scopes" = json!(["consume"])), ("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn consume(
     State(state): State<Arc<AppState>>,
     tenant: Tenant,

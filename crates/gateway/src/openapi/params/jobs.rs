@@ -1,0 +1,128 @@
+//! The job API's parameters.
+
+written! {
+    /// What every publish reads: lmstfy's delay, TTL and tries, Sundial's `delay_ms`, and versioned ids.
+    PublishQuery = [
+        {
+            "name": "delay",
+            "in": "query",
+            "required": false,
+            "description": "Seconds before the job is ready (default `limits.default_delay`, 0). Must not exceed `ttl` when `ttl` > 0 (400 `ttl is shorter than delay`).",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295u64, "format": "uint32", "default": 0}
+        },
+        {
+            "name": "delay_ms",
+            "in": "query",
+            "required": false,
+            "description": "Milliseconds before the job is ready; overrides `delay`. The job fires within a few ms of it. Above 4294967295000 is 400 `invalid delay_ms`.",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295000u64, "format": "uint64"},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "ttl",
+            "in": "query",
+            "required": false,
+            "description": "Seconds the job lives, in every state (default `limits.default_ttl`, 86400); 0 = never expires.",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295u64, "format": "uint32", "default": 86400}
+        },
+        {
+            "name": "tries",
+            "in": "query",
+            "required": false,
+            "description": "Deliveries the job gets (default `limits.default_tries`, 1). 0 is 400 `tries shouldn't be zero`.",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 65535, "format": "uint16", "default": 1}
+        },
+        {
+            "name": "Enable-Job-Version",
+            "in": "header",
+            "required": false,
+            "description": "`YES` (any case): the job gets a versioned id (`1` + ULID) and keeps its attributes from `Job-Attr-<Key>: <value>` headers (key lower-cased and cut to 32 bytes, value cut to 128 bytes, at most 16: more is 400 `too many attributes, cannot exceed 16`). Without it, `Job-Attr-*` headers are ignored. lmstfy's header.",
+            "schema": {"type": "string", "examples": ["YES"]}
+        },
+    ];
+    /// Of `publishJob`.
+    PublishJobParams = [
+        {
+            "name": "queue",
+            "in": "path",
+            "required": true,
+            "description": "The queue.",
+            "schema": {"type": "string", "pattern": "^[-A-Za-z0-9][-_A-Za-z0-9]*$", "maxLength": 255}
+        },
+    ];
+    /// Of `consumeJobs`.
+    ConsumeJobsParams = [
+        {
+            "name": "queue",
+            "in": "path",
+            "required": true,
+            "description": "One queue, or several comma-separated (`q1,q2`), in priority order: at most 64, a name given twice counted once. Any invalid name is 400 `invalid queue name(s)`; more than 64 queues is 400 `too many queues: a consume names at most 64`.",
+            "schema": {"type": "string", "pattern": "^[-_A-Za-z0-9,]+$"},
+            "example": "q1,q2"
+        },
+        {
+            "name": "ttr",
+            "in": "query",
+            "required": false,
+            "description": "Seconds before an unacknowledged job comes back (default `limits.default_ttr`, 120).",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295u64, "format": "uint32", "default": 120}
+        },
+        {
+            "name": "ttr_ms",
+            "in": "query",
+            "required": false,
+            "description": "Milliseconds; overrides `ttr`. Above 4294967295000 is 400 `invalid ttr_ms`.",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295000u64, "format": "uint64"},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "timeout",
+            "in": "query",
+            "required": false,
+            "description": "Seconds to wait for a job (default `limits.default_timeout`, 0: answer at once); capped at `limits.max_timeout` (600 by default).",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295u64, "format": "uint32", "default": 0}
+        },
+        {
+            "name": "count",
+            "in": "query",
+            "required": false,
+            "description": "Jobs to take, 1 to 100; otherwise 400 `invalid count`. With `timeout`, wakes when jobs arrive and returns up to `count`.",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 100, "format": "uint32", "default": 1}
+        },
+        {
+            "name": "freeze_tries",
+            "in": "query",
+            "required": false,
+            "description": "Sent by lmstfy's Go client; lmstfy's server stopped reading it in 2021 (lmstfy #114), and Sundial ignores it too: every delivery spends a try.",
+            "schema": {"type": "boolean", "default": false},
+            "x-sundial-ignored": true
+        },
+    ];
+    /// Of `respawnDeadLetter`.
+    RespawnDeadLetterParams = [
+        {
+            "name": "limit",
+            "in": "query",
+            "required": false,
+            "description": "Dead jobs to respawn at most (default 1, at least 1).",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 18446744073709551615u64, "format": "uint64", "default": 1}
+        },
+        {
+            "name": "ttl",
+            "in": "query",
+            "required": false,
+            "description": "The respawned jobs' TTL in seconds (default `limits.default_ttl`, 86400); 0 = never expires.",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295u64, "format": "uint32", "default": 86400}
+        },
+    ];
+    /// Of `deleteDeadLetter`.
+    DeleteDeadLetterParams = [
+        {
+            "name": "limit",
+            "in": "query",
+            "required": false,
+            "description": "Dead jobs to delete at most (default 1, at least 1).",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 18446744073709551615u64, "format": "uint64", "default": 1}
+        },
+    ];
+}

@@ -1,0 +1,28 @@
+//! The query and header parameters of the operations, written as JSON
+//! (the handlers read them by hand, leniently, as lmstfy does, so no type
+//! holds them), one type per operation or shared group, in [`jobs`] and
+//! `admin`. Path parameters are the routes' own: `super::layers` gives each
+//! `{name}` its shared definition from `shared.json`.
+
+/// Parameters written as JSON, one type per operation or shared group.
+macro_rules! written {
+    ($($(#[$doc:meta])* $name:ident = [$($json:tt),* $(,)?];)*) => {$(
+        $(#[$doc])*
+        pub(crate) struct $name;
+
+        impl utoipa::IntoParams for $name {
+            fn into_params(
+                _: impl Fn() -> Option<utoipa::openapi::path::ParameterIn>,
+            ) -> Vec<utoipa::openapi::path::Parameter> {
+                vec![$(
+                    serde_json::from_value(serde_json::json!($json))
+                        .expect("a parameter written in params")
+                ),*]
+            }
+        }
+    )*};
+}
+
+mod jobs;
+
+pub(crate) use jobs::*;
