@@ -4,13 +4,18 @@
 
 use utoipa::openapi::OpenApi;
 
-use crate::openapi::{self, Exposure};
+use crate::{
+    admin,
+    openapi::{self, Exposure},
+};
 
 /// The document, with `extra`: the binary's own routes, by exposure.
 pub fn text(extra: Vec<(Exposure, OpenApi)>) -> String {
     let mut parts = vec![
         (Exposure::Jobs, crate::api::routes().into_openapi()),
         (Exposure::Both, openapi::routes::<()>().into_openapi()),
+        (Exposure::Open, admin::open_routes().into_openapi()),
+        (Exposure::Guarded, admin::guarded_routes().into_openapi()),
     ];
     parts.extend(extra);
     openapi::assemble(parts)

@@ -6,11 +6,16 @@ use std::sync::Arc;
 
 use axum::{
     Json, Router,
-    extract::RawQuery,
+    extract::{RawQuery, State},
     http::{StatusCode, header::CONTENT_TYPE},
-    routing::get,
+    response::IntoResponse,
 };
 use metrics_exporter_prometheus::PrometheusHandle;
+use sundial_gateway::{
+    admin::answers::info::{Live, LiveStatus, Ready},
+    openapi::{Document, Exposure, doc},
+};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 /// Whether the process can serve: a status code and a JSON body. The flag
 /// is `?strict=true`: every shard must answer.
@@ -25,17 +30,35 @@ fn strict(query: Option<&str>) -> bool {
         .is_some_and(|(_, v)| v == "true" || v == "1")
 }
 
+/// `/metrics`'s route, with its document.
+pub fn metric_routes() -> OpenApiRouter<PrometheusHandle> {
+    OpenApiRouter::default().routes(routes!(metrics_text))
+}
+
 /// `/metrics`, rendered from `metrics` (it names namespaces and queues:
 /// the admin listeners put it behind their accounts).
 pub fn metrics(metrics: PrometheusHandle) -> Router {
-    Router::new().route(
-        "/metrics",
-        get(move || {
-            let mut text = metrics.render();
-            text.push_str(&sundial_core::series::render(crate::telemetry::help));
-            async move { ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
-        }),
-    )
+    metric_routes().split_for_parts().0.with_state(metrics)
+}
+
+/// Prometheus metrics
+///
+/// Prometheus text format (shared with `sundial pumpd`'s admin listener).
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "getMetrics",
+    tag = "health",
+    responses(
+        (status = 200, description = "The metrics.", body = String, content_type = "text/plain; version=0.0.4"),
+        (status = 400, response = doc::BadRequest),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
+async fn metrics_text(State(metrics): State<PrometheusHandle>) -> impl IntoResponse {
+    let mut text = metrics.render();
+    text.push_str(&sundial_core::series::render(crate::telemetry::help));
+    ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 /// `sundial pumpd`'s admin listener: the probes, and `/metrics` behind the
@@ -52,32 +75,75 @@ pub fn pumpd_router(
         .layer(from_fn_with_state(access, known_host))
 }
 
-/// The OpenAPI document that both listeners of `sundial serve` serve.
-pub fn document() -> sundial_gateway::openapi::Document {
-    let text = sundial_gateway::document::text(Vec::new());
-    sundial_gateway::openapi::Document(text.into())
+/// The OpenAPI document that both listeners of `sundial serve` serve: the
+/// gateway's routes, and the probes and metrics this binary adds.
+pub fn document() -> Document {
+    let text = sundial_gateway::document::text(vec![
+        (Exposure::Open, probe_routes().into_openapi()),
+        (Exposure::Guarded, metric_routes().into_openapi()),
+    ]);
+    Document(text.into())
+}
+
+/// `/live` and `/ready`'s routes, with their documents.
+pub fn probe_routes() -> OpenApiRouter<Readiness> {
+    OpenApiRouter::default()
+        .routes(routes!(live))
+        .routes(routes!(ready))
 }
 
 /// `/live` and `/ready`: open, and naming no tenant.
 pub fn probes(ready: Readiness) -> Router {
-    Router::new()
-        // The pid tells a supervisor or a test which process holds the port.
-        .route(
-            "/live",
-            get(|| async {
-                Json(sundial_gateway::admin::answers::info::Live {
-                    status: sundial_gateway::admin::answers::info::LiveStatus::Ok,
-                    pid: std::process::id(),
-                })
-            }),
-        )
-        .route(
-            "/ready",
-            get(move |RawQuery(q): RawQuery| {
-                let (code, body) = ready(strict(q.as_deref()));
-                async move { (code, Json(body)) }
-            }),
-        )
+    probe_routes().split_for_parts().0.with_state(ready)
+}
+
+/// Liveness
+///
+/// 200 while the process runs; the pid tells a supervisor which process
+/// holds the port.
+#[utoipa::path(
+    get,
+    path = "/live",
+    operation_id = "live",
+    tag = "health",
+    responses(
+        (status = 200, description = "Alive.", body = Live, example = json!({"status": "ok", "pid": 4242})),
+        (status = 400, response = doc::BadRequest),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
+async fn live() -> Json<Live> {
+    Json(Live {
+        status: LiveStatus::Ok,
+        pid: std::process::id(),
+    })
+}
+
+/// Readiness
+///
+/// 200 while the gateway serves, also with a shard down (`degraded`); 503
+/// while starting (`starting`), shutting down (`draining`), when no shard
+/// answers at all (`unavailable`), and with `strict` while any shard is
+/// down (`degraded`). The body gives each pool's shards.
+#[utoipa::path(
+    get,
+    path = "/ready",
+    operation_id = "ready",
+    tag = "health",
+    params(doc::ReadyParams),
+    responses(
+        (status = 200, description = "Serving: `ready`, or `degraded` with a shard down.", body = Ready),
+        (status = 400, response = doc::BadRequest),
+        (status = 503, description = "Not serving: `starting`, `draining`, `unavailable`, or `degraded` with `strict`.", body = Ready),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
+async fn ready(
+    State(ready): State<Readiness>,
+    RawQuery(q): RawQuery,
+) -> (StatusCode, Json<serde_json::Value>) {
+    let (code, body) = ready(strict(q.as_deref()));
+    (code, Json(body))
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use sundial_router::{Pool, placement};
 
 use super::answers::namespaces::{Attention, AttentionQueue};
 use super::queues::pool;
+use crate::openapi::doc;
 use crate::{
     api::{error::ApiError, params::Params},
     state::AppState,
@@ -37,6 +38,28 @@ struct Seen {
     oldest_ms: u64,
 }
 
+/// Every namespace's queues with dead jobs or a long wait
+///
+/// The pool's queues, across namespaces, with dead jobs or whose next ready job
+/// has waited `min_age_s` or more: dead jobs first, then the longest waits, at
+/// most 500. Reads each slot's counters once and, in slots with ready jobs, the
+/// age of each queue's next one: bounded by the pool's slots, whatever its
+/// jobs.
+#[utoipa::path(
+    get,
+    path = "/attention",
+    operation_id = "listQueuesNeedingALook",
+    tag = "queues",
+    params(doc::PoolQuery, doc::ListQueuesNeedingALookParams),
+    responses(
+        (status = 200, description = "The queues that need a look.", body = crate::admin::answers::namespaces::Attention<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 404, description = "404: the pool is not in this gateway's config. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn list(
     State(state): State<Arc<AppState>>,
     uri: Uri,

@@ -11,6 +11,7 @@ use axum::{
 };
 
 use crate::api::error::ApiError;
+use crate::openapi::doc;
 
 const INDEX: &str = include_str!("dashboard/index.html");
 const LIB: &str = include_str!("dashboard/lib.js");
@@ -23,16 +24,63 @@ const STYLE: &str = include_str!("dashboard/app.css");
 const POLICY: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; \
                       base-uri 'none'; form-action 'none'";
 
-/// `GET /dashboard/`: the page. Its scripts, style and API calls are
-/// relative to where it sits, so it works behind a proxy's path prefix.
+/// Web dashboard
+///
+/// The web dashboard (HTML); it reads the admin API with the same credentials,
+/// by addresses relative to where it sits (so it works behind a proxy's path
+/// prefix).
+#[utoipa::path(
+    get,
+    path = "/dashboard/",
+    operation_id = "getDashboard",
+    tag = "dashboard",
+    responses(
+        (status = 200, description = "The page.", body = String, content_type = "text/html"),
+        (status = 400, response = doc::BadRequest),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn index() -> Response {
     asset("text/html; charset=utf-8", INDEX)
 }
 
-/// `GET /dashboard` and `GET /`: to `dashboard/`, by a relative address, so
-/// that a path prefix a proxy added is kept.
-/// (From `/dashboard` and from `/` alike, `dashboard/` is the page.)
+/// To the dashboard's page
+///
+/// Leads to `dashboard/`, the page.
+#[utoipa::path(
+    get,
+    path = "/dashboard",
+    operation_id = "getDashboardRedirect",
+    tag = "dashboard",
+    responses(
+        (status = 308, description = "To the dashboard's page, `dashboard/`: a relative address, so that a proxy's path prefix stays.", headers(("Location" = String, description = "`dashboard/`"))),
+        (status = 400, response = doc::BadRequest),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn to_dashboard() -> Response {
+    to_page()
+}
+
+/// The admin listener's root: to the dashboard
+///
+/// Leads a browser to the dashboard.
+#[utoipa::path(
+    get,
+    path = "/",
+    operation_id = "getAdminRoot",
+    tag = "dashboard",
+    responses(
+        (status = 308, description = "To the dashboard's page, `dashboard/`: a relative address, so that a proxy's path prefix stays.", headers(("Location" = String, description = "`dashboard/`"))),
+        (status = 400, response = doc::BadRequest),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
+pub(super) async fn root() -> Response {
+    to_page()
+}
+
+fn to_page() -> Response {
     (
         axum::http::StatusCode::PERMANENT_REDIRECT,
         [(header::LOCATION, "dashboard/")],
@@ -40,7 +88,22 @@ pub(super) async fn to_dashboard() -> Response {
         .into_response()
 }
 
-/// `GET /dashboard/{file}`: the scripts and `app.css`.
+/// Dashboard asset
+///
+/// The dashboard's embedded static assets.
+#[utoipa::path(
+    get,
+    path = "/dashboard/{file}",
+    operation_id = "getDashboardAsset",
+    tag = "dashboard",
+    params(doc::GetDashboardAssetParams),
+    responses(
+        (status = 200, description = "The asset.", content((String = "text/javascript"), (String = "text/css"))),
+        (status = 400, response = doc::BadRequest),
+        (status = 404, description = "No such asset. Messages: `api not found`.", body = crate::api::answers::ErrorBody<'_>),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn file(Path(file): Path<String>) -> Result<Response, ApiError> {
     const JS: &str = "text/javascript; charset=utf-8";
     match file.as_str() {

@@ -18,6 +18,7 @@ use super::answers::{
     jobs::{DeadDeleted, DeadJobList, DeadRespawned, JobSummary},
 };
 use super::queues::{page_size, queue_route};
+use crate::openapi::doc;
 use crate::{
     api::{error::ApiError, queue::counts_of},
     state::AppState,
@@ -46,12 +47,27 @@ fn parse_dead_cursor(c: &str) -> Option<(usize, u64)> {
     Some((place.parse().ok()?, skip.parse().ok()?))
 }
 
-/// `GET /namespaces/{ns}/queues/{queue}/deadletter?pool=&cursor=&limit=&preview=`:
-/// dead jobs with their tries, attributes, publish and death times, TTL
-/// and the first `preview` bytes of their body (base64, with its full
-/// size). Oldest first within each of the queue's slots; `next_cursor`
-/// continues (`null` at the end). A page read while jobs die or are
-/// respawned may show a job twice or pass one.
+/// Page through a dead letter
+///
+/// Dead jobs with their tries, attributes, publish and death times, TTL and the
+/// start of their body. Oldest first within each of the queue's slots (a queue
+/// with several lanes has several). A page read while jobs die or are respawned
+/// may show a job twice or pass one.
+#[utoipa::path(
+    get,
+    path = "/namespaces/{ns}/queues/{queue}/deadletter",
+    operation_id = "listDeadJobs",
+    tag = "queues",
+    params(doc::PoolQuery, doc::ListDeadJobsParams),
+    responses(
+        (status = 200, description = "A page of dead jobs.", body = crate::admin::answers::jobs::DeadJobList<'_>),
+        (status = 400, description = "A bad name or parameter. Messages: `namespace or queue name too long`, `namespace name contains forbidden characters`, `queue name contains forbidden characters`, `invalid limit`, `invalid limit: 1 to 500`, `invalid preview`, `invalid preview: 0 to 4096`, `invalid cursor`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn dead_list(
     State(state): State<Arc<AppState>>,
     Path((ns, queue)): Path<(String, String)>,
@@ -128,7 +144,28 @@ struct Pick {
     ttl: Option<u32>,
 }
 
-/// `POST /namespaces/{ns}/queues/{queue}/deadletter/respawn?pool=`
+/// Respawn chosen dead jobs
+///
+/// Moves the dead jobs named (or all, up to `limit`) back to ready, each with
+/// one try and the new TTL. A malformed id changes nothing.
+#[utoipa::path(
+    post,
+    path = "/namespaces/{ns}/queues/{queue}/deadletter/respawn",
+    operation_id = "respawnDeadJobs",
+    tag = "queues",
+    params(doc::PoolQuery),
+    request_body(content = doc::DeadPick),
+    responses(
+        (status = 200, description = "What was done.", body = crate::admin::answers::jobs::DeadRespawned),
+        (status = 400, description = "The body or a name was refused; nothing was changed. Messages: `namespace or queue name too long`, `namespace name contains forbidden characters`, `queue name contains forbidden characters`, `invalid body: expected {\"ids\":[\"<job id>\", ...]} or {\"all\":true[,\"limit\":N]}`, `name either ids or all`, `at most 1000 ids per call`, `invalid limit`, `01JD3M6Y7ZQ8K5X4W2V1T0S9R: invalid job id`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 408, response = doc::RequestTimeout),
+        (status = 413, description = "The body is over 256 KiB. Messages: `body too large`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn dead_respawn(
     state: State<Arc<AppState>>,
     path: Path<(String, String)>,
@@ -138,7 +175,28 @@ pub(super) async fn dead_respawn(
     pick(state, path, uri, body, "respawn").await
 }
 
-/// `POST /namespaces/{ns}/queues/{queue}/deadletter/delete?pool=`
+/// Delete chosen dead jobs
+///
+/// Deletes the dead jobs named (or all, up to `limit`). Same body as respawn,
+/// without `ttl` (400 `a delete takes no ttl`).
+#[utoipa::path(
+    post,
+    path = "/namespaces/{ns}/queues/{queue}/deadletter/delete",
+    operation_id = "deleteDeadJobs",
+    tag = "queues",
+    params(doc::PoolQuery),
+    request_body(content = doc::DeadPick),
+    responses(
+        (status = 200, description = "What was done.", body = crate::admin::answers::jobs::DeadDeleted),
+        (status = 400, description = "The body or a name was refused; nothing was changed. Messages: `namespace or queue name too long`, `namespace name contains forbidden characters`, `queue name contains forbidden characters`, `invalid body: expected {\"ids\":[\"<job id>\", ...]} or {\"all\":true[,\"limit\":N]}`, `name either ids or all`, `at most 1000 ids per call`, `invalid limit`, `01JD3M6Y7ZQ8K5X4W2V1T0S9R: invalid job id`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 408, response = doc::RequestTimeout),
+        (status = 413, description = "The body is over 256 KiB. Messages: `body too large`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn dead_delete(
     state: State<Arc<AppState>>,
     path: Path<(String, String)>,

@@ -14,9 +14,23 @@ use super::answers::info::{
     ClusterPrimary, Drains, Info, OrError, PoolNames, PoolStatus, PumpProcess, Pumps, Ready,
     ReadyStatus, ShardKind, ShardStatus, Version,
 };
+use crate::openapi::doc;
 use crate::{api::error::ApiError, state::AppState};
 
-/// `GET /pools`: the pool names.
+/// Pool names
+///
+/// The configured pools.
+#[utoipa::path(
+    get,
+    path = "/pools",
+    operation_id = "listPools",
+    tag = "pools",
+    responses(
+        (status = 200, description = "The names.", body = crate::admin::answers::info::PoolNames),
+        (status = 400, response = doc::BadRequest),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn pools(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let names = state
         .live
@@ -27,7 +41,25 @@ pub(super) async fn pools(State(state): State<Arc<AppState>>) -> impl IntoRespon
     Json(PoolNames(names))
 }
 
-/// `GET /info?pool=`: `{namespace: [queues]}` of a pool (default: `default`).
+/// Namespaces and queues of a pool
+///
+/// `{namespace: [queues]}` of the queues whose slots hold jobs in the pool.
+/// lmstfy answers 200 with an empty body for an unknown pool.
+#[utoipa::path(
+    get,
+    path = "/info",
+    operation_id = "getInfo",
+    tag = "meta",
+    params(doc::GetInfoParams),
+    responses(
+        (status = 200, description = "The pool's namespaces and queues.", body = crate::admin::answers::info::Info),
+        (status = 400, response = doc::BadRequest),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn info(
     State(state): State<Arc<AppState>>,
     Query(q): Query<HashMap<String, String>>,
@@ -55,9 +87,24 @@ pub(super) async fn info(
     Ok(Json(Info(out)))
 }
 
-/// `GET /drains`: per pool, its current shard layout and, for each earlier
-/// layout whose moved slots still drain, how many slots and jobs are left
-/// and how many live gateways may still write to it.
+/// Drain progress
+///
+/// Per pool, its current shard layout and the earlier layouts whose moved slots
+/// still drain: slots moved, slots still holding jobs, jobs left, gateways that
+/// may still write to them.
+#[utoipa::path(
+    get,
+    path = "/drains",
+    operation_id = "getDrains",
+    tag = "pools",
+    responses(
+        (status = 200, description = "The drains.", body = crate::admin::answers::info::Drains),
+        (status = 400, response = doc::BadRequest),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn drains(
     State(state): State<Arc<AppState>>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -69,10 +116,27 @@ pub(super) async fn drains(
     Ok(Json(Drains { pools }))
 }
 
-/// `GET /pools/{pool}`: the pool's shards (health, slots held, cluster
-/// primaries, pump processes and the leases each holds) and its drains.
-/// Each shard is read on its own, all at once, each bounded by its command
-/// timeout: a shard that is down shows its error and the rest still show.
+/// A pool at a glance
+///
+/// The pool's shards (health from this gateway's last probe, slots held, pump
+/// processes and their leases, cluster primaries) and its drains. Each shard is
+/// read on its own, bounded by its `timeout_ms`: one that is down shows
+/// `{"error"}` in place of `pumps` (and of `draining`, which needs every
+/// shard); the rest still show. One read per slot and shard per call, hence the
+/// auth.
+#[utoipa::path(
+    get,
+    path = "/pools/{pool}",
+    operation_id = "getPoolStatus",
+    tag = "pools",
+    params(doc::GetPoolStatusParams),
+    responses(
+        (status = 200, description = "The pool.", body = crate::admin::answers::info::PoolStatus<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn pool_status(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
@@ -197,7 +261,20 @@ fn primaries(shard: &sundial_core::Shard, slots: &[u32]) -> Vec<ClusterPrimary> 
         .collect()
 }
 
-/// `GET /version`
+/// Version
+///
+/// The gateway's version and build.
+#[utoipa::path(
+    get,
+    path = "/version",
+    operation_id = "getVersion",
+    tag = "meta",
+    responses(
+        (status = 200, description = "The version.", body = crate::admin::answers::info::Version),
+        (status = 400, response = doc::BadRequest),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn version() -> impl IntoResponse {
     Json(Version {
         version: env!("CARGO_PKG_VERSION"),

@@ -19,6 +19,7 @@ use super::{
     deadletter::preview_of,
     queues::{page_size, queue_route},
 };
+use crate::openapi::doc;
 use crate::{api::error::ApiError, state::AppState};
 
 /// Entries one page may read in all (over its script calls): a page of a
@@ -38,13 +39,29 @@ fn parse_cursor(c: &str) -> Option<(usize, (u64, u64))> {
     parts.next().is_none().then_some((place, (a, b)))
 }
 
-/// `GET /namespaces/{ns}/queues/{queue}/jobs?state=&pool=&cursor=&limit=&preview=`:
-/// the queue's jobs in `state` (`ready`, the default, `delayed`,
-/// `reserved` or `dead`), each with its tries, times, attributes and the
-/// first `preview` bytes of its body; `next_cursor` continues (`null` at
-/// the end). Within each of the queue's slots: ready and dead jobs oldest
-/// first, reserved ones and delayed ones due soon in timer order, then
-/// delayed ones due later by due second.
+/// Page through a queue's jobs in one state
+///
+/// The queue's jobs in one state, each with its tries, times, attributes and
+/// the start of its body. Within each of the queue's slots: ready and dead jobs
+/// oldest first; reserved jobs, and delayed jobs due within about 2 s, in timer
+/// order; then delayed jobs due later, by due second. A page reads at most
+/// 10,000 entries of the slots' lists and timers: a page of a state that is
+/// rare among them can hold fewer jobs than `limit`, with a `next_cursor`. A
+/// page read while jobs change state may show a job twice or pass one.
+#[utoipa::path(
+    get,
+    path = "/namespaces/{ns}/queues/{queue}/jobs",
+    operation_id = "listQueueJobs",
+    tag = "queues",
+    params(doc::PoolQuery, doc::ListQueueJobsParams),
+    responses(
+        (status = 200, description = "A page of jobs.", body = crate::admin::answers::jobs::QueueJobList<'_>),
+        (status = 400, description = "A bad name or parameter. Messages: `namespace or queue name too long`, `namespace name contains forbidden characters`, `queue name contains forbidden characters`, `invalid limit: 1 to 500`, `invalid preview: 0 to 4096`, `invalid cursor`, `invalid state: ready, delayed, reserved or dead`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+)]
 pub(super) async fn list(
     State(state): State<Arc<AppState>>,
     Path((ns, queue)): Path<(String, String)>,
@@ -134,9 +151,25 @@ fn ttl_secs(expire_ms: u64, now_ms: u64) -> u64 {
     }
 }
 
-/// `GET /namespaces/{ns}/queues/{queue}/jobs/{id}?pool=&preview=`: one job,
-/// in whatever state, with the first `preview` bytes of its body; 404 `job
-/// not found` when the queue of the pool holds no such job.
+/// Look a job up by id, in any state
+///
+/// One job of the queue in the pool, whatever its state, with the start of its
+/// body. Unlike the job API's `GET /api/{ns}/{queue}/job/{job_id}`, needs no
+/// tenant token and shows the job's state.
+#[utoipa::path(
+    get,
+    path = "/namespaces/{ns}/queues/{queue}/jobs/{job_id}",
+    operation_id = "getQueueJob",
+    tag = "queues",
+    params(doc::PoolQuery, doc::GetQueueJobParams),
+    responses(
+        (status = 200, description = "The job.", body = crate::admin::answers::jobs::QueueJobFound<'_>),
+        (status = 400, description = "A bad name or parameter. Messages: `namespace or queue name too long`, `namespace name contains forbidden characters`, `queue name contains forbidden characters`, `invalid job id`, `invalid preview: 0 to 4096`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "Unknown pool, or no such job in the queue. Messages: `pool not found`, `job not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+)]
 pub(super) async fn one(
     State(state): State<Arc<AppState>>,
     Path((ns, queue, id)): Path<(String, String, String)>,

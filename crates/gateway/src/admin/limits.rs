@@ -12,6 +12,7 @@ use axum::{
 use sundial_router::admin::records::{Limit, TokenRef};
 
 use super::answers::limits::{LimitEntry, LimitList, Limiter};
+use crate::openapi::doc;
 use crate::{api::answers::Msg, api::error::ApiError, state::AppState};
 
 /// Reads and checks a limit body: `{"read":N,"write":N,"interval":seconds}`.
@@ -30,7 +31,29 @@ fn parse(body: &[u8]) -> Result<Limit, ApiError> {
     Ok(limit)
 }
 
-/// `POST /token/{ns}/{token}/limit` → 201 `{"limiter": …}`
+/// Create a token's rate limit
+///
+/// At most `read` consumes and `write` publishes per window of `interval`
+/// seconds, counted across gateways; every gateway applies it within about 0.5
+/// s.
+#[utoipa::path(
+    post,
+    path = "/token/{ns}/{token}/limit",
+    operation_id = "createLimit",
+    tag = "limits",
+    params(doc::CreateLimitParams),
+    request_body(content = sundial_router::admin::records::Limit),
+    responses(
+        (status = 201, description = "Created.", body = crate::admin::answers::limits::Limiter),
+        (status = 400, description = "The body was refused, or the token already has a limit (lmstfy answers 500). Messages: `invalid limit: expected {\"read\":N,\"write\":N,\"interval\":seconds}`, `invalid limit: interval should be above 0`, `invalid limit: read or write should be above 0`, `the limit already exists; use PUT to change it`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "No such token. Messages: `token not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 408, response = doc::RequestTimeout),
+        (status = 413, description = "The body is over 64 KiB. Messages: `body too large`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn create(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
@@ -52,7 +75,27 @@ pub(super) async fn create(
     Ok((StatusCode::CREATED, Json(Limiter { limiter: limit })))
 }
 
-/// `PUT /token/{ns}/{token}/limit` → 200 `{"limiter": …}` (creates or replaces)
+/// Create or replace a token's rate limit
+///
+/// Same body and checks as create.
+#[utoipa::path(
+    put,
+    path = "/token/{ns}/{token}/limit",
+    operation_id = "setLimit",
+    tag = "limits",
+    params(doc::SetLimitParams),
+    request_body(content = sundial_router::admin::records::Limit),
+    responses(
+        (status = 200, description = "Set.", body = crate::admin::answers::limits::Limiter),
+        (status = 400, description = "The body was refused. Messages: `invalid limit: expected {\"read\":N,\"write\":N,\"interval\":seconds}`, `invalid limit: interval should be above 0`, `invalid limit: read or write should be above 0`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "No such token. Messages: `token not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 408, response = doc::RequestTimeout),
+        (status = 413, description = "The body is over 64 KiB. Messages: `body too large`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn update(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
@@ -74,7 +117,22 @@ pub(super) async fn update(
     Ok(Json(Limiter { limiter: limit }))
 }
 
-/// `GET /token/{ns}/{token}/limit` → 200 `{"read","write","interval"}`
+/// A token's rate limit
+///
+/// From this gateway's copy of the tables (refreshed every 0.5 s).
+#[utoipa::path(
+    get,
+    path = "/token/{ns}/{token}/limit",
+    operation_id = "getLimit",
+    tag = "limits",
+    params(doc::GetLimitParams),
+    responses(
+        (status = 200, description = "The limit.", body = sundial_router::admin::records::Limit),
+        (status = 400, response = doc::BadRequest),
+        (status = 404, description = "The token has no limit, or there is no such token. Messages: `limit not found`.", body = crate::api::answers::ErrorBody<'_>),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn get(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
@@ -86,7 +144,23 @@ pub(super) async fn get(
     }
 }
 
-/// `DELETE /token/{ns}/{token}/limit` → 200 `{"msg":"success"}`
+/// Delete a token's rate limit
+///
+/// Removes the limit; `success` whether or not there was one (or such a token).
+#[utoipa::path(
+    delete,
+    path = "/token/{ns}/{token}/limit",
+    operation_id = "deleteLimit",
+    tag = "limits",
+    params(doc::DeleteLimitParams),
+    responses(
+        (status = 200, description = "Done.", body = crate::api::answers::Msg<'_>, example = json!({"msg": "success"})),
+        (status = 400, response = doc::BadRequest),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn delete(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
@@ -96,8 +170,21 @@ pub(super) async fn delete(
     Ok(Json(Msg { msg: "success" }))
 }
 
-/// `GET /limits` → `[{"namespace","token","limiter"}]`, `token` being the
-/// token's id (the secret is not stored).
+/// Every rate limit
+///
+/// Every token that has a limit, with it, from this gateway's copy; `token` is
+/// the token's id.
+#[utoipa::path(
+    get,
+    path = "/limits",
+    operation_id = "listLimits",
+    tag = "limits",
+    responses(
+        (status = 200, description = "The limits.", body = crate::admin::answers::limits::LimitList<'_>),
+        (status = 400, response = doc::BadRequest),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn list(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let all = state.admin.limits().all();
     let entries = all

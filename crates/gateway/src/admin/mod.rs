@@ -18,6 +18,7 @@ mod moves;
 pub(crate) mod portable;
 mod queues;
 mod quotas;
+mod reload;
 mod tokens;
 mod usage;
 
@@ -25,15 +26,12 @@ pub use info::readiness;
 
 use std::sync::Arc;
 
-use axum::{
-    Router, middleware,
-    response::{IntoResponse, Response},
-    routing::{delete, get, post},
-};
+use axum::{Router, middleware};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use sundial_router::reload::Reloader;
 
-use crate::{access, api::error::ApiError, state::AppState};
+use crate::{access, api::error::ApiError, openapi::Document, state::AppState};
 
 /// The admin API's routes, with the binary's `probes` (`/live`, `/ready`)
 /// and `metrics` (`/metrics`) merged in, so that one fallback covers them
@@ -43,25 +41,12 @@ pub fn router(
     reloader: Arc<Reloader>,
     probes: Router,
     metrics: Router,
-    document: crate::openapi::Document,
+    document: Document,
 ) -> Router {
     let access = state.access.clone();
-    let guarded = Router::new()
-        .merge(token_routes())
-        .merge(namespace_routes())
-        .route("/reload", post(reload))
-        // One read per slot and shard per call: not for anyone who can
-        // reach the listener.
-        .route("/pools/{pool}", get(info::pool_status))
-        // Every tenant's name (`/info` reads every slot for them), and
-        // the pools' state.
-        .route("/pools", get(info::pools))
-        .route("/drains", get(info::drains))
-        .route("/info", get(info::info))
-        .route("/", get(dashboard::to_dashboard))
-        .route("/dashboard", get(dashboard::to_dashboard))
-        .route("/dashboard/", get(dashboard::index))
-        .route("/dashboard/{file}", get(dashboard::file))
+    let guarded = guarded_routes()
+        .split_for_parts()
+        .0
         .layer(axum::Extension(reloader))
         .with_state(state.clone())
         .merge(metrics)
@@ -69,9 +54,10 @@ pub fn router(
             access.clone(),
             access::basic_auth,
         ));
-    Router::new()
-        .route("/version", get(info::version))
-        .merge(crate::openapi::routes().split_for_parts().0)
+    open_routes()
+        .merge(crate::openapi::routes())
+        .split_for_parts()
+        .0
         .layer(axum::Extension(document))
         .with_state(state)
         .merge(guarded)
@@ -81,85 +67,78 @@ pub fn router(
         .layer(middleware::from_fn_with_state(access, access::known_host))
 }
 
-/// Tokens, their scopes and their rate limits (guarded).
-fn token_routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/token/{ns}", get(tokens::list).post(tokens::create))
-        .route("/token/{ns}/{token}", delete(tokens::delete))
-        .route(
-            "/token/{ns}/{token}/scope",
-            get(tokens::get_scope).put(tokens::set_scope),
-        )
-        .route("/tokens/migrate", post(tokens::migrate))
-        .route(
-            "/token/{ns}/{token}/limit",
-            get(limits::get)
-                .post(limits::create)
-                .put(limits::update)
-                .delete(limits::delete),
-        )
-        .route("/limits", get(limits::list))
+/// The admin routes open to anyone who reaches the listener: the build.
+pub fn open_routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::default().routes(routes!(info::version))
 }
 
-/// Namespaces, their export, import and move, their queues and dead
-/// letters (guarded).
-fn namespace_routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/namespaces", get(queues::namespaces))
-        .route("/namespaces/{ns}/export", get(portable::export))
-        .route("/namespaces/{ns}/import", post(portable::import))
-        .route(
-            "/namespaces/{ns}/move",
-            get(moves::status).post(moves::start),
-        )
-        .route(
-            "/namespaces/{ns}/quota",
-            get(quotas::get)
-                .put(quotas::set)
-                .patch(quotas::patch)
-                .delete(quotas::clear),
-        )
-        .route("/namespaces/{ns}/usage", get(usage::one))
-        .route("/usage", get(usage::all))
-        .route("/attention", get(attention::list))
-        .route("/namespaces/{ns}/queues", get(queues::list))
-        .route("/namespaces/{ns}/queues/{queue}", get(queues::one))
-        .route(
-            "/namespaces/{ns}/queues/{queue}/history",
-            get(queues::history),
-        )
-        .route("/namespaces/{ns}/queues/{queue}/jobs", get(jobs::list))
-        .route(
-            "/namespaces/{ns}/queues/{queue}/jobs/{job_id}",
-            get(jobs::one),
-        )
-        .route(
-            "/namespaces/{ns}/queues/{queue}/deadletter",
-            get(deadletter::dead_list),
-        )
-        .route(
-            "/namespaces/{ns}/queues/{queue}/deadletter/respawn",
-            post(deadletter::dead_respawn),
-        )
-        .route(
-            "/namespaces/{ns}/queues/{queue}/deadletter/delete",
-            post(deadletter::dead_delete),
-        )
+/// The admin routes behind the accounts, each registered from its
+/// handler's `#[utoipa::path]`.
+pub fn guarded_routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::default()
+        .merge(token_routes())
+        .merge(namespace_routes())
+        .merge(queue_routes())
+        .routes(routes!(reload::reload))
+        // One read per slot and shard per call: not for anyone who can
+        // reach the listener.
+        .routes(routes!(info::pool_status))
+        // Every tenant's name (`/info` reads every slot for them), and
+        // the pools' state.
+        .routes(routes!(info::pools))
+        .routes(routes!(info::drains))
+        .routes(routes!(info::info))
+        .routes(routes!(dashboard::root))
+        .routes(routes!(dashboard::to_dashboard))
+        .routes(routes!(dashboard::index))
+        .routes(routes!(dashboard::file))
 }
 
-/// `POST /reload`: reloads the pools now; 200 with what changed, or 400 with
-/// why the new config was refused (the old one stays).
-async fn reload(axum::Extension(reloader): axum::Extension<Arc<Reloader>>) -> Response {
-    match reloader.reload("admin API").await {
-        Ok(summary) => {
-            let answer = answers::info::Reloaded {
-                msg: answers::info::ReloadedMsg::Reloaded,
-                changes: summary,
-            };
-            axum::Json(answer).into_response()
-        }
-        Err(e) => ApiError::bad(format!("reload failed, pools unchanged: {e:#}")).into_response(),
-    }
+/// Tokens, their scopes and their rate limits.
+fn token_routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::default()
+        .routes(routes!(tokens::list, tokens::create))
+        .routes(routes!(tokens::delete))
+        .routes(routes!(tokens::get_scope, tokens::set_scope))
+        .routes(routes!(tokens::migrate))
+        .routes(routes!(
+            limits::get,
+            limits::create,
+            limits::update,
+            limits::delete
+        ))
+        .routes(routes!(limits::list))
+}
+
+/// Namespaces: their export, import and move, quota and usage.
+fn namespace_routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::default()
+        .routes(routes!(queues::namespaces))
+        .routes(routes!(portable::export::export))
+        .routes(routes!(portable::import::import))
+        .routes(routes!(moves::status, moves::start))
+        .routes(routes!(
+            quotas::get,
+            quotas::set,
+            quotas::patch,
+            quotas::clear
+        ))
+        .routes(routes!(usage::one))
+        .routes(routes!(usage::all))
+        .routes(routes!(attention::list))
+}
+
+/// A namespace's queues, their jobs and dead letters.
+fn queue_routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::default()
+        .routes(routes!(queues::list))
+        .routes(routes!(queues::one))
+        .routes(routes!(queues::history))
+        .routes(routes!(jobs::list))
+        .routes(routes!(jobs::one))
+        .routes(routes!(deadletter::dead_list))
+        .routes(routes!(deadletter::dead_respawn))
+        .routes(routes!(deadletter::dead_delete))
 }
 
 async fn not_found() -> ApiError {

@@ -19,22 +19,50 @@ use sundial_router::{
 
 use super::answers::namespaces::NamespaceMove;
 use super::queues::namespace_route;
+use crate::openapi::doc;
 use crate::{
     api::{error::ApiError, queue::counts_of},
     state::AppState,
 };
 
 /// The body of a move: the pool to move to.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct MoveTo {
+    /// The pool to move to.
     to: String,
 }
 
-/// `POST /namespaces/{ns}/move?pool=` with `{"to":"<pool>"}`: starts moving
-/// the namespace (its tokens of `pool`, and its jobs wherever they are
-/// served from now) to another pool (`sundial_router::mover::namespace`).
-/// 202 with the move.
+/// Move a namespace to another pool
+///
+/// Starts moving the namespace whose tokens are in `pool` to the pool `to`,
+/// while its producers and workers go on with the same tokens. The move goes
+/// through `announced`, `moving` and `moved` by itself (see the GET). Every
+/// gateway's config must list both pools (a gateway that lacks either holds the
+/// move at `announced`). A publish whose request straddles the moment its
+/// gateway switches writes to the new pool is refused with 503 `server busy,
+/// retry later`, nothing stored. A long poll that began before a switch ends
+/// with no job as soon as its gateway switches. A namespace may move again once
+/// `moved` (also back); see docs/OPERATIONS.md, "Moving a namespace to another
+/// pool", for its limits.
+#[utoipa::path(
+    post,
+    path = "/namespaces/{ns}/move",
+    operation_id = "startNamespaceMove",
+    tag = "queues",
+    params(doc::PoolQuery),
+    request_body(content = inline(MoveTo)),
+    responses(
+        (status = 202, description = "The move has begun (`state` `announced`).", body = crate::admin::answers::namespaces::NamespaceMove<'_>),
+        (status = 400, description = "A bad body or name, or a move to the pool the namespace is in. Messages: `invalid body: expected {\"to\":\"<pool>\"}`, `namespace shop is in pool b already`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "Unknown pool (either), or no token of the namespace in `pool`. Messages: `pool not found`, `namespace not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 409, description = "A move of the namespace is under way, the other pool has a namespace of that name with tokens of its own or holds jobs an earlier tenant of that name left, or the home changed meanwhile. Nothing is started. Messages: `namespace shop is moving already, to pool b (moving)`, `pool b has a namespace shop of its own (tokens of that pool): moving would mix two tenants`, `pool b holds 3 jobs of a namespace shop that no token of its owns (left by an earlier tenant of that name): moving would mix them with this one's; delete them or choose another pool`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 413, response = doc::PayloadTooLarge),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn start(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
@@ -63,9 +91,30 @@ pub(super) async fn start(
     ))
 }
 
-/// `GET /namespaces/{ns}/move?pool=`: where the namespace's tokens of
-/// `pool` are served from, and how far its move has come; 404 when it
-/// never moved.
+/// A namespace's move to another pool
+///
+/// Where the namespace's tokens of `pool` are served from, and how far its move
+/// has come: `state` `announced` (every gateway learns of it; reads cover both
+/// pools), `moving` (writes go to `to`; once every gateway writes there, the
+/// mover carries the jobs), `moved` (all of them in `to`). `jobs_left`: the
+/// namespace's jobs still in `from` (its queues' counts there; 0 once moved);
+/// `jobs_moved`: jobs this gateway's mover carried (each gateway counts its
+/// own).
+#[utoipa::path(
+    get,
+    path = "/namespaces/{ns}/move",
+    operation_id = "getNamespaceMove",
+    tag = "queues",
+    params(doc::PoolQuery),
+    responses(
+        (status = 200, description = "The move.", body = crate::admin::answers::namespaces::NamespaceMove<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 404, description = "Unknown pool, or the namespace never moved. Messages: `pool not found`, `namespace has no move`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn status(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,

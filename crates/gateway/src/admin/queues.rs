@@ -20,6 +20,7 @@ use sundial_core::job::{check_namespace, check_queue};
 use sundial_router::Pool;
 
 use super::answers::queues::{AdminQueue, MoveSummary, NamespaceList, QueueHistory, QueueList};
+use crate::openapi::doc;
 use crate::{
     api::{
         error::ApiError,
@@ -89,9 +90,28 @@ pub(super) fn page_size(params: &Params) -> Result<u64, ApiError> {
     }
 }
 
-/// `GET /namespaces/{ns}/queues?pool=&cursor=&limit=`: the namespace's
-/// queues in name order, each with its backlog per state, running totals
-/// and rates; `next_cursor` continues the list (`null` at its end).
+/// A namespace's queues
+///
+/// The namespace's queues in name order, a page at a time, each as `GET
+/// /api/{ns}/{queue}/stats` shows it (reading them takes a rate and history
+/// sample). A queue is listed once it has been published to, and while it holds
+/// jobs: one that holds none leaves the list within about ten minutes (the
+/// index's sweep).
+#[utoipa::path(
+    get,
+    path = "/namespaces/{ns}/queues",
+    operation_id = "listQueues",
+    tag = "queues",
+    params(doc::PoolQuery, doc::ListQueuesParams),
+    responses(
+        (status = 200, description = "A page of queues.", body = crate::admin::answers::queues::QueueList<'_>),
+        (status = 400, description = "A bad name or parameter. Messages: `namespace name contains forbidden characters`, `invalid limit`, `invalid limit: 1 to 500`, `invalid cursor`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn list(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
@@ -132,8 +152,25 @@ pub(super) async fn list(
     .into_response())
 }
 
-/// `GET /namespaces/{ns}/queues/{queue}?pool=`: one queue, as the listing
-/// shows it (a queue that was never published to shows zeros).
+/// One queue
+///
+/// One queue as the listing shows it, with `pool`; a queue never published to
+/// shows zeros.
+#[utoipa::path(
+    get,
+    path = "/namespaces/{ns}/queues/{queue}",
+    operation_id = "getQueue",
+    tag = "queues",
+    params(doc::PoolQuery),
+    responses(
+        (status = 200, description = "The queue.", body = crate::admin::answers::queues::AdminQueue<'_>),
+        (status = 400, description = "A bad name. Messages: `namespace or queue name too long`, `namespace name contains forbidden characters`, `queue name contains forbidden characters`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn one(
     State(state): State<Arc<AppState>>,
     Path((ns, queue)): Path<(String, String)>,
@@ -149,9 +186,24 @@ pub(super) async fn one(
     .into_response())
 }
 
-/// `GET /namespaces?pool=`: the namespaces of the pool that have a token,
-/// sorted (a namespace is made by its first token). From this gateway's
-/// copy of the token table: no Redis call.
+/// Namespaces of a pool
+///
+/// The namespaces that have at least one token in the pool, sorted.
+#[utoipa::path(
+    get,
+    path = "/namespaces",
+    operation_id = "listNamespaces",
+    tag = "queues",
+    params(doc::PoolQuery),
+    responses(
+        (status = 200, description = "The namespaces.", body = crate::admin::answers::queues::NamespaceList<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn namespaces(
     State(state): State<Arc<AppState>>,
     uri: Uri,
@@ -169,9 +221,24 @@ pub(super) async fn namespaces(
     .into_response())
 }
 
-/// `GET /namespaces/{ns}/queues/{queue}/history?pool=`: the readings of
-/// the queue's backlog and rates this gateway kept (see
-/// [`crate::history`]), oldest first.
+/// A queue's recent stats
+///
+/// Samples this gateway took whenever the queue's stats were read (by the
+/// dashboard, the CLI or the queue list), at most one per 5 s, kept 10 minutes,
+/// in memory (so per gateway, and empty after a restart).
+#[utoipa::path(
+    get,
+    path = "/namespaces/{ns}/queues/{queue}/history",
+    operation_id = "getQueueHistory",
+    tag = "queues",
+    params(doc::PoolQuery),
+    responses(
+        (status = 200, description = "The samples.", body = crate::admin::answers::queues::QueueHistory<'_>),
+        (status = 400, description = "A bad name. Messages: `namespace or queue name too long`, `namespace name contains forbidden characters`, `queue name contains forbidden characters`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn history(
     State(state): State<Arc<AppState>>,
     Path((ns, queue)): Path<(String, String)>,

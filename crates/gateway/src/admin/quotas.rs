@@ -17,6 +17,7 @@ use sundial_router::{
 
 use super::answers::quotas::{Bounds, QuotaAnswer};
 use super::queues::{names, pool};
+use crate::openapi::doc;
 use crate::{
     api::{error::ApiError, params::Params},
     state::AppState,
@@ -86,7 +87,27 @@ fn invalid(e: String) -> ApiError {
     ApiError::bad(format!("invalid quota: {e}"))
 }
 
-/// `GET /namespaces/{ns}/quota?pool=`
+/// A namespace's quota
+///
+/// What the namespace is held to (`quota`: every bound, `null` where none),
+/// what it sets itself (`set`, the quota table) and its pool's (`pool_quota`,
+/// from the config). A namespace's own fields lie over its pool's; 0 lifts a
+/// bound. Read from this gateway's copy of the table.
+#[utoipa::path(
+    get,
+    path = "/namespaces/{ns}/quota",
+    operation_id = "getNamespaceQuota",
+    tag = "queues",
+    params(doc::PoolQuery),
+    responses(
+        (status = 200, description = "The quota.", body = crate::admin::answers::quotas::QuotaAnswer<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 404, description = "404: the pool is not in this gateway's config, or the namespace has no token in it. Messages: `namespace not found`, `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn get(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
@@ -96,8 +117,27 @@ pub(super) async fn get(
     Ok(answer(&state, &pool, &ns))
 }
 
-/// `PUT /namespaces/{ns}/quota?pool=`: body, a JSON object of the fields
-/// the namespace sets (replacing what it set; `{}` sets none).
+/// Set a namespace's quota
+///
+/// Replaces what the namespace sets (`{}` sets nothing). In force on every
+/// gateway within about 0.5 s (each polls the tables' version every 200 ms).
+/// See docs/OPERATIONS.md, "Multi-tenancy".
+#[utoipa::path(
+    put,
+    path = "/namespaces/{ns}/quota",
+    operation_id = "setNamespaceQuota",
+    tag = "queues",
+    params(doc::PoolQuery),
+    request_body(content = sundial_router::quota::Quota),
+    responses(
+        (status = 200, description = "The quota as it is now.", body = crate::admin::answers::quotas::QuotaAnswer<'_>),
+        (status = 400, description = "400: the body is not a quota, names an unknown field, or a value that is not a whole number from 0 up or is out of bounds; the pool is not in this gateway's config; or the namespace has no token in the pool. Nothing changed. Messages: `invalid quota: unknown field `max_jobz``, `invalid quota: publish_rate must be a whole number from 0 up, not -1`, `pool not found`, `namespace nobody has no token in pool default`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 413, response = doc::PayloadTooLarge),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn set(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
@@ -111,9 +151,29 @@ pub(super) async fn set(
     Ok(answer(&state, &pool, &ns))
 }
 
-/// `PATCH /namespaces/{ns}/quota?pool=`: body, a JSON object of the fields
-/// to change (a number sets one, `null` removes it); the others stay as
-/// the admin Redis holds them, whoever changed them last.
+/// Change some of a namespace's quota
+///
+/// Changes the fields the body names (a number sets one, `null` removes it: the
+/// pool's bound holds again) and keeps the others as the admin Redis holds them
+/// at that moment, so that two changes made at once, on any gateways, both hold
+/// (`sundial quota set` sends this). In force on every gateway within about 0.5
+/// s. See docs/OPERATIONS.md, "Multi-tenancy".
+#[utoipa::path(
+    patch,
+    path = "/namespaces/{ns}/quota",
+    operation_id = "changeNamespaceQuota",
+    tag = "queues",
+    params(doc::PoolQuery),
+    request_body(content = doc::QuotaPatch),
+    responses(
+        (status = 200, description = "The quota as it is now.", body = crate::admin::answers::quotas::QuotaAnswer<'_>),
+        (status = 400, description = "400: the body is not a quota, names an unknown field, or a value that is not a whole number from 0 up or is out of bounds; the pool is not in this gateway's config; or the namespace has no token in the pool. Nothing changed. Messages: `invalid quota: unknown field `max_jobz``, `invalid quota: publish_rate must be a whole number from 0 up, not -1`, `pool not found`, `namespace nobody has no token in pool default`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 413, response = doc::PayloadTooLarge),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn patch(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
@@ -132,8 +192,24 @@ pub(super) async fn patch(
     Ok(answer(&state, &pool, &ns))
 }
 
-/// `DELETE /namespaces/{ns}/quota?pool=`: the namespace sets nothing; its
-/// pool's quota holds.
+/// Clear a namespace's quota
+///
+/// Removes what the namespace sets: its pool's quota holds again. 200 whether
+/// or not it set anything.
+#[utoipa::path(
+    delete,
+    path = "/namespaces/{ns}/quota",
+    operation_id = "clearNamespaceQuota",
+    tag = "queues",
+    params(doc::PoolQuery),
+    responses(
+        (status = 200, description = "The quota as it is now.", body = crate::admin::answers::quotas::QuotaAnswer<'_>),
+        (status = 400, description = "400: the body is not a quota, names an unknown field, or a value that is not a whole number from 0 up or is out of bounds; the pool is not in this gateway's config; or the namespace has no token in the pool. Nothing changed. Messages: `invalid quota: unknown field `max_jobz``, `invalid quota: publish_rate must be a whole number from 0 up, not -1`, `pool not found`, `namespace nobody has no token in pool default`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn clear(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,

@@ -15,6 +15,7 @@ use sundial_core::job::check_namespace;
 use sundial_router::{Grant, Token, admin::records::TokenRef, token::MIN_CUSTOM_SECRET};
 
 use super::answers::tokens::{CreatedToken, Migrated, TokenList, TokenView};
+use crate::openapi::doc;
 use crate::{api::error::ApiError, state::AppState};
 
 /// Form fields (urlencoded body) merged over the query's. The body is read
@@ -56,7 +57,30 @@ fn pool_param(state: &AppState, params: &HashMap<String, String>) -> Result<Stri
     Ok(pool)
 }
 
-/// `POST /token/{ns}?description=…[&token=…][&pool=…]` → 201 `{"token"}`
+/// Create a token
+///
+/// Creates a token in the namespace. Fields come from the query or a form body
+/// (`application/x-www-form-urlencoded`, at most 64 KiB), the form's overriding
+/// the query's. `scope` and `queues` are Sundial's extension. Every gateway
+/// accepts it within about 0.5 s.
+#[utoipa::path(
+    post,
+    path = "/token/{ns}",
+    operation_id = "createToken",
+    tag = "tokens",
+    params(doc::CreateTokenParams),
+    request_body(content = Option<doc::TokenForm>, content_type = "application/x-www-form-urlencoded", description = "Optional form fields, overriding the query's; read only with this content type."),
+    responses(
+        (status = 201, description = "Created; the only answer that shows the token.", body = crate::admin::answers::tokens::CreatedToken<'_>),
+        (status = 400, description = "A field was refused. Messages: `invalid description`, `the user token was too short`, `the pool was not exists`, `the token has already existed`, `the namespace name was too long`, `namespace name contains forbidden characters`, `queues need a scope: give scope=… too`, `unknown scope \"x\": publish, consume, read or manage`, `a token needs at least one scope`, `a queue name in \"a,,b\" is empty`, `invalid queue name or prefix: \"_x\"`, `at most 100 queues per token`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 408, response = doc::RequestTimeout),
+        (status = 409, description = "The namespace of another pool moved into this pool (`POST /namespaces/{ns}/move`): its tokens are that pool's; a token of this pool would name a second tenant of the same name. Sundial's extension. Messages: `namespace shop of pool default lives in pool big (it moved there): create its tokens in pool default`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 413, description = "The form body is over 64 KiB. Messages: `body too large`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn create(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
@@ -152,8 +176,24 @@ fn grant_of(params: &HashMap<String, String>) -> Result<Grant, ApiError> {
     }
 }
 
-/// `GET /token/{ns}?pool=` → `{"tokens": {id: description}, "details":
-/// [...]}`: lmstfy's map, keyed by id since the secrets are not stored.
+/// List a namespace's tokens
+///
+/// The namespace's tokens in a pool, oldest first, read from Redis. lmstfy's
+/// `tokens` map is keyed by id, since Redis holds digests.
+#[utoipa::path(
+    get,
+    path = "/token/{ns}",
+    operation_id = "listTokens",
+    tag = "tokens",
+    params(doc::ListTokensParams),
+    responses(
+        (status = 200, description = "The tokens.", body = crate::admin::answers::tokens::TokenList<'_>),
+        (status = 400, description = "A bad namespace name, or an unknown pool. Messages: `the namespace name was too long`, `namespace name contains forbidden characters`, `the pool was not exists`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn list(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
@@ -170,8 +210,25 @@ pub(super) async fn list(
     Ok(Json(TokenList { tokens, details }).into_response())
 }
 
-/// `DELETE /token/{ns}/{token or id}` → 204 (either may carry its `pool:`
-/// prefix)
+/// Revoke a token
+///
+/// Deletes the token (named by itself or its id) and its limit. Every gateway
+/// stops accepting it within about 0.5 s; a long poll that waits with it
+/// answers 401 when it wakes.
+#[utoipa::path(
+    delete,
+    path = "/token/{ns}/{token}",
+    operation_id = "deleteToken",
+    tag = "tokens",
+    params(doc::DeleteTokenParams),
+    responses(
+        (status = 204, description = "Done, whether or not it existed."),
+        (status = 400, description = "A bad namespace name. Messages: `the namespace name was too long`, `namespace name contains forbidden characters`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(false))),
+)]
 pub(super) async fn delete(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
@@ -188,7 +245,24 @@ pub(super) async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `GET /token/{ns}/{token or id}/scope` → the token, described
+/// A token's scope
+///
+/// The token as the listing describes it.
+#[utoipa::path(
+    get,
+    path = "/token/{ns}/{token}/scope",
+    operation_id = "getTokenScope",
+    tag = "tokens",
+    params(doc::GetTokenScopeParams),
+    responses(
+        (status = 200, description = "The token.", body = crate::admin::answers::tokens::TokenView<'_>),
+        (status = 400, description = "A bad namespace name. Messages: `the namespace name was too long`, `namespace name contains forbidden characters`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "No such token in the namespace. Messages: `token not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn get_scope(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
@@ -214,9 +288,29 @@ struct ScopeBody {
     queues: Option<Vec<String>>,
 }
 
-/// `PUT /token/{ns}/{token or id}/scope` with `{"scopes":[…],"queues":[…]}`
-/// (`queues` left out or null: every queue) → the token, described. Every
-/// gateway applies it within about 0.5 s.
+/// Set a token's scope
+///
+/// Gives the token new scopes and queues, in place (a plaintext token is
+/// migrated on the way). Every gateway applies it within about 0.5 s; a long
+/// poll waiting with the token answers 403 when it wakes.
+#[utoipa::path(
+    put,
+    path = "/token/{ns}/{token}/scope",
+    operation_id = "setTokenScope",
+    tag = "tokens",
+    params(doc::SetTokenScopeParams),
+    request_body(content = doc::ScopeUpdate),
+    responses(
+        (status = 200, description = "The token, described.", body = crate::admin::answers::tokens::TokenView<'_>),
+        (status = 400, description = "The body was refused. Messages: `the namespace name was too long`, `namespace name contains forbidden characters`, `invalid scope: expected {\"scopes\":[\"publish\",…],\"queues\":[…]}: unknown field `x``, `the queue list is empty; leave it out to allow every queue`, `a queue name in the list is empty or has a comma`, `unknown scope \"x\": publish, consume, read or manage`, `a token needs at least one scope`, `invalid queue name or prefix: \"_x\"`, `at most 100 queues per token`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "No such token in the namespace. Messages: `token not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 408, response = doc::RequestTimeout),
+        (status = 413, description = "The body is over 64 KiB. Messages: `body too large`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn set_scope(
     State(state): State<Arc<AppState>>,
     Path((ns, token)): Path<(String, String)>,
@@ -263,9 +357,24 @@ pub(super) async fn set_scope(
     }
 }
 
-/// `POST /tokens/migrate` → `{"migrated": N}`: rewrites the tokens an
-/// earlier version stored in plaintext as digests. Gateways of that version
-/// stop knowing them: run it once all gateways are upgraded.
+/// Hash plaintext tokens
+///
+/// Rewrites the tokens an earlier version stored in plaintext as digests, with
+/// their limits. Gateways of that earlier version no longer accept them
+/// afterwards: run it once every gateway is upgraded.
+#[utoipa::path(
+    post,
+    path = "/tokens/migrate",
+    operation_id = "migrateTokens",
+    tag = "tokens",
+    responses(
+        (status = 200, description = "How many were rewritten.", body = crate::admin::answers::tokens::Migrated),
+        (status = 400, response = doc::BadRequest),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn migrate(
     State(state): State<Arc<AppState>>,
 ) -> Result<impl IntoResponse, ApiError> {

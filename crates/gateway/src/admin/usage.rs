@@ -20,6 +20,7 @@ use sundial_router::Pool;
 
 use super::answers::quotas::{BACKLOG, Bounds, NamespaceUsage, UsageReport};
 use super::queues::{names, pool};
+use crate::openapi::doc;
 use crate::{
     api::{error::ApiError, params::Params},
     state::AppState,
@@ -53,8 +54,25 @@ async fn line<'a>(
     })
 }
 
-/// `GET /usage?pool=`: every namespace that has a token in the pool or
-/// holds jobs there, in name order.
+/// Every namespace's usage in a pool
+///
+/// The usage of every namespace that has a token in the pool or holds jobs
+/// there, by name (see `GET /namespaces/{ns}/usage`).
+#[utoipa::path(
+    get,
+    path = "/usage",
+    operation_id = "getPoolUsage",
+    tag = "queues",
+    params(doc::PoolQuery),
+    responses(
+        (status = 200, description = "The pool's report.", body = crate::admin::answers::quotas::UsageReport<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 404, description = "404: the pool is not in this gateway's config. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn all(
     State(state): State<Arc<AppState>>,
     uri: Uri,
@@ -81,8 +99,29 @@ pub(super) async fn all(
     .into_response())
 }
 
-/// `GET /namespaces/{ns}/usage?pool=`: one namespace's line (zeros for a
-/// namespace that never held a job there).
+/// A namespace's usage
+///
+/// What the namespace holds in the pool (jobs, bytes, queues) and what it did
+/// there (published, consumed, acked, refused by quota), for billing and
+/// alerts. Reads every slot's counters (O(queues) Redis work): an admin call;
+/// the Prometheus series `sundial_namespace_jobs` and `sundial_namespace_bytes`
+/// are the cheap way to watch. A namespace that never held a job there gets
+/// zeros.
+#[utoipa::path(
+    get,
+    path = "/namespaces/{ns}/usage",
+    operation_id = "getNamespaceUsage",
+    tag = "queues",
+    params(doc::PoolQuery),
+    responses(
+        (status = 200, description = "The namespace's usage.", body = crate::admin::answers::quotas::NamespaceUsage<'_>),
+        (status = 400, response = doc::BadRequest),
+        (status = 404, description = "404: the pool is not in this gateway's config. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(super) async fn one(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,

@@ -230,7 +230,7 @@ pub(super) async fn admit(
     operation_id = "publishJob",
     tag = "jobs",
     params(doc::PublishQuery, doc::PublishJobParams),
-    request_body(content = inline(doc::JobBytes), content_type = "application/octet-stream", description = "The job's bytes (at most 1 MiB; empty is an empty job). Any content type; stored as sent."),
+    request_body(content = Option<doc::JobBytes>, content_type = "application/octet-stream", description = "The job's bytes (at most 1 MiB; empty is an empty job). Any content type; stored as sent."),
     responses(
         (status = 201, description = "Published.", body = crate::api::answers::Published<'_>),
         (status = 400, description = "A parameter or header was refused. Over the namespace's quota `max_delay`, `max_ttl` or `max_tries`: `{\"error\",\"quota\",\"limit\",\"usage\"}` (see the quota conventions). Messages: `invalid delay`, `invalid delay_ms`, `invalid ttl`, `invalid tries`, `tries shouldn't be zero`, `ttl is shorter than delay`, `too many attributes, cannot exceed 16`, `queue name contains forbidden characters`, `namespace or queue name too long`, `failed to read body`.", body = inline(doc::ErrorOrQuota)),

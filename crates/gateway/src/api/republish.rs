@@ -62,7 +62,7 @@ async fn delete_elsewhere(
     operation_id = "republishJob",
     tag = "jobs",
     params(doc::PublishQuery),
-    request_body(content = inline(doc::JobBytes), content_type = "application/octet-stream", description = "The new job's bytes, at most 1 MiB."),
+    request_body(content = Option<doc::JobBytes>, content_type = "application/octet-stream", description = "The new job's bytes, at most 1 MiB."),
     responses(
         (status = 201, description = "Published; `job_id` is the new id.", body = crate::api::answers::Published<'_>),
         (status = 400, description = "A parameter, header or the id was refused. Over the namespace's quota `max_delay`, `max_ttl` or `max_tries`: `{\"error\",\"quota\",\"limit\",\"usage\"}` (see the quota conventions). Messages: `invalid job id`, `invalid delay`, `invalid delay_ms`, `invalid ttl`, `invalid tries`, `tries shouldn't be zero`, `ttl is shorter than delay`, `too many attributes, cannot exceed 16`.", body = inline(doc::ErrorOrQuota)),

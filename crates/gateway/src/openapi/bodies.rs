@@ -27,7 +27,8 @@ fn reference(name: &str) -> RefOr<Schema> {
 macro_rules! written {
     ($($(#[$doc:meta])* $name:ident = $json:tt;)*) => {$(
         $(#[$doc])*
-        pub(crate) struct $name;
+        #[derive(Debug)]
+        pub struct $name;
 
         impl PartialSchema for $name {
             fn schema() -> RefOr<Schema> {
@@ -269,7 +270,8 @@ written! {
 
 /// The body of `PUT /api/{ns}/{queue}/bulk`: each element's raw JSON text
 /// is one job's body.
-pub(crate) struct BulkBody;
+#[derive(Debug)]
+pub struct BulkBody;
 
 impl PartialSchema for BulkBody {
     fn schema() -> RefOr<Schema> {
@@ -300,7 +302,8 @@ impl ToSchema for BulkBody {
 macro_rules! inline {
     ($($(#[$doc:meta])* $name:ident => $schema:expr;)*) => {$(
         $(#[$doc])*
-        pub(crate) struct $name;
+        #[derive(Debug)]
+        pub struct $name;
 
         impl PartialSchema for $name {
             fn schema() -> RefOr<Schema> {

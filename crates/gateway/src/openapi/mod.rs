@@ -31,8 +31,8 @@ pub use layers::Exposure;
 
 /// What the handlers' `#[utoipa::path]` attributes name: parameters,
 /// shared responses and the bodies no type gives.
-pub(crate) mod doc {
-    pub(crate) use super::{bodies::*, params::*, responses::*};
+pub mod doc {
+    pub use super::{bodies::*, params::*, responses::*};
 }
 
 /// The document's text, as served.
@@ -56,6 +56,7 @@ pub fn assemble(parts: Vec<(Exposure, utoipa::openapi::OpenApi)>) -> String {
         for (path, mut item) in paths {
             layers::apply(exposure, &path, &mut item);
             unwrap_prose(&mut item);
+            optional_bodies(&mut item);
             let entry = doc["paths"]
                 .as_object_mut()
                 .expect("shared.json has paths")
@@ -100,6 +101,40 @@ fn settle_extensions(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(settle_extensions),
         _ => {}
+    }
+}
+
+/// utoipa writes an optional request body (`content = Option<T>`) as a
+/// body that may be `null`; OpenAPI says it with `required: false`, and
+/// no body is `null`.
+fn optional_bodies(item: &mut Value) {
+    for operation in item
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|o| o.values_mut())
+    {
+        let Some(body) = operation.get_mut("requestBody") else {
+            continue;
+        };
+        let mut optional = false;
+        for media in body["content"]
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|c| c.values_mut())
+        {
+            let Some(Value::Array(one_of)) = media["schema"].get("oneOf") else {
+                continue;
+            };
+            if let [schema, null] = &one_of[..]
+                && null == &serde_json::json!({"type": "null"})
+            {
+                media["schema"] = schema.clone();
+                optional = true;
+            }
+        }
+        if optional {
+            body["required"] = Value::Bool(false);
+        }
     }
 }
 

@@ -11,7 +11,8 @@ use utoipa::{
 macro_rules! shared {
     ($($(#[$doc:meta])* $name:ident,)*) => {$(
         $(#[$doc])*
-        pub(crate) struct $name;
+        #[derive(Debug)]
+        pub struct $name;
 
         impl<'r> ToResponse<'r> for $name {
             fn response() -> (&'r str, RefOr<Response>) {
@@ -35,4 +36,10 @@ shared! {
     RequestTimeout,
     /// 429: a rate limit or quota.
     TooManyRequests,
+    /// 413: the body is too large.
+    PayloadTooLarge,
+    /// 500: a bug or an unexpected Redis answer.
+    Internal,
+    /// 503: Redis is out of reach.
+    Unavailable,
 }

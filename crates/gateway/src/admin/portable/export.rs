@@ -15,6 +15,7 @@ use super::{
     line::Line,
     places::{places, wholly_in},
 };
+use crate::openapi::doc;
 use crate::{admin::queues::namespace_route, api::error::ApiError, state::AppState};
 
 /// Records read per export page, at most (fewer when their bodies are
@@ -103,10 +104,36 @@ async fn lists(
     Ok(())
 }
 
-/// `GET /namespaces/{ns}/export?pool=`: the namespace's jobs as NDJSON
-/// (`application/x-ndjson`), streamed. A failure midway (a shard that does
-/// not answer) ends the stream without its last chunk: the client sees an
-/// incomplete response, never a short file that looks whole.
+/// Export a namespace's jobs (NDJSON)
+///
+/// Streams every job of the namespace in the pool, one JSON object per line
+/// (`PortableJob`), for backups and for moving a tenant to another installation
+/// or pool (`POST /namespaces/{ns}/import`). Per slot: delayed and reserved
+/// jobs, then each queue's ready and dead jobs newest first (an import keeps
+/// their order). Read a page (at most 200 records, and about 8 MiB) at a time,
+/// each page one read-only script, at the pace the client reads: the gateway
+/// holds a few pages at most. Jobs that change state while the export runs may
+/// be listed twice (an import skips a job it has) or, for a ready job consumed
+/// meanwhile, not at all: export a namespace whose consumers are stopped for an
+/// exact copy. A shard that fails midway ends the response without its final
+/// chunk (an incomplete transfer, never a file that looks whole). A namespace
+/// without jobs exports an empty body.
+#[utoipa::path(
+    get,
+    path = "/namespaces/{ns}/export",
+    operation_id = "exportNamespace",
+    tag = "queues",
+    params(doc::PoolQuery),
+    responses(
+        (status = 200, description = "The jobs, one per line.", body = crate::admin::portable::line::Line, content_type = "application/x-ndjson"),
+        (status = 400, response = doc::BadRequest),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 409, description = "The namespace moves into or out of this pool, or its tokens of this pool are served from another (its jobs are there): nothing is read or stored. Messages: `namespace shop is moving from pool default to pool b (moving): export or import it once it is moved`, `namespace shop of pool default moved to pool b: its jobs are there (pool=b)`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(in crate::admin) async fn export(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,

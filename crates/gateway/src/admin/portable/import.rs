@@ -17,6 +17,7 @@ use sundial_router::Pool;
 
 use super::{line::Line, places::wholly_in};
 use crate::admin::answers::namespaces::ImportResult;
+use crate::openapi::doc;
 use crate::{admin::queues::namespace_route, api::error::ApiError, state::AppState};
 
 /// Jobs per import batch (one script call).
@@ -195,12 +196,38 @@ async fn index(
     Ok(())
 }
 
-/// `POST /namespaces/{ns}/import?pool=`: stores the jobs of an NDJSON body
-/// (as an export writes it) in the namespace; answers how many were stored
-/// and how many were there already (by id). A line that is not a valid job
-/// stops the import with 400 naming the line; the lines before it are
-/// stored. Each chunk of the body must arrive within `http.body_timeout_ms`
-/// of the one before.
+/// Import jobs into a namespace (NDJSON)
+///
+/// Stores the jobs of an NDJSON body, one `PortableJob` per line as an export
+/// writes them, in the namespace (whatever namespace they were exported from)
+/// of the pool: each with its state, tries, attributes, body, and its times
+/// counted from now (a delayed job is due `delay_ms` from now, a reserved job's
+/// TTR runs out `ttr_ms` from now). A job whose id the namespace's slot holds
+/// already is skipped and counted in `existing`, so an import may run again
+/// after a failure. Read line by line and stored in batches (one script per
+/// slot and batch), in bounded memory; each chunk of the body must arrive
+/// within `http.body_timeout_ms` of the one before. A line that is not a valid
+/// job stops the import: 400 naming the line, the lines before it stored (and
+/// counted in the message). Blank lines are skipped.
+#[utoipa::path(
+    post,
+    path = "/namespaces/{ns}/import",
+    operation_id = "importNamespace",
+    tag = "queues",
+    params(doc::PoolQuery),
+    request_body(content = crate::admin::portable::line::Line, content_type = "application/x-ndjson"),
+    responses(
+        (status = 200, description = "What was stored.", body = crate::admin::answers::namespaces::ImportResult<'_>),
+        (status = 400, description = "A line that is not a valid job (the lines before it are stored), or a bad namespace name. Messages: `line 3: invalid job id (0 job(s) of the lines before it imported, 2 there already)`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 404, description = "Unknown pool. Messages: `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 408, response = doc::RequestTimeout),
+        (status = 409, description = "The namespace moves into or out of this pool, or its tokens of this pool are served from another (its jobs are there): nothing is read or stored. Messages: `namespace shop is moving from pool default to pool b (moving): export or import it once it is moved`, `namespace shop of pool default moved to pool b: its jobs are there (pool=b)`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 413, response = doc::PayloadTooLarge),
+        (status = 500, response = doc::Internal),
+        (status = 503, response = doc::Unavailable),
+    ),
+    extensions(("x-sundial-extension" = json!(true))),
+)]
 pub(in crate::admin) async fn import(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,

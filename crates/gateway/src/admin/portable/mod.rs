@@ -25,10 +25,7 @@
 //! `line.rs` holds a line and its checks, `places.rs` where a namespace's
 //! jobs are, `export.rs` and `import.rs` the two routes.
 
-mod export;
-mod import;
+pub(super) mod export;
+pub(super) mod import;
 pub(crate) mod line;
 mod places;
-
-pub(super) use export::export;
-pub(super) use import::import;

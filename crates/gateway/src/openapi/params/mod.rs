@@ -8,7 +8,8 @@
 macro_rules! written {
     ($($(#[$doc:meta])* $name:ident = [$($json:tt),* $(,)?];)*) => {$(
         $(#[$doc])*
-        pub(crate) struct $name;
+        #[derive(Debug)]
+        pub struct $name;
 
         impl utoipa::IntoParams for $name {
             fn into_params(
@@ -23,6 +24,8 @@ macro_rules! written {
     )*};
 }
 
+mod admin;
 mod jobs;
 
-pub(crate) use jobs::*;
+pub use admin::*;
+pub use jobs::*;
