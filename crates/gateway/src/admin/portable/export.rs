@@ -35,11 +35,23 @@ async fn export_place(
     let send = |jobs: Vec<PortableJob>| {
         let mut out = Vec::new();
         for j in &jobs {
-            if serde_json::to_writer(&mut out, &Line::of(j)).is_ok() {
+            // A record whose state byte names no state is damaged (the
+            // scripts pass over such records in the lists and the hash, as
+            // they pass over stale ids; a job in transit comes as taken):
+            // the export fails there, as when a shard fails, rather than
+            // write a line that no import takes.
+            let line = Line::of(j).ok_or_else(|| sundial_core::EngineError::Reply {
+                shard: shard.name().to_owned(),
+                what: format!(
+                    "job {} of {ns} has a record of no known state ({})",
+                    j.id, j.state
+                ),
+            })?;
+            if serde_json::to_writer(&mut out, &line).is_ok() {
                 out.push(b'\n');
             }
         }
-        (jobs.len() as u64, Bytes::from(out))
+        Ok((jobs.len() as u64, Bytes::from(out)))
     };
     // The jobs hash, the lists, and last the jobs in transit (a mover took
     // them out of the hash or a list and has not let them go: a job may be
@@ -58,7 +70,7 @@ async fn export_place(
                 .export_scan(slot, ns, transit, &cursor, size.get())
                 .await?;
             size.saw(page.jobs.len(), page.bytes());
-            let (k, chunk) = send(page.jobs);
+            let (k, chunk) = send(page.jobs)?;
             n += k;
             if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
                 return Ok(n);
@@ -78,7 +90,7 @@ async fn lists(
     shard: &Shard,
     slot: u32,
     q: &str,
-    send: &impl Fn(Vec<PortableJob>) -> (u64, Bytes),
+    send: &impl Fn(Vec<PortableJob>) -> Result<(u64, Bytes), sundial_core::EngineError>,
     n: &mut u64,
 ) -> Result<(), sundial_core::EngineError> {
     for dead in [false, true] {
@@ -90,7 +102,7 @@ async fn lists(
                 .export_list(slot, q, dead, passed, size.get())
                 .await?;
             size.saw(page.jobs.len(), page.bytes());
-            let (k, chunk) = send(page.jobs);
+            let (k, chunk) = send(page.jobs)?;
             *n += k;
             if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
                 return Ok(());

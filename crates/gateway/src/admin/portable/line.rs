@@ -67,17 +67,15 @@ fn is_zero(n: &u64) -> bool {
 const STATES: [&str; 4] = ["delayed", "ready", "reserved", "dead"];
 
 impl Line {
-    pub(super) fn of(j: &PortableJob) -> Self {
-        Self {
+    /// The line of `j`; `None` when its state is none of [`STATES`].
+    pub(super) fn of(j: &PortableJob) -> Option<Self> {
+        let state = STATES.get(usize::from(j.state).wrapping_sub(1))?;
+        Some(Self {
             queue: keys::parse_qualified(&j.queue)
                 .map_or(j.queue.as_str(), |(_, q)| q)
                 .to_owned(),
             job_id: j.id.clone(),
-            state: STATES
-                .get(usize::from(j.state).wrapping_sub(1))
-                .copied()
-                .unwrap_or("unknown")
-                .to_owned(),
+            state: (*state).to_owned(),
             remain_tries: j.tries,
             delivered: j.delivered,
             elapsed_ms: j.age_ms,
@@ -87,7 +85,7 @@ impl Line {
             dead_for_ms: j.dead_for_ms,
             attributes: serde_json::from_str(&j.attrs).ok(),
             data: base64::engine::general_purpose::STANDARD.encode(&j.body),
-        }
+        })
     }
 
     /// The job this line describes, in namespace `ns`, or why it cannot be.
@@ -190,4 +188,40 @@ fn attributes(
             serde_json::Value::Object(a).to_string()
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(state: u8) -> PortableJob {
+        PortableJob {
+            id: "01JD3M6Y7ZQ8K5X4W2V1T0S9R8".to_owned(),
+            queue: "ns/q".to_owned(),
+            state,
+            delivered: state == st::RESERVED,
+            tries: 1,
+            age_ms: 5,
+            ttl_ms: 0,
+            due_in_ms: if state == st::DELAYED { 1000 } else { 0 },
+            ttr_ms: if state == st::RESERVED { 1000 } else { 0 },
+            dead_for_ms: None,
+            attrs: String::new(),
+            body: bytes::Bytes::from_static(b"x"),
+        }
+    }
+
+    #[test]
+    fn every_state_makes_a_line_an_import_takes_back_and_no_other_does() {
+        for state in [st::DELAYED, st::READY, st::RESERVED, st::DEAD] {
+            let line = Line::of(&job(state)).expect("a known state");
+            let text = serde_json::to_string(&line).expect("serialises");
+            let back: Line = serde_json::from_str(&text).expect("parses");
+            let (_, again) = back.job("ns").expect("an import takes it");
+            assert_eq!(again.state, state, "{text}");
+        }
+        for state in [0, 5, 15] {
+            assert!(Line::of(&job(state)).is_none(), "state {state}");
+        }
+    }
 }
