@@ -82,10 +82,14 @@ fn no_route_is_added_by_hand() {
     let mut by_hand = BTreeSet::new();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("read");
-        // `.route("/path", …)`, the path on the same line or the next.
-        let routes = text
-            .match_indices(".route(")
-            .any(|(i, _)| text[i + ".route(".len()..].trim_start().starts_with('"'));
+        // `.route("/path", …)` and the like, the path on the same line or
+        // the next.
+        let routes = [".route(", ".route_service(", ".nest(", ".nest_service("]
+            .iter()
+            .any(|call| {
+                text.match_indices(call)
+                    .any(|(i, _)| text[i + call.len()..].trim_start().starts_with('"'))
+            });
         if routes {
             let rel = file.strip_prefix(root()).expect("under the root");
             by_hand.insert(rel.to_string_lossy().replace('\\', "/"));
@@ -96,6 +100,41 @@ fn no_route_is_added_by_hand() {
         "routes added by hand, so not documented: register them with \
          `routes!` from a handler's `#[utoipa::path]`: {by_hand:?}"
     );
+}
+
+/// Every handler that documents an operation (`operation_id = "…"` in its
+/// `#[utoipa::path]`) is in the document, and nothing else is: a handler
+/// registered with `routes!` in a router whose document is thrown away
+/// would be served but not documented.
+#[test]
+fn every_documented_handler_is_in_the_document() {
+    let mut files = Vec::new();
+    for krate in std::fs::read_dir(root().join("crates")).expect("crates") {
+        let src = krate.expect("crate").path().join("src");
+        if src.is_dir() {
+            sources(&src, &mut files);
+        }
+    }
+    let mut in_code = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read");
+        for (i, _) in text.match_indices("operation_id = \"") {
+            let rest = &text[i + "operation_id = \"".len()..];
+            let id = &rest[..rest.find('"').expect("the id's end")];
+            assert!(in_code.insert(id.to_owned()), "operation_id {id} twice");
+        }
+    }
+    let doc = document();
+    let documented: BTreeSet<String> = operations(&doc)
+        .iter()
+        .map(|(path, m)| {
+            doc["paths"][path][m]["operationId"]
+                .as_str()
+                .expect("id")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(in_code, documented);
 }
 
 /// Whether the document puts `path` on the admin listener, the job
@@ -127,6 +166,7 @@ async fn every_documented_operation_reaches_its_handler_on_its_listener() {
     cfg.accounts = vec![("ops".to_owned(), "ops-pass-9Xq2vT".to_owned())];
     let gw = Sundial::start(&cfg);
     let admin = Api::new(gw.admin(), None).with_basic_auth("ops", "ops-pass-9Xq2vT");
+    let anonymous = Api::new(gw.admin(), None);
     let token = admin.create_token("ns").await;
     let api = Api::new(gw.api(), Some(&token));
     let job = api.publish("ns", "q", "", b"x").await;
@@ -174,6 +214,18 @@ async fn every_documented_operation_reaches_its_handler_on_its_listener() {
                 _ => Some(b"{}".to_vec()),
             };
             let url = fill(&path);
+            if listener == "admin" {
+                // Behind the accounts exactly where the document says.
+                let guarded = doc["paths"][&path][&m]["security"] != serde_json::json!([]);
+                let r = anonymous
+                    .call(method.clone(), &url, body.clone(), &[])
+                    .await;
+                assert_eq!(
+                    r.status == 401,
+                    guarded,
+                    "{m} {url}: documented as guarded: {guarded}, answered {r:?}"
+                );
+            }
             let r = client.call(method, &url, body, &[]).await;
             let fallback = r.status == 405
                 || (r.status == 404 && r.json == serde_json::json!({"error": "api not found"}));

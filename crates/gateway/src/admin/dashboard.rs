@@ -96,7 +96,6 @@ fn to_page() -> Response {
     path = "/dashboard/{file}",
     operation_id = "getDashboardAsset",
     tag = "dashboard",
-    params(doc::GetDashboardAssetParams),
     responses(
         (status = 200, description = "The asset.", content((String = "text/javascript"), (String = "text/css"))),
         (status = 400, response = doc::BadRequest),

@@ -129,7 +129,6 @@ pub(super) async fn drains(
     path = "/pools/{pool}",
     operation_id = "getPoolStatus",
     tag = "pools",
-    params(doc::GetPoolStatusParams),
     responses(
         (status = 200, description = "The pool.", body = crate::admin::answers::info::PoolStatus<'_>),
         (status = 400, response = doc::BadRequest),

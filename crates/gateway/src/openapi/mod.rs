@@ -9,8 +9,8 @@
 //! What every operation behind a layer shares (path parameters, the errors
 //! of the token check or of the admin accounts, the listener) is added by
 //! [`layers`]. `shared.json` holds what no type or route says: the
-//! document's info, the shared responses, parameters, headers and security
-//! schemes. [`crate::document`] puts the parts together.
+//! document's info, the shared responses, path parameters, headers and
+//! security schemes; the query parameters are in [`params`]. [`crate::document`] puts the parts together.
 
 mod bodies;
 mod layers;

@@ -247,17 +247,6 @@ written! {
             "schema": {"type": "integer", "minimum": 0, "maximum": 4096, "format": "uint64", "default": 256}
         },
     ];
-    /// Of `getPoolStatus`.
-    GetPoolStatusParams = [
-        {
-            "name": "pool",
-            "in": "path",
-            "required": true,
-            "description": "The pool.",
-            "schema": {"type": "string"},
-            "example": "default"
-        },
-    ];
     /// Of `getInfo`.
     GetInfoParams = [
         {
@@ -276,16 +265,6 @@ written! {
             "required": false,
             "description": "`true` (or `1`): 503 unless every shard answers. Read leniently: the last value counts, anything else is not strict.",
             "schema": {"type": "boolean", "default": false}
-        },
-    ];
-    /// Of `getDashboardAsset`.
-    GetDashboardAssetParams = [
-        {
-            "name": "file",
-            "in": "path",
-            "required": true,
-            "description": "An embedded asset: `lib.js`, `quota.js`, `jobs.js`, `app.js` or `app.css`; any other name is 404.",
-            "schema": {"type": "string", "examples": ["lib.js", "quota.js", "app.js", "app.css"]}
         },
     ];
 }

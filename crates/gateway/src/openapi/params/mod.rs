@@ -1,8 +1,10 @@
 //! The query and header parameters of the operations, written as JSON
 //! (the handlers read them by hand, leniently, as lmstfy does, so no type
 //! holds them), one type per operation or shared group, in [`jobs`] and
-//! `admin`. Path parameters are the routes' own: `super::layers` gives each
-//! `{name}` its shared definition from `shared.json`.
+//! `admin`. `super::layers` gives each `{name}` of a route's path its
+//! shared definition from `shared.json`; an operation lists a path
+//! parameter here only where it says more (a consume's queue list, a
+//! token's namespace that is not checked as a name).
 
 /// Parameters written as JSON, one type per operation or shared group.
 macro_rules! written {
