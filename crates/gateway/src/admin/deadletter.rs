@@ -58,7 +58,7 @@ fn parse_dead_cursor(c: &str) -> Option<(usize, u64)> {
     path = "/namespaces/{ns}/queues/{queue}/deadletter",
     operation_id = "listDeadJobs",
     tag = "queues",
-    params(doc::PoolQuery, doc::ListDeadJobsParams),
+    params(doc::PoolQuery, doc::ListDeadJobsParams, doc::Preview),
     responses(
         (status = 200, description = "A page of dead jobs.", body = crate::admin::answers::jobs::DeadJobList<'_>),
         (status = 400, description = "A bad name or parameter. Messages: `namespace or queue name too long`, `namespace name contains forbidden characters`, `queue name contains forbidden characters`, `invalid limit`, `invalid limit: 1 to 500`, `invalid preview`, `invalid preview: 0 to 4096`, `invalid cursor`.", body = crate::api::answers::ErrorBody<'_>),

@@ -53,7 +53,7 @@ fn parse_cursor(c: &str) -> Option<(usize, (u64, u64))> {
     path = "/namespaces/{ns}/queues/{queue}/jobs",
     operation_id = "listQueueJobs",
     tag = "queues",
-    params(doc::PoolQuery, doc::ListQueueJobsParams),
+    params(doc::PoolQuery, doc::ListQueueJobsParams, doc::Preview),
     responses(
         (status = 200, description = "A page of jobs.", body = crate::admin::answers::jobs::QueueJobList<'_>),
         (status = 400, description = "A bad name or parameter. Messages: `namespace or queue name too long`, `namespace name contains forbidden characters`, `queue name contains forbidden characters`, `invalid limit: 1 to 500`, `invalid preview: 0 to 4096`, `invalid cursor`, `invalid state: ready, delayed, reserved or dead`.", body = crate::api::answers::ErrorBody<'_>),
@@ -161,7 +161,7 @@ fn ttl_secs(expire_ms: u64, now_ms: u64) -> u64 {
     path = "/namespaces/{ns}/queues/{queue}/jobs/{job_id}",
     operation_id = "getQueueJob",
     tag = "queues",
-    params(doc::PoolQuery, doc::GetQueueJobParams),
+    params(doc::PoolQuery, doc::Preview),
     responses(
         (status = 200, description = "The job.", body = crate::admin::answers::jobs::QueueJobFound<'_>),
         (status = 400, description = "A bad name or parameter. Messages: `namespace or queue name too long`, `namespace name contains forbidden characters`, `queue name contains forbidden characters`, `invalid job id`, `invalid preview: 0 to 4096`.", body = crate::api::answers::ErrorBody<'_>),

@@ -41,7 +41,7 @@ fn parse(body: &[u8]) -> Result<Limit, ApiError> {
     path = "/token/{ns}/{token}/limit",
     operation_id = "createLimit",
     tag = "limits",
-    params(doc::CreateLimitParams),
+    params(doc::LimitNamespace),
     request_body(content = sundial_router::admin::records::Limit),
     responses(
         (status = 201, description = "Created.", body = crate::admin::answers::limits::Limiter),
@@ -83,7 +83,7 @@ pub(super) async fn create(
     path = "/token/{ns}/{token}/limit",
     operation_id = "setLimit",
     tag = "limits",
-    params(doc::SetLimitParams),
+    params(doc::LimitNamespace),
     request_body(content = sundial_router::admin::records::Limit),
     responses(
         (status = 200, description = "Set.", body = crate::admin::answers::limits::Limiter),
@@ -125,7 +125,7 @@ pub(super) async fn update(
     path = "/token/{ns}/{token}/limit",
     operation_id = "getLimit",
     tag = "limits",
-    params(doc::GetLimitParams),
+    params(doc::LimitNamespace),
     responses(
         (status = 200, description = "The limit.", body = sundial_router::admin::records::Limit),
         (status = 400, response = doc::BadRequest),
@@ -152,7 +152,7 @@ pub(super) async fn get(
     path = "/token/{ns}/{token}/limit",
     operation_id = "deleteLimit",
     tag = "limits",
-    params(doc::DeleteLimitParams),
+    params(doc::LimitNamespace),
     responses(
         (status = 200, description = "Done.", body = crate::api::answers::Msg<'_>, example = json!({"msg": "success"})),
         (status = 400, response = doc::BadRequest),

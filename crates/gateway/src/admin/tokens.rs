@@ -68,7 +68,7 @@ fn pool_param(state: &AppState, params: &HashMap<String, String>) -> Result<Stri
     path = "/token/{ns}",
     operation_id = "createToken",
     tag = "tokens",
-    params(doc::CreateTokenParams),
+    params(doc::TokenNamespace, doc::CreateTokenParams),
     request_body(content = Option<doc::TokenForm>, content_type = "application/x-www-form-urlencoded", description = "Optional form fields, overriding the query's; read only with this content type."),
     responses(
         (status = 201, description = "Created; the only answer that shows the token.", body = crate::admin::answers::tokens::CreatedToken<'_>),
@@ -185,7 +185,7 @@ fn grant_of(params: &HashMap<String, String>) -> Result<Grant, ApiError> {
     path = "/token/{ns}",
     operation_id = "listTokens",
     tag = "tokens",
-    params(doc::ListTokensParams),
+    params(doc::TokenNamespace, doc::ListTokensParams),
     responses(
         (status = 200, description = "The tokens.", body = crate::admin::answers::tokens::TokenList<'_>),
         (status = 400, description = "A bad namespace name, or an unknown pool. Messages: `the namespace name was too long`, `namespace name contains forbidden characters`, `the pool was not exists`.", body = crate::api::answers::ErrorBody<'_>),
@@ -220,7 +220,7 @@ pub(super) async fn list(
     path = "/token/{ns}/{token}",
     operation_id = "deleteToken",
     tag = "tokens",
-    params(doc::DeleteTokenParams),
+    params(doc::TokenNamespace),
     responses(
         (status = 204, description = "Done, whether or not it existed."),
         (status = 400, description = "A bad namespace name. Messages: `the namespace name was too long`, `namespace name contains forbidden characters`.", body = crate::api::answers::ErrorBody<'_>),
@@ -253,7 +253,7 @@ pub(super) async fn delete(
     path = "/token/{ns}/{token}/scope",
     operation_id = "getTokenScope",
     tag = "tokens",
-    params(doc::GetTokenScopeParams),
+    params(doc::TokenNamespace),
     responses(
         (status = 200, description = "The token.", body = crate::admin::answers::tokens::TokenView<'_>),
         (status = 400, description = "A bad namespace name. Messages: `the namespace name was too long`, `namespace name contains forbidden characters`.", body = crate::api::answers::ErrorBody<'_>),
@@ -298,7 +298,7 @@ struct ScopeBody {
     path = "/token/{ns}/{token}/scope",
     operation_id = "setTokenScope",
     tag = "tokens",
-    params(doc::SetTokenScopeParams),
+    params(doc::TokenNamespace),
     request_body(content = doc::ScopeUpdate),
     responses(
         (status = 200, description = "The token, described.", body = crate::admin::answers::tokens::TokenView<'_>),

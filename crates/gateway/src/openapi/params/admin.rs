@@ -12,8 +12,8 @@ written! {
             "x-sundial-extension": true
         },
     ];
-    /// Of `listTokens`.
-    ListTokensParams = [
+    /// A token route's namespace, checked as a name.
+    TokenNamespace = [
         {
             "name": "ns",
             "in": "path",
@@ -22,6 +22,30 @@ written! {
             "schema": {"type": "string", "pattern": "^[-_A-Za-z0-9]+$", "maxLength": 255},
             "example": "ns"
         },
+    ];
+    /// A limit route's namespace: the token's, not checked as a name.
+    LimitNamespace = [
+        {
+            "name": "ns",
+            "in": "path",
+            "required": true,
+            "description": "The token's namespace (not checked as a name: one that is not the token's is 404 `token not found`).",
+            "schema": {"type": "string"},
+            "example": "ns"
+        },
+    ];
+    /// `?preview=`: how much of each listed job's body is shown.
+    Preview = [
+        {
+            "name": "preview",
+            "in": "query",
+            "required": false,
+            "description": "Body bytes shown per job, 0 to 4096 (default 256).",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4096, "format": "uint64", "default": 256}
+        },
+    ];
+    /// Of `listTokens`.
+    ListTokensParams = [
         {
             "name": "pool",
             "in": "query",
@@ -32,14 +56,6 @@ written! {
     ];
     /// Of `createToken`.
     CreateTokenParams = [
-        {
-            "name": "ns",
-            "in": "path",
-            "required": true,
-            "description": "The namespace: `^[-_A-Za-z0-9]+$`, at most 255 bytes (else 400 `the namespace name was too long` / `namespace name contains forbidden characters`).",
-            "schema": {"type": "string", "pattern": "^[-_A-Za-z0-9]+$", "maxLength": 255},
-            "example": "ns"
-        },
         {
             "name": "description",
             "in": "query",
@@ -76,83 +92,6 @@ written! {
             "description": "Comma-separated queue names and `prefix*` prefixes (at most 100); absent or empty: every queue. Needs `scope`; a blank name in the list is 400.",
             "schema": {"type": "string", "examples": ["emails,reports-*"]},
             "x-sundial-extension": true
-        },
-    ];
-    /// Of `deleteToken`.
-    DeleteTokenParams = [
-        {
-            "name": "ns",
-            "in": "path",
-            "required": true,
-            "description": "The namespace: `^[-_A-Za-z0-9]+$`, at most 255 bytes (else 400 `the namespace name was too long` / `namespace name contains forbidden characters`).",
-            "schema": {"type": "string", "pattern": "^[-_A-Za-z0-9]+$", "maxLength": 255},
-            "example": "ns"
-        },
-    ];
-    /// Of `getTokenScope`.
-    GetTokenScopeParams = [
-        {
-            "name": "ns",
-            "in": "path",
-            "required": true,
-            "description": "The namespace: `^[-_A-Za-z0-9]+$`, at most 255 bytes (else 400 `the namespace name was too long` / `namespace name contains forbidden characters`).",
-            "schema": {"type": "string", "pattern": "^[-_A-Za-z0-9]+$", "maxLength": 255},
-            "example": "ns"
-        },
-    ];
-    /// Of `setTokenScope`.
-    SetTokenScopeParams = [
-        {
-            "name": "ns",
-            "in": "path",
-            "required": true,
-            "description": "The namespace: `^[-_A-Za-z0-9]+$`, at most 255 bytes (else 400 `the namespace name was too long` / `namespace name contains forbidden characters`).",
-            "schema": {"type": "string", "pattern": "^[-_A-Za-z0-9]+$", "maxLength": 255},
-            "example": "ns"
-        },
-    ];
-    /// Of `getLimit`.
-    GetLimitParams = [
-        {
-            "name": "ns",
-            "in": "path",
-            "required": true,
-            "description": "The token's namespace (not checked as a name: one that is not the token's is 404 `token not found`).",
-            "schema": {"type": "string"},
-            "example": "ns"
-        },
-    ];
-    /// Of `createLimit`.
-    CreateLimitParams = [
-        {
-            "name": "ns",
-            "in": "path",
-            "required": true,
-            "description": "The token's namespace (not checked as a name: one that is not the token's is 404 `token not found`).",
-            "schema": {"type": "string"},
-            "example": "ns"
-        },
-    ];
-    /// Of `setLimit`.
-    SetLimitParams = [
-        {
-            "name": "ns",
-            "in": "path",
-            "required": true,
-            "description": "The token's namespace (not checked as a name: one that is not the token's is 404 `token not found`).",
-            "schema": {"type": "string"},
-            "example": "ns"
-        },
-    ];
-    /// Of `deleteLimit`.
-    DeleteLimitParams = [
-        {
-            "name": "ns",
-            "in": "path",
-            "required": true,
-            "description": "The token's namespace (not checked as a name: one that is not the token's is 404 `token not found`).",
-            "schema": {"type": "string"},
-            "example": "ns"
         },
     ];
     /// Of `listQueuesNeedingALook`.
@@ -205,23 +144,6 @@ written! {
             "description": "Jobs per page, 1 to 500 (default 50).",
             "schema": {"type": "integer", "minimum": 1, "maximum": 500, "format": "uint64", "default": 50}
         },
-        {
-            "name": "preview",
-            "in": "query",
-            "required": false,
-            "description": "Body bytes shown per job, 0 to 4096 (default 256).",
-            "schema": {"type": "integer", "minimum": 0, "maximum": 4096, "format": "uint64", "default": 256}
-        },
-    ];
-    /// Of `getQueueJob`.
-    GetQueueJobParams = [
-        {
-            "name": "preview",
-            "in": "query",
-            "required": false,
-            "description": "Body bytes shown per job, 0 to 4096 (default 256).",
-            "schema": {"type": "integer", "minimum": 0, "maximum": 4096, "format": "uint64", "default": 256}
-        },
     ];
     /// Of `listDeadJobs`.
     ListDeadJobsParams = [
@@ -238,13 +160,6 @@ written! {
             "required": false,
             "description": "Jobs per page, 1 to 500 (default 50).",
             "schema": {"type": "integer", "minimum": 1, "maximum": 500, "format": "uint64", "default": 50}
-        },
-        {
-            "name": "preview",
-            "in": "query",
-            "required": false,
-            "description": "Body bytes shown per job, 0 to 4096 (default 256).",
-            "schema": {"type": "integer", "minimum": 0, "maximum": 4096, "format": "uint64", "default": 256}
         },
     ];
     /// Of `getInfo`.
