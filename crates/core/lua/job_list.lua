@@ -27,7 +27,7 @@ local function keep(id, st, qn, at)
   if not raw then return end
   local s, q, _, expire = head(raw)
   if s ~= st or (qn and q ~= qn) or (expire > 0 and expire <= now) then return end
-  local _, _, _, _, _, _, attrs, pos = struct.unpack(HEADER, raw)
+  local pos = body_at(raw)
   local size = #raw - pos + 1
   out[#out + 1] = id
   out[#out + 1] = string.sub(raw, 1, pos - 1 + preview)

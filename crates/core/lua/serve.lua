@@ -20,7 +20,8 @@
 -- given twice is found the first time only); then per consumer in order:
 -- the TTR deadline given to its jobs (ms, shard clock), the number of its
 -- jobs, then per job its id and its record as it was before this call (the
--- caller unpacks it: this call spent one try and set it reserved).
+-- caller unpacks it: this call spent one try, set it reserved and counted
+-- one more delivery: `deliver`).
 -- Records are read with one HMGET per round and only their leading fields
 -- are unpacked; ready ids are popped with one RPOP per round; each kind of
 -- write is made once for the call: one HDEL and ZREM of the acked, one of
@@ -159,6 +160,8 @@ while #taken < wanted and not empty do
 end
 
 local records, armed = {}, {}
+-- The bytes the taken records grew by (`deliver`).
+local grown = 0
 local earliest = nil
 local next_job = 1
 for c = 1, #counts do
@@ -171,7 +174,9 @@ for c = 1, #counts do
   for j = next_job, next_job + got - 1 do
     local id, raw, expire = taken[j], raws[j], expire_of[j]
     records[#records + 1] = id
-    records[#records + 1] = patch(raw, RESERVED, tries_of[j] - 1, true)
+    local record, grew = deliver(raw, tries_of[j] - 1)
+    records[#records + 1] = record
+    grown = grown + grew
     local due, due_s = deadline, deadline_s
     if expire > 0 and expire < due then due, due_s = expire, string.format('%d', expire) end
     armed[#armed + 1] = due_s
@@ -196,6 +201,7 @@ if #taken > 0 then
   t.state(READY, queue, -#taken)
   t.state(RESERVED, queue, #taken)
   t.add('C' .. queue, #taken)
+  if grown > 0 then t.use(queue, 0, grown) end
 end
 t.flush(ckey)
 return out

@@ -83,10 +83,17 @@ pub const PREFIX: &str = "sd:";
 pub const META: &str = "sd:meta";
 /// Field of [`META`] that holds the data layout version.
 pub const META_FORMAT: &str = "format";
-/// The data layout this build reads and writes: pool-wide slots. Format 1
-/// (per-namespace buckets, Sundial before 0.2) wrote `buckets` in [`META`]
-/// instead; see `docs/POOLS.md` ("Upgrading from format 1") for the upgrade.
-pub const FORMAT: u32 = 2;
+/// The data layout this build reads and writes: pool-wide slots, and job
+/// records that may be extended (a delivery count, a retry policy and a
+/// failure reason: `lua/lib/record.lua`). Format 1 (per-namespace buckets,
+/// Sundial before 0.2) wrote `buckets` in [`META`] instead; see
+/// `docs/POOLS.md` ("Upgrading from format 1") for the upgrade.
+pub const FORMAT: u32 = 3;
+/// The format before [`FORMAT`]: the same keys, with plain records only.
+/// This build reads it and marks such a shard as [`FORMAT`] on start (the
+/// records stay as they are), so that a build that reads only format 2
+/// refuses the shard rather than misread an extended record.
+pub const FORMAT_PLAIN: u32 = 2;
 /// Field of [`META`] set once the slots' usage hashes (`sd:T:u`) count
 /// every job of the shard (see `engine::usage`).
 pub const META_USAGE: &str = "usage";

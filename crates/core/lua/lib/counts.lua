@@ -29,12 +29,14 @@ end
 local function ns_of(queue)
   return string.match(queue, '^[^/]*')
 end
--- A job's bytes: its id and its record (`raw`, or a decoded record), whose
--- length never changes over the job's life (state changes patch fixed-width
--- fields).
+-- A job's bytes: its id and its record (`raw`, or a decoded record). State
+-- changes patch fixed-width fields; a record grows only where a script
+-- extends it (`deliver`) or writes a reason, and that script counts it.
 local function job_bytes(id, raw)
   if type(raw) == 'string' then return #id + #raw end
-  return #id + RECORD_HEAD + #raw.attrs + #raw.body
+  local n = #id + RECORD_HEAD + #raw.attrs + #raw.body
+  if raw.ext then n = n + EXT_BYTES + #(raw.policy or '') + #(raw.reason or '') end
+  return n
 end
 local function use(ckey, queue, jobs, bytes)
   local ukey, ns = usage_key(ckey), ns_of(queue)

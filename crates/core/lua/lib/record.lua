@@ -22,12 +22,29 @@
 --               (a record's size decides its Redis allocation class)
 --   attrs   Hc0 attributes as JSON text, "" when none
 --   body    the rest of the value
+-- A record with flag 64 in its state byte is extended (data format 3):
+-- between its queue number and its attributes it holds
+--   delivery I4  the job's deliveries so far (its consumes); it fences
+--                acks, touches and releases (`?delivery=N`)
+--   policy   Bc0 its retry policy, packed (`policy.rs`), "" for none
+--   reason   Hc0 why it last failed (a release's reason, "ttr expired"),
+--                "" when it never failed; at most 1 KiB
+-- A record becomes extended at its first delivery (`deliver`), or at its
+-- publish when it carries a policy; jobs that are never delivered keep
+-- the plain record, 7 bytes shorter. A plain record reads as delivery 0,
+-- or 1 when its delivered flag is set (a job delivered before format 3).
 -- State and tries lead the record, so a state change rewrites those three
--- bytes in front of the stored value (`patch`) without unpacking the rest.
+-- bytes in front of the stored value (`patch`) without unpacking the rest;
+-- every patch keeps flag 64.
 local DELAYED, READY, RESERVED, DEAD = 1, 2, 3, 4
+local EXTENDED = 64
 -- Counter field prefix per state, in the slot's counters hash.
 local COUNTER = { 'l', 'r', 'f', 'd' }
 local HEADER = '>BHI6I6I6I3Hc0'
+local EXT_HEADER = '>BHI6I6I6I3I4Bc0Hc0Hc0'
+-- The bytes an extended record has beyond a plain one, without its
+-- policy and reason: delivery I4, policy length B, reason length H.
+local EXT_BYTES = 7
 -- The timer wheel: a delayed job due at least NEAR_MS from now waits in the
 -- list of its SECOND_MS-wide wheel second (compact), not in the timer zset;
 -- the pump moves a second's jobs into the zset SECOND_MS before the second
@@ -55,29 +72,90 @@ end
 -- The record `raw` with a new state and tries, the rest unchanged.
 -- (`r.queue`, the qualified name, is not stored: scripts set it from the
 -- queue they were given, or from the queue table, after `decode`.)
+-- Flag 64 of record `raw`, to keep on a rewrite of its state byte.
+local function ext_flag(raw)
+  if string.byte(raw, 1) % 128 >= EXTENDED then return EXTENDED end
+  return 0
+end
+
 local function patch(raw, state, tries, delivered)
   if delivered then state = state + 16 end
+  state = state + ext_flag(raw)
   return struct.pack('>BH', state, tries) .. string.sub(raw, 4)
 end
 
+-- Packs a decoded record: extended when `r.ext` is set (a decoded
+-- record keeps its form, so `encode(decode(raw))` is `raw`; a script that
+-- sets a delivery, policy or reason sets `ext`, and counts the bytes
+-- this adds: `job_bytes`).
 local function encode(r)
   local state = r.state
   if r.delivered then state = state + 16 end
   if r.died then state = state + 32 end
+  if r.ext then
+    return struct.pack(EXT_HEADER, state + EXTENDED, r.tries, r.pub, r.expire, r.due or 0, r.qn,
+      r.delivery or 0, #(r.policy or ''), r.policy or '', #(r.reason or ''), r.reason or '',
+      #r.attrs, r.attrs) .. r.body
+  end
   return struct.pack(HEADER, state, r.tries, r.pub, r.expire, r.due or 0, r.qn, #r.attrs, r.attrs)
     .. r.body
 end
 
 local function decode(s)
-  local state, tries, pub, expire, due, qn, attrs, pos = struct.unpack(HEADER, s)
-  return { state = state % 16, delivered = state % 32 >= 16, died = state >= 32, tries = tries, pub = pub,
-           expire = expire, due = due, qn = qn, attrs = attrs, body = string.sub(s, pos) }
+  local r
+  if string.byte(s, 1) % 128 >= EXTENDED then
+    local state, tries, pub, expire, due, qn, delivery, policy, reason, attrs, pos =
+      struct.unpack(EXT_HEADER, s)
+    r = { state = state, tries = tries, pub = pub, expire = expire, due = due, qn = qn, ext = true,
+          delivery = delivery, policy = policy, reason = reason, attrs = attrs, body = string.sub(s, pos) }
+  else
+    local state, tries, pub, expire, due, qn, attrs, pos = struct.unpack(HEADER, s)
+    r = { state = state, tries = tries, pub = pub, expire = expire, due = due, qn = qn, ext = false,
+          delivery = 0, policy = '', reason = '', attrs = attrs, body = string.sub(s, pos) }
+    if state % 32 >= 16 then r.delivery = 1 end
+  end
+  local state = r.state
+  r.state, r.delivered, r.died = state % 16, state % 32 >= 16, state % 64 >= 32
+  return r
+end
+
+-- Where the body of record `raw` starts (the byte after its attributes),
+-- and its attributes' length, without copying the body.
+local function body_at(raw)
+  if string.byte(raw, 1) % 128 >= EXTENDED then
+    local _, _, _, _, _, _, _, _, _, attrs, pos = struct.unpack(EXT_HEADER, raw)
+    return pos, #attrs
+  end
+  local _, _, _, _, _, _, attrs, pos = struct.unpack(HEADER, raw)
+  return pos, #attrs
+end
+
+-- The deliveries so far of the job of record `raw` (see the layout).
+local function delivery_of(raw)
+  local b = string.byte(raw, 1)
+  if b % 128 >= EXTENDED then return (struct.unpack('>I4', raw, 25)) end
+  if b % 32 >= 16 then return 1 end
+  return 0
+end
+
+-- Record `raw` delivered once more: reserved, `tries` left, delivered,
+-- extended, its delivery count one higher. Returns the record and the
+-- bytes it grew by (7 when it was plain, else 0).
+local function deliver(raw, tries)
+  local state = RESERVED + 16 + EXTENDED
+  if string.byte(raw, 1) % 128 >= EXTENDED then
+    local n = struct.unpack('>I4', raw, 25)
+    return struct.pack('>BH', state, tries) .. string.sub(raw, 4, 24) .. struct.pack('>I4', n + 1)
+      .. string.sub(raw, 29), 0
+  end
+  return struct.pack('>BH', state, tries) .. string.sub(raw, 4, 24)
+    .. struct.pack('>I4BH', delivery_of(raw) + 1, 0, 0) .. string.sub(raw, 25), EXT_BYTES
 end
 
 -- The record `raw` of a reservation whose TTR ran out, made ready at
 -- `now` with `tries` left: `now` goes in its due field (`ready_since`).
 local function patch_retry(raw, tries, delivered, now)
-  local state = READY
+  local state = READY + ext_flag(raw)
   if delivered then state = state + 16 end
   return struct.pack('>BH', state, tries) .. string.sub(raw, 4, 15) .. struct.pack('>I6', now)
     .. string.sub(raw, 22)
@@ -102,7 +180,7 @@ end
 -- (a dead job has no due time; the dead-letter listing shows when it
 -- died). Records of jobs that died before this flag existed lack it.
 local function patch_dead(raw, tries, now)
-  return struct.pack('>BH', DEAD + 16 + 32, tries) .. string.sub(raw, 4, 15) .. struct.pack('>I6', now)
+  return struct.pack('>BH', DEAD + 16 + 32 + ext_flag(raw), tries) .. string.sub(raw, 4, 15) .. struct.pack('>I6', now)
     .. string.sub(raw, 22)
 end
 

@@ -120,10 +120,12 @@ local function ttl_left(r, now)
   return r.expire - now
 end
 
--- The reply shape shared by consume and peek:
--- {queue, id, elapsed_ms, ttl_ms (0 = no expiry), tries, attrs, body, state}
+-- The reply shape of peek:
+-- {queue, id, elapsed_ms, ttl_ms (0 = no expiry), tries, attrs, body, state,
+--  deliveries so far, last failure's reason ("" for none)}
 local function view(r, id, now)
-  return { r.queue, id, math.max(0, now - r.pub), ttl_left(r, now), r.tries, r.attrs, r.body, r.state }
+  return { r.queue, id, math.max(0, now - r.pub), ttl_left(r, now), r.tries, r.attrs, r.body, r.state,
+           r.delivery, r.reason }
 end
 
 -- When the slot's pump must next wake: its earliest timer entry, or

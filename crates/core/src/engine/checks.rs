@@ -73,6 +73,14 @@ impl Shard {
         }
         match format {
             Some(keys::FORMAT) => {}
+            Some(keys::FORMAT_PLAIN) => {
+                let _: () = self
+                    .conn()
+                    .idempotent(keys::META, |c| async move {
+                        c.hset(keys::META, (keys::META_FORMAT, keys::FORMAT)).await
+                    })
+                    .await?;
+            }
             Some(other) => {
                 return Err(self.unsafe_because(format!(
                     "this shard holds data in Sundial's format {other}, but this build reads \

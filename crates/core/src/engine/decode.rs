@@ -22,6 +22,11 @@ pub struct JobView {
     pub body: Bytes,
     /// One of [`state`]'s values.
     pub state: u8,
+    /// Its deliveries so far (consumes); a worker fences its acks with it.
+    pub delivery: u32,
+    /// Why it last failed (a release's reason, or `ttr expired`); empty
+    /// when it never failed.
+    pub reason: String,
 }
 
 /// A job's states, numbered as the scripts store them (`lua/lib/record.lua`).
@@ -52,9 +57,19 @@ pub struct Delivery {
     pub first: bool,
 }
 
+impl Delivery {
+    /// This delivery's number: 1 for the job's first, growing by one with
+    /// each later one.
+    pub fn number(&self) -> u32 {
+        self.job.delivery
+    }
+}
+
 /// The fields of a job record, as `lua/lib/record.lua` packs it (big-endian):
-/// state `B` (plus 16 once delivered), tries `H`, publish time `I6`, expiry
-/// `I6`, due time `I6`, queue number `I3`, attributes `Hc0`, then the body.
+/// state `B` (plus 16 once delivered, 32 once died, 64 when extended), tries
+/// `H`, publish time `I6`, expiry `I6`, due time `I6`, queue number `I3`;
+/// when extended, delivery `I4`, policy `Bc0` and reason `Hc0`; then
+/// attributes `Hc0`, then the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Record {
     pub(crate) state: u8,
@@ -70,39 +85,67 @@ pub(crate) struct Record {
     /// return after a delay, retry or respawn (0 when published ready);
     /// a dead job's death when flagged (`died_ms`).
     pub(crate) due_ms: u64,
+    /// Deliveries so far (a plain record: 1 when delivered, else 0).
+    pub(crate) delivery: u32,
+    /// The packed retry policy; empty for none.
+    pub(crate) policy: Bytes,
+    /// Why the job last failed; empty when it never failed.
+    pub(crate) reason: Bytes,
     pub(crate) attrs: Bytes,
     pub(crate) body: Bytes,
 }
 
-/// Bytes before a record's attributes.
-const RECORD_HEAD: usize = 1 + 2 + 6 + 6 + 6 + 3 + 2;
+/// Bytes of a record's fixed fields, before its extension or attributes.
+const FIXED: usize = 1 + 2 + 6 + 6 + 6 + 3;
+/// Flag of the state byte: the record is extended.
+const EXTENDED: u8 = 64;
 
 fn be(b: &[u8]) -> u64 {
     b.iter().fold(0, |n, &x| (n << 8) | u64::from(x))
+}
+
+/// The field of `raw` at `*at`: `width` bytes of length, then that many
+/// bytes; moves `*at` past it. `None` when it runs past the end.
+fn sized(raw: &Bytes, at: &mut usize, width: usize) -> Option<Bytes> {
+    let start = at.checked_add(width)?;
+    let len = be(raw.get(*at..start)?) as usize;
+    let end = start.checked_add(len)?;
+    raw.get(start..end)?;
+    *at = end;
+    Some(raw.slice(start..end))
 }
 
 impl Record {
     /// Unpacks `raw`, sharing its bytes (attributes and body are not
     /// copied); `None` when it is too short for what it says it holds.
     pub(crate) fn unpack(raw: Bytes) -> Option<Self> {
-        if raw.len() < RECORD_HEAD {
+        if raw.len() < FIXED {
             return None;
         }
-        let attrs_len = be(&raw[24..26]) as usize;
-        let body_at = RECORD_HEAD.checked_add(attrs_len)?;
-        if raw.len() < body_at {
-            return None;
-        }
+        let mut at = FIXED;
+        let flags = raw[0];
+        let delivered = flags % 32 >= 16;
+        let (delivery, policy, reason) = if flags % 128 >= EXTENDED {
+            let delivery = be(raw.get(FIXED..FIXED + 4)?) as u32;
+            at += 4;
+            (delivery, sized(&raw, &mut at, 1)?, sized(&raw, &mut at, 2)?)
+        } else {
+            (u32::from(delivered), Bytes::new(), Bytes::new())
+        };
+        let attrs = sized(&raw, &mut at, 2)?;
         Some(Self {
-            state: raw[0] % 16,
-            delivered: raw[0] % 32 >= 16,
+            state: flags % 16,
+            delivered,
             tries: be(&raw[1..3]) as u16,
             published_ms: be(&raw[3..9]),
             expire_ms: be(&raw[9..15]),
-            died_ms: (raw[0] >= 32).then(|| be(&raw[15..21])),
+            died_ms: (flags % 64 >= 32).then(|| be(&raw[15..21])),
             due_ms: be(&raw[15..21]),
-            attrs: raw.slice(RECORD_HEAD..body_at),
-            body: raw.slice(body_at..),
+            delivery,
+            policy,
+            reason,
+            attrs,
+            body: raw.slice(at..),
         })
     }
 }
@@ -179,6 +222,8 @@ impl<'a> Fields<'a> {
             attrs: self.string()?,
             body: self.bytes()?,
             state: u8::try_from(self.uint()?).unwrap_or(0),
+            delivery: u32::try_from(self.uint()?).unwrap_or(u32::MAX),
+            reason: self.string()?,
         })
     }
 }
@@ -207,10 +252,33 @@ mod tests {
                 expire_ms: 2000,
                 died_ms: None,
                 due_ms: 0,
+                delivery: 1,
+                policy: Bytes::new(),
+                reason: Bytes::new(),
                 attrs: Bytes::from_static(b"{}"),
                 body: Bytes::from_static(b"body"),
             }
         );
+        // The same job extended (`deliver`): flag 64, delivery 3, no
+        // policy, reason "ttr expired".
+        let mut ext = raw[..24].to_vec();
+        ext[0] = 18 + 64;
+        ext.extend([0, 0, 0, 3, 0, 0, 11]);
+        ext.extend(b"ttr expired");
+        ext.extend(&raw[24..]);
+        let r = Record::unpack(Bytes::from(ext.clone())).expect("extended record");
+        assert_eq!(
+            (r.state, r.delivered, r.delivery, r.died_ms),
+            (2, true, 3, None)
+        );
+        assert_eq!(r.reason, Bytes::from_static(b"ttr expired"));
+        assert_eq!(
+            (r.attrs.as_ref(), r.body.as_ref()),
+            (&b"{}"[..], &b"body"[..])
+        );
+        // A reason that runs past the end.
+        ext[30] = 200;
+        assert_eq!(Record::unpack(Bytes::from(ext)), None);
         // A dead job that died at 3000 (`patch_dead`): state 4 + 16 + 32,
         // the time in the due field.
         let mut dead = raw.clone();

@@ -2,7 +2,7 @@
 //! through the engine and, with an independent client, in what Redis holds.
 //! One module per scenario (`jobs`, `queues`, `dead_letter`, `timers`,
 //! `shard`, `leases`, `cleanup`, `admin`, `backlog`, `moves`, `usage`, `ready_age`,
-//! `listing`), what they share in
+//! `listing`, `lifecycle`), what they share in
 //! `helpers`.
 //!
 //! The modules are one test binary on purpose: every integration test file
@@ -16,6 +16,7 @@ mod dead_letter;
 mod helpers;
 mod jobs;
 mod leases;
+mod lifecycle;
 mod listing;
 mod moves;
 mod queues;

@@ -56,10 +56,29 @@ async fn startup_check_refuses_evicting_redis_and_layout_changes() {
     assert_eq!(fields, [keys::META_BUCKETS_V1]);
     let _: () = old
         .client()
-        .hset(keys::META, keys::META_FORMAT, 3)
+        .hset(keys::META, keys::META_FORMAT, keys::FORMAT + 1)
         .expect("hset");
     let err = s.check(S, L).await.expect_err("a later format");
-    assert!(err.to_string().contains("format 3"), "{err}");
+    let later = format!("format {}", keys::FORMAT + 1);
+    assert!(err.to_string().contains(&later), "{err}");
+
+    // A shard of format 2 (plain records only) is read as it is and marked
+    // with this build's format, which a format-2 build refuses.
+    let plain = RedisServer::start();
+    let _: () = plain
+        .client()
+        .hset(keys::META, keys::META_FORMAT, keys::FORMAT_PLAIN)
+        .expect("hset");
+    shard(&plain)
+        .await
+        .check(S, L)
+        .await
+        .expect("format 2 is read");
+    let format: u32 = plain
+        .client()
+        .hget(keys::META, keys::META_FORMAT)
+        .expect("hget");
+    assert_eq!(format, keys::FORMAT);
 }
 
 #[tokio::test]

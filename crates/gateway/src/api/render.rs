@@ -35,6 +35,8 @@ pub(super) fn job<'a>(ns: &'a str, j: &'a JobView) -> Job<'a> {
         elapsed_ms: j.elapsed_ms,
         remain_tries: j.tries_left,
         attributes: attributes(&j.attrs),
+        delivery: j.delivery,
+        reason: (!j.reason.is_empty()).then_some(j.reason.as_str()),
     }
 }
 

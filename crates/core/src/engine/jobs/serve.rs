@@ -143,6 +143,9 @@ fn delivery(
             attrs,
             body: r.body,
             state: RESERVED,
+            // `deliver` counted this one.
+            delivery: r.delivery.saturating_add(1),
+            reason: String::from_utf8_lossy(&r.reason).into_owned(),
         },
         slot,
         deadline_ms,

@@ -83,7 +83,8 @@ impl ToSchema for Attributes {}
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(example = json!({"namespace": "ns", "queue": "q",
     "job_id": "01JD3M6Y7ZQ8K5X4W2V1T0S9R8", "data": "aGVsbG8=", "ttl": 86398,
-    "elapsed_ms": 2002, "remain_tries": 0, "attributes": null}))]
+    "elapsed_ms": 2002, "remain_tries": 0, "attributes": null, "delivery": 1,
+    "reason": null}))]
 pub struct Job<'a> {
     pub namespace: &'a str,
     pub queue: &'a str,
@@ -102,6 +103,13 @@ pub struct Job<'a> {
     /// The attributes as the job stored them (JSON text), or `null`.
     #[schema(value_type = Attributes)]
     pub attributes: Option<&'a RawValue>,
+    /// The job's deliveries so far: a consume answers with this delivery's
+    /// number (1 for the first, one more with each), which fences its ack,
+    /// touch and release (`?delivery=N`). Sundial's extension.
+    pub delivery: u32,
+    /// Why the job last failed: a release's `reason`, or `ttr expired`;
+    /// `null` when it never failed. Sundial's extension.
+    pub reason: Option<&'a str>,
 }
 
 /// `msg` of a delivered job.

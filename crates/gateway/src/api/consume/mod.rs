@@ -45,7 +45,7 @@ use crate::{state::AppState, wakeups::Watch};
     tag = "jobs",
     params(doc::ConsumeJobsParams),
     responses(
-        (status = 200, description = "The job (`count` = 1), or always an array of jobs (`count` > 1).", body = inline(doc::Delivered), headers(("X-Sundial-Unavailable-Queues" = String, description = "Queues of this consume that a failing shard (or cluster primary) kept out of its last look, comma-separated; the others were served. Absent when every queue was read."))),
+        (status = 200, description = "The job (`count` = 1), or always an array of jobs (`count` > 1).", body = inline(doc::Delivered), headers(("X-Sundial-Unavailable-Queues" = String, description = "Queues of this consume that a failing shard (or cluster primary) kept out of its last look, comma-separated; the others were served. Absent when every queue was read."), ("X-Sundial-Delivery" = u32, description = "On a one-job answer (`count` = 1): the job's delivery number, as its `delivery` field. Pass it back as `?delivery=N` on ack, touch and release to fence them against a later delivery."))),
         (status = 400, description = "A parameter or queue name was refused. Messages: `invalid ttr`, `invalid ttr_ms`, `invalid timeout`, `invalid count`, `invalid queue name(s)`, `too many queues: a consume names at most 64`.", body = crate::api::answers::ErrorBody<'_>),
         (status = 403, response = doc::Forbidden),
         (status = 404, description = "`{\"msg\":\"no job available\"}` when nothing came within `timeout` (also to waiting consumers when the gateway shuts down); `{\"error\":\"pool not found\"}` when the token names a pool that does not exist. Messages: `no job available`, `pool not found`.", body = inline(doc::NoJobOrError), headers(("X-Sundial-Unavailable-Queues" = String, description = "Queues of this consume that a failing shard (or cluster primary) kept out of its last look, comma-separated; the others were served. Absent when every queue was read."))),
@@ -60,6 +60,10 @@ pub(super) async fn consume(
     let work = consume_jobs(&state, &tenant);
     throttle::limited(&state, &tenant, Action::Read, work).await
 }
+
+/// The header of a one-job consume answer that carries its delivery number
+/// (the `delivery` field of the body), for clients that read headers.
+const DELIVERY_HEADER: &str = "x-sundial-delivery";
 
 /// The most queues one consume may name, duplicates counted once. Each is
 /// watched while the poll waits and has its ready counts read on every
@@ -303,7 +307,11 @@ fn answer(tenant: &Tenant, jobs: Vec<Delivery>, count: u32) -> Response {
     if count > 1 {
         Json(items).into_response()
     } else {
-        Json(items.swap_remove(0)).into_response()
+        let number = jobs[0].number();
+        let mut r = Json(items.swap_remove(0)).into_response();
+        r.headers_mut()
+            .insert(DELIVERY_HEADER, axum::http::HeaderValue::from(number));
+        r
     }
 }
 

@@ -1,0 +1,62 @@
+//! A worker's hold on a job: delivery numbers.
+
+use std::time::Duration;
+
+use redis::Commands;
+use sundial_core::{JobId, keys::SlotKeys};
+use sundial_tests::RedisServer;
+
+use crate::helpers::{consume, now_sched, publish, qn, shard, slot};
+use crate::usage::assert_usage_true;
+
+#[tokio::test]
+async fn each_delivery_of_a_job_has_the_next_number() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", now_sched(3), "work").await;
+    let sl = slot("q", &id);
+    for n in 1..=3 {
+        let got = consume(&s, &["q"], 1, 1).await.expect("consume");
+        assert_eq!(got.len(), 1, "delivery {n}");
+        assert_eq!((got[0].number(), got[0].first), (n, n == 1));
+        let seen = s
+            .jobs()
+            .peek(sl, &qn("q"), &id)
+            .await
+            .expect("peek")
+            .expect("the job");
+        assert_eq!(seen.delivery, n, "peek counts the deliveries");
+        assert_eq!(seen.reason, "");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        s.timers().pump(sl, 100, None).await.expect("pump");
+    }
+    assert_usage_true(&s, &redis, "after records grew at their first delivery").await;
+}
+
+#[tokio::test]
+async fn a_job_delivered_before_delivery_numbers_counts_as_delivered_once() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", now_sched(2), "old").await;
+    // A format-2 record of a job delivered once and back to ready: the
+    // plain record with its delivered flag (16) set.
+    let k = SlotKeys::new(slot("q", &id));
+    let mut c = redis.client();
+    let mut raw: Vec<u8> = c.hget(k.jobs(), id.as_str()).expect("record");
+    assert_eq!(raw[0], 2, "a fresh job's record is plain");
+    raw[0] += 16;
+    let _: () = c.hset(k.jobs(), id.as_str(), raw).expect("hset");
+    let got = consume(&s, &["q"], 1, 30_000).await.expect("consume");
+    assert_eq!((got[0].number(), got[0].first), (2, false));
+    let raw: Vec<u8> = c.hget(k.jobs(), id.as_str()).expect("record");
+    assert_eq!(raw[0], 3 + 16 + 64, "reserved, delivered, extended");
+    assert_usage_true(&s, &redis, "after a plain record was extended").await;
+    let gone = JobId::parse(&got[0].job.id).expect("id");
+    assert!(
+        s.jobs()
+            .delete(got[0].slot, &qn("q"), &gone)
+            .await
+            .expect("ack")
+    );
+    assert_usage_true(&s, &redis, "after its ack").await;
+}
