@@ -13,11 +13,14 @@
 -- KEYS[7]: transit hash (jobs on their way to another shard: `move_out.lua`)
 -- KEYS[8]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: qualified queue   ARGV[2]: timer channel   ARGV[3]: slot number
--- ARGV[4]: the number of acks, a   ARGV[5..4+a]: their job ids
--- ARGV[5+a..]: per consumer, count and ttr ms
+-- ARGV[4]: the number of acks, a   ARGV[5..4+2a]: per ack, its job id and
+--   its fence: the delivery it acks, or 0 for none (lmstfy's ack)
+-- ARGV[5+2a..]: per consumer, count and ttr ms
 -- Returns: the time of the call (ms, shard clock); per ack, the state the
--- job was in (1..4), or 0 when no such job exists in that queue (an id
--- given twice is found the first time only); then per consumer in order:
+-- job was in (1..4), 0 when no such job exists in that queue (an id given
+-- twice is found the first time only), or -1 when its fence refused it
+-- (the job is not reserved by that delivery; nothing changed); then per
+-- consumer in order:
 -- the TTR deadline given to its jobs (ms, shard clock), the number of its
 -- jobs, then per job its id and its record as it was before this call (the
 -- caller unpacks it: this call spent one try, set it reserved and counted
@@ -37,7 +40,7 @@ local t = tally()
 local acks = tonumber(ARGV[4])
 -- Every consumer's count and TTR, read before anything is written.
 local counts, ttrs, wanted = {}, {}, 0
-for w = 5 + acks, #ARGV, 2 do
+for w = 5 + 2 * acks, #ARGV, 2 do
   local count, ttr = tonumber(ARGV[w]), tonumber(ARGV[w + 1])
   if not count or not ttr then
     return redis.error_reply('serve: a count or TTR is not a number')
@@ -46,7 +49,17 @@ for w = 5 + acks, #ARGV, 2 do
   wanted = wanted + count
 end
 
--- The acks.
+-- Whether ack `x` (1-based) may delete the job of record `raw`: an ack
+-- without a fence (0) deletes it in any state; one fenced on delivery N
+-- only while the job is reserved by that delivery.
+local function unfenced(x, raw)
+  local fence = tonumber(ARGV[4 + 2 * x])
+  if fence == 0 then return true end
+  return string.byte(raw, 1) % 16 == RESERVED and delivery_of(raw) == fence
+end
+
+-- The acks: ack x has its id at ARGV[3 + 2x] and its fence after it, and
+-- its answer at out[1 + x].
 if acks > 0 then
   local ids, listed, gone = {}, {}, {}
   -- The bytes of the jobs acked (all of `queue`: one usage change).
@@ -54,28 +67,33 @@ if acks > 0 then
   local raws = {}
   if qn then
     local uniq, seen = {}, {}
-    for i = 5, 4 + acks do
-      if not seen[ARGV[i]] then
-        seen[ARGV[i]] = true
-        uniq[#uniq + 1] = ARGV[i]
+    for x = 1, acks do
+      local id = ARGV[3 + 2 * x]
+      if not seen[id] then
+        seen[id] = true
+        uniq[#uniq + 1] = id
       end
     end
     local found = hmget_many(jkey, uniq)
-    for x = 1, #uniq do raws[uniq[x]] = found[x] end
+    for y = 1, #uniq do raws[uniq[y]] = found[y] end
   end
-  for i = 5, 4 + acks do
-    local id = ARGV[i]
+  for x = 1, acks do
+    local id = ARGV[3 + 2 * x]
     local raw = not gone[id] and raws[id]
     local state = 0
     if raw then
       local st, q = head(raw)
-      if q == qn then
+      if q ~= qn then
+        state = 0
+      elseif not unfenced(x, raw) then
+        state = -1
+      else
         state = st
         gone[id] = true
         ids[#ids + 1] = id
         t.state(st, queue, -1)
         acked_bytes = acked_bytes + #id + #raw
-        if st == READY or st == DEAD then listed[#listed + 1] = i end
+        if st == READY or st == DEAD then listed[#listed + 1] = x end
       end
     end
     out[#out + 1] = state
@@ -87,11 +105,11 @@ if acks > 0 then
     call_many('ZREM', tkey, ids, 1)
     -- `unlist` reads the counters: they must be written first.
     t.flush(ckey)
-    for _, i in ipairs(listed) do
-      local st = out[i - 3]
+    for _, x in ipairs(listed) do
+      local st = out[1 + x]
       local lkey = rkey
       if st == DEAD then lkey = KEYS[5] end
-      unlist(lkey, jkey, ckey, st, queue, ARGV[i])
+      unlist(lkey, jkey, ckey, st, queue, ARGV[3 + 2 * x])
     end
   end
   -- A job that a mover took out of the slot is deleted in transit: its
@@ -99,17 +117,21 @@ if acks > 0 then
   -- Looked for only when an ack found no job here (the common ack costs
   -- nothing more).
   if #ids < acks and redis.call('EXISTS', KEYS[7]) == 1 then
-    for i = 5, 4 + acks do
-      local id = ARGV[i]
-      if out[i - 3] == 0 and not gone[id] then
+    for x = 1, acks do
+      local id = ARGV[3 + 2 * x]
+      if out[1 + x] == 0 and not gone[id] then
         local v = redis.call('HGET', KEYS[7], id)
         local e = v and transit_unpack(v)
         if e and e.queue == queue then
-          redis.call('HSET', KEYS[7], id, transit_acked(e))
-          total(ckey, 'A', queue, 1)
-          use(ckey, queue, -1, -job_bytes(id, e.raw))
-          out[i - 3] = head(e.raw)
-          gone[id] = true
+          if unfenced(x, e.raw) then
+            redis.call('HSET', KEYS[7], id, transit_acked(e))
+            total(ckey, 'A', queue, 1)
+            use(ckey, queue, -1, -job_bytes(id, e.raw))
+            out[1 + x] = head(e.raw)
+            gone[id] = true
+          else
+            out[1 + x] = -1
+          end
         end
       end
     end

@@ -55,10 +55,10 @@ pub use conn::{
     Listening, Probe, PubSub, ReplicaWait, ShardOptions, TlsFiles, url_uses_tls,
 };
 pub use engine::{
-    AdminTables, Admission, BacklogAsk, Copied, Counts, DeadJob, DeadPage, Delivery, ExportPage,
-    InTransit, JobPage, JobView, ListAsk, ListState, ListedJob, Mark, Memory, MoveMode, NewJob,
-    PAGE_BYTES, PageSize, PortableJob, Publication, PumpOutcome, PumpProcess, RateGrant, RateTake,
-    Schedule, Served, Shard, ShardCheck, Taken, Totals, Usage, Want, state,
+    Ack, Acked, AdminTables, Admission, BacklogAsk, Copied, Counts, DeadJob, DeadPage, Delivery,
+    ExportPage, InTransit, JobPage, JobView, ListAsk, ListState, ListedJob, Mark, Memory, MoveMode,
+    NewJob, PAGE_BYTES, PageSize, PortableJob, Publication, PumpOutcome, PumpProcess, RateGrant,
+    RateTake, Schedule, Served, Shard, ShardCheck, Taken, Totals, Usage, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

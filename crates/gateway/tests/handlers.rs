@@ -14,7 +14,7 @@ use axum::{
     http::{Method, Request, StatusCode, header},
 };
 use http_body_util::BodyExt;
-use sundial_core::Limits;
+use sundial_core::{Ack, Acked, Limits};
 use sundial_gateway::{
     admin, api,
     api::body::Bodies,
@@ -537,7 +537,7 @@ async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
     let answers = futures::future::join_all(
         asked
             .iter()
-            .map(|id| acks.ack(&shard, 0, "ns/q", 1, id.clone())),
+            .map(|id| acks.ack(&shard, 0, "ns/q", 1, Ack::any(id.clone()))),
     )
     .await;
     assert_eq!(
@@ -545,7 +545,10 @@ async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
         1,
         "one script call for 22 acks"
     );
-    let found: Vec<bool> = answers.into_iter().map(|a| a.expect("ack")).collect();
+    let found: Vec<bool> = answers
+        .into_iter()
+        .map(|a| a.expect("ack") == Acked::Deleted)
+        .collect();
     let mut expected = vec![true; 20];
     expected.extend([false, false]);
     assert_eq!(found, expected, "each ack finds its own job, once");
@@ -742,7 +745,7 @@ async fn acks_and_consumes_that_arrive_together_share_one_call_acks_first() {
     let acks = futures::future::join_all(
         ids[..4]
             .iter()
-            .map(|id| workers.ack(&shard, 0, "ns/q", 1, id.clone())),
+            .map(|id| workers.ack(&shard, 0, "ns/q", 1, Ack::any(id.clone()))),
     );
     let takes = futures::future::join_all((0..3).map(|_| {
         workers.consume(
@@ -762,7 +765,10 @@ async fn acks_and_consumes_that_arrive_together_share_one_call_acks_first() {
         1,
         "one script call for 4 acks and 3 consumes"
     );
-    let acked: Vec<bool> = acked.into_iter().map(|a| a.expect("ack")).collect();
+    let acked: Vec<bool> = acked
+        .into_iter()
+        .map(|a| a.expect("ack") == Acked::Deleted)
+        .collect();
     assert_eq!(acked, [true; 4], "every ack finds its job");
     let taken: Vec<Vec<String>> = taken
         .into_iter()

@@ -45,6 +45,7 @@ mod helm;
 mod http_abuse;
 mod job_listing;
 mod leases;
+mod lifecycle;
 mod limits;
 mod moves;
 mod openapi;

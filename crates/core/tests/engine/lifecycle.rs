@@ -1,12 +1,12 @@
-//! A worker's hold on a job: delivery numbers.
+//! A worker's hold on a job: delivery numbers and fenced acks.
 
 use std::time::Duration;
 
 use redis::Commands;
-use sundial_core::{JobId, keys::SlotKeys};
+use sundial_core::{Ack, Acked, JobId, keys::SlotKeys};
 use sundial_tests::RedisServer;
 
-use crate::helpers::{consume, now_sched, publish, qn, shard, slot};
+use crate::helpers::{consume, counts, now_sched, publish, qn, shard, slot};
 use crate::usage::assert_usage_true;
 
 #[tokio::test]
@@ -59,4 +59,36 @@ async fn a_job_delivered_before_delivery_numbers_counts_as_delivered_once() {
             .expect("ack")
     );
     assert_usage_true(&s, &redis, "after its ack").await;
+}
+
+#[tokio::test]
+async fn a_fenced_ack_deletes_only_for_the_delivery_that_holds_the_job() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", now_sched(3), "work").await;
+    let sl = slot("q", &id);
+    let fenced = |n| Ack {
+        id: id.clone(),
+        delivery: Some(n),
+    };
+    // Ready, not yet delivered: no delivery holds it.
+    let a = s.jobs().ack(sl, &qn("q"), fenced(1)).await.expect("ack");
+    assert_eq!(a, Acked::Fenced);
+    consume(&s, &["q"], 1, 1).await.expect("consume");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    s.timers().pump(sl, 100, None).await.expect("pump");
+    let got = consume(&s, &["q"], 1, 30_000).await.expect("consume");
+    assert_eq!(got[0].number(), 2);
+    // Delivery 1's ack, and a fence from the future: refused, the job kept.
+    for n in [1, 3] {
+        let a = s.jobs().ack(sl, &qn("q"), fenced(n)).await.expect("ack");
+        assert_eq!(a, Acked::Fenced, "delivery {n}");
+    }
+    assert_eq!(counts(&s, "q").await.expect("counts").reserved, 1);
+    // Delivery 2 holds it: deleted; then there is nothing to ack.
+    let a = s.jobs().ack(sl, &qn("q"), fenced(2)).await.expect("ack");
+    assert_eq!(a, Acked::Deleted);
+    let a = s.jobs().ack(sl, &qn("q"), fenced(2)).await.expect("ack");
+    assert_eq!(a, Acked::Missing);
+    assert_usage_true(&s, &redis, "after the fenced acks").await;
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
-use sundial_core::{JobId, job::check_queue, keys};
+use sundial_core::{Ack, Acked, JobId, job::check_queue, keys};
 
 use super::{error::ApiError, render, tenant::Tenant};
 use crate::openapi::doc;
@@ -72,17 +72,21 @@ pub(super) async fn peek(tenant: Tenant) -> Result<impl IntoResponse, ApiError> 
 /// Acknowledge or cancel a job
 ///
 /// Deletes the job in whatever state it is (delayed, ready, reserved, dead).
-/// Needs scope `consume`.
+/// With `delivery=N` (Sundial's extension) the ack is fenced: it deletes the
+/// job only while delivery N holds it (reserved, and not delivered again
+/// since); else 409 and nothing changes. Needs scope `consume`.
 #[utoipa::path(
     delete,
     path = "/api/{ns}/{queue}/job/{job_id}",
     operation_id = "deleteJob",
     tag = "jobs",
+    params(doc::DeliveryQuery),
     responses(
-        (status = 204, description = "Done, whether or not the job existed."),
-        (status = 400, response = doc::BadRequest),
+        (status = 204, description = "Done: without `delivery`, whether or not the job existed; with it, the job was reserved by that delivery and is deleted."),
+        (status = 400, description = "A bad name or parameter. Messages: `namespace or queue name too long`, `namespace name contains forbidden characters`, `queue name contains forbidden characters`, `invalid job id`, `invalid delivery`.", body = crate::api::answers::ErrorBody<'_>),
         (status = 403, response = doc::Forbidden),
-        (status = 404, response = doc::NotFound),
+        (status = 404, description = "`job not found` (only with `delivery`: no such job, so nothing to ack), or `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 409, description = "With `delivery`: the job exists but that delivery no longer holds it (it was delivered again, or its TTR ran out and it went back to ready, delayed or dead). Nothing changed. Message: `job is not reserved by delivery 3: it was delivered again, or its reservation ended`.", body = crate::api::answers::ErrorBody<'_>),
     ),
     extensions(("x-sundial-scopes" = json!(["consume"])), ("x-sundial-extension" = json!(false))),
 )]
@@ -91,16 +95,41 @@ pub(super) async fn delete(
     tenant: Tenant,
 ) -> Result<impl IntoResponse, ApiError> {
     let t = Target::parse(&tenant)?;
+    let delivery = super::params::delivery(&tenant.params)?;
     let weight = super::quota::of(&state, &tenant).weight();
     for (shard, slot) in tenant.job_places(t.queue, &t.id) {
-        if state
+        let ack = Ack {
+            id: t.id.clone(),
+            delivery,
+        };
+        match state
             .workers
-            .ack(shard, slot, &t.qualified, weight, t.id.clone())
+            .ack(shard, slot, &t.qualified, weight, ack)
             .await?
         {
-            super::queue_metrics::count(super::queue_metrics::Event::Acked, &tenant, t.queue, 1);
-            break;
+            Acked::Deleted => {
+                super::queue_metrics::count(
+                    super::queue_metrics::Event::Acked,
+                    &tenant,
+                    t.queue,
+                    1,
+                );
+                return Ok(StatusCode::NO_CONTENT);
+            }
+            Acked::Fenced => return Err(fenced(delivery)),
+            Acked::Missing => {}
         }
     }
-    Ok(StatusCode::NO_CONTENT)
+    match delivery {
+        Some(_) => Err(ApiError::NotFound("job not found")),
+        None => Ok(StatusCode::NO_CONTENT),
+    }
+}
+
+/// 409 for a worker's call fenced on a delivery that no longer holds the job.
+pub(super) fn fenced(delivery: Option<u32>) -> ApiError {
+    ApiError::Conflict(format!(
+        "job is not reserved by delivery {}: it was delivered again, or its reservation ended",
+        delivery.unwrap_or(0)
+    ))
 }

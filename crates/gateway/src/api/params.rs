@@ -116,6 +116,19 @@ impl ConsumeParams {
     }
 }
 
+/// `delivery`, the delivery a worker's ack, touch or release is fenced on
+/// (Sundial's extension): `None` when absent; 400 `invalid delivery` unless
+/// it is a delivery number (1 or more).
+pub(super) fn delivery(p: &Params) -> Result<Option<u32>, ApiError> {
+    match p.get("delivery") {
+        None => Ok(None),
+        Some(_) => match p.uint::<u32>("delivery", 0)? {
+            0 => Err(ApiError::bad("invalid delivery")),
+            n => Ok(Some(n)),
+        },
+    }
+}
+
 /// `limit` of the dead-letter calls: default 1, at least 1.
 pub(super) fn limit(p: &Params) -> Result<u64, ApiError> {
     match p.uint("limit", 1u64)? {
@@ -138,6 +151,16 @@ mod tests {
             .extend_pairs(pairs)
             .finish();
         Params::new(&format!("/?{query}").parse().expect("uri"))
+    }
+
+    #[test]
+    fn a_delivery_is_a_number_from_one() {
+        assert_eq!(delivery(&params(&[])).expect("absent"), None);
+        assert_eq!(delivery(&params(&[("delivery", "7")])).expect("7"), Some(7));
+        for bad in ["0", "-1", "", "x", "4294967296"] {
+            let e = delivery(&params(&[("delivery", bad)])).expect_err(bad);
+            assert_eq!(msg(e), "invalid delivery", "{bad}");
+        }
     }
 
     #[test]

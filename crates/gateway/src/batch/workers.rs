@@ -2,7 +2,7 @@
 //! consumer (`Reserved`), given back if the consumer goes away before it
 //! has them.
 
-use sundial_core::{Delivery, EngineError, JobId, Shard, Want};
+use sundial_core::{Ack, Acked, Delivery, EngineError, Shard, Want};
 
 use super::lines::{Lines, Op};
 
@@ -70,8 +70,8 @@ async fn release(shard: &Shard, d: &Delivery) {
 /// What a worker asks of a queue: an ack, or jobs.
 #[derive(Debug)]
 pub enum Work {
-    /// Delete job `id`, in whatever state it is.
-    Ack(JobId),
+    /// Delete a job: in whatever state it is, or fenced on a delivery.
+    Ack(Ack),
     /// Reserve jobs.
     Take(Want),
 }
@@ -79,8 +79,8 @@ pub enum Work {
 /// What a [`Work`] is answered.
 #[derive(Debug)]
 pub enum Done {
-    /// Whether the job existed there.
-    Acked(bool),
+    /// How the ack ended there.
+    Acked(Acked),
     /// The jobs reserved for the consumer.
     Taken(Reserved),
 }
@@ -128,7 +128,7 @@ impl Op for WorkOp {
         let mut wants = Vec::new();
         for w in items {
             match w {
-                Work::Ack(id) => acks.push(id.clone()),
+                Work::Ack(ack) => acks.push(ack.clone()),
                 Work::Take(want) => wants.push(*want),
             }
         }
@@ -160,22 +160,21 @@ fn mismatch(shard: &Shard) -> EngineError {
 }
 
 impl Workers {
-    /// Deletes job `id` of `qualified` in `slot` on `shard`, in a call of
-    /// its own or with other acks and consumes of the same queue; whether
-    /// it existed.
+    /// Acks a job of `qualified` in `slot` on `shard`, in a call of its
+    /// own or with other acks and consumes of the same queue.
     pub async fn ack(
         &self,
         shard: &Shard,
         slot: u32,
         qualified: &str,
         weight: u64,
-        id: JobId,
-    ) -> Result<bool, EngineError> {
+        ack: Ack,
+    ) -> Result<Acked, EngineError> {
         match self
-            .submit(shard, slot, qualified, weight, Work::Ack(id))
+            .submit(shard, slot, qualified, weight, Work::Ack(ack))
             .await?
         {
-            Done::Acked(found) => Ok(found),
+            Done::Acked(how) => Ok(how),
             Done::Taken(_) => Err(mismatch(shard)),
         }
     }

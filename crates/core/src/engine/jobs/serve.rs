@@ -22,11 +22,40 @@ pub struct Want {
     pub ttr_ms: u64,
 }
 
+/// An ack: delete job `id`; with a fence, only while delivery `delivery`
+/// holds it (reserved, not delivered again since).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ack {
+    pub id: JobId,
+    /// The delivery the worker acks (`?delivery=N`); `None` deletes the
+    /// job in any state, as lmstfy does.
+    pub delivery: Option<u32>,
+}
+
+impl Ack {
+    /// An ack without a fence.
+    pub fn any(id: JobId) -> Self {
+        Self { id, delivery: None }
+    }
+}
+
+/// How an [`Ack`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acked {
+    /// The job is deleted.
+    Deleted,
+    /// No such job in that queue here.
+    Missing,
+    /// The job exists but is not reserved by the delivery the ack named:
+    /// nothing changed.
+    Fenced,
+}
+
 /// What one [`Jobs::serve`] call answered.
 #[derive(Debug, Default)]
 pub struct Served {
-    /// Per ack, in order: whether its job existed (in that queue).
-    pub acked: Vec<bool>,
+    /// Per ack, in order: how it ended.
+    pub acked: Vec<Acked>,
     /// Per want, in order: the jobs reserved for it.
     pub taken: Vec<Vec<Delivery>>,
 }
@@ -49,22 +78,27 @@ impl Jobs<'_> {
 
     /// Deletes (acknowledges) a job in any state. Returns whether it existed.
     pub async fn delete(self, slot: u32, qualified: &str, id: &JobId) -> Result<bool, EngineError> {
-        let served = self
-            .serve(slot, qualified, std::slice::from_ref(id), &[])
-            .await?;
-        Ok(served.acked.first().copied().unwrap_or(false))
+        let ack = self.ack(slot, qualified, Ack::any(id.clone())).await?;
+        Ok(ack == Acked::Deleted)
+    }
+
+    /// Acknowledges a job, fenced or not: see [`Ack`].
+    pub async fn ack(self, slot: u32, qualified: &str, ack: Ack) -> Result<Acked, EngineError> {
+        let served = self.serve(slot, qualified, &[ack], &[]).await?;
+        Ok(served.acked.first().copied().unwrap_or(Acked::Missing))
     }
 
     /// Serves the workers of one queue in `slot` in one script call (group
-    /// commit): first the `acks` (deletes by id of jobs in any state, each
-    /// found or not on its own), then the `wants`, in order, each up to its
+    /// commit): first the `acks` (deletes by id, each on its own: of a job
+    /// in any state, or fenced on a delivery), then the `wants`, in order,
+    /// each up to its
     /// `count` jobs reserved for its `ttr_ms` with one try spent. The first
     /// wants are served first; once the queue is empty the rest get none.
     pub async fn serve(
         self,
         slot: u32,
         qualified: &str,
-        acks: &[JobId],
+        acks: &[Ack],
         wants: &[Want],
     ) -> Result<Served, EngineError> {
         if acks.is_empty() && wants.iter().all(|w| w.count == 0) {
@@ -76,14 +110,17 @@ impl Jobs<'_> {
         let conn = self.0.conn();
         let k = SlotKeys::new(slot);
         let keys = keysets::serve(&k, qualified);
-        let mut args: Vec<Value> = Vec::with_capacity(4 + acks.len() + 2 * wants.len());
+        let mut args: Vec<Value> = Vec::with_capacity(4 + 2 * acks.len() + 2 * wants.len());
         args.extend([
             qualified.into(),
             self.0.timer_channel(slot).into(),
             i64::from(slot).into(),
             (acks.len() as i64).into(),
         ]);
-        args.extend(acks.iter().map(|id| Value::from(id.as_str())));
+        for a in acks {
+            args.push(a.id.as_str().into());
+            args.push(i64::from(a.delivery.unwrap_or(0)).into());
+        }
         for w in wants {
             args.push(i64::from(w.count).into());
             args.push((w.ttr_ms as i64).into());
@@ -93,7 +130,11 @@ impl Jobs<'_> {
         let now = f.uint()?;
         let mut acked = Vec::with_capacity(acks.len());
         for _ in acks {
-            acked.push(f.uint()? > 0);
+            acked.push(match f.int()? {
+                0 => Acked::Missing,
+                n if n < 0 => Acked::Fenced,
+                _ => Acked::Deleted,
+            });
         }
         let mut taken = Vec::with_capacity(wants.len());
         for w in wants {

@@ -98,6 +98,17 @@ written! {
             "x-sundial-ignored": true
         },
     ];
+    /// The fence of a worker's ack, touch or release.
+    DeliveryQuery = [
+        {
+            "name": "delivery",
+            "in": "query",
+            "required": false,
+            "description": "The delivery the worker holds: the `delivery` field (or `X-Sundial-Delivery` header) of the consume answer that gave it the job. With it the call acts only while that delivery holds the job (reserved, not delivered again since), else 409 and nothing changes. 0 or not a number is 400 `invalid delivery`.",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 4294967295u64, "format": "uint32"},
+            "x-sundial-extension": true
+        },
+    ];
     /// Of `respawnDeadLetter`.
     RespawnDeadLetterParams = [
         {
