@@ -1,9 +1,10 @@
 -- Serves the workers of one queue in one slot in one call (group commit):
--- the acks (deletes by id, of jobs in any state) and the consumes that
--- arrived together. A worker acks one job and asks for the next, so the
+-- the acks (deletes by id, of jobs in any state), the touches (a reserved
+-- job's TTR counted again from now) and the consumes that arrived together. A worker acks one job and asks for the next, so the
 -- two come together, and one call for both costs Redis one script call's
 -- fixed work (the call, its clock, its counters) where two cost twice.
--- Acks go first, each deleted or not found on its own; then the consumers
+-- Acks go first, each deleted or not found on its own; then the touches;
+-- then the consumers
 -- are served in the order given, each up to `count` jobs with its own
 -- TTR: a job is popped, spends a try and is re-armed for its TTR. Stale ids
 -- (jobs deleted while ready) are popped and skipped; expired jobs are
@@ -13,14 +14,19 @@
 -- KEYS[7]: transit hash (jobs on their way to another shard: `move_out.lua`)
 -- KEYS[8]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: qualified queue   ARGV[2]: timer channel   ARGV[3]: slot number
--- ARGV[4]: the number of acks, a   ARGV[5..4+2a]: per ack, its job id and
---   its fence: the delivery it acks, or 0 for none (lmstfy's ack)
--- ARGV[5+2a..]: per consumer, count and ttr ms
+-- ARGV[4]: the number of acks, a   ARGV[5]: the number of touches, h
+-- ARGV[6..5+2a]: per ack, its job id and its fence: the delivery it acks,
+--   or 0 for none (lmstfy's ack)
+-- ARGV[6+2a..5+2a+3h]: per touch, its job id, its fence and its TTR ms
+-- ARGV[6+2a+3h..]: per consumer, count and ttr ms
 -- Returns: the time of the call (ms, shard clock); per ack, the state the
 -- job was in (1..4), 0 when no such job exists in that queue (an id given
 -- twice is found the first time only), or -1 when its fence refused it
--- (the job is not reserved by that delivery; nothing changed); then per
--- consumer in order:
+-- (the job is not reserved by that delivery; nothing changed); per touch,
+-- the job's new deadline (ms, shard clock: now + TTR, or its expiry when
+-- sooner), or 0 (no such job), -1 (its fence refused it), -2 (the job is
+-- in transit to another shard: retry) or -3 (the job is not reserved);
+-- then per consumer in order:
 -- the TTR deadline given to its jobs (ms, shard clock), the number of its
 -- jobs, then per job its id and its record as it was before this call (the
 -- caller unpacks it: this call spent one try, set it reserved and counted
@@ -37,10 +43,13 @@ local out = { now }
 local qn = qn_of(KEYS[6], queue)
 local t = tally()
 
-local acks = tonumber(ARGV[4])
+local acks, touches = tonumber(ARGV[4]), tonumber(ARGV[5])
+-- Where the touches and the consumers start in ARGV.
+local touch_at = 6 + 2 * acks
+local want_at = touch_at + 3 * touches
 -- Every consumer's count and TTR, read before anything is written.
 local counts, ttrs, wanted = {}, {}, 0
-for w = 5 + 2 * acks, #ARGV, 2 do
+for w = want_at, #ARGV, 2 do
   local count, ttr = tonumber(ARGV[w]), tonumber(ARGV[w + 1])
   if not count or not ttr then
     return redis.error_reply('serve: a count or TTR is not a number')
@@ -53,12 +62,12 @@ end
 -- without a fence (0) deletes it in any state; one fenced on delivery N
 -- only while the job is reserved by that delivery.
 local function unfenced(x, raw)
-  local fence = tonumber(ARGV[4 + 2 * x])
+  local fence = tonumber(ARGV[5 + 2 * x])
   if fence == 0 then return true end
   return string.byte(raw, 1) % 16 == RESERVED and delivery_of(raw) == fence
 end
 
--- The acks: ack x has its id at ARGV[3 + 2x] and its fence after it, and
+-- The acks: ack x has its id at ARGV[4 + 2x] and its fence after it, and
 -- its answer at out[1 + x].
 if acks > 0 then
   local ids, listed, gone = {}, {}, {}
@@ -68,7 +77,7 @@ if acks > 0 then
   if qn then
     local uniq, seen = {}, {}
     for x = 1, acks do
-      local id = ARGV[3 + 2 * x]
+      local id = ARGV[4 + 2 * x]
       if not seen[id] then
         seen[id] = true
         uniq[#uniq + 1] = id
@@ -78,7 +87,7 @@ if acks > 0 then
     for y = 1, #uniq do raws[uniq[y]] = found[y] end
   end
   for x = 1, acks do
-    local id = ARGV[3 + 2 * x]
+    local id = ARGV[4 + 2 * x]
     local raw = not gone[id] and raws[id]
     local state = 0
     if raw then
@@ -109,7 +118,7 @@ if acks > 0 then
       local st = out[1 + x]
       local lkey = rkey
       if st == DEAD then lkey = KEYS[5] end
-      unlist(lkey, jkey, ckey, st, queue, ARGV[3 + 2 * x])
+      unlist(lkey, jkey, ckey, st, queue, ARGV[4 + 2 * x])
     end
   end
   -- A job that a mover took out of the slot is deleted in transit: its
@@ -118,7 +127,7 @@ if acks > 0 then
   -- nothing more).
   if #ids < acks and redis.call('EXISTS', KEYS[7]) == 1 then
     for x = 1, acks do
-      local id = ARGV[3 + 2 * x]
+      local id = ARGV[4 + 2 * x]
       if out[1 + x] == 0 and not gone[id] then
         local v = redis.call('HGET', KEYS[7], id)
         local e = v and transit_unpack(v)
@@ -136,6 +145,44 @@ if acks > 0 then
       end
     end
   end
+end
+
+-- The touches, each on its own: a job reserved (by the delivery its fence
+-- names, if it names one) gets `now + TTR` as its deadline (its expiry
+-- when that is sooner), as consume gave it.
+local touched, soonest = {}, nil
+for x = 1, touches do
+  local at = touch_at + 3 * (x - 1)
+  local id, fence, ttr = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+  local raw = qn and redis.call('HGET', jkey, id)
+  local answer = 0
+  if raw then
+    local st, q, _, expire = head(raw)
+    if q ~= qn then
+      answer = 0
+    elseif st ~= RESERVED then
+      answer = -3
+      if fence > 0 then answer = -1 end
+    elseif fence > 0 and delivery_of(raw) ~= fence then
+      answer = -1
+    else
+      answer = now + ttr
+      if expire > 0 and expire < answer then answer = expire end
+      touched[#touched + 1] = string.format('%d', answer)
+      touched[#touched + 1] = id
+      if soonest == nil or answer < soonest then soonest = answer end
+    end
+  elseif redis.call('EXISTS', KEYS[7]) == 1 then
+    local v = redis.call('HGET', KEYS[7], id)
+    local e = v and transit_unpack(v)
+    if e and e.queue == queue then answer = -2 end
+  end
+  out[#out + 1] = answer
+end
+if soonest then
+  local before = zmin(tkey)
+  call_many('ZADD', tkey, touched, 2)
+  if before == nil or soonest < before then announce(ARGV[2], ARGV[3]) end
 end
 
 -- The consumes: first the ready jobs they take, in list order, then who

@@ -26,6 +26,8 @@ pub struct Limits {
     pub default_timeout_secs: u32,
     /// The longest long poll a consumer may ask for; longer asks are capped.
     pub max_timeout_secs: u32,
+    /// The longest TTR a touch may ask for; a longer one is refused.
+    pub max_ttr_secs: u32,
 }
 
 impl Default for Limits {
@@ -37,6 +39,7 @@ impl Default for Limits {
             default_ttr_secs: 120,
             default_timeout_secs: 0,
             max_timeout_secs: 600,
+            max_ttr_secs: 43_200,
         }
     }
 }

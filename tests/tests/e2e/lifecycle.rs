@@ -1,8 +1,12 @@
-//! A worker's hold on a job, end to end: delivery numbers and fenced acks.
+//! A worker's hold on a job, end to end: delivery numbers, fenced acks,
+//! touches.
 
 use sundial_tests::{Api, ShardKind, started_on};
 
-on_every_shard_kind!(a_stale_ack_is_refused_and_the_job_stays_with_its_new_holder);
+on_every_shard_kind!(
+    a_stale_ack_is_refused_and_the_job_stays_with_its_new_holder,
+    a_touch_keeps_a_job_from_redelivery_past_its_first_ttr,
+);
 
 async fn a_stale_ack_is_refused_and_the_job_stays_with_its_new_holder(kind: ShardKind) {
     let (_store, mut gw, token, api) = started_on(kind, "ns").await;
@@ -54,4 +58,54 @@ async fn a_stale_ack_is_refused_and_the_job_stays_with_its_new_holder(kind: Shar
     );
     let plain = api.delete(&format!("/api/ns/q/job/{id}")).await;
     assert_eq!(plain.status, 204, "an unfenced ack stays lmstfy's");
+}
+
+async fn a_touch_keeps_a_job_from_redelivery_past_its_first_ttr(kind: ShardKind) {
+    let (_store, _gw, _token, api) = started_on(kind, "ns").await;
+    let id = api.publish("ns", "q", "tries=3", b"long job").await;
+    let touch = |q: &str| format!("/api/ns/q/job/{id}/touch?{q}");
+    let r = api.post(&touch("ttr=5")).await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (404, Some("job is not reserved"))
+    );
+    let got = api.get("/api/ns/q?ttr_ms=600").await;
+    assert_eq!(got.json["delivery"], 1);
+
+    // Bad input: 400, and the reservation is untouched.
+    for (q, msg) in [
+        ("ttr=43201", "ttr over limits.max_ttr (43200 s)"),
+        ("ttr=0", "invalid ttr"),
+        ("ttr=-1", "invalid ttr"),
+        ("ttr_ms=x", "invalid ttr_ms"),
+        ("delivery=0", "invalid delivery"),
+    ] {
+        let r = api.post(&touch(q)).await;
+        assert_eq!(
+            (r.status, r.json["error"].as_str()),
+            (400, Some(msg)),
+            "{q}"
+        );
+    }
+    let r = api.post(&touch("ttr=5&delivery=2")).await;
+    assert_eq!(r.status, 409, "another delivery's touch: {r:?}");
+
+    // The holder asks for 5 s more: past the first TTR, nobody gets it.
+    let r = api.post(&touch("ttr=5&delivery=1")).await;
+    assert_eq!(
+        (r.status, &r.json["msg"]),
+        (200, &"touched".into()),
+        "{r:?}"
+    );
+    let left = r.json["ttr_ms"].as_u64().expect("ttr_ms");
+    assert!((4_000..=5_000).contains(&left), "{left}");
+    let none = api.get("/api/ns/q?timeout=2").await;
+    assert_eq!(none.status, 404, "held past its first TTR: {none:?}");
+    let ack = api.delete(&format!("/api/ns/q/job/{id}?delivery=1")).await;
+    assert_eq!(ack.status, 204);
+    let r = api.post(&touch("ttr=5")).await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (404, Some("job not found"))
+    );
 }

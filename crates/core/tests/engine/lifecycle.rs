@@ -1,12 +1,12 @@
-//! A worker's hold on a job: delivery numbers and fenced acks.
+//! A worker's hold on a job: delivery numbers, fenced acks, touches.
 
 use std::time::Duration;
 
 use redis::Commands;
-use sundial_core::{Ack, Acked, JobId, keys::SlotKeys};
+use sundial_core::{Ack, Acked, JobId, Touch, Touched, keys::SlotKeys};
 use sundial_tests::RedisServer;
 
-use crate::helpers::{consume, counts, now_sched, publish, qn, shard, slot};
+use crate::helpers::{consume, counts, now_sched, publish, qn, sched, shard, slot};
 use crate::usage::assert_usage_true;
 
 #[tokio::test]
@@ -91,4 +91,88 @@ async fn a_fenced_ack_deletes_only_for_the_delivery_that_holds_the_job() {
     let a = s.jobs().ack(sl, &qn("q"), fenced(2)).await.expect("ack");
     assert_eq!(a, Acked::Missing);
     assert_usage_true(&s, &redis, "after the fenced acks").await;
+}
+
+#[tokio::test]
+async fn a_touch_counts_the_ttr_again_from_now_for_a_reserved_job_only() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", now_sched(2), "long").await;
+    let sl = slot("q", &id);
+    let touch = |delivery, ttr_ms| Touch {
+        id: id.clone(),
+        delivery,
+        ttr_ms,
+    };
+    let ready = s.jobs().touch(sl, &qn("q"), touch(None, 1000)).await;
+    assert_eq!(ready.expect("touch"), Touched::NotReserved);
+    let fenced = s.jobs().touch(sl, &qn("q"), touch(Some(1), 1000)).await;
+    assert_eq!(fenced.expect("touch"), Touched::Fenced);
+    let got = consume(&s, &["q"], 1, 50).await.expect("consume");
+    assert_eq!(got[0].number(), 1);
+    let t = s
+        .jobs()
+        .touch(sl, &qn("q"), touch(Some(1), 60_000))
+        .await
+        .expect("touch");
+    let Touched::Extended {
+        deadline_ms,
+        left_ms,
+    } = t
+    else {
+        panic!("not extended: {t:?}");
+    };
+    assert!(left_ms > 59_000 && left_ms <= 60_000, "{left_ms}");
+    assert!(deadline_ms > got[0].deadline_ms + 50_000);
+    // Past the first TTR the pump leaves it reserved.
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    s.timers().pump(sl, 100, None).await.expect("pump");
+    let c = counts(&s, "q").await.expect("counts");
+    assert_eq!((c.reserved, c.ready), (1, 0), "still held");
+    let t = s.jobs().touch(sl, &qn("q"), touch(Some(2), 1000)).await;
+    assert_eq!(
+        t.expect("touch"),
+        Touched::Fenced,
+        "another delivery's touch"
+    );
+    let gone = JobId::mint(false);
+    let t = s
+        .jobs()
+        .touch(
+            sl,
+            &qn("q"),
+            Touch {
+                id: gone,
+                delivery: None,
+                ttr_ms: 1,
+            },
+        )
+        .await;
+    assert_eq!(t.expect("touch"), Touched::Missing);
+}
+
+#[tokio::test]
+async fn a_touch_does_not_hold_a_job_past_its_expiry() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", sched(0, 2_000, 1), "short-lived").await;
+    let sl = slot("q", &id);
+    consume(&s, &["q"], 1, 100).await.expect("consume");
+    let t = s
+        .jobs()
+        .touch(
+            sl,
+            &qn("q"),
+            Touch {
+                id: id.clone(),
+                delivery: None,
+                ttr_ms: 60_000,
+            },
+        )
+        .await
+        .expect("touch");
+    let Touched::Extended { left_ms, .. } = t else {
+        panic!("not extended: {t:?}");
+    };
+    assert!(left_ms <= 2_000, "capped by the expiry: {left_ms}");
 }

@@ -22,14 +22,14 @@ pub(super) fn queue(tenant: &Tenant) -> Result<&str, ApiError> {
 }
 
 /// A job addressed by path: its queue (plain and qualified) and id.
-struct Target<'a> {
-    queue: &'a str,
-    qualified: String,
-    id: JobId,
+pub(super) struct Target<'a> {
+    pub(super) queue: &'a str,
+    pub(super) qualified: String,
+    pub(super) id: JobId,
 }
 
 impl<'a> Target<'a> {
-    fn parse(tenant: &'a Tenant) -> Result<Self, ApiError> {
+    pub(super) fn parse(tenant: &'a Tenant) -> Result<Self, ApiError> {
         let queue = queue(tenant)?;
         let id = job_id(tenant)?;
         Ok(Self {

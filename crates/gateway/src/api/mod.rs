@@ -6,6 +6,7 @@ pub mod body;
 mod consume;
 mod deadletter;
 pub mod error;
+mod hold;
 mod jobs;
 pub(crate) mod params;
 mod publish;
@@ -32,6 +33,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(publish::publish, consume::consume, queue::destroy))
         .routes(routes!(publish::bulk))
         .routes(routes!(jobs::peek, jobs::delete, republish::republish))
+        .routes(routes!(hold::touch))
         .routes(routes!(queue::peek))
         .routes(routes!(queue::size))
         .routes(routes!(queue::stats))

@@ -129,6 +129,29 @@ pub(super) fn delivery(p: &Params) -> Result<Option<u32>, ApiError> {
     }
 }
 
+/// The TTR a touch sets: `ttr` seconds (default `limits.default_ttr`), or
+/// `ttr_ms`, which overrides it; from 1 ms to `limits.max_ttr`.
+pub(super) fn touch_ttr_ms(p: &Params, limits: &Limits) -> Result<u64, ApiError> {
+    let ttr: u32 = p.uint("ttr", limits.default_ttr_secs)?;
+    let ttr_ms = p.uint("ttr_ms", u64::from(ttr) * 1000)?;
+    let max = u64::from(limits.max_ttr_secs) * 1000;
+    if ttr_ms == 0 {
+        let name = if p.get("ttr_ms").is_some() {
+            "ttr_ms"
+        } else {
+            "ttr"
+        };
+        return Err(ApiError::bad(format!("invalid {name}")));
+    }
+    if ttr_ms > max {
+        return Err(ApiError::bad(format!(
+            "ttr over limits.max_ttr ({} s)",
+            limits.max_ttr_secs
+        )));
+    }
+    Ok(ttr_ms)
+}
+
 /// `limit` of the dead-letter calls: default 1, at least 1.
 pub(super) fn limit(p: &Params) -> Result<u64, ApiError> {
     match p.uint("limit", 1u64)? {
@@ -151,6 +174,28 @@ mod tests {
             .extend_pairs(pairs)
             .finish();
         Params::new(&format!("/?{query}").parse().expect("uri"))
+    }
+
+    #[test]
+    fn a_touch_ttr_is_bounded_by_the_configured_maximum() {
+        let l = Limits::default();
+        let ttr = |q: &[(&str, &str)]| touch_ttr_ms(&params(q), &l);
+        assert_eq!(ttr(&[]).expect("default"), 120_000);
+        assert_eq!(ttr(&[("ttr", "30")]).expect("30 s"), 30_000);
+        assert_eq!(ttr(&[("ttr", "30"), ("ttr_ms", "250")]).expect("ms"), 250);
+        assert_eq!(ttr(&[("ttr", "43200")]).expect("the maximum"), 43_200_000);
+        let err = |q: &[(&str, &str)]| msg(ttr(q).expect_err("refused"));
+        assert_eq!(
+            err(&[("ttr", "43201")]),
+            "ttr over limits.max_ttr (43200 s)"
+        );
+        assert_eq!(
+            err(&[("ttr_ms", "43200001")]),
+            "ttr over limits.max_ttr (43200 s)"
+        );
+        assert_eq!(err(&[("ttr", "0")]), "invalid ttr");
+        assert_eq!(err(&[("ttr_ms", "0")]), "invalid ttr_ms");
+        assert_eq!(err(&[("ttr", "-5")]), "invalid ttr");
     }
 
     #[test]

@@ -241,6 +241,7 @@ fn needs(method: &Method, route: &str) -> &'static [Scope] {
             &[Scope::Publish, Scope::Consume]
         }
         "/api/{ns}/{queue}/job/{job_id}" if *method == Method::DELETE => CONSUME,
+        "/api/{ns}/{queue}/job/{job_id}/touch" if *method == Method::POST => CONSUME,
         "/api/{ns}/{queue}/job/{job_id}"
         | "/api/{ns}/{queue}/peek"
         | "/api/{ns}/{queue}/size"
@@ -283,6 +284,11 @@ mod tests {
             (&put, "/api/{ns}/{queue}/bulk", &[Scope::Publish]),
             (&get, "/api/{ns}/{queue}", &[Scope::Consume]),
             (&del, "/api/{ns}/{queue}/job/{job_id}", &[Scope::Consume]),
+            (
+                &Method::POST,
+                "/api/{ns}/{queue}/job/{job_id}/touch",
+                &[Scope::Consume],
+            ),
             (
                 &put,
                 "/api/{ns}/{queue}/job/{job_id}",

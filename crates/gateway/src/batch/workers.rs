@@ -2,7 +2,7 @@
 //! consumer (`Reserved`), given back if the consumer goes away before it
 //! has them.
 
-use sundial_core::{Ack, Acked, Delivery, EngineError, Shard, Want};
+use sundial_core::{Ack, Acked, Delivery, EngineError, Shard, Touch, Touched, Want};
 
 use super::lines::{Lines, Op};
 
@@ -72,6 +72,8 @@ async fn release(shard: &Shard, d: &Delivery) {
 pub enum Work {
     /// Delete a job: in whatever state it is, or fenced on a delivery.
     Ack(Ack),
+    /// Extend a reserved job's hold.
+    Touch(Touch),
     /// Reserve jobs.
     Take(Want),
 }
@@ -81,6 +83,8 @@ pub enum Work {
 pub enum Done {
     /// How the ack ended there.
     Acked(Acked),
+    /// How the touch ended there.
+    Touched(Touched),
     /// The jobs reserved for the consumer.
     Taken(Reserved),
 }
@@ -103,7 +107,7 @@ impl Op for WorkOp {
     type Out = Done;
     fn size(w: &Work) -> usize {
         match w {
-            Work::Ack(_) => 0,
+            Work::Ack(_) | Work::Touch(_) => 0,
             Work::Take(want) => want.count as usize,
         }
     }
@@ -125,21 +129,28 @@ impl Op for WorkOp {
         items: &[Work],
     ) -> Result<Vec<Done>, EngineError> {
         let mut acks = Vec::new();
+        let mut touches = Vec::new();
         let mut wants = Vec::new();
         for w in items {
             match w {
                 Work::Ack(ack) => acks.push(ack.clone()),
+                Work::Touch(touch) => touches.push(touch.clone()),
                 Work::Take(want) => wants.push(*want),
             }
         }
-        let served = shard.jobs().serve(slot, qualified, &acks, &wants).await?;
+        let served = shard
+            .jobs()
+            .serve(slot, qualified, &acks, &touches, &wants)
+            .await?;
         let mut acked = served.acked.into_iter();
+        let mut touched = served.touched.into_iter();
         let mut taken = served.taken.into_iter();
         // `serve` answers each ack and want, in order, or fails.
         items
             .iter()
             .map(|w| match w {
                 Work::Ack(_) => acked.next().map(Done::Acked),
+                Work::Touch(_) => touched.next().map(Done::Touched),
                 Work::Take(_) => taken.next().map(|jobs| {
                     Done::Taken(Reserved {
                         jobs: jobs.into_iter().map(|d| (shard.clone(), d)).collect(),
@@ -175,7 +186,26 @@ impl Workers {
             .await?
         {
             Done::Acked(how) => Ok(how),
-            Done::Taken(_) => Err(mismatch(shard)),
+            _ => Err(mismatch(shard)),
+        }
+    }
+
+    /// Touches a job of `qualified` in `slot` on `shard`, in a call of its
+    /// own or with other acks, touches and consumes of the same queue.
+    pub async fn touch(
+        &self,
+        shard: &Shard,
+        slot: u32,
+        qualified: &str,
+        weight: u64,
+        touch: Touch,
+    ) -> Result<Touched, EngineError> {
+        match self
+            .submit(shard, slot, qualified, weight, Work::Touch(touch))
+            .await?
+        {
+            Done::Touched(how) => Ok(how),
+            _ => Err(mismatch(shard)),
         }
     }
 
@@ -195,7 +225,7 @@ impl Workers {
             .await?
         {
             Done::Taken(jobs) => Ok(jobs),
-            Done::Acked(_) => Err(mismatch(shard)),
+            _ => Err(mismatch(shard)),
         }
     }
 }

@@ -95,6 +95,8 @@ pub struct LimitsConfig {
     pub default_timeout: u32,
     /// The longest long poll; longer asks are capped to this.
     pub max_timeout: u32,
+    /// The longest TTR a touch may set; a longer one is refused (400).
+    pub max_ttr: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -266,6 +268,7 @@ impl From<&Limits> for LimitsConfig {
             default_ttr: l.default_ttr_secs,
             default_timeout: l.default_timeout_secs,
             max_timeout: l.max_timeout_secs,
+            max_ttr: l.max_ttr_secs,
         }
     }
 }
@@ -279,6 +282,7 @@ impl LimitsConfig {
             default_ttr_secs: self.default_ttr,
             default_timeout_secs: self.default_timeout,
             max_timeout_secs: self.max_timeout,
+            max_ttr_secs: self.max_ttr,
         }
     }
 }

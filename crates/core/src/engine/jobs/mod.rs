@@ -14,7 +14,7 @@ use super::{
 use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
 pub use publish::{NewJob, Publication, Schedule};
-pub use serve::{Ack, Acked, Served, Want};
+pub use serve::{Ack, Acked, Served, Touch, Touched, Want};
 
 /// A shard's job operations: see the module's docs.
 #[derive(Clone, Copy, Debug)]

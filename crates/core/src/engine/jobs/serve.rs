@@ -51,11 +51,38 @@ pub enum Acked {
     Fenced,
 }
 
+/// A touch: job `id`'s reservation extended to `ttr_ms` from now; with a
+/// fence, only while delivery `delivery` holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Touch {
+    pub id: JobId,
+    pub delivery: Option<u32>,
+    pub ttr_ms: u64,
+}
+
+/// How a [`Touch`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touched {
+    /// The job stays reserved until `deadline_ms` (shard clock): now plus
+    /// the TTR, or its expiry when sooner; `left_ms` from now.
+    Extended { deadline_ms: u64, left_ms: u64 },
+    /// No such job in that queue here.
+    Missing,
+    /// The job is not reserved.
+    NotReserved,
+    /// The job exists but the delivery the touch named does not hold it.
+    Fenced,
+    /// The job is in transit to another shard: retry shortly.
+    Moving,
+}
+
 /// What one [`Jobs::serve`] call answered.
 #[derive(Debug, Default)]
 pub struct Served {
     /// Per ack, in order: how it ended.
     pub acked: Vec<Acked>,
+    /// Per touch, in order: how it ended.
+    pub touched: Vec<Touched>,
     /// Per want, in order: the jobs reserved for it.
     pub taken: Vec<Vec<Delivery>>,
 }
@@ -71,7 +98,7 @@ impl Jobs<'_> {
         ttr_ms: u64,
     ) -> Result<Vec<Delivery>, EngineError> {
         let mut served = self
-            .serve(slot, qualified, &[], &[Want { count, ttr_ms }])
+            .serve(slot, qualified, &[], &[], &[Want { count, ttr_ms }])
             .await?;
         Ok(served.taken.pop().unwrap_or_default())
     }
@@ -84,14 +111,25 @@ impl Jobs<'_> {
 
     /// Acknowledges a job, fenced or not: see [`Ack`].
     pub async fn ack(self, slot: u32, qualified: &str, ack: Ack) -> Result<Acked, EngineError> {
-        let served = self.serve(slot, qualified, &[ack], &[]).await?;
+        let served = self.serve(slot, qualified, &[ack], &[], &[]).await?;
         Ok(served.acked.first().copied().unwrap_or(Acked::Missing))
+    }
+
+    /// Extends a reserved job's hold: see [`Touch`].
+    pub async fn touch(
+        self,
+        slot: u32,
+        qualified: &str,
+        touch: Touch,
+    ) -> Result<Touched, EngineError> {
+        let served = self.serve(slot, qualified, &[], &[touch], &[]).await?;
+        Ok(served.touched.first().copied().unwrap_or(Touched::Missing))
     }
 
     /// Serves the workers of one queue in `slot` in one script call (group
     /// commit): first the `acks` (deletes by id, each on its own: of a job
-    /// in any state, or fenced on a delivery), then the `wants`, in order,
-    /// each up to its
+    /// in any state, or fenced on a delivery), then the `touches`, then
+    /// the `wants`, in order, each up to its
     /// `count` jobs reserved for its `ttr_ms` with one try spent. The first
     /// wants are served first; once the queue is empty the rest get none.
     pub async fn serve(
@@ -99,27 +137,35 @@ impl Jobs<'_> {
         slot: u32,
         qualified: &str,
         acks: &[Ack],
+        touches: &[Touch],
         wants: &[Want],
     ) -> Result<Served, EngineError> {
-        if acks.is_empty() && wants.iter().all(|w| w.count == 0) {
+        if acks.is_empty() && touches.is_empty() && wants.iter().all(|w| w.count == 0) {
             return Ok(Served {
-                acked: Vec::new(),
                 taken: wants.iter().map(|_| Vec::new()).collect(),
+                ..Served::default()
             });
         }
         let conn = self.0.conn();
         let k = SlotKeys::new(slot);
         let keys = keysets::serve(&k, qualified);
-        let mut args: Vec<Value> = Vec::with_capacity(4 + 2 * acks.len() + 2 * wants.len());
+        let mut args: Vec<Value> =
+            Vec::with_capacity(5 + 2 * acks.len() + 3 * touches.len() + 2 * wants.len());
         args.extend([
             qualified.into(),
             self.0.timer_channel(slot).into(),
             i64::from(slot).into(),
             (acks.len() as i64).into(),
+            (touches.len() as i64).into(),
         ]);
         for a in acks {
             args.push(a.id.as_str().into());
             args.push(i64::from(a.delivery.unwrap_or(0)).into());
+        }
+        for t in touches {
+            args.push(t.id.as_str().into());
+            args.push(i64::from(t.delivery.unwrap_or(0)).into());
+            args.push((t.ttr_ms as i64).into());
         }
         for w in wants {
             args.push(i64::from(w.count).into());
@@ -134,6 +180,20 @@ impl Jobs<'_> {
                 0 => Acked::Missing,
                 n if n < 0 => Acked::Fenced,
                 _ => Acked::Deleted,
+            });
+        }
+        let mut touched = Vec::with_capacity(touches.len());
+        for _ in touches {
+            touched.push(match f.int()? {
+                0 => Touched::Missing,
+                -1 => Touched::Fenced,
+                -2 => Touched::Moving,
+                -3 => Touched::NotReserved,
+                n if n > 0 => Touched::Extended {
+                    deadline_ms: n as u64,
+                    left_ms: (n as u64).saturating_sub(now),
+                },
+                n => return Err(conn.bad_reply(format!("a touch answered {n}"))),
             });
         }
         let mut taken = Vec::with_capacity(wants.len());
@@ -152,7 +212,11 @@ impl Jobs<'_> {
         if f.len() != 0 {
             return Err(conn.bad_reply("serve answered for more consumers than asked"));
         }
-        Ok(Served { acked, taken })
+        Ok(Served {
+            acked,
+            touched,
+            taken,
+        })
     }
 }
 

@@ -128,6 +128,27 @@ pub struct DeliveredJob<'a> {
     pub job: Job<'a>,
 }
 
+/// `msg` of a touch.
+#[derive(Debug, Serialize, ToSchema)]
+pub enum TouchedMsg {
+    #[serde(rename = "touched")]
+    Touched,
+}
+
+/// A reservation extended by a touch.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"msg": "touched", "job_id": "01JD3M6Y7ZQ8K5X4W2V1T0S9R8",
+    "ttr_ms": 30000}))]
+pub struct Touched<'a> {
+    #[schema(inline)]
+    pub msg: TouchedMsg,
+    #[schema(value_type = JobId)]
+    pub job_id: &'a str,
+    /// Milliseconds until the job's new TTR runs out: the TTR asked for,
+    /// or less when the job expires (its TTL) before that.
+    pub ttr_ms: u64,
+}
+
 /// `msg` of a publish.
 #[derive(Debug, Serialize, ToSchema)]
 pub enum PublishedMsg {

@@ -98,6 +98,23 @@ written! {
             "x-sundial-ignored": true
         },
     ];
+    /// Of `touchJob`.
+    TouchJobParams = [
+        {
+            "name": "ttr",
+            "in": "query",
+            "required": false,
+            "description": "Seconds from now until the job's TTR runs out (default `limits.default_ttr`, 120), at most `limits.max_ttr` (43200): more is 400 `ttr over limits.max_ttr (43200 s)`; 0 is 400 `invalid ttr`.",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 4294967295u64, "format": "uint32", "default": 120}
+        },
+        {
+            "name": "ttr_ms",
+            "in": "query",
+            "required": false,
+            "description": "The same in milliseconds; overrides `ttr`.",
+            "schema": {"type": "integer", "minimum": 1, "format": "uint64"}
+        },
+    ];
     /// The fence of a worker's ack, touch or release.
     DeliveryQuery = [
         {
