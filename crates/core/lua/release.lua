@@ -1,27 +1,72 @@
--- Gives back a job that consume reserved for a client that went away before
--- it could be answered: the job goes back to the head of its ready list and
--- gets its try back. Fenced: nothing happens unless the job is still in the
--- reservation that consume made (same state, same TTR deadline).
+-- Gives a reserved job back, in one of two ways:
+-- - a worker's release (nack): the job waits `delay` ms (delayed, or at
+--   the back of its ready list when 0) with its try spent or given back,
+--   and its reason recorded; a release that leaves no try sends it to
+--   the dead letter instead;
+-- - a consume whose client went away before it was answered: the job goes
+--   back to the head of its ready list with its try given back.
+-- Fenced on a delivery: nothing happens unless the job is reserved, by
+-- that delivery when one is named.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: ready list
--- KEYS[5]: the slot's guard (never read: see `SlotKeys::guard`)
--- ARGV[1]: job id   ARGV[2]: the TTR deadline consume returned   ARGV[3]: ready channel
--- ARGV[4]: qualified queue
--- Returns: 1 when released, 0 otherwise.
-local id, deadline = ARGV[1], tonumber(ARGV[2])
-local raw = redis.call('HGET', KEYS[1], id)
-if not raw then return 0 end
+-- KEYS[5]: dead list   KEYS[6]: wheel index zset   KEYS[7]: queue table
+-- KEYS[8]: transit hash   KEYS[9]: the slot's guard (never read: see `SlotKeys::guard`)
+-- ARGV[1]: qualified queue   ARGV[2]: job id   ARGV[3]: fence (a delivery, 0 = none)
+-- ARGV[4]: delay ms   ARGV[5]: 1 to spend the try, 0 to give it back
+-- ARGV[6]: 1 to put the job at the head of its ready list (a consume given
+--   back), 0 at its back   ARGV[7]: reason (recorded when ARGV[8] is 1)
+-- ARGV[8]: 1 to record the reason, 0 to keep the one the job has
+-- ARGV[9]: ready channel   ARGV[10]: timer channel   ARGV[11]: slot number
+-- ARGV[12]: slot key prefix
+-- Returns: the job's state now (READY 2, DELAYED 1 or DEAD 4), or 0 when
+-- no such job exists in that queue, -1 when the fence refused it, -2 when
+-- the job is in transit to another shard (retry), -3 when it is not
+-- reserved.
+local queue, id, fence = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local delay_ms, spend, front = tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6] == '1'
+local jkey, tkey, ckey = KEYS[1], KEYS[2], KEYS[3]
+local raw = redis.call('HGET', jkey, id)
+if not raw then
+  local v = redis.call('HGET', KEYS[8], id)
+  local e = v and transit_unpack(v)
+  if e and e.queue == queue then return -2 end
+  return 0
+end
 local r = decode(raw)
-r.queue = ARGV[4]
-if r.state ~= RESERVED then return 0 end
-local due = deadline
-if r.expire > 0 and r.expire < due then due = r.expire end
-local score = redis.call('ZSCORE', KEYS[2], id)
-if not score or tonumber(score) ~= due then return 0 end
-count(KEYS[3], RESERVED, r.queue, -1)
-r.state, r.tries = READY, r.tries + 1
-redis.call('HSET', KEYS[1], id, patch(raw, READY, r.tries, r.delivered))
-count(KEYS[3], READY, r.queue, 1)
-redis.call('RPUSH', KEYS[4], id)
-arm_expiry(KEYS[2], id, r)
-announce(ARGV[3], 1)
-return 1
+if r.qn ~= qn_of(KEYS[7], queue) then return 0 end
+r.queue = queue
+if r.state ~= RESERVED then
+  if fence > 0 then return -1 end
+  return -3
+end
+if fence > 0 and r.delivery ~= fence then return -1 end
+
+local now = now_ms()
+if not spend then r.tries = r.tries + 1 end
+if ARGV[8] == '1' then
+  r.ext, r.reason = true, ARGV[7]
+end
+count(ckey, RESERVED, queue, -1)
+local slot_keys = { j = jkey, t = tkey, s = KEYS[6], prefix = ARGV[12] }
+if r.tries == 0 then
+  r.state, r.died, r.due = DEAD, true, now
+  redis.call('LPUSH', KEYS[5], id)
+  arm_expiry(tkey, id, r)
+elseif delay_ms > 0 then
+  r.state, r.due = DELAYED, now + delay_ms
+  redis.call('ZREM', tkey, id)
+  delay(slot_keys, id, r.due, now, next_wake(tkey, KEYS[6]), ARGV[10], ARGV[11])
+else
+  r.state, r.due = READY, now
+  if front then
+    redis.call('RPUSH', KEYS[4], id)
+  else
+    redis.call('LPUSH', KEYS[4], id)
+  end
+  arm_expiry(tkey, id, r)
+  announce(ARGV[9], 1)
+end
+local record = encode(r)
+redis.call('HSET', jkey, id, record)
+count(ckey, r.state, queue, 1)
+if #record ~= #raw then use(ckey, queue, 0, #record - #raw) end
+return r.state

@@ -58,8 +58,8 @@ pub use engine::{
     Ack, Acked, AdminTables, Admission, BacklogAsk, Copied, Counts, DeadJob, DeadPage, Delivery,
     ExportPage, InTransit, JobPage, JobView, ListAsk, ListState, ListedJob, Mark, Memory, MoveMode,
     NewJob, PAGE_BYTES, PageSize, PortableJob, Publication, PumpOutcome, PumpProcess, RateGrant,
-    RateTake, Schedule, Served, Shard, ShardCheck, Taken, Totals, Touch, Touched, Usage, Want,
-    state,
+    RateTake, Release, Released, Schedule, Served, Shard, ShardCheck, Taken, Totals, Touch,
+    Touched, Usage, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

@@ -1,11 +1,12 @@
 //! A worker's hold on a job, end to end: delivery numbers, fenced acks,
-//! touches.
+//! touches, releases.
 
 use sundial_tests::{Api, ShardKind, started_on};
 
 on_every_shard_kind!(
     a_stale_ack_is_refused_and_the_job_stays_with_its_new_holder,
     a_touch_keeps_a_job_from_redelivery_past_its_first_ttr,
+    a_released_job_comes_back_after_its_delay_and_dies_on_its_last_try,
 );
 
 async fn a_stale_ack_is_refused_and_the_job_stays_with_its_new_holder(kind: ShardKind) {
@@ -107,5 +108,78 @@ async fn a_touch_keeps_a_job_from_redelivery_past_its_first_ttr(kind: ShardKind)
     assert_eq!(
         (r.status, r.json["error"].as_str()),
         (404, Some("job not found"))
+    );
+}
+
+async fn a_released_job_comes_back_after_its_delay_and_dies_on_its_last_try(kind: ShardKind) {
+    let (_store, _gw, _token, api) = started_on(kind, "ns").await;
+    let id = api.publish("ns", "q", "tries=2", b"flaky").await;
+    let release = |q: &str| format!("/api/ns/q/job/{id}/release?{q}");
+    let got = api.get("/api/ns/q?ttr=30").await;
+    assert_eq!(got.json["delivery"], 1);
+
+    // Bad input: 400, and the job stays reserved as it was.
+    let long = "x".repeat(1025);
+    for (q, msg) in [
+        ("delay=-1".to_owned(), "invalid delay"),
+        ("delay_ms=x".to_owned(), "invalid delay_ms"),
+        (
+            "spend_try=maybe".to_owned(),
+            "invalid spend_try: true or false",
+        ),
+        (
+            format!("reason={long}"),
+            "reason too long: at most 1024 bytes",
+        ),
+        ("delivery=0".to_owned(), "invalid delivery"),
+    ] {
+        let r = api.post(&release(&q)).await;
+        assert_eq!(
+            (r.status, r.json["error"].as_str()),
+            (400, Some(msg)),
+            "{q}"
+        );
+    }
+    let held = api.get(&format!("/api/ns/q/job/{id}")).await;
+    assert_eq!(
+        (&held.json["remain_tries"], &held.json["reason"]),
+        (&1.into(), &serde_json::Value::Null)
+    );
+
+    // Delivery 1 fails and asks for 1 s: delayed, then back with the reason.
+    let r = api
+        .post(&release("delay=1&reason=db%20down&delivery=1"))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        (&r.json["state"], &r.json["delay_ms"]),
+        (&"delayed".into(), &1000.into())
+    );
+    let early = api.get("/api/ns/q").await;
+    assert_eq!(early.status, 404, "not before its delay");
+    let again = api.get("/api/ns/q?ttr=30&timeout=5").await;
+    assert_eq!(again.status, 200, "{again:?}");
+    assert_eq!(
+        (
+            &again.json["delivery"],
+            &again.json["reason"],
+            &again.json["remain_tries"]
+        ),
+        (&2.into(), &"db down".into(), &0.into())
+    );
+    let stale = api.post(&release("delivery=1")).await;
+    assert_eq!(stale.status, 409, "delivery 1 no longer holds it");
+
+    // The last try fails: the dead letter, with its reason.
+    let r = api.post(&release("reason=gave%20up&delivery=2")).await;
+    assert_eq!((r.status, &r.json["state"]), (200, &"dead".into()), "{r:?}");
+    let dl = api.get("/api/ns/q/deadletter/size").await;
+    assert_eq!(dl.json["size"], 1);
+    let dead = api.get(&format!("/api/ns/q/job/{id}")).await;
+    assert_eq!(dead.json["reason"], "gave up");
+    let r = api.post(&release("")).await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (404, Some("job is not reserved"))
     );
 }

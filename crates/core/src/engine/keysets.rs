@@ -47,13 +47,28 @@ pub(crate) fn serve(k: &SlotKeys, qualified: &str) -> Vec<String> {
     ]
 }
 
-/// `release.lua` and `destroy.lua`.
+/// `destroy.lua`.
+pub(crate) fn destroy(k: &SlotKeys, qualified: &str) -> Vec<String> {
+    vec![
+        k.jobs(),
+        k.timer(),
+        k.counters(),
+        k.ready(qualified),
+        k.guard(),
+    ]
+}
+
+/// `release.lua`.
 pub(crate) fn release(k: &SlotKeys, qualified: &str) -> Vec<String> {
     vec![
         k.jobs(),
         k.timer(),
         k.counters(),
         k.ready(qualified),
+        k.dead(qualified),
+        k.wheel_index(),
+        k.queues(),
+        k.transit(),
         k.guard(),
     ]
 }
@@ -252,7 +267,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("republish", republish(&k, &q)),
         ("serve", serve(&k, &q)),
         ("release", release(&k, &q)),
-        ("destroy", release(&k, &q)),
+        ("destroy", destroy(&k, &q)),
         ("peek_job", peek_job(&k)),
         ("peek_queue", peek_queue(&k, &q)),
         ("job_list", job_list(&k, &q)),

@@ -58,7 +58,10 @@ pub use backlog::{Admission, BacklogAsk};
 pub use checks::ShardCheck;
 pub use dead_letter::{DeadJob, DeadLetter, DeadPage};
 pub use decode::{Delivery, JobView, state};
-pub use jobs::{Ack, Acked, Jobs, NewJob, Publication, Schedule, Served, Touch, Touched, Want};
+pub use jobs::{
+    Ack, Acked, Jobs, NewJob, Publication, Release, Released, Schedule, Served, Touch, Touched,
+    Want,
+};
 pub use layouts::Layouts;
 pub use leases::{Leases, PumpProcess};
 pub use listing::{JobPage, ListAsk, ListState, ListedJob};

@@ -121,7 +121,7 @@ impl Queues<'_> {
     /// Deletes every ready job of a queue in `slot`; returns how many went.
     pub async fn destroy(self, slot: u32, qualified: &str) -> Result<u64, EngineError> {
         let k = SlotKeys::new(slot);
-        let keys = keysets::release(&k, qualified);
+        let keys = keysets::destroy(&k, qualified);
         let mut deleted = 0;
         loop {
             let args: Vec<Value> = vec![(BATCH as i64).into(), qualified.into()];

@@ -174,7 +174,7 @@ async fn a_consumed_job_carries_its_record_and_an_id_listed_twice_is_taken_once(
     assert_eq!((c.ready, c.reserved, c.delivered), (0, 1, 1));
     // Given back (as for a consumer that left), then taken again: not its
     // first delivery, and the try it did not use is back.
-    assert!(s.jobs().release(&got[0]).await.expect("release"));
+    assert!(s.jobs().give_back(&got[0]).await.expect("release"));
     let again = s
         .jobs()
         .consume(b, &qn("q"), 1, 30_000)
@@ -356,9 +356,9 @@ async fn release_gives_the_job_and_its_try_back() {
     let s = shard(&redis).await;
     let id = publish(&s, "q", now_sched(1), "x").await;
     let d = consume(&s, &["q"], 1, 60_000).await.expect("consume");
-    assert!(s.jobs().release(&d[0]).await.expect("release"));
+    assert!(s.jobs().give_back(&d[0]).await.expect("release"));
     assert!(
-        !s.jobs().release(&d[0]).await.expect("release twice"),
+        !s.jobs().give_back(&d[0]).await.expect("release twice"),
         "fenced"
     );
     let again = consume(&s, &["q"], 1, 60_000).await.expect("consume");

@@ -1,9 +1,14 @@
-//! A worker's hold on a job: delivery numbers, fenced acks, touches.
+//! A worker's hold on a job: delivery numbers, fenced acks, touches,
+//! releases.
 
 use std::time::Duration;
 
 use redis::Commands;
-use sundial_core::{Ack, Acked, JobId, Touch, Touched, keys::SlotKeys};
+use sundial_core::{
+    Ack, Acked, JobId, Release, Released, Touch, Touched,
+    keys::SlotKeys,
+    state::{DEAD, DELAYED, READY},
+};
 use sundial_tests::RedisServer;
 
 use crate::helpers::{consume, counts, now_sched, publish, qn, sched, shard, slot};
@@ -175,4 +180,110 @@ async fn a_touch_does_not_hold_a_job_past_its_expiry() {
         panic!("not extended: {t:?}");
     };
     assert!(left_ms <= 2_000, "capped by the expiry: {left_ms}");
+}
+
+fn release(id: &JobId, delivery: u32, delay_ms: u64, spend_try: bool, reason: &str) -> Release {
+    Release {
+        id: id.as_str().to_owned(),
+        delivery: Some(delivery),
+        delay_ms,
+        spend_try,
+        reason: Some(reason.to_owned()),
+    }
+}
+
+#[tokio::test]
+async fn a_release_delays_or_readies_the_job_and_keeps_its_reason() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", now_sched(3), "flaky").await;
+    let sl = slot("q", &id);
+    let peek = || async {
+        s.jobs()
+            .peek(sl, &qn("q"), &id)
+            .await
+            .expect("peek")
+            .expect("job")
+    };
+    let r = s
+        .jobs()
+        .release(sl, &qn("q"), &release(&id, 1, 0, true, ""))
+        .await;
+    assert_eq!(r.expect("release"), Released::Fenced, "not delivered yet");
+
+    // Delivery 1 gives it back for 200 ms, its try spent.
+    consume(&s, &["q"], 1, 30_000).await.expect("consume");
+    let r = s
+        .jobs()
+        .release(sl, &qn("q"), &release(&id, 1, 200, true, "db down"))
+        .await;
+    assert_eq!(r.expect("release"), Released::Delayed);
+    let j = peek().await;
+    assert_eq!((j.state, j.tries_left, j.delivery), (DELAYED, 2, 1));
+    assert_eq!(j.reason, "db down");
+    assert_usage_true(&s, &redis, "after a reason was written").await;
+    assert!(
+        consume(&s, &["q"], 1, 30_000)
+            .await
+            .expect("consume")
+            .is_empty()
+    );
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    s.timers().pump(sl, 100, None).await.expect("pump");
+    let got = consume(&s, &["q"], 1, 30_000).await.expect("consume");
+    assert_eq!(
+        (got[0].number(), got[0].job.reason.as_str()),
+        (2, "db down")
+    );
+
+    // Delivery 2 postpones it without spending the try, at once: ready,
+    // its tries as they were before delivery 2, the reason replaced.
+    let r = s
+        .jobs()
+        .release(sl, &qn("q"), &release(&id, 2, 0, false, ""))
+        .await;
+    assert_eq!(r.expect("release"), Released::Ready);
+    let j = peek().await;
+    assert_eq!((j.state, j.tries_left, j.reason.as_str()), (READY, 2, ""));
+    assert_usage_true(&s, &redis, "after the reason was cleared").await;
+}
+
+#[tokio::test]
+async fn a_release_on_the_last_try_sends_the_job_to_the_dead_letter() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", now_sched(1), "doomed").await;
+    let sl = slot("q", &id);
+    consume(&s, &["q"], 1, 30_000).await.expect("consume");
+    let again = s
+        .jobs()
+        .release(sl, &qn("q"), &release(&id, 1, 5_000, true, "bad input"))
+        .await;
+    assert_eq!(again.expect("release"), Released::Dead);
+    let j = s
+        .jobs()
+        .peek(sl, &qn("q"), &id)
+        .await
+        .expect("peek")
+        .expect("job");
+    assert_eq!((j.state, j.reason.as_str()), (DEAD, "bad input"));
+    let c = counts(&s, "q").await.expect("counts");
+    assert_eq!((c.dead, c.reserved, c.delayed), (1, 0, 0));
+    let r = s
+        .jobs()
+        .release(sl, &qn("q"), &release(&id, 1, 0, true, ""))
+        .await;
+    assert_eq!(
+        r.expect("release"),
+        Released::Fenced,
+        "dead: no delivery holds it"
+    );
+    let mut unfenced = release(&id, 1, 0, true, "");
+    unfenced.delivery = None;
+    let r = s.jobs().release(sl, &qn("q"), &unfenced).await;
+    assert_eq!(r.expect("release"), Released::NotReserved);
+    unfenced.id = JobId::mint(false).as_str().to_owned();
+    let r = s.jobs().release(sl, &qn("q"), &unfenced).await;
+    assert_eq!(r.expect("release"), Released::Missing);
+    assert_usage_true(&s, &redis, "after the job died").await;
 }

@@ -34,6 +34,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(publish::bulk))
         .routes(routes!(jobs::peek, jobs::delete, republish::republish))
         .routes(routes!(hold::touch))
+        .routes(routes!(hold::release))
         .routes(routes!(queue::peek))
         .routes(routes!(queue::size))
         .routes(routes!(queue::stats))

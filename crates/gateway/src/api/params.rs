@@ -152,6 +152,50 @@ pub(super) fn touch_ttr_ms(p: &Params, limits: &Limits) -> Result<u64, ApiError>
     Ok(ttr_ms)
 }
 
+/// The longest reason a release may keep with its job, in bytes.
+pub(super) const MAX_REASON_BYTES: usize = 1024;
+
+/// What a release asks for (Sundial's extension).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ReleaseParams {
+    /// `delay` seconds or `delay_ms`; `None` when neither is given (the
+    /// queue's retry policy decides).
+    pub(super) delay_ms: Option<u64>,
+    /// `spend_try`: `true` (the default) or `false`.
+    pub(super) spend_try: bool,
+    /// `reason`, at most [`MAX_REASON_BYTES`]; empty when absent.
+    pub(super) reason: String,
+}
+
+impl ReleaseParams {
+    pub(super) fn parse(p: &Params) -> Result<Self, ApiError> {
+        let delay_ms = match (p.get("delay"), p.get("delay_ms")) {
+            (None, None) => None,
+            (_, Some(_)) => Some(p.uint::<u64>("delay_ms", 0)?),
+            (Some(_), None) => Some(u64::from(p.uint::<u32>("delay", 0)?) * 1000),
+        };
+        if delay_ms.is_some_and(|d| d > MAX_MS) {
+            return Err(ApiError::bad("invalid delay_ms"));
+        }
+        let spend_try = match p.get("spend_try").as_deref() {
+            None | Some("true") | Some("1") => true,
+            Some("false") | Some("0") => false,
+            Some(_) => return Err(ApiError::bad("invalid spend_try: true or false")),
+        };
+        let reason = p.get("reason").unwrap_or_default().into_owned();
+        if reason.len() > MAX_REASON_BYTES {
+            return Err(ApiError::bad(format!(
+                "reason too long: at most {MAX_REASON_BYTES} bytes"
+            )));
+        }
+        Ok(Self {
+            delay_ms,
+            spend_try,
+            reason,
+        })
+    }
+}
+
 /// `limit` of the dead-letter calls: default 1, at least 1.
 pub(super) fn limit(p: &Params) -> Result<u64, ApiError> {
     match p.uint("limit", 1u64)? {
@@ -196,6 +240,47 @@ mod tests {
         assert_eq!(err(&[("ttr", "0")]), "invalid ttr");
         assert_eq!(err(&[("ttr_ms", "0")]), "invalid ttr_ms");
         assert_eq!(err(&[("ttr", "-5")]), "invalid ttr");
+    }
+
+    #[test]
+    fn a_release_reads_its_delay_try_and_reason() {
+        let p = ReleaseParams::parse(&params(&[])).expect("defaults");
+        assert_eq!(
+            p,
+            ReleaseParams {
+                delay_ms: None,
+                spend_try: true,
+                reason: String::new()
+            }
+        );
+        let p = ReleaseParams::parse(&params(&[
+            ("delay", "3"),
+            ("spend_try", "false"),
+            ("reason", "db down"),
+        ]))
+        .expect("given");
+        assert_eq!(
+            (p.delay_ms, p.spend_try, p.reason.as_str()),
+            (Some(3000), false, "db down")
+        );
+        let p = ReleaseParams::parse(&params(&[("delay", "3"), ("delay_ms", "5")])).expect("ms");
+        assert_eq!(p.delay_ms, Some(5));
+        let p = ReleaseParams::parse(&params(&[("delay", "0")])).expect("zero");
+        assert_eq!(p.delay_ms, Some(0));
+        let err = |q: &[(&str, &str)]| msg(ReleaseParams::parse(&params(q)).expect_err("bad"));
+        assert_eq!(err(&[("delay", "-1")]), "invalid delay");
+        assert_eq!(err(&[("delay_ms", "x")]), "invalid delay_ms");
+        assert_eq!(
+            err(&[("spend_try", "no")]),
+            "invalid spend_try: true or false"
+        );
+        let long = "x".repeat(MAX_REASON_BYTES + 1);
+        assert_eq!(
+            err(&[("reason", &long)]),
+            "reason too long: at most 1024 bytes"
+        );
+        let at_max = "é".repeat(MAX_REASON_BYTES / 2);
+        assert!(ReleaseParams::parse(&params(&[("reason", &at_max)])).is_ok());
     }
 
     #[test]

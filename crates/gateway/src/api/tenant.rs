@@ -241,7 +241,11 @@ fn needs(method: &Method, route: &str) -> &'static [Scope] {
             &[Scope::Publish, Scope::Consume]
         }
         "/api/{ns}/{queue}/job/{job_id}" if *method == Method::DELETE => CONSUME,
-        "/api/{ns}/{queue}/job/{job_id}/touch" if *method == Method::POST => CONSUME,
+        "/api/{ns}/{queue}/job/{job_id}/touch" | "/api/{ns}/{queue}/job/{job_id}/release"
+            if *method == Method::POST =>
+        {
+            CONSUME
+        }
         "/api/{ns}/{queue}/job/{job_id}"
         | "/api/{ns}/{queue}/peek"
         | "/api/{ns}/{queue}/size"
@@ -287,6 +291,11 @@ mod tests {
             (
                 &Method::POST,
                 "/api/{ns}/{queue}/job/{job_id}/touch",
+                &[Scope::Consume],
+            ),
+            (
+                &Method::POST,
+                "/api/{ns}/{queue}/job/{job_id}/release",
                 &[Scope::Consume],
             ),
             (

@@ -59,7 +59,7 @@ impl Drop for Reserved {
 
 /// Gives back a job reserved for a client that went away.
 async fn release(shard: &Shard, d: &Delivery) {
-    match shard.jobs().release(d).await {
+    match shard.jobs().give_back(d).await {
         Ok(_) => tracing::debug!(job_id = d.job.id, "consumer went away; job released"),
         Err(e) => {
             tracing::warn!(job_id = d.job.id, error = %e, "consumer went away; release failed, the job returns after its TTR")

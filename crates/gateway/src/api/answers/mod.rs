@@ -149,6 +149,39 @@ pub struct Touched<'a> {
     pub ttr_ms: u64,
 }
 
+/// `msg` of a release.
+#[derive(Debug, Serialize, ToSchema)]
+pub enum ReleasedMsg {
+    #[serde(rename = "released")]
+    Released,
+}
+
+/// Where a released job went.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReleasedTo {
+    /// Ready again now, at the back of its queue.
+    Ready,
+    /// Waiting out its delay.
+    Delayed,
+    /// In the dead letter: the release left it no try.
+    Dead,
+}
+
+/// A job given back by its worker.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"msg": "released", "job_id": "01JD3M6Y7ZQ8K5X4W2V1T0S9R8",
+    "state": "delayed", "delay_ms": 30000}))]
+pub struct Released<'a> {
+    #[schema(inline)]
+    pub msg: ReleasedMsg,
+    #[schema(value_type = JobId)]
+    pub job_id: &'a str,
+    pub state: ReleasedTo,
+    /// How long it waits before it is ready again (0 unless delayed).
+    pub delay_ms: u64,
+}
+
 /// `msg` of a publish.
 #[derive(Debug, Serialize, ToSchema)]
 pub enum PublishedMsg {

@@ -115,6 +115,37 @@ written! {
             "schema": {"type": "integer", "minimum": 1, "format": "uint64"}
         },
     ];
+    /// Of `releaseJob`.
+    ReleaseJobParams = [
+        {
+            "name": "delay",
+            "in": "query",
+            "required": false,
+            "description": "Seconds before the job is ready again; 0 = at once. Without `delay` and `delay_ms`, the queue's retry policy sets it (none: at once).",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295u64, "format": "uint32"}
+        },
+        {
+            "name": "delay_ms",
+            "in": "query",
+            "required": false,
+            "description": "The same in milliseconds; overrides `delay`. Above 4294967295000 is 400 `invalid delay_ms`.",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295000u64, "format": "uint64"}
+        },
+        {
+            "name": "spend_try",
+            "in": "query",
+            "required": false,
+            "description": "`true` (the default): this delivery counts as one of the job's tries, and a job left with none goes to the dead letter; `false`: the try is given back (the job is only postponed).",
+            "schema": {"type": "boolean", "default": true}
+        },
+        {
+            "name": "reason",
+            "in": "query",
+            "required": false,
+            "description": "Why the job failed, kept with it as its last reason (peek, dead letter, export): at most 1024 bytes, else 400 `reason too long: at most 1024 bytes`. Empty or absent: no reason.",
+            "schema": {"type": "string", "maxLength": 1024}
+        },
+    ];
     /// The fence of a worker's ack, touch or release.
     DeliveryQuery = [
         {
