@@ -111,6 +111,8 @@ fn print_dead(jobs: &Value) {
                 table::time(&j["published_at_ms"]),
                 table::time(&j["died_at_ms"]),
                 table::cell(&j["ttl"]),
+                table::cell(&j["delivery"]),
+                reason(&j["reason"]),
                 table::cell(&j["body_size"]),
                 table::preview(&preview, 40),
             ]
@@ -122,11 +124,22 @@ fn print_dead(jobs: &Value) {
             "PUBLISHED (UTC)",
             "DIED (UTC)",
             "TTL",
+            "DELIVERIES",
+            "REASON",
             "BYTES",
             "BODY",
         ],
         &rows,
     );
+}
+
+/// A dead job's last failure, cut to fit a column; `-` when none was
+/// recorded.
+fn reason(v: &Value) -> String {
+    match v.as_str() {
+        Some(r) if !r.is_empty() => table::preview(r.as_bytes(), 40),
+        _ => "-".to_owned(),
+    }
 }
 
 /// How many jobs one respawn or delete call takes with `--all`.

@@ -1,5 +1,6 @@
 -- Moves what is due in one slot: delayed jobs to ready; reservations whose
--- TTR ran out back to ready while tries remain, else to the dead letter; jobs
+-- TTR ran out back to ready while tries remain, else to the dead letter,
+-- with the reason "ttr expired"; jobs
 -- past their TTL dropped (with their ready or dead list entry); stale timer
 -- entries removed.
 -- First, wheel seconds that start within SECOND_MS are opened (at most `limit`
@@ -62,6 +63,8 @@ local records, lists, list_order, armed, unarmed, expired_jobs = {}, {}, {}, {},
 -- bodies holds a bounded amount of Lua memory rather than a batch of
 -- records and their rewritten copies.
 local FLUSH_BYTES = 4 * 1024 * 1024
+-- The reason a reservation whose TTR ran out records.
+local TTR_EXPIRED = 'ttr expired'
 local pending = 0
 local function push(lkey, id)
   local l = lists[lkey]
@@ -97,14 +100,21 @@ local function move(id, raw, st, to, list, queue, tries, expire, delivered, time
   counts.state(st, queue, -1)
   counts.state(to, queue, 1)
   records[#records + 1] = id
+  local record
   if to == DEAD then
-    records[#records + 1] = patch_dead(raw, tries, now)
+    record = patch_dead(raw, tries, now)
   elseif st == RESERVED then
-    records[#records + 1] = patch_retry(raw, tries, delivered, now)
+    record = patch_retry(raw, tries, delivered, now)
   else
-    records[#records + 1] = patch(raw, to, tries, delivered)
+    record = patch(raw, to, tries, delivered)
   end
-  pending = pending + #raw
+  if st == RESERVED then
+    -- Its TTR ran out: the reason it failed.
+    record = with_reason(record, TTR_EXPIRED)
+    if #record ~= #raw then counts.use(queue, 0, #record - #raw) end
+  end
+  records[#records + 1] = record
+  pending = pending + #record
   push(prefix .. list .. queue, id)
   rearm(id, expire, timed)
 end

@@ -112,7 +112,7 @@ async fn a_touch_keeps_a_job_from_redelivery_past_its_first_ttr(kind: ShardKind)
 }
 
 async fn a_released_job_comes_back_after_its_delay_and_dies_on_its_last_try(kind: ShardKind) {
-    let (_store, _gw, _token, api) = started_on(kind, "ns").await;
+    let (_store, gw, _token, api) = started_on(kind, "ns").await;
     let id = api.publish("ns", "q", "tries=2", b"flaky").await;
     let release = |q: &str| format!("/api/ns/q/job/{id}/release?{q}");
     let got = api.get("/api/ns/q?ttr=30").await;
@@ -177,6 +177,18 @@ async fn a_released_job_comes_back_after_its_delay_and_dies_on_its_last_try(kind
     assert_eq!(dl.json["size"], 1);
     let dead = api.get(&format!("/api/ns/q/job/{id}")).await;
     assert_eq!(dead.json["reason"], "gave up");
+    let admin = Api::new(gw.admin(), None);
+    for listing in ["deadletter", "jobs?state=dead"] {
+        let r = admin
+            .get(&format!("/namespaces/ns/queues/q/{listing}"))
+            .await;
+        let j = &r.json["jobs"][0];
+        assert_eq!(
+            (&j["job_id"], &j["delivery"], &j["reason"]),
+            (&id.as_str().into(), &2.into(), &"gave up".into()),
+            "{listing}: {r:?}"
+        );
+    }
     let r = api.post(&release("")).await;
     assert_eq!(
         (r.status, r.json["error"].as_str()),

@@ -159,6 +159,15 @@ async fn an_export_imported_elsewhere_keeps_every_field_of_every_job() {
     let line = &first[&ready[0]];
     assert_eq!(line["attributes"]["region"], "eu", "{line}");
     assert_eq!(line["data"], "/wAACg==", "{line}");
+    assert_eq!(line.get("delivery"), None, "never delivered: {line}");
+    // The dead jobs' TTR ran out on their one delivery: that is kept too.
+    for dead in first.values().filter(|v| v["state"] == "dead") {
+        assert_eq!(
+            (&dead["delivery"], &dead["reason"]),
+            (&1.into(), &"ttr expired".into()),
+            "{dead}"
+        );
+    }
 
     // Another installation, another namespace name.
     let two = installation("shop2").await;

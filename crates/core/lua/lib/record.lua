@@ -152,6 +152,23 @@ local function deliver(raw, tries)
     .. struct.pack('>I4BH', delivery_of(raw) + 1, 0, 0) .. string.sub(raw, 25), EXT_BYTES
 end
 
+-- Record `raw` with `reason` as the reason its job last failed: the
+-- reason field rewritten (a plain record becomes extended). Its length
+-- changes by the difference: the caller counts it (`job_bytes`).
+local function with_reason(raw, reason)
+  local b = string.byte(raw, 1)
+  if b % 128 >= EXTENDED then
+    -- Delivery at bytes 25..28, the policy's length at 29, its reason's
+    -- length right after the policy.
+    local at = 30 + string.byte(raw, 29)
+    local old = struct.unpack('>H', raw, at)
+    return string.sub(raw, 1, at - 1) .. struct.pack('>H', #reason) .. reason
+      .. string.sub(raw, at + 2 + old)
+  end
+  return string.char(b + EXTENDED) .. string.sub(raw, 2, 24)
+    .. struct.pack('>I4BH', delivery_of(raw), 0, #reason) .. reason .. string.sub(raw, 25)
+end
+
 -- The record `raw` of a reservation whose TTR ran out, made ready at
 -- `now` with `tries` left: `now` goes in its due field (`ready_since`).
 local function patch_retry(raw, tries, delivered, now)

@@ -39,6 +39,11 @@ pub struct DeadJob {
     /// Attributes as JSON text; empty when the job has none.
     pub attrs: String,
     pub body: bytes::Bytes,
+    /// Its deliveries.
+    pub delivery: u32,
+    /// Why it last failed (a release's reason, `ttr expired`); empty when
+    /// no reason was recorded.
+    pub reason: String,
 }
 
 /// A part of a queue's dead letter in one slot.
@@ -116,6 +121,8 @@ impl DeadLetter<'_> {
                 expire_ms: r.expire_ms,
                 attrs: String::from_utf8_lossy(&r.attrs).into_owned(),
                 body: r.body,
+                delivery: r.delivery,
+                reason: String::from_utf8_lossy(&r.reason).into_owned(),
             });
         }
         Ok(page)

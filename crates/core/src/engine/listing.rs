@@ -53,6 +53,10 @@ pub struct ListedJob {
     /// The first bytes of its body, as many as asked.
     pub body_preview: Bytes,
     pub body_size: u64,
+    /// Its deliveries so far.
+    pub delivery: u32,
+    /// Why it last failed; empty when no reason was recorded.
+    pub reason: String,
 }
 
 /// What one call of a listing reads: which jobs, from where, how many.
@@ -131,6 +135,8 @@ impl Queues<'_> {
                 attrs: String::from_utf8_lossy(&r.attrs).into_owned(),
                 body_preview: r.body,
                 body_size,
+                delivery: r.delivery,
+                reason: String::from_utf8_lossy(&r.reason).into_owned(),
             });
         }
         Ok(JobPage {

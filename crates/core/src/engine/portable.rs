@@ -57,6 +57,10 @@ pub struct PortableJob {
     /// Attributes as JSON text; empty for none.
     pub attrs: String,
     pub body: Bytes,
+    /// Its deliveries so far (1 or more when `delivered`).
+    pub delivery: u32,
+    /// Why it last failed; empty for none.
+    pub reason: String,
 }
 
 /// One page of an export.
@@ -84,8 +88,12 @@ impl PortableJob {
     /// a clock that reads [`BASE_MS`] now.
     fn entry(&self) -> Option<InTransit> {
         let now = BASE_MS;
+        // Extended (flag 64) when it has a delivery count or a reason to
+        // keep, as `lua/lib/record.lua` lays it out.
+        let extended = self.delivery > 0 || !self.reason.is_empty();
         let flags = self.state
             + if self.delivered { 16 } else { 0 }
+            + if extended { 64 } else { 0 }
             + if self.dead_for_ms.is_some() && self.state == state::DEAD {
                 32
             } else {
@@ -107,13 +115,21 @@ impl PortableJob {
             0
         };
         let attrs_len = u16::try_from(self.attrs.len()).ok()?;
-        let mut raw = BytesMut::with_capacity(32 + self.attrs.len() + self.body.len());
+        let reason_len = u16::try_from(self.reason.len()).ok()?;
+        let mut raw =
+            BytesMut::with_capacity(40 + self.reason.len() + self.attrs.len() + self.body.len());
         raw.put_u8(flags);
         raw.put_u16(self.tries);
         for t in [now.saturating_sub(self.age_ms), expire, due] {
             raw.put_slice(&t.to_be_bytes()[2..]);
         }
         raw.put_slice(&[0, 0, 0]); // the queue number: the shard gives it
+        if extended {
+            raw.put_u32(self.delivery);
+            raw.put_u8(0); // no policy
+            raw.put_u16(reason_len);
+            raw.put_slice(self.reason.as_bytes());
+        }
         raw.put_u16(attrs_len);
         raw.put_slice(self.attrs.as_bytes());
         raw.put_slice(&self.body);
@@ -233,6 +249,8 @@ impl Portable<'_> {
                 attrs: String::from_utf8(r.attrs.to_vec())
                     .map_err(|_| self.0.conn().bad_reply("attributes are not utf-8"))?,
                 body: r.body,
+                delivery: r.delivery,
+                reason: String::from_utf8_lossy(&r.reason).into_owned(),
             });
         }
         Ok((next, jobs))

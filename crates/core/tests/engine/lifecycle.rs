@@ -31,11 +31,19 @@ async fn each_delivery_of_a_job_has_the_next_number() {
             .expect("peek")
             .expect("the job");
         assert_eq!(seen.delivery, n, "peek counts the deliveries");
-        assert_eq!(seen.reason, "");
+        let reason = if n == 1 { "" } else { "ttr expired" };
+        assert_eq!(seen.reason, reason, "the TTR of delivery {} ran out", n - 1);
         tokio::time::sleep(Duration::from_millis(5)).await;
         s.timers().pump(sl, 100, None).await.expect("pump");
     }
-    assert_usage_true(&s, &redis, "after records grew at their first delivery").await;
+    let dead = s
+        .jobs()
+        .peek(sl, &qn("q"), &id)
+        .await
+        .expect("peek")
+        .expect("the job");
+    assert_eq!((dead.state, dead.reason.as_str()), (DEAD, "ttr expired"));
+    assert_usage_true(&s, &redis, "after records grew and took reasons").await;
 }
 
 #[tokio::test]

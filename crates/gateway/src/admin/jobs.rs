@@ -137,7 +137,8 @@ fn listed(j: ListedJob, which: ListState, now_ms: u64) -> QueueJob {
             &j.attrs,
             j.body_size,
             &j.body_preview,
-        ),
+        )
+        .with_history(j.delivery, &j.reason),
         published_at_ms: j.published_ms,
         at,
     }
@@ -197,7 +198,8 @@ pub(super) async fn one(
                 queue: &queue,
                 state: state_name,
                 elapsed_ms: j.elapsed_ms,
-                job: JobSummary::new(j.id.clone(), j.tries_left, ttl, &j.attrs, size, shown),
+                job: JobSummary::new(j.id.clone(), j.tries_left, ttl, &j.attrs, size, shown)
+                    .with_history(j.delivery, &j.reason),
             })
             .into_response());
         }

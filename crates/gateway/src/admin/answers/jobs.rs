@@ -42,7 +42,16 @@ impl JobSummary {
             attributes: RawValue::from_string(attrs.to_owned()).ok(),
             body_size,
             body_preview: base64::engine::general_purpose::STANDARD.encode(preview),
+            delivery: 0,
+            reason: None,
         }
+    }
+
+    /// With its deliveries and its last failure's reason (empty: none).
+    pub fn with_history(mut self, delivery: u32, reason: &str) -> Self {
+        self.delivery = delivery;
+        self.reason = (!reason.is_empty()).then(|| reason.to_owned());
+        self
     }
 }
 
@@ -62,6 +71,12 @@ pub struct JobSummary {
     /// The first `preview` bytes of the body, base64.
     #[schema(content_encoding = "base64")]
     pub body_preview: String,
+    /// Its deliveries so far.
+    pub delivery: u32,
+    /// Why it last failed: a release's reason, or `ttr expired`; `null`
+    /// when no reason was recorded.
+    #[schema(required = true)]
+    pub reason: Option<String>,
 }
 
 /// When a listed job entered its state, or will leave it: the one field of

@@ -51,6 +51,15 @@ pub(crate) struct Line {
     /// Dead: since it died, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dead_for_ms: Option<u64>,
+    /// Its deliveries so far (left out when 0; a delivered job without it
+    /// counts as delivered once).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[schema(maximum = 4294967295u64)]
+    delivery: u32,
+    /// Why it last failed, at most 1024 bytes (left out when none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schema(max_length = 1024)]
+    reason: String,
     /// Its attributes (`Job-Attr-*` at publish), or null.
     #[serde(default)]
     #[schema(value_type = Option<std::collections::HashMap<String, String>>)]
@@ -63,6 +72,13 @@ pub(crate) struct Line {
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The longest reason a line may carry, as a release's.
+const MAX_REASON_BYTES: usize = 1024;
 
 const STATES: [&str; 4] = ["delayed", "ready", "reserved", "dead"];
 
@@ -83,6 +99,8 @@ impl Line {
             delay_ms: j.due_in_ms,
             ttr_ms: j.ttr_ms,
             dead_for_ms: j.dead_for_ms,
+            delivery: j.delivery,
+            reason: j.reason.clone(),
             attributes: serde_json::from_str(&j.attrs).ok(),
             data: base64::engine::general_purpose::STANDARD.encode(&j.body),
         })
@@ -97,13 +115,17 @@ impl Line {
             return Err("a delayed or ready job needs remain_tries of at least 1".to_owned());
         }
         self.check_times()?;
+        if self.reason.len() > MAX_REASON_BYTES {
+            return Err(format!("reason too long: at most {MAX_REASON_BYTES} bytes"));
+        }
         let body = self.body()?;
+        let delivered = self.delivered || self.delivery > 0 || state == st::RESERVED;
         let attrs = attributes(self.attributes)?;
         let job = PortableJob {
             id: id.as_str().to_owned(),
             queue: keys::qualified(ns, &self.queue),
             state,
-            delivered: self.delivered || state == st::RESERVED,
+            delivered,
             tries: self.remain_tries,
             age_ms: self.elapsed_ms,
             ttl_ms: self.ttl_ms,
@@ -124,6 +146,8 @@ impl Line {
             },
             attrs,
             body: body.into(),
+            delivery: self.delivery.max(u32::from(delivered)),
+            reason: self.reason,
         };
         Ok((id, job))
     }
@@ -208,6 +232,8 @@ mod tests {
             dead_for_ms: None,
             attrs: String::new(),
             body: bytes::Bytes::from_static(b"x"),
+            delivery: u32::from(state == st::RESERVED),
+            reason: String::new(),
         }
     }
 
@@ -223,5 +249,37 @@ mod tests {
         for state in [0, 5, 15] {
             assert!(Line::of(&job(state)).is_none(), "state {state}");
         }
+    }
+
+    #[test]
+    fn a_line_keeps_the_deliveries_and_the_reason_and_bounds_the_reason() {
+        let mut dead = job(st::DEAD);
+        (dead.delivered, dead.delivery, dead.reason) = (true, 3, "db down".to_owned());
+        let text = serde_json::to_string(&Line::of(&dead).expect("line")).expect("text");
+        assert!(
+            text.contains(r#""delivery":3,"reason":"db down""#),
+            "{text}"
+        );
+        let (_, back) = serde_json::from_str::<Line>(&text)
+            .expect("parses")
+            .job("ns")
+            .expect("taken");
+        assert_eq!((back.delivery, back.reason.as_str()), (3, "db down"));
+        // A delivered job of an older export counts as delivered once.
+        let old = r#"{"queue":"q","job_id":"01JD3M6Y7ZQ8K5X4W2V1T0S9R8","state":"ready","remain_tries":1,"delivered":true,"data":""}"#;
+        let (_, back) = serde_json::from_str::<Line>(old)
+            .expect("parses")
+            .job("ns")
+            .expect("taken");
+        assert_eq!((back.delivered, back.delivery), (true, 1));
+        dead.reason = "x".repeat(1025);
+        let text = serde_json::to_string(&Line::of(&dead).expect("line")).expect("text");
+        let err = serde_json::from_str::<Line>(&text)
+            .expect("parses")
+            .job("ns");
+        assert_eq!(
+            err.err().as_deref(),
+            Some("reason too long: at most 1024 bytes")
+        );
     }
 }
