@@ -1,18 +1,18 @@
 //! A worker's hold on a job: delivery numbers, fenced acks, touches,
-//! releases.
+//! releases, and all of them on a job the mover carries.
 
 use std::time::Duration;
 
 use redis::Commands;
 use sundial_core::{
-    Ack, Acked, JobId, Release, Released, Touch, Touched,
+    Ack, Acked, JobId, MoveMode, Release, Released, Touch, Touched,
     keys::SlotKeys,
-    state::{DEAD, DELAYED, READY},
+    state::{DEAD, DELAYED, READY, RESERVED},
 };
 use sundial_tests::RedisServer;
 
 use crate::helpers::{consume, counts, now_sched, publish, qn, sched, shard, slot};
-use crate::usage::assert_usage_true;
+use crate::{moves::named_shard, usage::assert_usage_true};
 
 #[tokio::test]
 async fn each_delivery_of_a_job_has_the_next_number() {
@@ -294,4 +294,100 @@ async fn a_release_on_the_last_try_sends_the_job_to_the_dead_letter() {
     let r = s.jobs().release(sl, &qn("q"), &unfenced).await;
     assert_eq!(r.expect("release"), Released::Missing);
     assert_usage_true(&s, &redis, "after the job died").await;
+}
+
+#[tokio::test]
+async fn a_moved_job_keeps_its_delivery_and_reason_and_is_fenced_in_transit() {
+    let (ra, rb) = (RedisServer::start(), RedisServer::start());
+    let (a, b) = (named_shard(&ra, "a").await, named_shard(&rb, "b").await);
+    let id = publish(&a, "q", now_sched(3), "moving").await;
+    let sl = slot("q", &id);
+    consume(&a, &["q"], 1, 1).await.expect("consume");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    a.timers().pump(sl, 100, None).await.expect("pump");
+    let got = consume(&a, &["q"], 1, 30_000).await.expect("consume");
+    assert_eq!(got[0].number(), 2);
+
+    // Taken out of `a`: in transit, where nothing but an ack may change it.
+    let t = a
+        .mover()
+        .take(
+            sl,
+            "m",
+            Duration::from_secs(30),
+            MoveMode::Take,
+            100,
+            b.name(),
+            "0",
+            "",
+        )
+        .await
+        .expect("take")
+        .expect("lease");
+    assert_eq!(t.jobs.len(), 1);
+    let touch = Touch {
+        id: id.clone(),
+        delivery: Some(2),
+        ttr_ms: 60_000,
+    };
+    assert_eq!(
+        a.jobs().touch(sl, &qn("q"), touch).await.expect("touch"),
+        Touched::Moving
+    );
+    let r = a
+        .jobs()
+        .release(sl, &qn("q"), &release(&id, 2, 0, true, ""))
+        .await;
+    assert_eq!(r.expect("release"), Released::Moving);
+    let stale = Ack {
+        id: id.clone(),
+        delivery: Some(1),
+    };
+    assert_eq!(
+        a.jobs().ack(sl, &qn("q"), stale).await.expect("ack"),
+        Acked::Fenced
+    );
+    let seen = a
+        .jobs()
+        .peek(sl, &qn("q"), &id)
+        .await
+        .expect("peek")
+        .expect("in transit");
+    assert_eq!((seen.delivery, seen.reason.as_str()), (2, "ttr expired"));
+
+    // Stored at `b`: the same delivery and reason, and delivery 2 acks it.
+    b.mover()
+        .store(sl, t.now_ms, &t.jobs, true)
+        .await
+        .expect("store");
+    a.mover()
+        .done(sl, &[id.as_str().to_owned()])
+        .await
+        .expect("done");
+    let seen = b
+        .jobs()
+        .peek(sl, &qn("q"), &id)
+        .await
+        .expect("peek")
+        .expect("moved");
+    assert_eq!(
+        (seen.state, seen.delivery, seen.reason.as_str()),
+        (RESERVED, 2, "ttr expired")
+    );
+    let stale = Ack {
+        id: id.clone(),
+        delivery: Some(1),
+    };
+    assert_eq!(
+        b.jobs().ack(sl, &qn("q"), stale).await.expect("ack"),
+        Acked::Fenced
+    );
+    let ack = Ack {
+        id: id.clone(),
+        delivery: Some(2),
+    };
+    assert_eq!(
+        b.jobs().ack(sl, &qn("q"), ack).await.expect("ack"),
+        Acked::Deleted
+    );
 }

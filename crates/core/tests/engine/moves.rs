@@ -21,7 +21,7 @@ use crate::{
 };
 
 /// A shard named `name` (the mover records its destination by name).
-async fn named_shard(redis: &RedisServer, name: &str) -> Shard {
+pub(crate) async fn named_shard(redis: &RedisServer, name: &str) -> Shard {
     let s = Shard::connect(name, &ShardOptions::new(redis.url())).expect("connect");
     s.wait_connected(Duration::from_secs(5))
         .await
