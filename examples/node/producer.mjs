@@ -2,7 +2,9 @@
 //
 //     SUNDIAL_TOKEN=... node producer.mjs [COUNT]
 //
-// Each job's body is a small JSON document, {"n": i, "fail": bool}; every
+// Each job's body is a small JSON document, {"n": i, "fail": bool,
+// "seconds": s}; every seventh job takes two seconds of work, so it shows a
+// worker touching a long job, and every
 // fifth job (n = 5, 10, ...) asks the worker to fail, so it shows retries and
 // the dead letter. Node 18 or later (built-in fetch), no packages. See
 // ../README.md for the variables.
@@ -47,7 +49,7 @@ async function main() {
   for (let n = 1; n <= count; n++) {
     let result;
     try {
-      result = await publish({ n, fail: n % 5 === 0 });
+      result = await publish({ n, fail: n % 5 === 0, seconds: n % 7 === 0 ? 2 : 0 });
     } catch (err) {
       // No automatic retry here: if the request reached Sundial and only the
       // answer was lost, publishing again would make a duplicate job.

@@ -1,5 +1,6 @@
-// A Sundial (or lmstfy) worker: long-polls a queue, acks what it processed,
-// leaves failed jobs to come back after their TTR, and watches the dead letter.
+// A Sundial worker: long-polls a queue, touches a long job to keep it, acks
+// what it processed, gives failed jobs back with a reason, and watches the
+// dead letter. Every ack, touch and release names the delivery it holds.
 //
 //     SUNDIAL_TOKEN=... node worker.mjs
 //
@@ -31,11 +32,11 @@ class Transient extends Error {}
 const stop = new AbortController();
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => stop.abort());
 
-// Sends one request; returns { status, body } for 2xx and the empty consume
-// (404). A transient
+// Sends one request; returns { status, body } for 2xx, the empty consume
+// (404) and the statuses in `allow`. A transient
 // failure throws Transient; any other status (bad token, bad parameter...)
 // ends the worker. With `interruptible`, a signal aborts the request.
-async function call(method, url, interruptible = false) {
+async function call(method, url, interruptible = false, allow = []) {
   let resp, text;
   try {
     resp = await fetch(url, {
@@ -55,7 +56,7 @@ async function call(method, url, interruptible = false) {
   // (a wrong URL's {"error":"api not found"}) is an error like the rest.
   let body = null;
   try { body = text ? JSON.parse(text) : null; } catch { /* not JSON: an error below */ }
-  if (resp.status >= 400 && !(resp.status === 404 && body?.msg)) {
+  if (resp.status >= 400 && !allow.includes(resp.status) && !(resp.status === 404 && body?.msg)) {
     console.error(`worker: ${method} ${url}: HTTP ${resp.status} ${text}`);
     process.exit(1);
   }
@@ -92,24 +93,52 @@ async function pollOnce() {
   if (status === 404) return;
   state.lastJob = Date.now();
 
-  // "Process" it. The body comes base64-encoded in `data`.
+  // "Process" it. The body comes base64-encoded in `data`. `delivery`
+  // numbers this hand-out of the job: our ack, touch and release name it, so
+  // that they do nothing once the job is no longer ours.
+  const jobUrl = `${BASE}/job/${job.job_id}`;
+  const fence = `delivery=${job.delivery}`;
   let n = "?";
   let fail = true; // not a demo job: let it go to the dead letter
+  let seconds = 0;
   try {
     const body = JSON.parse(Buffer.from(job.data, "base64").toString());
-    if (typeof body?.n === "number") [n, fail] = [body.n, Boolean(body.fail)];
+    if (typeof body?.n === "number") {
+      [n, fail, seconds] = [body.n, Boolean(body.fail), Number(body.seconds) || 0];
+    }
   } catch {}
 
+  // A long job: work in steps, touching between them so that the job stays
+  // ours past its TTR (a worker that dies loses it after one TTR).
+  const end = Date.now() + seconds * 1000;
+  while (Date.now() < end) {
+    await sleep(Math.max(0, Math.min((TTR * 1000) / 3, end - Date.now())));
+    const { status } = await call("POST", `${jobUrl}/touch?ttr=${TTR}&${fence}`, false, [404, 409]);
+    if (status !== 200) {
+      console.log(`lost ${job.job_id} n=${n}`);
+      return;
+    }
+    console.log(`touched ${job.job_id} n=${n}`);
+  }
+
   if (fail) {
-    // No ack: the job comes back after its TTR while it has tries left
-    // (remain_tries, after this delivery), then goes to the dead letter.
+    // Give it back with the reason, at once: it comes back while it has
+    // tries left (remain_tries, after this delivery), then goes to the dead
+    // letter, where the reason is shown.
     console.log(`failed ${job.job_id} n=${n} remain_tries=${job.remain_tries}`);
+    const reason = encodeURIComponent("asked to fail");
+    await call("POST", `${jobUrl}/release?reason=${reason}&${fence}`, false, [404, 409]);
     return;
   }
 
-  // Ack = DELETE (204). Should the ack fail, the job comes back after its TTR
-  // and is processed again: work must be safe to repeat.
-  await call("DELETE", `${BASE}/job/${job.job_id}`);
+  // Ack = DELETE (204). 409: the job is no longer ours (our TTR ran out and it
+  // went to another worker), so it will be processed again: work must be safe
+  // to repeat. Should the ack fail, the job comes back after its TTR.
+  const { status: acked } = await call("DELETE", `${jobUrl}?${fence}`, false, [404, 409]);
+  if (acked !== 204) {
+    console.log(`lost ${job.job_id} n=${n}`);
+    return;
+  }
   state.acked++;
   console.log(`acked ${job.job_id} n=${n}`);
 }

@@ -3,9 +3,10 @@
 
     SUNDIAL_TOKEN=... python3 producer.py [COUNT]
 
-Each job's body is a small JSON document, {"n": i, "fail": bool}; every
-fifth job (n = 5, 10, ...) asks the worker to fail, so it shows retries and
-the dead letter. Standard library only. See ../README.md for the variables.
+Each job's body is a small JSON document, {"n": i, "fail": bool,
+"seconds": s}; every fifth job (n = 5, 10, ...) asks the worker to fail, so
+it shows retries and the dead letter, and every seventh takes two seconds of
+work, so it shows a worker touching a long job. Standard library only. See ../README.md for the variables.
 """
 
 import json
@@ -51,7 +52,8 @@ def main():
         sys.exit(f"usage: producer.py [COUNT]  (not a number: {sys.argv[1]!r})")
 
     for n in range(1, count + 1):
-        body = {"n": n, "fail": n % 5 == 0}
+        # Every seventh job takes two seconds of work (the worker touches it).
+        body = {"n": n, "fail": n % 5 == 0, "seconds": 2 if n % 7 == 0 else 0}
         try:
             job_id = publish(body)
         except urllib.error.HTTPError as e:

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""A Sundial (or lmstfy) worker: long-polls a queue, acks what it processed,
-leaves failed jobs to come back after their TTR, and watches the dead letter.
+"""A Sundial worker: long-polls a queue, touches a long job to keep it,
+acks what it processed, gives failed jobs back with a reason, and watches
+the dead letter. Every ack, touch and release names the delivery it holds.
 
     SUNDIAL_TOKEN=... python3 worker.py
 
@@ -37,11 +38,12 @@ class Stop(Exception):
     """SIGINT or SIGTERM arrived while we were only waiting."""
 
 
-def call(method, url):
+def call(method, url, allow=()):
     """Sends one request; returns (status, parsed JSON body or None).
 
-    Only 2xx and the empty consume (404) come back; a transient failure raises Transient, and
-    any other status (bad token, bad parameter...) ends the worker.
+    Only 2xx, the empty consume (404) and the statuses in `allow` come back; a transient
+    failure raises Transient, and any other status (bad token, bad parameter...) ends the
+    worker.
     """
     req = urllib.request.Request(url, method=method, headers={"X-Token": TOKEN})
     try:
@@ -55,7 +57,7 @@ def call(method, url):
         raise Transient(f"{method} {url}: HTTP {status} {raw.decode(errors='replace')}")
     # A 404 is the empty consume ({"msg": "no job available"}) only; any
     # other (a wrong URL's {"error": "api not found"}) is an error like the rest.
-    if status >= 400 and not (status == 404 and b'"msg"' in raw):
+    if status >= 400 and status not in allow and not (status == 404 and b'"msg"' in raw):
         sys.exit(f"worker: {method} {url}: HTTP {status} {raw.decode(errors='replace')}")
     return status, (json.loads(raw) if raw else None)
 
@@ -118,22 +120,44 @@ class Worker:
             return
         self.last_job = time.monotonic()
 
-        # "Process" it. The body comes base64-encoded in `data`.
+        # "Process" it. The body comes base64-encoded in `data`. `delivery`
+        # numbers this hand-out of the job: our ack, touch and release name
+        # it, so that they do nothing once the job is no longer ours.
+        job_url = f"{BASE}/job/{job['job_id']}"
+        fence = f"delivery={job['delivery']}"
         try:
             body = json.loads(base64.b64decode(job["data"]))
-            n, fail = body["n"], bool(body["fail"])
+            n, fail, seconds = body["n"], bool(body["fail"]), float(body.get("seconds", 0))
         except (ValueError, KeyError, TypeError):
-            n, fail = "?", True  # not a demo job: let it go to the dead letter
+            n, fail, seconds = "?", True, 0  # not a demo job: let it go to the dead letter
+
+        # A long job: work in steps, touching between them so that the job
+        # stays ours past its TTR (a worker that dies loses it after one TTR).
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            time.sleep(max(0, min(TTR / 3, end - time.monotonic())))
+            status, _ = call("POST", f"{job_url}/touch?ttr={TTR}&{fence}", allow=(404, 409))
+            if status != 200:
+                print(f"lost {job['job_id']} n={n}", flush=True)
+                return
+            print(f"touched {job['job_id']} n={n}", flush=True)
 
         if fail:
-            # No ack: the job comes back after its TTR while it has tries left
-            # (remain_tries, after this delivery), then goes to the dead letter.
+            # Give it back with the reason, at once: it comes back while it
+            # has tries left (remain_tries, after this delivery), then goes to
+            # the dead letter, where the reason is shown.
             print(f"failed {job['job_id']} n={n} remain_tries={job['remain_tries']}", flush=True)
+            reason = urllib.parse.quote("asked to fail")
+            call("POST", f"{job_url}/release?reason={reason}&{fence}", allow=(404, 409))
             return
 
-        # Ack = DELETE (204). Should the ack fail, the job comes back after its
-        # TTR and is processed again: work must be safe to repeat.
-        call("DELETE", f"{BASE}/job/{job['job_id']}")
+        # Ack = DELETE (204). 409: the job is no longer ours (our TTR ran out and
+        # it went to another worker), so it will be processed again: work must
+        # be safe to repeat. Should the ack fail, the job comes back after its TTR.
+        status, _ = call("DELETE", f"{job_url}?{fence}", allow=(404, 409))
+        if status != 204:
+            print(f"lost {job['job_id']} n={n}", flush=True)
+            return
         self.acked += 1
         print(f"acked {job['job_id']} n={n}", flush=True)
 

@@ -2,9 +2,10 @@
 //
 //	SUNDIAL_TOKEN=... go run ./producer [COUNT]
 //
-// Each job's body is a small JSON document, {"n": i, "fail": bool}; every
-// fifth job (n = 5, 10, ...) asks the worker to fail, so it shows retries and
-// the dead letter. Standard library only. See ../README.md for the variables.
+// Each job's body is a small JSON document, {"n": i, "fail": bool,
+// "seconds": s}; every fifth job (n = 5, 10, ...) asks the worker to fail, so
+// it shows retries and the dead letter, and every seventh takes two seconds
+// of work, so it shows a worker touching a long job. Standard library only. See ../README.md for the variables.
 package main
 
 import (
@@ -38,8 +39,9 @@ func fail(format string, args ...any) {
 }
 
 type job struct {
-	N    int  `json:"n"`
-	Fail bool `json:"fail"`
+	N       int     `json:"n"`
+	Fail    bool    `json:"fail"`
+	Seconds float64 `json:"seconds"`
 }
 
 func main() {
@@ -68,7 +70,11 @@ func main() {
 	client := &http.Client{Timeout: 30 * time.Second}
 
 	for n := 1; n <= count; n++ {
-		body, _ := json.Marshal(job{N: n, Fail: n%5 == 0})
+		seconds := 0.0
+		if n%7 == 0 {
+			seconds = 2 // every seventh job is a long one
+		}
+		body, _ := json.Marshal(job{N: n, Fail: n%5 == 0, Seconds: seconds})
 		req, err := http.NewRequest(http.MethodPut, endpoint, bytes.NewReader(body))
 		if err != nil {
 			fail("%v", err)

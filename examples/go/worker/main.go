@@ -1,6 +1,7 @@
-// Command worker is a Sundial (or lmstfy) worker: it long-polls a queue, acks
-// what it processed, leaves failed jobs to come back after their TTR, and
-// watches the dead letter.
+// Command worker is a Sundial worker: it long-polls a queue, touches a long
+// job to keep it, acks what it processed, gives failed jobs back with a
+// reason, and watches the dead letter. Every ack, touch and release names
+// the delivery it holds.
 //
 //	SUNDIAL_TOKEN=... go run ./worker
 //
@@ -54,12 +55,12 @@ var (
 )
 
 // call sends one request and decodes a 2xx answer into out (when not nil).
-// It returns the status for 2xx and for the empty consume (404
-// {"msg":"no job available"}), and an error only for a transient failure:
-// Sundial unreachable, or busy (503, 429, 5xx), to retry after a back-off.
-// Any other status (bad token, bad parameter, a wrong URL's 404 {"error":
-// …}) ends the worker.
-func call(ctx context.Context, method, u string, out any) (int, error) {
+// It returns the status for 2xx, for the empty consume (404
+// {"msg":"no job available"}) and for those in allow, and an error only for
+// a transient failure: Sundial unreachable, or busy (503, 429, 5xx), to
+// retry after a back-off. Any other status (bad token, bad parameter, a
+// wrong URL's 404 {"error": …}) ends the worker.
+func call(ctx context.Context, method, u string, out any, allow ...int) (int, error) {
 	req, _ := http.NewRequestWithContext(ctx, method, u, nil)
 	req.Header.Set("X-Token", token)
 	resp, err := client.Do(req)
@@ -73,12 +74,22 @@ func call(ctx context.Context, method, u string, out any) (int, error) {
 		return 0, err
 	case resp.StatusCode == 429 || resp.StatusCode >= 500:
 		return 0, fmt.Errorf("%s %s: HTTP %d %s", method, u, resp.StatusCode, body)
-	case resp.StatusCode >= 400 && !noJob(resp.StatusCode, body):
+	case resp.StatusCode >= 400 && !noJob(resp.StatusCode, body) && !allowed(resp.StatusCode, allow):
 		fatal("%s %s: HTTP %d %s", method, u, resp.StatusCode, body)
 	case resp.StatusCode < 300 && out != nil:
 		return resp.StatusCode, json.Unmarshal(body, out)
 	}
 	return resp.StatusCode, nil
+}
+
+// allowed tells whether status is one of allow.
+func allowed(status int, allow []int) bool {
+	for _, a := range allow {
+		if a == status {
+			return true
+		}
+	}
+	return false
 }
 
 // noJob tells the empty consume (404 {"msg": …}) from other 404s, such as
@@ -128,6 +139,7 @@ func (w *worker) pollOnce(ctx context.Context) error {
 		JobID       string `json:"job_id"`
 		Data        []byte `json:"data"`         // the body: base64 in JSON, decoded by encoding/json
 		RemainTries int    `json:"remain_tries"` // deliveries left after this one
+		Delivery    int    `json:"delivery"`     // this hand-out's number
 	}
 	status, err := call(ctx, "GET", queueURL+"?"+query.Encode(), &j)
 	if err != nil || status == 404 {
@@ -136,26 +148,61 @@ func (w *worker) pollOnce(ctx context.Context) error {
 	w.lastJob = time.Now()
 
 	// "Process" it. A body that is not a demo job goes to the dead letter.
+	// The delivery number goes with our ack, touch and release, so that they
+	// do nothing once the job is no longer ours. None is tied to ctx: a job
+	// in hand is finished even if a signal came.
 	var body struct {
-		N    json.RawMessage `json:"n"`
-		Fail bool            `json:"fail"`
+		N       json.RawMessage `json:"n"`
+		Fail    bool            `json:"fail"`
+		Seconds float64         `json:"seconds"`
 	}
 	if json.Unmarshal(j.Data, &body) != nil || body.N == nil {
-		body.N, body.Fail = json.RawMessage("?"), true
+		body.N, body.Fail, body.Seconds = json.RawMessage("?"), true, 0
+	}
+	jobURL := queueURL + "/job/" + j.JobID
+	fence := "delivery=" + strconv.Itoa(j.Delivery)
+	bg := context.Background()
+
+	// A long job: work in steps, touching between them so that the job stays
+	// ours past its TTR (a worker that dies loses it after one TTR).
+	end := time.Now().Add(time.Duration(body.Seconds * float64(time.Second)))
+	for time.Now().Before(end) {
+		step := time.Duration(ttr) * time.Second / 3
+		if left := time.Until(end); left < step {
+			step = left
+		}
+		time.Sleep(step)
+		status, err := call(bg, "POST", fmt.Sprintf("%s/touch?ttr=%d&%s", jobURL, ttr, fence), nil, 404, 409)
+		if err != nil {
+			return err
+		}
+		if status != 200 {
+			fmt.Printf("lost %s n=%s\n", j.JobID, body.N)
+			return nil
+		}
+		fmt.Printf("touched %s n=%s\n", j.JobID, body.N)
 	}
 
 	if body.Fail {
-		// No ack: the job comes back after its TTR while it has tries left
-		// (remain_tries, after this delivery), then goes to the dead letter.
+		// Give it back with the reason, at once: it comes back while it has
+		// tries left (remain_tries, after this delivery), then goes to the
+		// dead letter, where the reason is shown.
 		fmt.Printf("failed %s n=%s remain_tries=%d\n", j.JobID, body.N, j.RemainTries)
-		return nil
+		reason := url.QueryEscape("asked to fail")
+		_, err := call(bg, "POST", jobURL+"/release?reason="+reason+"&"+fence, nil, 404, 409)
+		return err
 	}
 
-	// Ack = DELETE (204), not tied to ctx: a job in hand is finished even if
-	// a signal came. Should the ack fail, the job comes back after its TTR and
-	// is processed again: work must be safe to repeat.
-	if _, err := call(context.Background(), "DELETE", queueURL+"/job/"+j.JobID, nil); err != nil {
+	// Ack = DELETE (204). 409: the job is no longer ours (our TTR ran out and
+	// it went to another worker), so it will be processed again: work must
+	// be safe to repeat. Should the ack fail, the job comes back after its TTR.
+	status, err = call(bg, "DELETE", jobURL+"?"+fence, nil, 404, 409)
+	if err != nil {
 		return err
+	}
+	if status != 204 {
+		fmt.Printf("lost %s n=%s\n", j.JobID, body.N)
+		return nil
 	}
 	w.acked++
 	fmt.Printf("acked %s n=%s\n", j.JobID, body.N)

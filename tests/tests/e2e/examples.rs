@@ -201,9 +201,11 @@ fn run(
     run
 }
 
-/// The producer publishes ten jobs, every fifth asking to fail; the worker,
-/// with a TTR of one second, acks eight, leaves the two others unacked on
-/// both their tries, sees them land in the dead letter, and stops.
+/// The producer publishes ten jobs, every fifth asking to fail and the
+/// seventh taking two seconds; the worker, with a TTR of one second, touches
+/// the long one until it is done, acks eight (each once, with its delivery),
+/// releases the two others with a reason on both their tries, sees them land
+/// in the dead letter, and stops.
 async fn producer_and_worker(lang: Lang) {
     lang.require();
     let redis = RedisServer::start();
@@ -270,6 +272,13 @@ async fn producer_and_worker(lang: Lang) {
     assert_eq!(w.lines("acked").len(), 8, "{w:?}");
     assert_eq!(acked, expected, "{w:?}");
 
+    // The long job, held past its TTR by touches: acked once (above), by
+    // the delivery that got it first.
+    let touched = w.lines("touched");
+    assert!(touched.len() >= 3, "touched every third of a TTR: {w:?}");
+    assert!(touched.iter().all(|l| l[1] == ids[&7] && l[2] == "n=7"), "{w:?}");
+    assert!(w.lines("lost").is_empty(), "{w:?}");
+
     // The two failing jobs, each delivered twice: one try left, then none.
     let failed = w.lines("failed");
     assert_eq!(failed.len(), 4, "{w:?}");
@@ -309,6 +318,8 @@ async fn producer_and_worker(lang: Lang) {
         if n % 5 == 0 {
             assert_eq!(r.status, 200, "a dead job still exists: {r:?}");
             assert_eq!(r.json["remain_tries"], 0, "{r:?}");
+            assert_eq!(r.json["reason"], "asked to fail", "{r:?}");
+            assert_eq!(r.json["delivery"], 2, "{r:?}");
         } else {
             assert_eq!(r.status, 404, "acked job n={n} is gone: {r:?}");
             assert_eq!(r.json["error"], "job not found", "{r:?}");
