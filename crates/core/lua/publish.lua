@@ -8,8 +8,9 @@
 -- ARGV[1]: qualified queue (`<ns>/<queue>`)   ARGV[2]: ready channel of the queue
 -- ARGV[3]: timer channel   ARGV[4]: slot number
 -- ARGV[5]: slot key prefix (wheel lists are prefix .. 'w:' .. second)
--- ARGV[6..]: publications, each: delay ms, ttl ms (0 = never), tries, n, then
---   n triples of job id, attributes JSON ("" for none), body
+-- ARGV[6..]: publications, each: delay ms, ttl ms (0 = never), tries, retry
+--   policy (packed, "" for none), n, then n triples of job id, attributes
+--   JSON ("" for none), body
 -- Returns: per publication, the number of jobs it published, or 0 when one
 -- of its ids exists already (then none of its jobs was stored).
 -- Writes are gathered and made once per key at the end (one HSET of every
@@ -26,8 +27,8 @@ local qn = qn_make(KEYS[6], queue)
 local pubs, ids = {}, {}
 local i = 6
 while i <= #ARGV do
-  local n = tonumber(ARGV[i + 3])
-  local first, last = i + 4, i + 3 + 3 * n
+  local n = tonumber(ARGV[i + 4])
+  local first, last = i + 5, i + 4 + 3 * n
   pubs[#pubs + 1] = { i, first, last, n }
   for j = first, last, 3 do ids[#ids + 1] = ARGV[j] end
   i = last + 1
@@ -58,10 +59,11 @@ for _, p in ipairs(pubs) do
   if clash then
     out[#out + 1] = 0
   else
-    local schedule = ARGV[at] .. ' ' .. ARGV[at + 1] .. ' ' .. ARGV[at + 2]
+    local schedule = ARGV[at] .. ' ' .. ARGV[at + 1] .. ' ' .. ARGV[at + 2] .. ' ' .. ARGV[at + 3]
     local kind = kinds[schedule]
     if not kind then
       local r = fresh(queue, qn, tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), now)
+      with_policy(r, ARGV[at + 3])
       -- The expiry as text once: a number given to redis.call is
       -- formatted by Redis on every use.
       kind = { r = r, pack = packer(r), expire = string.format('%d', r.expire) }

@@ -130,6 +130,41 @@ local function make_ready(id, raw, st, queue, tries, expire, delivered, timed)
   move(id, raw, st, READY, 'r:', queue, tries, expire, delivered, timed)
   woken[queue] = (woken[queue] or 0) + 1
 end
+-- A reservation whose TTR ran out with tries left, as its retry policy
+-- says: dead past the policy's retry bound; delayed by its backoff (on the
+-- timer, or in its wheel second when far); else ready again at once.
+local function retry(id, raw, queue, tries, expire, delivered)
+  local policy = policy_of(raw)
+  if past_retry(policy, struct.unpack('>I6', raw, 4), now) then
+    move(id, raw, RESERVED, DEAD, 'd:', queue, tries, expire, delivered, true)
+    dead = dead + 1
+    tally(queue, 3)
+    return
+  end
+  local wait = retry_delay(policy, delivery_of(raw))
+  if not wait or wait <= 0 then
+    make_ready(id, raw, RESERVED, queue, tries, expire, delivered, true)
+    return
+  end
+  local due = now + wait
+  counts.state(RESERVED, queue, -1)
+  counts.state(DELAYED, queue, 1)
+  local record = with_reason(patch_delayed(raw, tries, due), TTR_EXPIRED)
+  if #record ~= #raw then counts.use(queue, 0, #record - #raw) end
+  records[#records + 1] = id
+  records[#records + 1] = record
+  pending = pending + #record
+  if due < now + NEAR_MS then
+    set_timer(id, due)
+  else
+    local second = math.floor(due / SECOND_MS)
+    redis.call('RPUSH', prefix .. 'w:' .. second, id)
+    redis.call('ZADD', skey, second * SECOND_MS, second)
+    unarmed[#unarmed + 1] = id
+  end
+  retried = retried + 1
+  tally(queue, 2)
+end
 local function write()
   call_many('HSET', jkey, records, 2)
   for _, lkey in ipairs(list_order) do call_many('LPUSH', lkey, lists[lkey], 1) end
@@ -220,8 +255,10 @@ each_record(ids, function(id, raw)
   local queue = qname(qn)
   if expire > 0 and expire <= now then
     expire_job(id, raw, st, queue)
-  elseif st == DELAYED or (st == RESERVED and tries > 0) then
+  elseif st == DELAYED then
     make_ready(id, raw, st, queue, tries, expire, delivered, true)
+  elseif st == RESERVED and tries > 0 then
+    retry(id, raw, queue, tries, expire, delivered)
   elseif st == RESERVED then
     move(id, raw, st, DEAD, 'd:', queue, tries, expire, delivered, true)
     dead = dead + 1

@@ -11,16 +11,17 @@
 -- KEYS[5]: dead list   KEYS[6]: wheel index zset   KEYS[7]: queue table
 -- KEYS[8]: transit hash   KEYS[9]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: qualified queue   ARGV[2]: job id   ARGV[3]: fence (a delivery, 0 = none)
--- ARGV[4]: delay ms   ARGV[5]: 1 to spend the try, 0 to give it back
+-- ARGV[4]: delay ms, or -1 for the job's retry policy's (none: 0)
+-- ARGV[5]: 1 to spend the try, 0 to give it back
 -- ARGV[6]: 1 to put the job at the head of its ready list (a consume given
 --   back), 0 at its back   ARGV[7]: reason (recorded when ARGV[8] is 1)
 -- ARGV[8]: 1 to record the reason, 0 to keep the one the job has
 -- ARGV[9]: ready channel   ARGV[10]: timer channel   ARGV[11]: slot number
 -- ARGV[12]: slot key prefix
--- Returns: the job's state now (READY 2, DELAYED 1 or DEAD 4), or 0 when
--- no such job exists in that queue, -1 when the fence refused it, -2 when
--- the job is in transit to another shard (retry), -3 when it is not
--- reserved.
+-- Returns: {the job's state now (READY 2, DELAYED 1 or DEAD 4), its delay
+-- ms (0 unless delayed)}; or {0} when no such job exists in that queue,
+-- {-1} when the fence refused it, {-2} when the job is in transit to
+-- another shard (retry), {-3} when it is not reserved.
 local queue, id, fence = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local delay_ms, spend, front = tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6] == '1'
 local jkey, tkey, ckey = KEYS[1], KEYS[2], KEYS[3]
@@ -28,17 +29,17 @@ local raw = redis.call('HGET', jkey, id)
 if not raw then
   local v = redis.call('HGET', KEYS[8], id)
   local e = v and transit_unpack(v)
-  if e and e.queue == queue then return -2 end
-  return 0
+  if e and e.queue == queue then return { -2 } end
+  return { 0 }
 end
 local r = decode(raw)
-if r.qn ~= qn_of(KEYS[7], queue) then return 0 end
+if r.qn ~= qn_of(KEYS[7], queue) then return { 0 } end
 r.queue = queue
 if r.state ~= RESERVED then
-  if fence > 0 then return -1 end
-  return -3
+  if fence > 0 then return { -1 } end
+  return { -3 }
 end
-if fence > 0 and r.delivery ~= fence then return -1 end
+if fence > 0 and r.delivery ~= fence then return { -1 } end
 
 local now = now_ms()
 if not spend then r.tries = r.tries + 1 end
@@ -47,7 +48,8 @@ if ARGV[8] == '1' then
 end
 count(ckey, RESERVED, queue, -1)
 local slot_keys = { j = jkey, t = tkey, s = KEYS[6], prefix = ARGV[12] }
-if r.tries == 0 then
+if delay_ms < 0 then delay_ms = retry_delay(r.policy, r.delivery) or 0 end
+if r.tries == 0 or (spend and past_retry(r.policy, r.pub, now)) then
   r.state, r.died, r.due = DEAD, true, now
   redis.call('LPUSH', KEYS[5], id)
   arm_expiry(tkey, id, r)
@@ -69,4 +71,5 @@ local record = encode(r)
 redis.call('HSET', jkey, id, record)
 count(ckey, r.state, queue, 1)
 if #record ~= #raw then use(ckey, queue, 0, #record - #raw) end
-return r.state
+if r.state ~= DELAYED then delay_ms = 0 end
+return { r.state, delay_ms }

@@ -57,9 +57,9 @@ pub use conn::{
 pub use engine::{
     Ack, Acked, AdminTables, Admission, BacklogAsk, Copied, Counts, DeadJob, DeadPage, Delivery,
     ExportPage, InTransit, JobPage, JobView, ListAsk, ListState, ListedJob, Mark, Memory, MoveMode,
-    NewJob, PAGE_BYTES, PageSize, PortableJob, Publication, PumpOutcome, PumpProcess, RateGrant,
-    RateTake, Release, Released, Schedule, Served, Shard, ShardCheck, Taken, Totals, Touch,
-    Touched, Usage, Want, state,
+    NewJob, PAGE_BYTES, PackedPolicy, PageSize, PortableJob, Publication, PumpOutcome, PumpProcess,
+    RateGrant, RateTake, Release, Released, Schedule, Served, Shard, ShardCheck, Taken, Totals,
+    Touch, Touched, Usage, Want, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

@@ -410,6 +410,7 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
         delay_ms: 0,
         ttl_ms: 0,
         tries: 1,
+        policy: None,
     };
     let job = |id: JobId| NewJob {
         id,
@@ -510,6 +511,7 @@ async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
         delay_ms: 0,
         ttl_ms: 60_000,
         tries: 1,
+        policy: None,
     };
     let ids: Vec<JobId> = (0..30).map(|_| JobId::mint(false)).collect();
     shard
@@ -572,6 +574,7 @@ async fn publish_ready(shard: &sundial_core::Shard, n: usize) -> Vec<sundial_cor
         delay_ms: 0,
         ttl_ms: 0,
         tries: 3,
+        policy: None,
     };
     let ids: Vec<JobId> = (0..n).map(|_| JobId::mint(false)).collect();
     for id in &ids {

@@ -49,6 +49,7 @@ pub mod layout;
 pub mod live;
 pub mod mover;
 pub mod placement;
+pub mod policy;
 pub mod prepare;
 pub mod quota;
 pub mod reload;

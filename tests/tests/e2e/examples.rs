@@ -276,7 +276,10 @@ async fn producer_and_worker(lang: Lang) {
     // the delivery that got it first.
     let touched = w.lines("touched");
     assert!(touched.len() >= 3, "touched every third of a TTR: {w:?}");
-    assert!(touched.iter().all(|l| l[1] == ids[&7] && l[2] == "n=7"), "{w:?}");
+    assert!(
+        touched.iter().all(|l| l[1] == ids[&7] && l[2] == "n=7"),
+        "{w:?}"
+    );
     assert!(w.lines("lost").is_empty(), "{w:?}");
 
     // The two failing jobs, each delivered twice: one try left, then none.

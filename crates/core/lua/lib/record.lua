@@ -152,6 +152,48 @@ local function deliver(raw, tries)
     .. struct.pack('>I4BH', delivery_of(raw) + 1, 0, 0) .. string.sub(raw, 25), EXT_BYTES
 end
 
+-- The packed retry policy of record `raw` ("" for none): kind B (0 none,
+-- 1 fixed, 2 exponential), initial delay I4 ms, multiplier H (thousandths),
+-- largest delay I4 ms, jitter B (percent), retry bound I4 ms after publish
+-- (0 none); `sundial_router::policy` packs it.
+local function policy_of(raw)
+  if string.byte(raw, 1) % 128 < EXTENDED then return '' end
+  return string.sub(raw, 30, 29 + string.byte(raw, 29))
+end
+
+-- The delay (ms) before the next try of a job whose delivery number
+-- `delivery` failed, by its policy `policy`; nil without a backoff (the job
+-- is ready again at once, as in lmstfy). Jitter moves it either way by up to
+-- its share, at random (seeded from the clock once per call: Redis seeds
+-- every script call alike).
+local seeded = false
+local function retry_delay(policy, delivery)
+  if #policy < 16 then return nil end
+  local kind, initial, mult, max, jitter = struct.unpack('>BI4HI4B', policy)
+  if kind == 0 then return nil end
+  local d = initial
+  if kind == 2 then
+    d = initial * (mult / 1000) ^ math.max(0, delivery - 1)
+    if d > max then d = max end
+  end
+  if jitter > 0 then
+    if not seeded then
+      math.randomseed(tonumber(redis.call('TIME')[2]))
+      seeded = true
+    end
+    d = d * (1 + jitter / 100 * (2 * math.random() - 1))
+  end
+  return math.max(0, math.floor(d))
+end
+
+-- Whether a job published at `pub` is past its policy's retry bound at
+-- `now`: a failure then sends it to the dead letter, tries left or not.
+local function past_retry(policy, pub, now)
+  if #policy < 16 then return false end
+  local bound = struct.unpack('>I4', policy, 13)
+  return bound > 0 and now >= pub + bound
+end
+
 -- Record `raw` with `reason` as the reason its job last failed: the
 -- reason field rewritten (a plain record becomes extended). Its length
 -- changes by the difference: the caller counts it (`job_bytes`).
@@ -176,6 +218,13 @@ local function patch_retry(raw, tries, delivered, now)
   if delivered then state = state + 16 end
   return struct.pack('>BH', state, tries) .. string.sub(raw, 4, 15) .. struct.pack('>I6', now)
     .. string.sub(raw, 22)
+end
+
+-- The record `raw` of a reservation whose TTR ran out, delayed by its
+-- retry policy until `due` with `tries` left (it has been delivered).
+local function patch_delayed(raw, tries, due)
+  return struct.pack('>BH', DELAYED + 16 + ext_flag(raw), tries) .. string.sub(raw, 4, 15)
+    .. struct.pack('>I6', due) .. string.sub(raw, 22)
 end
 
 -- When ready job `r` became ready: its publication, or later its due
@@ -208,6 +257,10 @@ local function packer(r)
   local state = r.state
   if r.delivered then state = state + 16 end
   local fixed = struct.pack('>BHI6I6I6I3', state, r.tries, r.pub, r.expire, r.due or 0, r.qn)
+  if r.ext then
+    fixed = struct.pack('>BHI6I6I6I3I4Bc0Hc0', state + EXTENDED, r.tries, r.pub, r.expire, r.due or 0,
+      r.qn, r.delivery, #r.policy, r.policy, #r.reason, r.reason)
+  end
   local bare = fixed .. struct.pack('>H', 0)
   return function(attrs, body)
     if attrs == '' then return bare .. body end

@@ -187,6 +187,14 @@ local function fresh(queue, qn, delay_ms, ttl, tries, now)
   return r
 end
 
+-- Gives fresh record `r` its retry policy (packed; "" for none): a record
+-- with one is extended from its publish.
+local function with_policy(r, policy)
+  if policy ~= '' then
+    r.ext, r.delivery, r.policy, r.reason = true, 0, policy, ''
+  end
+end
+
 -- Walks a list from its consuming end (the right), skipping entries whose
 -- record is gone or no longer in `state`; returns the first live id and record.
 local function first_live(jkey, lkey, state, now, max_scan)

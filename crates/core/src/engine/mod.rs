@@ -59,8 +59,8 @@ pub use checks::ShardCheck;
 pub use dead_letter::{DeadJob, DeadLetter, DeadPage};
 pub use decode::{Delivery, JobView, state};
 pub use jobs::{
-    Ack, Acked, Jobs, NewJob, Publication, Release, Released, Schedule, Served, Touch, Touched,
-    Want,
+    Ack, Acked, Jobs, NewJob, PackedPolicy, Publication, Release, Released, Schedule, Served,
+    Touch, Touched, Want,
 };
 pub use layouts::Layouts;
 pub use leases::{Leases, PumpProcess};

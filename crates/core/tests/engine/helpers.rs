@@ -145,6 +145,7 @@ pub(crate) fn sched(delay_ms: u64, ttl_ms: u64, tries: u16) -> Schedule {
         delay_ms,
         ttl_ms,
         tries,
+        policy: None,
     }
 }
 
@@ -153,6 +154,7 @@ pub(crate) fn now_sched(tries: u16) -> Schedule {
         delay_ms: 0,
         ttl_ms: 0,
         tries,
+        policy: None,
     }
 }
 

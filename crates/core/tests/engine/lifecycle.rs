@@ -194,7 +194,7 @@ fn release(id: &JobId, delivery: u32, delay_ms: u64, spend_try: bool, reason: &s
     Release {
         id: id.as_str().to_owned(),
         delivery: Some(delivery),
-        delay_ms,
+        delay_ms: Some(delay_ms),
         spend_try,
         reason: Some(reason.to_owned()),
     }
@@ -225,7 +225,7 @@ async fn a_release_delays_or_readies_the_job_and_keeps_its_reason() {
         .jobs()
         .release(sl, &qn("q"), &release(&id, 1, 200, true, "db down"))
         .await;
-    assert_eq!(r.expect("release"), Released::Delayed);
+    assert_eq!(r.expect("release"), Released::Delayed(200));
     let j = peek().await;
     assert_eq!((j.state, j.tries_left, j.delivery), (DELAYED, 2, 1));
     assert_eq!(j.reason, "db down");

@@ -2,7 +2,7 @@
 //! through the engine and, with an independent client, in what Redis holds.
 //! One module per scenario (`jobs`, `queues`, `dead_letter`, `timers`,
 //! `shard`, `leases`, `cleanup`, `admin`, `backlog`, `moves`, `usage`, `ready_age`,
-//! `listing`, `lifecycle`), what they share in
+//! `listing`, `lifecycle`, `retries`), what they share in
 //! `helpers`.
 //!
 //! The modules are one test binary on purpose: every integration test file
@@ -21,6 +21,7 @@ mod listing;
 mod moves;
 mod queues;
 mod ready_age;
+mod retries;
 mod shard;
 mod timers;
 mod usage;

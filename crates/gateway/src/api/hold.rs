@@ -109,18 +109,17 @@ pub(super) async fn release(tenant: Tenant) -> Result<impl IntoResponse, ApiErro
     let t = Target::parse(&tenant)?;
     let delivery = params::delivery(&tenant.params)?;
     let asked = params::ReleaseParams::parse(&tenant.params)?;
-    let delay_ms = asked.delay_ms.unwrap_or(0);
     let release = Release {
         id: t.id.as_str().to_owned(),
         delivery,
-        delay_ms,
+        delay_ms: asked.delay_ms,
         spend_try: asked.spend_try,
         reason: Some(asked.reason),
     };
     for (shard, slot) in tenant.job_places(t.queue, &t.id) {
         let (to, delay_ms) = match shard.jobs().release(slot, &t.qualified, &release).await? {
             Released::Ready => (answers::ReleasedTo::Ready, 0),
-            Released::Delayed => (answers::ReleasedTo::Delayed, delay_ms),
+            Released::Delayed(delay_ms) => (answers::ReleasedTo::Delayed, delay_ms),
             Released::Dead => (answers::ReleasedTo::Dead, 0),
             Released::Fenced => return Err(fenced(delivery)),
             Released::NotReserved => return Err(ApiError::NotFound("job is not reserved")),

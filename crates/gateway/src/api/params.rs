@@ -83,6 +83,7 @@ impl PublishParams {
             delay_ms: self.delay_ms,
             ttl_ms: u64::from(self.ttl) * 1000,
             tries: self.tries,
+            policy: None,
         }
     }
 }

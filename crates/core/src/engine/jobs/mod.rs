@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
-pub use publish::{NewJob, Publication, Schedule};
+pub use publish::{NewJob, PackedPolicy, Publication, Schedule};
 pub use release::{Release, Released};
 pub use serve::{Ack, Acked, Served, Touch, Touched, Want};
 

@@ -7,6 +7,10 @@ use fred::types::Value;
 use super::{super::decode::Fields, super::keysets, Jobs};
 use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
+/// A job's retry policy as its record keeps it (see `policy` in
+/// `lua/lib/record.lua`; `sundial_router::policy` packs it).
+pub type PackedPolicy = [u8; 16];
+
 /// When and how often a job is delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Schedule {
@@ -15,6 +19,18 @@ pub struct Schedule {
     pub ttl_ms: u64,
     /// Deliveries allowed, at least 1.
     pub tries: u16,
+    /// How a failed delivery is retried; `None`: ready again at once, as
+    /// in lmstfy (and the job's record stays plain until its first
+    /// delivery).
+    pub policy: Option<PackedPolicy>,
+}
+
+/// The policy as a script argument: its bytes, or "" for none.
+fn policy_arg(s: &Schedule) -> Value {
+    match &s.policy {
+        Some(p) => Value::Bytes(Bytes::copy_from_slice(p)),
+        None => "".into(),
+    }
 }
 
 /// A job to publish.
@@ -87,7 +103,7 @@ impl Jobs<'_> {
     ) -> Result<Vec<bool>, EngineError> {
         let k = SlotKeys::new(slot);
         let jobs: usize = publications.iter().map(|p| p.jobs.len()).sum();
-        let mut args: Vec<Value> = Vec::with_capacity(5 + 4 * publications.len() + 3 * jobs);
+        let mut args: Vec<Value> = Vec::with_capacity(5 + 5 * publications.len() + 3 * jobs);
         args.extend([
             qualified.into(),
             self.0.ready_channel(slot, qualified).into(),
@@ -99,6 +115,7 @@ impl Jobs<'_> {
             args.push((p.schedule.delay_ms as i64).into());
             args.push((p.schedule.ttl_ms as i64).into());
             args.push(i64::from(p.schedule.tries).into());
+            args.push(policy_arg(&p.schedule));
             args.push((p.jobs.len() as i64).into());
             for job in &p.jobs {
                 args.push(job.id.as_str().into());
@@ -140,6 +157,7 @@ impl Jobs<'_> {
         args.push(new.id.as_str().into());
         args.push(new.attrs.as_str().into());
         args.push(new.body.clone().into());
+        args.push(policy_arg(schedule));
         let v = self
             .0
             .conn()

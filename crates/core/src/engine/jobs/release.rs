@@ -5,7 +5,10 @@
 use fred::types::Value;
 
 use super::{
-    super::{decode::Delivery, keysets},
+    super::{
+        decode::{Delivery, Fields},
+        keysets,
+    },
     Jobs,
 };
 use crate::{EngineError, keys::SlotKeys, scripts::SCRIPTS};
@@ -18,8 +21,9 @@ pub struct Release {
     pub id: String,
     /// Only while this delivery holds the job (`?delivery=N`).
     pub delivery: Option<u32>,
-    /// How long the job waits before it is ready again; 0 = ready now.
-    pub delay_ms: u64,
+    /// How long the job waits before it is ready again (0: ready now);
+    /// `None`: as its retry policy says (none: ready now).
+    pub delay_ms: Option<u64>,
     /// Whether the delivery counts as a try (by default it does): a job
     /// released with no try left goes to the dead letter.
     pub spend_try: bool,
@@ -33,8 +37,8 @@ pub struct Release {
 pub enum Released {
     /// Ready again now, at the back of its queue.
     Ready,
-    /// Delayed: ready once its delay passes.
-    Delayed,
+    /// Delayed: ready once its delay (ms) passes.
+    Delayed(u64),
     /// It had no try left: in the dead letter, with its reason.
     Dead,
     /// No such job in that queue here.
@@ -56,12 +60,12 @@ impl Jobs<'_> {
         r: &Release,
     ) -> Result<Released, EngineError> {
         Ok(match self.call_release(slot, qualified, r, false).await? {
-            2 => Released::Ready,
-            1 => Released::Delayed,
-            4 => Released::Dead,
-            -1 => Released::Fenced,
-            -2 => Released::Moving,
-            -3 => Released::NotReserved,
+            (2, _) => Released::Ready,
+            (1, delay) => Released::Delayed(delay),
+            (4, _) => Released::Dead,
+            (-1, _) => Released::Fenced,
+            (-2, _) => Released::Moving,
+            (-3, _) => Released::NotReserved,
             _ => Released::Missing,
         })
     }
@@ -74,29 +78,29 @@ impl Jobs<'_> {
         let r = Release {
             id: d.job.id.clone(),
             delivery: Some(d.number()),
-            delay_ms: 0,
+            delay_ms: Some(0),
             spend_try: false,
             reason: None,
         };
-        Ok(self.call_release(d.slot, &d.job.queue, &r, true).await? > 0)
+        Ok(self.call_release(d.slot, &d.job.queue, &r, true).await?.0 > 0)
     }
 
     /// One `release.lua` call (`front`: to the head of the ready list); its
-    /// answer (see the script).
+    /// answer (see the script): a code, and a delay.
     async fn call_release(
         self,
         slot: u32,
         qualified: &str,
         r: &Release,
         front: bool,
-    ) -> Result<i64, EngineError> {
+    ) -> Result<(i64, u64), EngineError> {
         let k = SlotKeys::new(slot);
         let flag = |b: bool| Value::from(i64::from(b));
         let args: Vec<Value> = vec![
             qualified.into(),
             r.id.as_str().into(),
             i64::from(r.delivery.unwrap_or(0)).into(),
-            (r.delay_ms as i64).into(),
+            r.delay_ms.map_or(-1, |d| d as i64).into(),
             flag(r.spend_try),
             flag(front),
             r.reason.as_deref().unwrap_or_default().into(),
@@ -108,7 +112,9 @@ impl Jobs<'_> {
         ];
         let keys = keysets::release(&k, qualified);
         let v = self.0.conn().eval(&SCRIPTS.release, keys, args).await?;
-        v.as_i64()
-            .ok_or_else(|| self.0.conn().bad_reply(format!("release answered {v:?}")))
+        let mut f = Fields::new(self.0.conn(), v)?;
+        let code = f.int()?;
+        let delay = if f.len() > 0 { f.uint()? } else { 0 };
+        Ok((code, delay))
     }
 }
