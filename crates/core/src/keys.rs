@@ -58,10 +58,12 @@
 //! from `from` (`state` `announced`, then `moving`) and once it has moved
 //! (`moved`), changed with the other tables' version; `sd:quotas` hash
 //! `<pool>/<ns>` → JSON of the quota fields a namespace overrides (see
-//! `sundial_router::quota`), changed with the same version; `sd:quota:<pool>/<ns>:<p|c>`,
+//! `sundial_router::quota`), changed with the same version; `sd:policies`
+//! hash `<pool>/<ns>/<queue>` → JSON of a queue's retry policy (see
+//! `sundial_router::policy`), changed with the same version; `sd:quota:<pool>/<ns>:<p|c>`,
 //! a namespace's publish and consume rate buckets. An admin Redis that is a
 //! cluster names the tables `sd:{admin}:tokens`, `sd:{admin}:limits`,
-//! `sd:{admin}:homes`, `sd:{admin}:quotas` and `sd:{admin}:tokens:version` ([`AdminKeys`]): one
+//! `sd:{admin}:homes`, `sd:{admin}:quotas`, `sd:{admin}:policies` and `sd:{admin}:tokens:version` ([`AdminKeys`]): one
 //! hash tag, so that a
 //! change and its version bump stay one script in one cluster hash slot; the
 //! queue indexes carry the same tag (`sd:{admin}:queues:<pool>/<ns>`).
@@ -130,12 +132,20 @@ pub enum AdminTable {
     Homes,
     /// A namespace's quota, where it overrides its pool's.
     Quotas,
+    /// A queue's retry policy.
+    Policies,
 }
 
 impl AdminTable {
     /// Every table, in the order they are declared (and read, and
     /// restored).
-    pub const ALL: [AdminTable; 4] = [Self::Tokens, Self::Limits, Self::Homes, Self::Quotas];
+    pub const ALL: [AdminTable; 5] = [
+        Self::Tokens,
+        Self::Limits,
+        Self::Homes,
+        Self::Quotas,
+        Self::Policies,
+    ];
 }
 
 /// The names of the admin tables on one kind of admin Redis.
@@ -145,6 +155,7 @@ pub struct AdminKeys {
     pub limits: &'static str,
     pub homes: &'static str,
     pub quotas: &'static str,
+    pub policies: &'static str,
     pub version: &'static str,
     /// Prefix of the queue indexes ([`AdminKeys::queues`]).
     queues: &'static str,
@@ -156,6 +167,7 @@ const ADMIN_KEYS: AdminKeys = AdminKeys {
     limits: LIMITS,
     homes: "sd:homes",
     quotas: "sd:quotas",
+    policies: "sd:policies",
     version: TOKENS_VERSION,
     queues: "sd:queues:",
 };
@@ -166,6 +178,7 @@ const CLUSTER_ADMIN_KEYS: AdminKeys = AdminKeys {
     limits: "sd:{admin}:limits",
     homes: "sd:{admin}:homes",
     quotas: "sd:{admin}:quotas",
+    policies: "sd:{admin}:policies",
     version: "sd:{admin}:tokens:version",
     queues: "sd:{admin}:queues:",
 };
@@ -193,6 +206,7 @@ impl AdminKeys {
             AdminTable::Limits => self.limits,
             AdminTable::Homes => self.homes,
             AdminTable::Quotas => self.quotas,
+            AdminTable::Policies => self.policies,
         }
     }
 }

@@ -56,6 +56,7 @@ mod portable;
 mod probes;
 mod pumpd;
 mod reload;
+mod retries;
 mod scopes;
 mod security;
 mod sentinel;

@@ -15,6 +15,7 @@ mod info;
 mod jobs;
 mod limits;
 mod moves;
+mod policies;
 pub(crate) mod portable;
 mod queues;
 mod quotas;
@@ -139,6 +140,7 @@ fn queue_routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(deadletter::dead_list))
         .routes(routes!(deadletter::dead_respawn))
         .routes(routes!(deadletter::dead_delete))
+        .routes(routes!(policies::get, policies::set, policies::clear))
 }
 
 async fn not_found() -> ApiError {

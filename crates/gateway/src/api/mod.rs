@@ -16,6 +16,7 @@ mod quota;
 mod rate_quota;
 mod render;
 mod republish;
+mod retry;
 pub mod tenant;
 mod throttle;
 

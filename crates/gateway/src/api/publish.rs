@@ -99,6 +99,7 @@ impl<'a> Publication<'a> {
         let (parts, body) = req.into_parts();
         let queue = super::jobs::queue(tenant)?;
         let asked = PublishParams::parse(&tenant.params, &state.limits)?.schedule();
+        let asked = super::retry::apply(state, tenant, queue, asked)?;
         let (versioned, attrs) = version_and_attrs(&parts.headers)?;
         let quota = quota::of(state, tenant);
         let schedule = quota::schedule(tenant, &quota, &tenant.params, asked)?;

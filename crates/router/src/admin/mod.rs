@@ -7,6 +7,7 @@
 //! | limits | `sd:limits` | a token's rate limit, by its token's field | [`limits`] |
 //! | homes | `sd:homes` | where a namespace's tokens are served from, by `<pool>/<ns>` | [`homes`] |
 //! | quotas | `sd:quotas` | the quota fields a namespace sets over its pool's, by `<pool>/<ns>` | [`quotas`] |
+//! | policies | `sd:policies` | a queue's retry policy, by `<pool>/<ns>/<queue>` | [`policies`] |
 //!
 //! The replicated tables share one version: a change takes effect in every
 //! gateway within one poll ([`POLL`]), and an admin Redis that lost them
@@ -23,6 +24,7 @@
 
 pub mod homes;
 pub mod limits;
+pub mod policies;
 pub mod queue_sweep;
 pub mod queues;
 pub mod quotas;
@@ -41,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::LiveTopology;
 use homes::{HomeTable, Homes};
 use limits::{LimitTable, Limits};
+use policies::{Policies, PolicyTable};
 use queues::QueueIndex;
 use quotas::{QuotaTable, Quotas};
 use replica::Replica;
@@ -64,7 +67,8 @@ impl AdminStore {
             .with::<TokenIndex>()
             .with::<LimitTable>()
             .with::<HomeTable>()
-            .with::<QuotaTable>();
+            .with::<QuotaTable>()
+            .with::<PolicyTable>();
         Arc::new(Self {
             replica: Arc::new(replica),
         })
@@ -88,6 +92,11 @@ impl AdminStore {
     /// What each namespace sets over its pool's quota.
     pub fn quotas(&self) -> Quotas<'_> {
         Quotas(&self.replica)
+    }
+
+    /// Each queue's retry policy.
+    pub fn policies(&self) -> Policies<'_> {
+        Policies(&self.replica)
     }
 
     /// The queues each namespace holds jobs in or published to lately.

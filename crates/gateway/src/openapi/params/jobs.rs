@@ -29,8 +29,56 @@ written! {
             "name": "tries",
             "in": "query",
             "required": false,
-            "description": "Deliveries the job gets (default `limits.default_tries`, 1). 0 is 400 `tries shouldn't be zero`.",
+            "description": "Deliveries the job gets (default: its queue's retry policy's `tries`, else `limits.default_tries`, 1). 0 is 400 `tries shouldn't be zero`.",
             "schema": {"type": "integer", "minimum": 1, "maximum": 65535, "format": "uint16", "default": 1}
+        },
+        {
+            "name": "backoff",
+            "in": "query",
+            "required": false,
+            "description": "The job's retry backoff, over its queue's policy (`PUT /namespaces/{ns}/queues/{queue}/policy`): `fixed` or `exponential` (needs `initial_delay_ms`, from the publish or the queue's policy). Anything else is 400 `invalid backoff: fixed or exponential`; fields that make no policy are 400 `invalid policy: …`.",
+            "schema": {"type": "string", "enum": ["fixed", "exponential"]},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "initial_delay_ms",
+            "in": "query",
+            "required": false,
+            "description": "The delay before the first retry, ms (policy field, over the queue's).",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295u64, "format": "uint32"},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "multiplier",
+            "in": "query",
+            "required": false,
+            "description": "Exponential backoff: the factor from one delay to the next, 1 to 10 (default 2).",
+            "schema": {"type": "number", "minimum": 1, "maximum": 10},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "max_delay_ms",
+            "in": "query",
+            "required": false,
+            "description": "Exponential backoff: the longest delay, ms (default 1 hour).",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295u64, "format": "uint32"},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "jitter_percent",
+            "in": "query",
+            "required": false,
+            "description": "Each delay moved by up to this share of it, either way, at random (0 to 100).",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 100},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "max_retry_ms",
+            "in": "query",
+            "required": false,
+            "description": "How long after its publish the job may still be retried, ms: a failure after that sends it to the dead letter, tries left or not.",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 4294967295u64, "format": "uint32"},
+            "x-sundial-extension": true
         },
         {
             "name": "Enable-Job-Version",
