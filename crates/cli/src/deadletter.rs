@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use crate::{
     client::{Client, Failure, Listener, Outcome, exit},
-    queues::{bar, pages, pool_query, queue_path},
+    paths::{pool_query, queue_path},
+    queues::{bar, pages},
     table,
 };
 

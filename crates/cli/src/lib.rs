@@ -17,6 +17,8 @@ pub mod jobs;
 pub mod limits;
 pub mod listing;
 pub mod overview;
+mod paths;
+pub mod policies;
 pub mod pools;
 pub mod portable;
 pub mod queues;

@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use crate::{
     client::{Client, Outcome, seg},
-    queues::{pages, pool_query, queue_path},
+    paths::{pool_query, queue_path},
+    queues::pages,
     table,
 };
 

@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use crate::{
     client::{Client, Global, Outcome, seg},
-    queues::{STATS_FIELDS, STATS_HEADER, pages, pool_query},
+    paths::pool_query,
+    queues::{STATS_FIELDS, STATS_HEADER, pages},
     table,
 };
 

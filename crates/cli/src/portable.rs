@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::{
     client::{Client, Failure, JSON, Listener, Outcome, exit, seg},
-    queues::pool_query,
+    paths::pool_query,
     table,
 };
 

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::{
     client::{Client, Failure, Listener, Outcome, exit, seg},
+    paths::{pool_query, queue_path},
     table,
 };
 
@@ -36,6 +37,9 @@ pub enum QueueCmd {
     },
     /// The job at the head of the queue (job API: needs a token).
     Peek { namespace: String, queue: String },
+    /// Read, set or clear the queue's retry policy (admin API).
+    #[command(subcommand)]
+    Policy(crate::policies::PolicyCmd),
     /// Delete the queue's ready jobs (job API: needs a token with `manage`).
     Destroy {
         /// The namespace (a tenant).
@@ -78,15 +82,6 @@ pub(crate) async fn pages(
         }
     }
     Ok(all)
-}
-
-pub(crate) fn pool_query(pool: Option<&String>) -> String {
-    pool.map(|p| format!("?pool={}", seg(p)))
-        .unwrap_or_default()
-}
-
-pub(crate) fn queue_path(ns: &str, queue: &str) -> String {
-    format!("/namespaces/{}/queues/{}", seg(ns), seg(queue))
 }
 
 /// The fields of a queue's stats, as a row shows them; 1..7 are its counts.
@@ -138,6 +133,7 @@ pub(crate) async fn run(c: Client, cmd: QueueCmd) -> Outcome {
             queue,
             pool,
         } => stats(&c, &namespace, &queue, pool.as_ref()).await?,
+        QueueCmd::Policy(cmd) => crate::policies::run(c, cmd).await?,
         QueueCmd::Peek { namespace, queue } => {
             let r = c
                 .call(

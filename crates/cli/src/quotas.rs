@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     client::{Client, Failure, Listener, Outcome, exit, seg},
-    queues::pool_query,
+    paths::pool_query,
     table,
 };
 

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::{
     client::{Client, Global, Outcome, seg},
-    queues::pool_query,
+    paths::pool_query,
     table,
 };
 

@@ -11,6 +11,44 @@ on_every_shard_kind!(
     bad_policies_are_refused_and_change_nothing,
 );
 
+#[tokio::test]
+async fn the_cli_sets_reads_and_clears_a_queue_policy() {
+    let (_store, gw, _token, _api) = started_on(ShardKind::Standalone, "ns").await;
+    let set = [
+        "queue",
+        "policy",
+        "set",
+        "ns",
+        "q",
+        "--backoff",
+        "fixed",
+        "--initial-delay-ms",
+        "500",
+        "--tries",
+        "4",
+    ];
+    let r = gw.cli(&set, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("initial_delay_ms"), "{r:?}");
+    let r = gw.cli(&["queue", "--json", "policy", "get", "ns", "q"], &[]);
+    assert_eq!(
+        r.json()["policy"],
+        json!({"backoff": "fixed", "initial_delay_ms": 500, "tries": 4})
+    );
+    let r = gw.cli(
+        &["queue", "policy", "set", "ns", "q", "--backoff", "fixed"],
+        &[],
+    );
+    assert_ne!(r.code, 0, "no initial delay: {r:?}");
+    assert!(
+        r.stderr.contains("a backoff needs initial_delay_ms"),
+        "{r:?}"
+    );
+    let r = gw.cli(&["queue", "policy", "clear", "ns", "q"], &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("no retry policy"), "{r:?}");
+}
+
 /// The queue's job `id` as the admin listing of `state` shows it.
 async fn listed(admin: &Api, state: &str, id: &str) -> Option<Value> {
     let r = admin
