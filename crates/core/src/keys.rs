@@ -57,16 +57,13 @@
 //! namespace's tokens of that pool are served from, while it moves there
 //! from `from` (`state` `announced`, then `moving`) and once it has moved
 //! (`moved`), changed with the other tables' version; `sd:quotas` hash
-//! `<pool>/<ns>` → JSON of the quota fields a namespace overrides (see
-//! `sundial_router::quota`), changed with the same version; `sd:policies`
-//! hash `<pool>/<ns>/<queue>` → JSON of a queue's retry policy (see
-//! `sundial_router::policy`), changed with the same version; `sd:quota:<pool>/<ns>:<p|c>`,
-//! a namespace's publish and consume rate buckets. An admin Redis that is a
-//! cluster names the tables `sd:{admin}:tokens`, `sd:{admin}:limits`,
-//! `sd:{admin}:homes`, `sd:{admin}:quotas`, `sd:{admin}:policies` and `sd:{admin}:tokens:version` ([`AdminKeys`]): one
-//! hash tag, so that a
-//! change and its version bump stay one script in one cluster hash slot; the
-//! queue indexes carry the same tag (`sd:{admin}:queues:<pool>/<ns>`).
+//! `<pool>/<ns>` → JSON of a namespace's quota fields and `sd:policies` hash
+//! `<pool>/<ns>/<queue>` → JSON of a queue's retry policy (`sundial_router`'s
+//! `quota` and `policy`), changed with the same version;
+//! `sd:quota:<pool>/<ns>:<p|c>`, a namespace's publish and consume rate
+//! buckets. On a cluster the tables are `sd:{admin}:<name>` ([`AdminKeys`]):
+//! one hash tag, so that a change and its version bump stay one script in
+//! one cluster hash slot; the queue indexes carry the same tag.
 //!
 //! Channels: on a standalone or Sentinel shard, `sd:ready:<ns>/<queue>` (a
 //! count of jobs that became ready, for long polls) and `sd:timer` (a slot
@@ -85,16 +82,12 @@ pub const PREFIX: &str = "sd:";
 pub const META: &str = "sd:meta";
 /// Field of [`META`] that holds the data layout version.
 pub const META_FORMAT: &str = "format";
-/// The data layout this build reads and writes: pool-wide slots, and job
-/// records that may be extended (a delivery count, a retry policy and a
-/// failure reason: `lua/lib/record.lua`). Format 1 (per-namespace buckets,
-/// Sundial before 0.2) wrote `buckets` in [`META`] instead; see
-/// `docs/POOLS.md` ("Upgrading from format 1") for the upgrade.
+/// The data layout this build reads and writes: pool-wide slots, records
+/// that may be extended (`lua/lib/record.lua`). Format 1 (buckets) is in
+/// `docs/POOLS.md` ("Upgrading from format 1").
 pub const FORMAT: u32 = 3;
-/// The format before [`FORMAT`]: the same keys, with plain records only.
-/// This build reads it and marks such a shard as [`FORMAT`] on start (the
-/// records stay as they are), so that a build that reads only format 2
-/// refuses the shard rather than misread an extended record.
+/// Format 2: plain records only. Read, and marked [`FORMAT`] on start, so
+/// that a format-2 build refuses the shard rather than misread it.
 pub const FORMAT_PLAIN: u32 = 2;
 /// Field of [`META`] set once the slots' usage hashes (`sd:T:u`) count
 /// every job of the shard (see `engine::usage`).
@@ -139,7 +132,7 @@ pub enum AdminTable {
 impl AdminTable {
     /// Every table, in the order they are declared (and read, and
     /// restored).
-    pub const ALL: [AdminTable; 5] = [
+    pub const ALL: [Self; 5] = [
         Self::Tokens,
         Self::Limits,
         Self::Homes,

@@ -149,53 +149,25 @@ impl Jobs<'_> {
         let conn = self.0.conn();
         let k = SlotKeys::new(slot);
         let keys = keysets::serve(&k, qualified);
-        let mut args: Vec<Value> =
-            Vec::with_capacity(5 + 2 * acks.len() + 3 * touches.len() + 2 * wants.len());
-        args.extend([
-            qualified.into(),
-            self.0.timer_channel(slot).into(),
-            i64::from(slot).into(),
-            (acks.len() as i64).into(),
-            (touches.len() as i64).into(),
-        ]);
-        for a in acks {
-            args.push(a.id.as_str().into());
-            args.push(i64::from(a.delivery.unwrap_or(0)).into());
-        }
-        for t in touches {
-            args.push(t.id.as_str().into());
-            args.push(i64::from(t.delivery.unwrap_or(0)).into());
-            args.push((t.ttr_ms as i64).into());
-        }
-        for w in wants {
-            args.push(i64::from(w.count).into());
-            args.push((w.ttr_ms as i64).into());
-        }
+        let args = serve_args(
+            self.0.timer_channel(slot),
+            slot,
+            qualified,
+            acks,
+            touches,
+            wants,
+        );
         let reply = conn.eval(&SCRIPTS.serve, keys, args).await?;
         let mut f = Fields::new(conn, reply)?;
         let now = f.uint()?;
-        let mut acked = Vec::with_capacity(acks.len());
-        for _ in acks {
-            acked.push(match f.int()? {
-                0 => Acked::Missing,
-                n if n < 0 => Acked::Fenced,
-                _ => Acked::Deleted,
-            });
-        }
-        let mut touched = Vec::with_capacity(touches.len());
-        for _ in touches {
-            touched.push(match f.int()? {
-                0 => Touched::Missing,
-                -1 => Touched::Fenced,
-                -2 => Touched::Moving,
-                -3 => Touched::NotReserved,
-                n if n > 0 => Touched::Extended {
-                    deadline_ms: n as u64,
-                    left_ms: (n as u64).saturating_sub(now),
-                },
-                n => return Err(conn.bad_reply(format!("a touch answered {n}"))),
-            });
-        }
+        let acked = acks
+            .iter()
+            .map(|_| acked(&mut f))
+            .collect::<Result<_, _>>()?;
+        let touched = touches
+            .iter()
+            .map(|_| touched(conn, &mut f, now))
+            .collect::<Result<_, _>>()?;
         let mut taken = Vec::with_capacity(wants.len());
         for w in wants {
             let deadline_ms = f.uint()?;
@@ -218,6 +190,64 @@ impl Jobs<'_> {
             taken,
         })
     }
+}
+
+/// The arguments of a `serve.lua` call (see the script).
+fn serve_args(
+    timer_channel: String,
+    slot: u32,
+    qualified: &str,
+    acks: &[Ack],
+    touches: &[Touch],
+    wants: &[Want],
+) -> Vec<Value> {
+    let mut args: Vec<Value> =
+        Vec::with_capacity(5 + 2 * acks.len() + 3 * touches.len() + 2 * wants.len());
+    args.extend([
+        qualified.into(),
+        timer_channel.into(),
+        i64::from(slot).into(),
+        (acks.len() as i64).into(),
+        (touches.len() as i64).into(),
+    ]);
+    for a in acks {
+        args.push(a.id.as_str().into());
+        args.push(i64::from(a.delivery.unwrap_or(0)).into());
+    }
+    for t in touches {
+        args.push(t.id.as_str().into());
+        args.push(i64::from(t.delivery.unwrap_or(0)).into());
+        args.push((t.ttr_ms as i64).into());
+    }
+    for w in wants {
+        args.push(i64::from(w.count).into());
+        args.push((w.ttr_ms as i64).into());
+    }
+    args
+}
+
+/// The answer to an ack in a `serve.lua` reply.
+fn acked(f: &mut Fields<'_>) -> Result<Acked, EngineError> {
+    Ok(match f.int()? {
+        0 => Acked::Missing,
+        n if n < 0 => Acked::Fenced,
+        _ => Acked::Deleted,
+    })
+}
+
+/// The answer to a touch in a `serve.lua` reply, at `now`.
+fn touched(conn: &Connection, f: &mut Fields<'_>, now: u64) -> Result<Touched, EngineError> {
+    Ok(match f.int()? {
+        0 => Touched::Missing,
+        -1 => Touched::Fenced,
+        -2 => Touched::Moving,
+        -3 => Touched::NotReserved,
+        n if n > 0 => Touched::Extended {
+            deadline_ms: n as u64,
+            left_ms: (n as u64).saturating_sub(now),
+        },
+        n => return Err(conn.bad_reply(format!("a touch answered {n}"))),
+    })
 }
 
 /// The next job of a `serve.lua` reply (its id, then its record as it was:
