@@ -2,7 +2,7 @@
 -- another shard (`move_out.lua`).
 -- KEYS[1]: jobs hash   KEYS[2]: queue table   KEYS[3]: transit hash
 -- ARGV[1]: qualified queue   ARGV[2]: job id
--- Returns: {queue, id, elapsed_ms, ttl_ms, tries left, attrs, body, state}, or nil
+-- Returns: the `view` shape (`lua/lib/slot.lua`), or nil
 -- when the job does not exist in that queue or has expired.
 local raw = redis.call('HGET', KEYS[1], ARGV[2])
 local r

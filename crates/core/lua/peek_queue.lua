@@ -1,7 +1,7 @@
 -- Reads the next ready job of a queue in one slot, without changing anything.
 -- KEYS[1]: jobs hash   KEYS[2]: the queue's ready list
 -- ARGV[1]: how many stale entries to skip at most   ARGV[2]: qualified queue
--- Returns: {queue, id, elapsed_ms, ttl_ms, tries left, attrs, body, state}, or nil.
+-- Returns: the `view` shape (`lua/lib/slot.lua`), or nil.
 local now = now_ms()
 local id, r = first_live(KEYS[1], KEYS[2], READY, now, tonumber(ARGV[1]))
 if not id then return nil end

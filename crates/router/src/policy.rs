@@ -47,9 +47,9 @@ pub struct RetryPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(maximum = 4294967295u64)]
     pub max_delay_ms: Option<u64>,
-    /// Each delay moved by up to this share of it, either way, at random
-    /// (0 to 100, default 0), so that jobs that failed together do not all
-    /// come back together.
+    /// Each delay (after the `max_delay_ms` cap) moved by up to this share
+    /// of it, either way, at random (0 to 100, default 0), so that jobs
+    /// that failed together do not all come back together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(maximum = 100)]
     pub jitter_percent: Option<u8>,

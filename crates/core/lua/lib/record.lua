@@ -69,15 +69,15 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The record `raw` with a new state and tries, the rest unchanged.
--- (`r.queue`, the qualified name, is not stored: scripts set it from the
--- queue they were given, or from the queue table, after `decode`.)
 -- Flag 64 of record `raw`, to keep on a rewrite of its state byte.
 local function ext_flag(raw)
   if string.byte(raw, 1) % 128 >= EXTENDED then return EXTENDED end
   return 0
 end
 
+-- The record `raw` with a new state and tries, the rest unchanged.
+-- (`r.queue`, the qualified name, is not stored: scripts set it from the
+-- queue they were given, or from the queue table, after `decode`.)
 local function patch(raw, state, tries, delivered)
   if delivered then state = state + 16 end
   state = state + ext_flag(raw)

@@ -50,8 +50,7 @@ pub struct Delivery {
     pub job: JobView,
     /// The slot the job lives in.
     pub slot: u32,
-    /// When its TTR runs out (ms, shard clock); fences
-    /// [`Jobs::release`](crate::engine::Jobs::release).
+    /// When its TTR runs out (ms, shard clock), unless a touch moves it.
     pub deadline_ms: u64,
     /// Whether this is the job's first delivery.
     pub first: bool,
@@ -211,7 +210,7 @@ impl<'a> Fields<'a> {
         Record::unpack(raw).ok_or_else(|| self.shard.bad_reply("a job record too short"))
     }
 
-    /// The 8 fields of the `view` shape in `lua/lib/slot.lua`.
+    /// The 10 fields of the `view` shape in `lua/lib/slot.lua`.
     pub(crate) fn view(&mut self) -> Result<JobView, EngineError> {
         Ok(JobView {
             queue: self.string()?,

@@ -84,7 +84,7 @@ pub(super) async fn touch(
 ///
 /// The worker that holds a reserved job gives it back: the job waits
 /// `delay` seconds (or `delay_ms` ms), then is ready again, at the back of
-/// its queue. Without a delay, the queue's retry policy sets it (none: at
+/// its queue. Without a delay, the job's retry policy sets it (none: at
 /// once). The delivery counts as a try unless `spend_try=false`; a release
 /// that leaves the job no try sends it to the dead letter. `reason` is kept
 /// with the job (peek, the dead letter and the export show it). With

@@ -169,7 +169,7 @@ written! {
             "name": "delay",
             "in": "query",
             "required": false,
-            "description": "Seconds before the job is ready again; 0 = at once. Without `delay` and `delay_ms`, the queue's retry policy sets it (none: at once).",
+            "description": "Seconds before the job is ready again; 0 = at once. Without `delay` and `delay_ms`, the job's retry policy sets it (its queue's at its publish, under the publish's own fields; none: at once).",
             "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295u64, "format": "uint32"}
         },
         {
