@@ -33,7 +33,9 @@ if not raw then
   return { 0 }
 end
 local r = decode(raw)
-if r.qn ~= qn_of(KEYS[7], queue) then return { 0 } end
+local now = now_ms()
+-- A job past its TTL is the pump's to drop: not found, as once it is.
+if r.qn ~= qn_of(KEYS[7], queue) or (r.expire > 0 and r.expire <= now) then return { 0 } end
 r.queue = queue
 if r.state ~= RESERVED then
   if fence > 0 then return { -1 } end
@@ -41,8 +43,10 @@ if r.state ~= RESERVED then
 end
 if fence > 0 and r.delivery ~= fence then return { -1 } end
 
-local now = now_ms()
 if not spend then r.tries = r.tries + 1 end
+-- A consume given back never reached its client: nor does its delivery
+-- count (the next consume hands out the same number).
+if front and r.delivery > 0 then r.delivery = r.delivery - 1 end
 if ARGV[8] == '1' then
   r.ext, r.reason = true, ARGV[7]
 end

@@ -158,7 +158,9 @@ for x = 1, touches do
   local answer = 0
   if raw then
     local st, q, _, expire = head(raw)
-    if q ~= qn then
+    if q ~= qn or (expire > 0 and expire <= now) then
+      -- Another queue's job, or one past its TTL that the pump is about
+      -- to drop: not found either way.
       answer = 0
     elseif st ~= RESERVED then
       answer = -3

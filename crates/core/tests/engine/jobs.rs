@@ -183,6 +183,11 @@ async fn a_consumed_job_carries_its_record_and_an_id_listed_twice_is_taken_once(
     assert_eq!(again.len(), 1);
     assert!(!again[0].first, "not its first delivery");
     assert_eq!(again[0].job.tries_left, 2, "a released try is given back");
+    assert_eq!(
+        (got[0].number(), again[0].number()),
+        (1, 1),
+        "a delivery that never reached its client is not counted"
+    );
 }
 
 #[tokio::test]
