@@ -152,14 +152,7 @@ impl Config {
         admin::check_accounts(&self.accounts)?;
         self.headroom.validate()?;
         self.metrics.validate(self.pump.metrics_interval_ms)?;
-        anyhow::ensure!(
-            self.limits.default_tries >= 1,
-            "limits.default_tries must be at least 1"
-        );
-        anyhow::ensure!(
-            self.limits.default_ttl == 0 || self.limits.default_ttl >= self.limits.default_delay,
-            "limits.default_ttl must be 0 or at least limits.default_delay"
-        );
+        self.limits.validate()?;
         anyhow::ensure!(self.pump.batch >= 1, "pump.batch must be at least 1");
         self.mover.validate()?;
         anyhow::ensure!(

@@ -47,6 +47,34 @@ fn a_url_that_is_not_redis_is_refused_without_its_password() {
     assert!(!ok && out.contains("admin_redis"), "{out}");
 }
 
+#[test]
+fn limits_that_contradict_each_other_are_refused() {
+    let pool = "[pools.default]\nshards = [{ url = \"redis://127.0.0.1:6400\" }]\n";
+    for (limits, said) in [
+        (
+            "default_ttr = 600\nmax_ttr = 300",
+            "limits.default_ttr must be from 1 to limits.max_ttr (300 s), not 600",
+        ),
+        ("default_ttr = 0", "limits.default_ttr must be from 1"),
+        (
+            "max_ttr = 0",
+            "limits.default_ttr must be from 1 to limits.max_ttr (0 s)",
+        ),
+        (
+            "default_tries = 0",
+            "limits.default_tries must be at least 1",
+        ),
+    ] {
+        let (ok, out) = check_config(&format!("[limits]\n{limits}\n{pool}"));
+        assert!(!ok, "{limits}: {out}");
+        assert!(out.contains(said), "{limits}: {out}");
+    }
+    let (ok, out) = check_config(&format!(
+        "[limits]\ndefault_ttr = 300\nmax_ttr = 300\n{pool}"
+    ));
+    assert!(ok, "{out}");
+}
+
 #[tokio::test]
 async fn a_shard_on_a_unix_socket_serves_jobs_from_the_database_it_names() {
     let dir = tempfile::tempdir().expect("temp dir");

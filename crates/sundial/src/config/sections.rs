@@ -274,6 +274,26 @@ impl From<&Limits> for LimitsConfig {
 }
 
 impl LimitsConfig {
+    pub(super) fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.default_tries >= 1,
+            "limits.default_tries must be at least 1"
+        );
+        anyhow::ensure!(
+            self.default_ttl == 0 || self.default_ttl >= self.default_delay,
+            "limits.default_ttl must be 0 or at least limits.default_delay"
+        );
+        // A touch that names no TTR takes the default: it must be one a
+        // touch may set.
+        anyhow::ensure!(
+            (1..=self.max_ttr).contains(&self.default_ttr),
+            "limits.default_ttr must be from 1 to limits.max_ttr ({} s), not {}",
+            self.max_ttr,
+            self.default_ttr
+        );
+        Ok(())
+    }
+
     pub fn limits(&self) -> Limits {
         Limits {
             default_ttl_secs: self.default_ttl,
