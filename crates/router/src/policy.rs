@@ -181,11 +181,68 @@ impl Backoff {
         out.extend(self.max_retry_ms.to_be_bytes());
         out.try_into().ok()
     }
+
+    /// What [`Backoff::pack`] packed; `None` for bytes no pack makes (an
+    /// unknown kind).
+    pub fn unpack(p: &PackedPolicy) -> Option<Self> {
+        let u32_at = |at: usize| u32::from_be_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]]);
+        let kind = match p[0] {
+            0 => None,
+            1 => Some(BackoffKind::Fixed),
+            2 => Some(BackoffKind::Exponential),
+            _ => return None,
+        };
+        Some(Self {
+            kind,
+            initial_ms: u32_at(1),
+            multiplier_milli: u16::from_be_bytes([p[5], p[6]]),
+            max_ms: u32_at(7),
+            jitter_percent: p[11],
+            max_retry_ms: u32_at(12),
+        })
+    }
+
+    /// The policy's fields that make this backoff again through
+    /// [`RetryPolicy::resolve`] (its defaults written out; no tries: a
+    /// job's tries are its own).
+    pub fn policy(&self) -> RetryPolicy {
+        let backoff = self.kind.is_some();
+        RetryPolicy {
+            backoff: self.kind,
+            initial_delay_ms: backoff.then_some(u64::from(self.initial_ms)),
+            multiplier: backoff.then_some(f64::from(self.multiplier_milli) / 1000.0),
+            max_delay_ms: backoff.then_some(u64::from(self.max_ms)),
+            jitter_percent: (self.jitter_percent > 0).then_some(self.jitter_percent),
+            tries: None,
+            max_retry_ms: (self.max_retry_ms > 0).then_some(u64::from(self.max_retry_ms)),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_packed_policy_unpacks_to_fields_that_pack_the_same() {
+        for json in [
+            r#"{"backoff": "exponential", "initial_delay_ms": 1000, "multiplier": 1.5, "max_delay_ms": 60000, "jitter_percent": 10, "max_retry_ms": 86400000}"#,
+            r#"{"backoff": "fixed", "initial_delay_ms": 250}"#,
+            r#"{"max_retry_ms": 5000}"#,
+        ] {
+            let packed = RetryPolicy::from_json(json)
+                .and_then(|p| p.resolve())
+                .expect("policy")
+                .pack()
+                .expect("packed");
+            let back = Backoff::unpack(&packed).expect("unpacked");
+            let again = back.policy().resolve().expect("resolves").pack();
+            assert_eq!(again, Some(packed), "{json} -> {:?}", back.policy());
+        }
+        let mut bad = [0u8; 16];
+        bad[0] = 9;
+        assert_eq!(Backoff::unpack(&bad), None);
+    }
 
     #[test]
     fn a_policy_is_checked_and_packed_with_its_defaults() {

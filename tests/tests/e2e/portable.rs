@@ -122,9 +122,10 @@ async fn an_export_imported_elsewhere_keeps_every_field_of_every_job() {
         assert_eq!(r.status, 201, "{r:?}");
         ready.push(r.json["job_id"].as_str().expect("id").to_owned());
     }
+    // Each with a retry policy of its own.
+    let later = "delay=3600&tries=2&backoff=exponential&initial_delay_ms=1000&jitter_percent=10";
     for _ in 0..20 {
-        api.publish("shop", "later", "delay=3600&tries=2", b"{\"at\":1}")
-            .await;
+        api.publish("shop", "later", later, b"{\"at\":1}").await;
     }
     for _ in 0..5 {
         api.publish("shop", "work", "tries=4", b"w").await;
@@ -160,6 +161,15 @@ async fn an_export_imported_elsewhere_keeps_every_field_of_every_job() {
     assert_eq!(line["attributes"]["region"], "eu", "{line}");
     assert_eq!(line["data"], "/wAACg==", "{line}");
     assert_eq!(line.get("delivery"), None, "never delivered: {line}");
+    assert_eq!(line.get("policy"), None, "no policy: {line}");
+    for later in first.values().filter(|v| v["state"] == "delayed") {
+        assert_eq!(
+            later["policy"],
+            serde_json::json!({"backoff": "exponential", "initial_delay_ms": 1000,
+                "multiplier": 2.0, "max_delay_ms": 3_600_000, "jitter_percent": 10}),
+            "the policy, its defaults written out: {later}"
+        );
+    }
     // The dead jobs' TTR ran out on their one delivery: that is kept too.
     for dead in first.values().filter(|v| v["state"] == "dead") {
         assert_eq!(

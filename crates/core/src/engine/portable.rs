@@ -15,6 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use fred::types::Value;
 
 use super::{
+    PackedPolicy,
     decode::{Fields, state},
     keysets,
     mover::{Copied, InTransit},
@@ -61,6 +62,8 @@ pub struct PortableJob {
     pub delivery: u32,
     /// Why it last failed; empty for none.
     pub reason: String,
+    /// Its retry policy, as its record packs it; `None` for none.
+    pub policy: Option<PackedPolicy>,
 }
 
 /// One page of an export.
@@ -88,9 +91,9 @@ impl PortableJob {
     /// a clock that reads [`BASE_MS`] now.
     fn entry(&self) -> Option<InTransit> {
         let now = BASE_MS;
-        // Extended (flag 64) when it has a delivery count or a reason to
-        // keep, as `lua/lib/record.lua` lays it out.
-        let extended = self.delivery > 0 || !self.reason.is_empty();
+        // Extended (flag 64) when it has a delivery count, a reason or a
+        // policy to keep, as `lua/lib/record.lua` lays it out.
+        let extended = self.delivery > 0 || !self.reason.is_empty() || self.policy.is_some();
         let flags = self.state
             + if self.delivered { 16 } else { 0 }
             + if extended { 64 } else { 0 }
@@ -126,7 +129,13 @@ impl PortableJob {
         raw.put_slice(&[0, 0, 0]); // the queue number: the shard gives it
         if extended {
             raw.put_u32(self.delivery);
-            raw.put_u8(0); // no policy
+            match &self.policy {
+                Some(p) => {
+                    raw.put_u8(p.len() as u8);
+                    raw.put_slice(p);
+                }
+                None => raw.put_u8(0),
+            }
             raw.put_u16(reason_len);
             raw.put_slice(self.reason.as_bytes());
         }
@@ -251,6 +260,7 @@ impl Portable<'_> {
                 body: r.body,
                 delivery: r.delivery,
                 reason: String::from_utf8_lossy(&r.reason).into_owned(),
+                policy: r.policy.as_ref().try_into().ok(),
             });
         }
         Ok((next, jobs))

@@ -12,6 +12,7 @@ use sundial_core::{
     },
     keys, state as st,
 };
+use sundial_router::policy::{Backoff, RetryPolicy};
 
 /// The longest time a line's ms fields may say: ten years.
 const MAX_MS: u64 = 10 * 365 * 86_400_000;
@@ -60,6 +61,10 @@ pub(crate) struct Line {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schema(max_length = 1024)]
     reason: String,
+    /// Its retry policy (left out when none): the fields of a queue's
+    /// policy, without `tries` (`remain_tries` holds the job's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<RetryPolicy>,
     /// Its attributes (`Job-Attr-*` at publish), or null.
     #[serde(default)]
     #[schema(value_type = Option<std::collections::HashMap<String, String>>)]
@@ -67,6 +72,17 @@ pub(crate) struct Line {
     /// The body, base64.
     #[schema(content_encoding = "base64")]
     data: String,
+}
+
+/// A line's policy as the record packs it, or why it is not one.
+fn packed(policy: Option<RetryPolicy>) -> Result<Option<sundial_core::PackedPolicy>, String> {
+    let Some(p) = policy else { return Ok(None) };
+    if p.tries.is_some() {
+        return Err("invalid policy: tries (a job's tries are its remain_tries)".to_owned());
+    }
+    Ok(p.resolve()
+        .map_err(|why| format!("invalid policy: {why}"))?
+        .pack())
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -101,6 +117,11 @@ impl Line {
             dead_for_ms: j.dead_for_ms,
             delivery: j.delivery,
             reason: j.reason.clone(),
+            policy: j
+                .policy
+                .as_ref()
+                .and_then(Backoff::unpack)
+                .map(|b| b.policy()),
             attributes: serde_json::from_str(&j.attrs).ok(),
             data: base64::engine::general_purpose::STANDARD.encode(&j.body),
         })
@@ -119,6 +140,7 @@ impl Line {
             return Err(format!("reason too long: at most {MAX_REASON_BYTES} bytes"));
         }
         let body = self.body()?;
+        let policy = packed(self.policy)?;
         let delivered = self.delivered || self.delivery > 0 || state == st::RESERVED;
         let attrs = attributes(self.attributes)?;
         let job = PortableJob {
@@ -148,6 +170,7 @@ impl Line {
             body: body.into(),
             delivery: self.delivery.max(u32::from(delivered)),
             reason: self.reason,
+            policy,
         };
         Ok((id, job))
     }
@@ -234,6 +257,40 @@ mod tests {
             body: bytes::Bytes::from_static(b"x"),
             delivery: u32::from(state == st::RESERVED),
             reason: String::new(),
+            policy: None,
+        }
+    }
+
+    #[test]
+    fn a_line_keeps_the_policy_and_refuses_a_bad_one() {
+        let p = RetryPolicy::from_json(r#"{"backoff": "fixed", "initial_delay_ms": 500}"#)
+            .and_then(|p| p.resolve())
+            .expect("policy")
+            .pack();
+        let mut ready = job(st::READY);
+        ready.policy = p;
+        let text = serde_json::to_string(&Line::of(&ready).expect("line")).expect("text");
+        assert!(
+            text.contains(r#""policy":{"backoff":"fixed","initial_delay_ms":500"#),
+            "{text}"
+        );
+        let line: Line = serde_json::from_str(&text).expect("parses");
+        assert_eq!(line.job("ns").expect("taken").1.policy, p);
+        for (bad, why) in [
+            (
+                r#"{"backoff":"fixed"}"#,
+                "invalid policy: a backoff needs initial_delay_ms",
+            ),
+            (
+                r#"{"tries":3}"#,
+                "invalid policy: tries (a job's tries are its remain_tries)",
+            ),
+        ] {
+            let text = format!(
+                r#"{{"queue":"q","job_id":"01JD3M6Y7ZQ8K5X4W2V1T0S9R8","state":"ready","remain_tries":1,"data":"","policy":{bad}}}"#
+            );
+            let line: Line = serde_json::from_str(&text).expect("parses");
+            assert_eq!(line.job("ns").err().as_deref(), Some(why), "{bad}");
         }
     }
 
