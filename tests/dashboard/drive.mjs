@@ -22,12 +22,15 @@
 //                       another pool in that state
 //   QUOTA=<jobs/s>      only set NAMESPACE's publish rate to that on its
 //                       page, and check the page says it holds
+//   POLICY=<ms>         only set QUEUE's retry policy (in NAMESPACE) on its
+//                       page, after trying a bad one: exponential from
+//                       that many ms, 4 tries
 //   SCREENSHOTS         a folder to save the pages in (optional)
 //   CHROMIUM            the browser (default /usr/bin/chromium)
 //
 // Prints `respawned <id>` (or `drain pending=<slots> jobs_left=<n>`, the
-// move's line, or `quota publish_rate=<n> usage jobs=<n>`) and exits 0, or prints why and
-// exits 1.
+// move's line, `quota publish_rate=<n> usage jobs=<n>`, or `policy <JSON>`)
+// and exits 0, or prints why and exits 1.
 import http from "node:http";
 import { chromium } from "playwright-core";
 
@@ -40,6 +43,7 @@ const admin = env("SUNDIAL_ADMIN_URL");
 const drain = process.env.DRAIN === "1";
 const move = process.env.MOVE;
 const quota = process.env.QUOTA;
+const policy = process.env.POLICY;
 const shots = process.env.SCREENSHOTS;
 const PREFIX = "/sundial";
 const target = new URL(admin);
@@ -70,6 +74,8 @@ const browser = await chromium.launch({
   ],
 });
 const problems = [];
+// Refusals a step provokes on purpose: the browser logs each as an error.
+let refusalsExpected = 0;
 let done = "";
 try {
   const context = await browser.newContext({
@@ -82,7 +88,11 @@ try {
   page.on("request", (r) => {
     if (!r.url().startsWith(origin) && !r.url().startsWith("data:")) problems.push(`fetched ${r.url()}`);
   });
-  page.on("console", (m) => { if (m.type() === "error") problems.push(`console: ${m.text()}`); });
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    if (refusalsExpected > 0 && m.text().includes("status of 400")) refusalsExpected -= 1;
+    else problems.push(`console: ${m.text()}`);
+  });
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
   page.on("dialog", (d) => d.accept());
   const shot = async (name) => {
@@ -96,6 +106,7 @@ try {
   done = drain ? await showsDrain(page, shot)
     : move ? await showsMove(page, move)
     : quota ? await setsQuota(page, quota, shot)
+    : policy ? await setsPolicy(page, policy, shot)
     : await respawnOne(page, shot);
 } catch (e) {
   problems.push(e.stack || String(e));
@@ -163,6 +174,35 @@ async function setsQuota(page, rate, shot) {
   await shot("quota");
   const jobs = await page.locator('[data-usage="jobs"] .value').innerText();
   return `quota publish_rate=${rate} usage jobs=${jobs}`;
+}
+
+/** The queue's page: a policy the gateway refuses (the page says why),
+ *  then a good one saved, and kept through a refresh. */
+async function setsPolicy(page, delay, shot) {
+  const ns = env("NAMESPACE");
+  const queue = env("QUEUE");
+  await page.goto(`${base}/dashboard/#/ns/${encodeURIComponent(ns)}/${encodeURIComponent(queue)}`);
+  await page.getByRole("heading", { name: `Queue ${queue}` }).waitFor();
+  await page.getByLabel(`backoff of ${queue}`).selectOption("fixed");
+  refusalsExpected += 1;
+  await page.locator('[data-action="save-policy"]').click();
+  await page.locator("#policy .notice.error").getByText("initial_delay_ms").waitFor();
+  await page.getByLabel(`backoff of ${queue}`).selectOption("exponential");
+  await page.getByLabel(`first retry's delay of ${queue}`).fill(delay);
+  await page.getByLabel(`tries (when a publish names none) of ${queue}`).fill("4");
+  await page.locator('[data-action="save-policy"]').click();
+  await page.getByText("Policy saved").waitFor();
+  // The form survives the page's refresh (every 5 s) with its values.
+  await page.waitForTimeout(5500);
+  const kept = await page.getByLabel(`first retry's delay of ${queue}`).inputValue();
+  if (kept !== delay) throw new Error(`the form shows ${kept} after a refresh`);
+  await clean(page, "queue");
+  await shot("policy");
+  const saved = await page.evaluate(async ([n, q]) => {
+    const r = await fetch(`../namespaces/${encodeURIComponent(n)}/queues/${encodeURIComponent(q)}/policy`);
+    return (await r.json()).policy;
+  }, [ns, queue]);
+  return `policy ${JSON.stringify(saved)}`;
 }
 
 /** Namespaces → the namespace → its queues, then the queue, and one dead

@@ -433,3 +433,31 @@ async fn an_operator_sets_a_namespaces_quota_from_the_dashboard_in_a_real_browse
         429
     );
 }
+
+#[tokio::test]
+async fn an_operator_sets_a_queues_retry_policy_from_the_dashboard_in_a_real_browser() {
+    let (_redis, gw, token) = gateway().await;
+    let admin = admin(&gw);
+    let api = Api::new(gw.api(), Some(&token));
+    api.publish("shop", "emails", "", b"{}").await;
+    let env = [
+        ("POLICY", "2000"),
+        ("NAMESPACE", "shop"),
+        ("QUEUE", "emails"),
+    ];
+    let stdout = drive(&gw, &env).await;
+    let want = json!({"backoff": "exponential", "initial_delay_ms": 2000, "tries": 4});
+    assert!(
+        stdout.contains(&format!("policy {want}")),
+        "the page saved the policy, and not the refused one: {stdout}"
+    );
+    let p = admin
+        .get("/namespaces/shop/queues/emails/policy")
+        .await
+        .json;
+    assert_eq!(p["policy"], want, "{p}");
+    // In force: a job published without `tries` takes the policy's 4.
+    let id = api.publish("shop", "emails", "", b"{}").await;
+    let job = api.get(&format!("/api/shop/emails/job/{id}")).await.json;
+    assert_eq!(job["remain_tries"], 4, "{job}");
+}

@@ -2,7 +2,7 @@
 // serves it. No framework and no build step; everything the page shows
 // comes from the same origin (the Content-Security-Policy allows nothing
 // else), with the browser's basic-auth credentials. `lib.js` (helpers and
-// charts), `quota.js` and `jobs.js` load before this file.
+// charts), `quota.js`, `policy.js` and `jobs.js` load before this file.
 //
 // Views, by the URL's hash:
 //   #/                     the pool: shards, health, pump leases, drains
@@ -12,6 +12,7 @@
 //   #/ns/NS                a namespace's queues, backlog and rates, and
 //                          its usage and quota (`quota.js`)
 //   #/ns/NS/QUEUE          one queue: charts, its jobs by state (`jobs.js`)
+//                          and its retry policy (`policy.js`)
 "use strict";
 
 const REFRESH_MS = 5000;
@@ -232,8 +233,12 @@ async function queue(gen, ns, q) {
       h("h1", {}, `Queue ${q}`),
       h("div", { id: "queue-live" }),
       h("h2", {}, "Jobs"),
-      h("div", { id: "jobs" }));
+      h("div", { id: "jobs" }),
+      h("h2", {}, "Retry policy"),
+      h("div", { id: "policy" }));
     jobsPanel(document.getElementById("jobs"), ns, q);
+    // Drawn once: the form stays between refreshes, so that an edit survives.
+    loadPolicy(ns, q);
   }
   const live = document.getElementById("queue-live");
   live.replaceChildren(
