@@ -20,6 +20,23 @@ use crate::{Ctx, now_ms};
 /// per request, TTR 600 s), acknowledges each job, and calls
 /// `seen(due, arrived)` for each (its body is its due time, ms on this
 /// clock); counts requests in `requests`.
+/// One long poll of `queue` (10 jobs and 1 s, TTR 600 s): when its answer
+/// arrived (ms, this clock) and the jobs in it; `None` for no job or a
+/// failed request.
+pub(crate) async fn take(ctx: &Ctx, queue: &str) -> Option<(u64, Vec<serde_json::Value>)> {
+    let url = format!(
+        "{}/api/{}/{queue}?timeout=1&count=10&ttr=600",
+        ctx.api, ctx.ns
+    );
+    let r = ctx.http.get(url).header("X-Token", &ctx.token).send().await;
+    let r = r.ok().filter(|r| r.status() == 200)?;
+    let arrived = now_ms();
+    match r.json().await {
+        Ok(serde_json::Value::Array(items)) => Some((arrived, items)),
+        _ => None,
+    }
+}
+
 pub(crate) async fn poll_due(
     ctx: &Ctx,
     queue: &str,
@@ -29,21 +46,7 @@ pub(crate) async fn poll_due(
 ) {
     while !stop.load(Ordering::Relaxed) {
         requests.fetch_add(1, Ordering::Relaxed);
-        let r = ctx
-            .http
-            .get(format!(
-                "{}/api/{}/{queue}?timeout=1&count=10&ttr=600",
-                ctx.api, ctx.ns
-            ))
-            .header("X-Token", &ctx.token)
-            .send()
-            .await;
-        let Ok(r) = r else { continue };
-        if r.status() != 200 {
-            continue;
-        }
-        let arrived = now_ms();
-        let Ok(serde_json::Value::Array(items)) = r.json().await else {
+        let Some((arrived, items)) = take(ctx, queue).await else {
             continue;
         };
         for j in items {
@@ -159,7 +162,7 @@ pub(crate) async fn lateness(
     Ok(())
 }
 
-fn base64_decode(s: &str) -> String {
+pub(crate) fn base64_decode(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD
         .decode(s)

@@ -3,7 +3,9 @@
 //! ```text
 //! sundial-bench publish  --secs 10 --concurrency 64            # jobs/s
 //! sundial-bench consume  --jobs 200000 --concurrency 64        # consume+ack jobs/s
+//! sundial-bench consume  --jobs 200000 --then touch           # consume+touch+ack
 //! sundial-bench lateness --rate 1000 --secs 20 --min-delay 1 --max-delay 3
+//! sundial-bench retries  --rate 1000 --secs 10                 # failed jobs' lateness
 //! sundial-bench memory   --redis redis://127.0.0.1:6390 --jobs 100000
 //! sundial-bench noisy    --secs 10 --concurrency 24
 //! ```
@@ -23,12 +25,14 @@ use std::{
 
 mod backlog;
 mod connections;
+mod consume;
 mod cpu;
 mod idle;
 mod lateness;
 mod memory;
 mod noisy;
 mod rebalance;
+mod retries;
 mod served;
 mod wire;
 
@@ -82,6 +86,9 @@ enum Cmd {
         /// Long-poll seconds per consume request, as workers ask (0: none).
         #[arg(long, default_value_t = 1)]
         timeout: u32,
+        /// How each job is finished: see `consume.rs`.
+        #[arg(long, value_enum, default_value = "ack")]
+        then: consume::Then,
     },
     /// Publish delayed jobs at `rate`/s for `secs` seconds while long-polling
     /// consumers report how late each arrives.
@@ -94,6 +101,15 @@ enum Cmd {
         min_delay: u64,
         #[arg(long, default_value_t = 3)]
         max_delay: u64,
+    },
+    /// Publish jobs (2 tries) at `rate`/s for `secs` seconds whose first
+    /// delivery fails (a release with a delay, a release by the queue's
+    /// backoff, a TTR that runs out): how late each comes back.
+    Retries {
+        #[arg(long, default_value_t = 1000)]
+        rate: u64,
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
     },
     /// Publish `jobs` all due at the same instant, then time how fast the
     /// pumps make them all ready, while a probe publishes and consumes on
@@ -225,13 +241,17 @@ async fn main() -> anyhow::Result<()> {
             jobs,
             count,
             timeout,
-        } => consume(ctx, cli.concurrency, jobs, count, timeout).await,
+            then,
+        } => consume::consume(ctx, cli.concurrency, jobs, count, timeout, then).await,
         Cmd::Lateness {
             rate,
             secs,
             min_delay,
             max_delay,
         } => lateness::lateness(ctx, cli.concurrency, rate, secs, min_delay, max_delay).await,
+        Cmd::Retries { rate, secs } => {
+            retries::retries(ctx, &cli.admin, cli.concurrency, rate, secs).await
+        }
         Cmd::Noisy {
             secs,
             queues,
@@ -345,99 +365,5 @@ async fn fill(ctx: &Ctx, queue: &str, jobs: u64, query: &str) -> anyhow::Result<
         .await?;
         left -= n;
     }
-    Ok(())
-}
-
-async fn consume(
-    ctx: Arc<Ctx>,
-    concurrency: usize,
-    jobs: u64,
-    count: u32,
-    timeout: u32,
-) -> anyhow::Result<()> {
-    print!("filling {jobs} jobs... ");
-    let fillers: Vec<_> = (0..8)
-        .map(|i| {
-            let ctx = ctx.clone();
-            let share = jobs / 8 + u64::from(i < jobs % 8);
-            tokio::spawn(async move { fill(&ctx, "q", share, "").await })
-        })
-        .collect();
-    for f in fillers {
-        f.await??;
-    }
-    println!("done");
-    let done = Arc::new(AtomicU64::new(0));
-    let requests = Arc::new(AtomicU64::new(0));
-    // When the last ack landed (µs from the start): long-polling consumers
-    // then wait out one timeout for nothing, which is not throughput.
-    let last_ack = Arc::new(AtomicU64::new(0));
-    let cpu = ctx.cpu.sample();
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..concurrency {
-        let (ctx, done, requests, last_ack) = (
-            ctx.clone(),
-            done.clone(),
-            requests.clone(),
-            last_ack.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            let take = wire::request(
-                "GET",
-                &format!("/api/{}/q?count={count}&ttr=600&timeout={timeout}", ctx.ns),
-                &ctx.token,
-                b"",
-            );
-            let mut conn = wire::Conn::connect(&ctx.api).await?;
-            let mut acks = Vec::new();
-            loop {
-                requests.fetch_add(1, Ordering::Relaxed);
-                let body = match conn.call(&take).await {
-                    Ok((200, body)) => body,
-                    Ok((404, _)) => return anyhow::Ok(()),
-                    Ok(_) => continue,
-                    Err(_) => {
-                        conn = wire::Conn::connect(&ctx.api).await?;
-                        continue;
-                    }
-                };
-                acks.clear();
-                acks.extend(wire::job_ids(body).map(|id| {
-                    wire::request(
-                        "DELETE",
-                        &format!("/api/{}/q/job/{id}", ctx.ns),
-                        &ctx.token,
-                        b"",
-                    )
-                }));
-                for ack in &acks {
-                    requests.fetch_add(1, Ordering::Relaxed);
-                    let ok = match conn.call(ack).await {
-                        Ok((status, _)) => status == 204,
-                        Err(_) => {
-                            conn = wire::Conn::connect(&ctx.api).await?;
-                            false
-                        }
-                    };
-                    if ok {
-                        done.fetch_add(1, Ordering::Relaxed);
-                        last_ack.fetch_max(start.elapsed().as_micros() as u64, Ordering::Relaxed);
-                    }
-                }
-            }
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    let secs = (last_ack.load(Ordering::Relaxed) as f64 / 1e6).max(1e-3);
-    let n = done.load(Ordering::Relaxed);
-    println!(
-        "consume+ack: {n} jobs in {secs:.1}s = {:.0} jobs/s (count={count}, timeout={timeout})",
-        n as f64 / secs
-    );
-    let requests = requests.load(Ordering::Relaxed);
-    println!("  {}", ctx.cpu.report(cpu, requests, n));
     Ok(())
 }

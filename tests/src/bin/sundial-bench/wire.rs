@@ -115,6 +115,30 @@ pub(crate) fn job_ids(body: &[u8]) -> impl Iterator<Item = &str> {
     })
 }
 
+/// Every job in a consume answer with its delivery number (the first
+/// `"delivery":N` after its `job_id`; 0 when there is none), found by
+/// scanning as [`job_ids`] does.
+pub(crate) fn deliveries(body: &[u8]) -> Vec<(&str, u32)> {
+    const KEY: &[u8] = b"\"delivery\":";
+    let ids: Vec<&str> = job_ids(body).collect();
+    let mut rest = body;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let after = find(rest, id.as_bytes()).map_or(rest.len(), |at| at + id.len());
+        rest = &rest[after..];
+        let n = find(rest, KEY).map_or(0, |at| {
+            let digits = &rest[at + KEY.len()..];
+            let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+            std::str::from_utf8(&digits[..len])
+                .ok()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(0)
+        });
+        out.push((id, n));
+    }
+    out
+}
+
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
@@ -130,5 +154,13 @@ mod tests {
         let many = br#"[{"job_id":"a1","data":"\"job_id\""},{"job_id":"b2"}]"#;
         assert_eq!(job_ids(many).collect::<Vec<_>>(), ["a1", "b2"]);
         assert_eq!(job_ids(b"{}").count(), 0);
+    }
+
+    #[test]
+    fn pairs_each_job_with_its_delivery() {
+        let one = br#"{"msg":"new job","job_id":"01AB","data":"x","delivery":3,"reason":null}"#;
+        assert_eq!(deliveries(one), [("01AB", 3)]);
+        let many = br#"[{"job_id":"a1","delivery":1},{"job_id":"b2","delivery":12}]"#;
+        assert_eq!(deliveries(many), [("a1", 1), ("b2", 12)]);
     }
 }
