@@ -46,7 +46,11 @@ if fence > 0 and r.delivery ~= fence then return { -1 } end
 if not spend then r.tries = r.tries + 1 end
 -- A consume given back never reached its client: nor does its delivery
 -- count (the next consume hands out the same number).
-if front and r.delivery > 0 then r.delivery = r.delivery - 1 end
+if front and r.delivery > 0 then
+  r.delivery = r.delivery - 1
+  -- Back to never delivered: its next consume is its first.
+  if r.delivery == 0 then r.delivered = false end
+end
 if ARGV[8] == '1' then
   r.ext, r.reason = true, ARGV[7]
 end

@@ -24,7 +24,7 @@
 --   body    the rest of the value
 -- A record with flag 64 in its state byte is extended (data format 3):
 -- between its queue number and its attributes it holds
---   delivery I4  the job's deliveries so far (its consumes); it fences
+--   delivery I4  the job's deliveries so far (its consumes that reached a client); it fences
 --                acks, touches and releases (`?delivery=N`)
 --   policy   Bc0 its retry policy, packed (`policy.rs`), "" for none
 --   reason   Hc0 why it last failed (a release's reason, "ttr expired"),

@@ -16,10 +16,6 @@ use tokio::sync::Mutex;
 
 use crate::{Ctx, now_ms};
 
-/// Long-polls `queue` (or several, `a,b,…`) until `stop` (10 jobs and 1 s
-/// per request, TTR 600 s), acknowledges each job, and calls
-/// `seen(due, arrived)` for each (its body is its due time, ms on this
-/// clock); counts requests in `requests`.
 /// One long poll of `queue` (10 jobs and 1 s, TTR 600 s): when its answer
 /// arrived (ms, this clock) and the jobs in it; `None` for no job or a
 /// failed request.
@@ -37,6 +33,10 @@ pub(crate) async fn take(ctx: &Ctx, queue: &str) -> Option<(u64, Vec<serde_json:
     }
 }
 
+/// Long-polls `queue` (or several, `a,b,…`) until `stop` (10 jobs and 1 s
+/// per request, TTR 600 s), acknowledges each job, and calls
+/// `seen(due, arrived)` for each (its body is its due time, ms on this
+/// clock); counts requests in `requests`.
 pub(crate) async fn poll_due(
     ctx: &Ctx,
     queue: &str,

@@ -8,10 +8,12 @@
 //!   the TTR run out and delays the job by the policy's 1 s.
 //!
 //! The second delivery is timed against the earliest instant the job can
-//! be due: the release's (or touch's) send time on this clock, plus the
-//! delay (plus the TTR). The true due time is later by at most that
-//! request's trip, so the lateness shown is an upper bound, and a job
-//! counted early was early for certain.
+//! be due: the release's (or touch's) send time on this clock (Redis's
+//! too: they share the machine), plus the delay (plus the TTR). The true
+//! due time is later by that request's trip (and, for `ttr expiry`, by how
+//! late the pump found the TTR run out), so the lateness shown is an
+//! upper bound, and a job counted early was early for certain. A failure
+//! the gateway refused is counted apart, not timed.
 //!
 //! Length: each measurement is one function, top to bottom, so that its
 //! method (what is timed, from where to where) reads in one place.
@@ -44,6 +46,8 @@ struct Seen {
     late: Mutex<Vec<Histogram<u64>>>,
     early: AtomicU64,
     received: AtomicU64,
+    /// Releases and touches the gateway did not answer 200.
+    refused: AtomicU64,
     requests: AtomicU64,
 }
 
@@ -54,6 +58,7 @@ impl Seen {
             late: Mutex::new(vec![Histogram::new(3)?; KINDS.len()]),
             early: AtomicU64::new(0),
             received: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
             requests: AtomicU64::new(0),
         })
     }
@@ -92,6 +97,8 @@ async fn fail(ctx: &Ctx, seen: &Seen, id: &str, body: &str) {
     seen.requests.fetch_add(1, Ordering::Relaxed);
     if ok {
         seen.due.lock().await.insert(id.to_owned(), (kind, due));
+    } else {
+        seen.refused.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -185,7 +192,8 @@ pub(crate) async fn retries(
     }
     let publish_secs = start.elapsed().as_secs_f64();
     let deadline = Instant::now() + Duration::from_secs(15);
-    while seen.received.load(Ordering::Relaxed) < total && Instant::now() < deadline {
+    let settled = || seen.received.load(Ordering::Relaxed) + seen.refused.load(Ordering::Relaxed);
+    while settled() < total && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     stop.store(true, Ordering::Relaxed);
@@ -199,10 +207,11 @@ pub(crate) async fn retries(
     }
     let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
     println!(
-        "retries: {total} jobs published at {:.0}/s, {} came back, {} early; late by p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "retries: {total} jobs published at {:.0}/s, {} came back, {} early, {} failures refused; late by p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         total as f64 / publish_secs,
         seen.received.load(Ordering::Relaxed),
         seen.early.load(Ordering::Relaxed),
+        seen.refused.load(Ordering::Relaxed),
         ms(&all, 0.5),
         ms(&all, 0.99),
         all.max() as f64 / 1000.0

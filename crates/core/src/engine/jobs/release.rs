@@ -41,7 +41,7 @@ pub enum Released {
     Delayed(u64),
     /// It had no try left: in the dead letter, with its reason.
     Dead,
-    /// No such job in that queue here.
+    /// No such job in that queue here, or one past its TTL.
     Missing,
     /// The job is not reserved.
     NotReserved,
