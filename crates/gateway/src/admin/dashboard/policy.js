@@ -6,9 +6,9 @@
 
 // The numeric fields: name, label, unit, and the input's bounds.
 const POLICY_FIELDS = [
-  ["initial_delay_ms", "first retry's delay", "ms", "1", "1"],
+  ["initial_delay_ms", "first retry's delay", "ms", "0", "1"],
   ["multiplier", "multiplier (exponential)", "", "1", "0.1"],
-  ["max_delay_ms", "longest delay", "ms", "1", "1"],
+  ["max_delay_ms", "longest delay", "ms", "0", "1"],
   ["jitter_percent", "jitter", "%", "0", "1"],
   ["tries", "tries (when a publish names none)", "", "1", "1"],
   ["max_retry_ms", "retried for at most", "ms since publish", "1", "1"],
@@ -48,6 +48,14 @@ async function loadPolicy(ns, queue, message) {
     }
   };
   const save = () => {
+    // Text a number field cannot read is "" to the script: refused here
+    // rather than saved as "not set".
+    const unread = Object.entries(inputs).find(([, input]) => input.validity.badInput);
+    if (unread) {
+      box.querySelector(".notice")?.remove();
+      box.prepend(notice(`${unread[0]}: not a number`, true));
+      return;
+    }
     const body = {};
     if (backoff.value) body.backoff = backoff.value;
     for (const [name, input] of Object.entries(inputs)) {
