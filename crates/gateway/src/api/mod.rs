@@ -3,6 +3,7 @@
 pub mod answers;
 mod backlog;
 pub mod body;
+mod bulk;
 mod consume;
 mod deadletter;
 pub mod error;
@@ -32,7 +33,7 @@ use crate::{openapi::Document, state::AppState};
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     OpenApiRouter::default()
         .routes(routes!(publish::publish, consume::consume, queue::destroy))
-        .routes(routes!(publish::bulk))
+        .routes(routes!(bulk::bulk))
         .routes(routes!(jobs::peek, jobs::delete, republish::republish))
         .routes(routes!(hold::touch))
         .routes(routes!(hold::release))
