@@ -46,7 +46,12 @@ for i = 7, #ARGV, 2 do
     r.pub = math.max(0, r.pub + shift)
     r.expire = moved(r.expire)
     r.due = moved(r.due)
+    r.keyend = moved(r.keyend)
     redis.call('HSET', jkey, id, encode(r))
+    -- Its key names it here, unless a job published here since took it.
+    if r.key ~= '' then
+      redis.call('HSETNX', ARGV[1] .. 'k', key_field(r.qn, r.key), id)
+    end
     if r.state == DELAYED then
       wake = delay(k, id, r.due, now, wake, ARGV[2], ARGV[3])
     elseif r.state == RESERVED then

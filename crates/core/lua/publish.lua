@@ -9,10 +9,17 @@
 -- ARGV[3]: timer channel   ARGV[4]: slot number
 -- ARGV[5]: slot key prefix (wheel lists are prefix .. 'w:' .. second)
 -- ARGV[6..]: publications, each: delay ms, ttl ms (0 = never), tries, retry
---   policy (packed, "" for none), n, then n triples of job id, attributes
---   JSON ("" for none), body
+--   policy (packed, "" for none), keys ("" for none; else `u` until done,
+--   `d` debounce, or `w<ms>` a window), n, then n triples of job id,
+--   attributes JSON ("" for none), body, each followed by its key when
+--   the publication has keys
 -- Returns: per publication, the number of jobs it published, or 0 when one
--- of its ids exists already (then none of its jobs was stored).
+-- of its ids exists already (then none of its jobs was stored). A
+-- publication with keys gets a table instead: that number, then for each
+-- job that a key answered (1-based, in order): its place, the id the key
+-- names, and `d` (a duplicate: nothing stored) or `r` (debounce: the
+-- pending job the key names took this job's body and schedule). See
+-- `lua/lib/keys.lua`.
 -- Writes are gathered and made once per key at the end (one HSET of every
 -- record, one LPUSH of every ready id, one ZADD of their expiries), and
 -- the ids of every publication are looked up with one HMGET: a call costs
@@ -27,10 +34,12 @@ local qn = qn_make(KEYS[6], queue)
 local pubs, ids = {}, {}
 local i = 6
 while i <= #ARGV do
-  local n = tonumber(ARGV[i + 4])
-  local first, last = i + 5, i + 4 + 3 * n
-  pubs[#pubs + 1] = { i, first, last, n }
-  for j = first, last, 3 do ids[#ids + 1] = ARGV[j] end
+  local n = tonumber(ARGV[i + 5])
+  local stride = 3
+  if ARGV[i + 4] ~= '' then stride = 4 end
+  local first, last = i + 6, i + 5 + stride * n
+  pubs[#pubs + 1] = { i, first, last, n, stride }
+  for j = first, last, stride do ids[#ids + 1] = ARGV[j] end
   i = last + 1
 end
 local taken = {}
@@ -48,12 +57,61 @@ local wake, woke = nil, false
 -- (the usual case: a call of many single-job publishes): one record
 -- template and packer per schedule, not per publication.
 local kinds = {}
--- Jobs stored per state, and in all, and their bytes (`job_bytes`).
-local stored, total, bytes = {}, 0, 0
+-- Jobs stored per state, and in all, and their bytes (`job_bytes`); ready
+-- jobs stored one by one (`keyed`).
+local stored, total, bytes, keyed_ready = {}, 0, 0, 0
+
+local function hit(answer, place, id, how)
+  local n = #answer
+  answer[n + 1], answer[n + 2], answer[n + 3] = place, id, how
+end
+
+-- The jobs `first`..`last` of a publication with keys (`spec`, see
+-- above), of record template `r`, stored one by one, each key looked up
+-- (`key_find`) once the jobs before it are stored, so that a key given
+-- twice in one call names the first job. Returns the publication's answer
+-- ({stored, then per job that a key answered: place, id, `d` or `r`}),
+-- the slot's next wake-up, and the bytes and ready jobs it added (the
+-- counts of a job that debounce replaced are written here).
+local function keyed(r, spec, first, last, wake)
+  local answer, added, ready, place = { 0 }, 0, 0, 0
+  local mode, window = string.sub(spec, 1, 1), 0
+  if mode == 'w' then window = tonumber(string.sub(spec, 2)) end
+  for j = first, last, 4 do
+    place = place + 1
+    local id, key = ARGV[j], ARGV[j + 3]
+    local named, old = key_find(k.prefix, k.j, qn, key, now)
+    local job = { tries = r.tries, pub = now, expire = r.expire, due = r.due, queue = queue, qn = qn,
+                  state = r.state, ext = true, delivery = 0, policy = r.policy or '', reason = '',
+                  key = key, keyend = 0, attrs = ARGV[j + 1], body = ARGV[j + 2] }
+    if window > 0 then job.keyend = now + window end
+    if named and mode == 'd' and old and old.state == DELAYED and not old.delivered then
+      -- Debounce: the pending job takes this one's body and schedule, and
+      -- keeps its id and key.
+      old.queue = queue
+      drop(k.j, k.t, KEYS[3], named, old)
+      wake = put(k, KEYS[4], named, job, now, wake, ARGV[3], ARGV[4])
+      redis.call('HSET', k.prefix .. 'k', key_field(qn, key), named)
+      count(KEYS[3], job.state, queue, 1)
+      use(KEYS[3], queue, 1, job_bytes(named, job))
+      if job.state == READY then ready = ready + 1 end
+      hit(answer, place, named, 'r')
+    elseif named then
+      hit(answer, place, named, 'd')
+    else
+      wake = put(k, KEYS[4], id, job, now, wake, ARGV[3], ARGV[4])
+      redis.call('HSET', k.prefix .. 'k', key_field(qn, key), id)
+      answer[1] = answer[1] + 1
+      added = added + job_bytes(id, job)
+      if job.state == READY then ready = ready + 1 end
+    end
+  end
+  return answer, wake, added, ready
+end
 for _, p in ipairs(pubs) do
-  local at, first, last, n = p[1], p[2], p[3], p[4]
+  local at, first, last, n, stride = p[1], p[2], p[3], p[4], p[5]
   local clash = false
-  for j = first, last, 3 do
+  for j = first, last, stride do
     if taken[ARGV[j]] then clash = true; break end
   end
   if clash then
@@ -73,7 +131,14 @@ for _, p in ipairs(pubs) do
     if r.state == DELAYED and not woke then
       wake, woke = next_wake(k.t, k.s), true
     end
-    for j = first, last, 3 do
+    local answer = n
+    if stride == 4 then
+      local added, ready
+      answer, wake, added, ready = keyed(r, ARGV[at + 4], first, last, wake)
+      n, bytes, keyed_ready = answer[1], bytes + added, keyed_ready + ready
+    end
+    for j = first, last, stride do
+      if stride == 4 then break end
       local id = ARGV[j]
       local record = pack(ARGV[j + 1], ARGV[j + 2])
       records[#records + 1] = id
@@ -92,10 +157,10 @@ for _, p in ipairs(pubs) do
     end
     -- A later publication of this call with one of these ids clashes, as
     -- it would with a job stored before the call.
-    for j = first, last, 3 do taken[ARGV[j]] = true end
+    for j = first, last, stride do taken[ARGV[j]] = true end
     stored[r.state] = (stored[r.state] or 0) + n
     total = total + n
-    out[#out + 1] = n
+    out[#out + 1] = answer
   end
 end
 
@@ -114,5 +179,5 @@ for state, n in pairs(stored) do counts.state(state, queue, n) end
 counts.add('P' .. queue, total)
 if total > 0 then counts.use(queue, total, bytes) end
 counts.flush(KEYS[3])
-if #ready_ids > 0 then announce(ARGV[2], #ready_ids) end
+if #ready_ids + keyed_ready > 0 then announce(ARGV[2], #ready_ids + keyed_ready) end
 return out

@@ -23,4 +23,6 @@ for _, field in ipairs(redis.call('HKEYS', KEYS[5])) do
     removed = removed + redis.call('DEL', prefix .. 'r:' .. field, prefix .. 'd:' .. field)
   end
 end
-return removed + redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8], KEYS[9], usage_key(KEYS[4]))
+-- The key index holds entries only of jobs the slot holds: none is left.
+return removed + redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8], KEYS[9], usage_key(KEYS[4]),
+  prefix .. 'k')

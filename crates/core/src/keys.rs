@@ -23,6 +23,8 @@
 //! | `sd:T:u` | hash | `j<ns>` → jobs of the namespace held in the slot on this shard (records, and transit entries until their copy is safe); `b<ns>` → their bytes (ids and records, body included) | changed by every script that adds or removes a record or a transit entry; a field at 0 goes; counted afresh once on a shard whose data predates it (`usage_build.lua`) |
 //! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib/slot.lua`); the list goes when the slot holds no ready job of the queue |
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
+//! | `sd:T:k` | hash | `<queue number>:<key>` → the id of the latest job of that queue published with idempotency key `<key>` (`lua/lib/keys.lua`) | an entry names a job the slot holds; it goes with that job (acked, deleted, expired, dropped, moved away) |
+//! | `sd:T:k:<queue number>:<key>` | string | the id of a job published with a window (`dedup_ttl`) that ended before its window did | expires when the window ends |
 //! | `sd:T:lease` | string | the id of the pump process that pumps this slot | changed only by the lease scripts; the pump script checks it |
 //! | `sd:T:m` | hash | job id → transit entry: a job the mover took out of this slot (its record, queue, reservation deadline, destination and the take's tag), or `x`, queue and destination for one deleted in transit | only on a shard the slot moved away from, while the mover copies it; peek and ack by id read it |
 //! | `sd:T:i` | zset | job id → the tag of the take whose copy the mover made here (the take's time, µs) | only on a shard the slot moved to; a copy of the same take is skipped, a copy of any other take is not; a mark goes once its job's transit entry at the old shard is gone for good; the key expires a day after its last mark, as a backstop |
@@ -83,9 +85,13 @@ pub const META: &str = "sd:meta";
 /// Field of [`META`] that holds the data layout version.
 pub const META_FORMAT: &str = "format";
 /// The data layout this build reads and writes: pool-wide slots, records
-/// that may be extended (`lua/lib/record.lua`). Format 1 (buckets) is in
-/// `docs/POOLS.md` ("Upgrading from format 1").
-pub const FORMAT: u32 = 3;
+/// that may be extended and keyed (`lua/lib/record.lua`). Format 1
+/// (buckets) is in `docs/POOLS.md` ("Upgrading from format 1").
+pub const FORMAT: u32 = 4;
+/// Format 3: records that may be extended, never keyed. Read, and marked
+/// [`FORMAT`] on start, so that a format-3 build refuses the shard rather
+/// than misread a keyed record.
+pub const FORMAT_EXTENDED: u32 = 3;
 /// Format 2: plain records only. Read, and marked [`FORMAT`] on start, so
 /// that a format-2 build refuses the shard rather than misread it.
 pub const FORMAT_PLAIN: u32 = 2;

@@ -55,11 +55,12 @@ pub use conn::{
     Listening, Probe, PubSub, ReplicaWait, ShardOptions, TlsFiles, url_uses_tls,
 };
 pub use engine::{
-    Ack, Acked, AdminTables, Admission, BacklogAsk, Copied, Counts, DeadJob, DeadPage, Delivery,
-    ExportPage, InTransit, JobPage, JobView, ListAsk, ListState, ListedJob, Mark, Memory, MoveMode,
-    NewJob, PAGE_BYTES, PackedPolicy, PageSize, PortableJob, Publication, PumpOutcome, PumpProcess,
-    RateGrant, RateTake, Release, Released, Schedule, Served, Shard, ShardCheck, Taken, Totals,
-    Touch, Touched, Usage, Want, state,
+    Ack, Acked, AdminTables, Admission, BacklogAsk, BadKey, Copied, Counts, DeadJob, DeadPage,
+    Delivery, ExportPage, InTransit, JobPage, JobView, KeyHit, KeyMode, Keys, ListAsk, ListState,
+    ListedJob, MAX_KEY_BYTES, Mark, Memory, MoveMode, NewJob, Outcome, PAGE_BYTES, PackedPolicy,
+    PageSize, PortableJob, Publication, PumpOutcome, PumpProcess, RateGrant, RateTake, Release,
+    Released, Schedule, Served, Shard, ShardCheck, Taken, Totals, Touch, Touched, Usage, Want,
+    check_key, key_lane, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

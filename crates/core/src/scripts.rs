@@ -1,5 +1,6 @@
 //! The Lua scripts, each prefixed with the shared helpers of `lua/lib/`
-//! (`record.lua`, `counts.lua`, `slot.lua`, `transit.lua`, in that order),
+//! (`record.lua`, `counts.lua`, `keys.lua`, `slot.lua`, `transit.lua`, in
+//! that order),
 //! run with `EVALSHA` and
 //! loaded again when the shard answers `NOSCRIPT` (after a restart or a
 //! failover to a replica that never saw them). The keys each is called
@@ -34,6 +35,8 @@ macro_rules! script {
             include_str!("../lua/lib/record.lua"),
             "\n",
             include_str!("../lua/lib/counts.lua"),
+            "\n",
+            include_str!("../lua/lib/keys.lua"),
             "\n",
             include_str!("../lua/lib/slot.lua"),
             "\n",

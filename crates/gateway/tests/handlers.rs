@@ -429,6 +429,7 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
             Publication {
                 schedule,
                 jobs: vec![job(taken.clone())],
+                keys: None,
             },
         )
         .await
@@ -444,6 +445,7 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
                 40 => vec![job(fresh[10].clone())],
                 _ => vec![job(fresh[i].clone())],
             },
+            keys: None,
         })
         .collect();
     let stored: Vec<JobId> = (0..50)

@@ -36,6 +36,7 @@ mod cli_overview;
 mod cluster;
 mod config;
 mod dashboard;
+mod dedup;
 mod deploy;
 mod docs;
 mod durability;

@@ -347,3 +347,44 @@ async fn the_cli_exports_a_namespace_to_a_file_and_imports_it_elsewhere() {
         .cli(&["namespace", "export", "app", "--pool", "nope"], &[]);
     assert_eq!(r.code, 3, "{r:?}");
 }
+
+#[tokio::test]
+async fn keys_come_along_with_their_jobs() {
+    let (from, to) = (installation("ns").await, installation("ns").await);
+    let until = from
+        .api
+        .publish("ns", "q", "dedup=u-1&delay=600", b"u")
+        .await;
+    let window = from
+        .api
+        .publish("ns", "q", "dedup=w-1&dedup_ttl=3600", b"w")
+        .await;
+    let plain = from.api.publish("ns", "q", "delay=600", b"p").await;
+    let (lines, _) = export(&from.admin, "ns").await;
+    assert_eq!(lines[&until]["dedup"], "u-1");
+    assert_eq!(lines[&until].get("dedup_ttl_ms"), None, "until done");
+    let left = lines[&window]["dedup_ttl_ms"]
+        .as_u64()
+        .expect("window left");
+    assert!((3_590_000..=3_600_000).contains(&left), "{left}");
+    assert_eq!(lines[&plain].get("dedup"), None);
+    let body: String = lines.values().map(|l| format!("{l}\n")).collect();
+    let r = import(&to.admin, "ns", &body).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    for (key, id) in [("u-1", &until), ("w-1", &window)] {
+        let r = to
+            .api
+            .put(&format!("/api/ns/q?dedup={key}"), b"again")
+            .await;
+        assert_eq!(
+            (r.json["job_id"].as_str(), r.json["duplicate"].as_bool()),
+            (Some(id.as_str()), Some(true)),
+            "{key}: {r:?}"
+        );
+    }
+    // The window's job is acked at its new home: its key still holds.
+    let r = to.api.delete(&format!("/api/ns/q/job/{window}")).await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let r = to.api.put("/api/ns/q?dedup=w-1", b"again").await;
+    assert_eq!(r.json["job_id"].as_str(), Some(window.as_str()), "{r:?}");
+}

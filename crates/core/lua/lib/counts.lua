@@ -1,6 +1,6 @@
--- The shared helpers, part 2 of 4: counters, usage and running totals
+-- The shared helpers, part 2 of 5: counters, usage and running totals
 -- of a slot, gathered over a script (`tally`), and commands over long
--- argument lists. See `record.lua` for how the four parts are used.
+-- argument lists. See `record.lua` for how the five parts are used.
 
 -- Adds to a counter field; a field that reaches 0 goes, so a slot's
 -- counters hold only queues with jobs (and their running totals).
@@ -36,6 +36,7 @@ local function job_bytes(id, raw)
   if type(raw) == 'string' then return #id + #raw end
   local n = #id + RECORD_HEAD + #raw.attrs + #raw.body
   if raw.ext then n = n + EXT_BYTES + #(raw.policy or '') + #(raw.reason or '') end
+  if raw.key and raw.key ~= '' then n = n + 8 + #raw.key end
   return n
 end
 local function use(ckey, queue, jobs, bytes)

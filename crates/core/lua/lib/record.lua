@@ -1,5 +1,5 @@
--- The shared helpers, part 1 of 4: the job record and the queue table.
--- `lua/lib/record.lua`, `counts.lua`, `slot.lua` and `transit.lua`, in that
+-- The shared helpers, part 1 of 5: the job record and the queue table.
+-- `lua/lib/record.lua`, `counts.lua`, `keys.lua`, `slot.lua` and `transit.lua`, in that
 -- order, are prepended to every script at build time (see src/scripts.rs),
 -- so each part may use what the parts before it define.
 -- Every script works on the keys of one slot (hash tag `{<slot>}`).
@@ -29,6 +29,14 @@
 --   policy   Bc0 its retry policy, packed (`policy.rs`), "" for none
 --   reason   Hc0 why it last failed (a release's reason, "ttr expired"),
 --                "" when it never failed; at most 1 KiB
+-- A record with flag 128 (keyed, always extended too: data format 4)
+-- holds, between its reason and its attributes, the idempotency key it
+-- was published with:
+--   keyend   I6  when the key's window ends (ms; 0: the key lasts as long
+--                as the job)
+--   key      Hc0 the key (1 to 256 bytes)
+-- The slot's key index (`sd:T:k`) points the key at the job while the job
+-- lives (`lua/lib/keys.lua`).
 -- A record becomes extended at its first delivery (`deliver`), or at its
 -- publish when it carries a policy; jobs that are never delivered keep
 -- the plain record, 7 bytes shorter. A plain record reads as delivery 0,
@@ -37,11 +45,12 @@
 -- bytes in front of the stored value (`patch`) without unpacking the rest;
 -- every patch keeps flag 64.
 local DELAYED, READY, RESERVED, DEAD = 1, 2, 3, 4
-local EXTENDED = 64
+local EXTENDED, KEYED = 64, 128
 -- Counter field prefix per state, in the slot's counters hash.
 local COUNTER = { 'l', 'r', 'f', 'd' }
 local HEADER = '>BHI6I6I6I3Hc0'
 local EXT_HEADER = '>BHI6I6I6I3I4Bc0Hc0Hc0'
+local KEYED_HEADER = '>BHI6I6I6I3I4Bc0Hc0I6Hc0Hc0'
 -- The bytes an extended record has beyond a plain one, without its
 -- policy and reason: delivery I4, policy length B, reason length H.
 local EXT_BYTES = 7
@@ -69,10 +78,13 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Flag 64 of record `raw`, to keep on a rewrite of its state byte.
+-- Flags 64 and 128 of record `raw`, to keep on a rewrite of its state byte.
 local function ext_flag(raw)
-  if string.byte(raw, 1) % 128 >= EXTENDED then return EXTENDED end
-  return 0
+  local b = string.byte(raw, 1)
+  local f = 0
+  if b >= KEYED then f = KEYED end
+  if b % 128 >= EXTENDED then f = f + EXTENDED end
+  return f
 end
 
 -- The record `raw` with a new state and tries, the rest unchanged.
@@ -92,6 +104,11 @@ local function encode(r)
   local state = r.state
   if r.delivered then state = state + 16 end
   if r.died then state = state + 32 end
+  if r.key and r.key ~= '' then
+    return struct.pack(KEYED_HEADER, state + EXTENDED + KEYED, r.tries, r.pub, r.expire, r.due or 0, r.qn,
+      r.delivery or 0, #(r.policy or ''), r.policy or '', #(r.reason or ''), r.reason or '',
+      r.keyend or 0, #r.key, r.key, #r.attrs, r.attrs) .. r.body
+  end
   if r.ext then
     return struct.pack(EXT_HEADER, state + EXTENDED, r.tries, r.pub, r.expire, r.due or 0, r.qn,
       r.delivery or 0, #(r.policy or ''), r.policy or '', #(r.reason or ''), r.reason or '',
@@ -103,15 +120,23 @@ end
 
 local function decode(s)
   local r
-  if string.byte(s, 1) % 128 >= EXTENDED then
+  if string.byte(s, 1) >= KEYED then
+    local state, tries, pub, expire, due, qn, delivery, policy, reason, keyend, key, attrs, pos =
+      struct.unpack(KEYED_HEADER, s)
+    r = { state = state % 128, tries = tries, pub = pub, expire = expire, due = due, qn = qn, ext = true,
+          delivery = delivery, policy = policy, reason = reason, keyend = keyend, key = key,
+          attrs = attrs, body = string.sub(s, pos) }
+  elseif string.byte(s, 1) % 128 >= EXTENDED then
     local state, tries, pub, expire, due, qn, delivery, policy, reason, attrs, pos =
       struct.unpack(EXT_HEADER, s)
     r = { state = state, tries = tries, pub = pub, expire = expire, due = due, qn = qn, ext = true,
-          delivery = delivery, policy = policy, reason = reason, attrs = attrs, body = string.sub(s, pos) }
+          delivery = delivery, policy = policy, reason = reason, keyend = 0, key = '', attrs = attrs,
+          body = string.sub(s, pos) }
   else
     local state, tries, pub, expire, due, qn, attrs, pos = struct.unpack(HEADER, s)
     r = { state = state, tries = tries, pub = pub, expire = expire, due = due, qn = qn, ext = false,
-          delivery = 0, policy = '', reason = '', attrs = attrs, body = string.sub(s, pos) }
+          delivery = 0, policy = '', reason = '', keyend = 0, key = '', attrs = attrs,
+          body = string.sub(s, pos) }
     if state % 32 >= 16 then r.delivery = 1 end
   end
   local state = r.state
@@ -122,6 +147,10 @@ end
 -- Where the body of record `raw` starts (the byte after its attributes),
 -- and its attributes' length, without copying the body.
 local function body_at(raw)
+  if string.byte(raw, 1) >= KEYED then
+    local _, _, _, _, _, _, _, _, _, _, _, attrs, pos = struct.unpack(KEYED_HEADER, raw)
+    return pos, #attrs
+  end
   if string.byte(raw, 1) % 128 >= EXTENDED then
     local _, _, _, _, _, _, _, _, _, attrs, pos = struct.unpack(EXT_HEADER, raw)
     return pos, #attrs
@@ -144,6 +173,7 @@ end
 local function deliver(raw, tries)
   local state = RESERVED + 16 + EXTENDED
   if string.byte(raw, 1) % 128 >= EXTENDED then
+    if string.byte(raw, 1) >= KEYED then state = state + KEYED end
     local n = struct.unpack('>I4', raw, 25)
     return struct.pack('>BH', state, tries) .. string.sub(raw, 4, 24) .. struct.pack('>I4', n + 1)
       .. string.sub(raw, 29), 0

@@ -1,4 +1,4 @@
--- The shared helpers, part 3 of 4: a slot's timers, wheel and lists:
+-- The shared helpers, part 4 of 5: a slot's timers, wheel and lists:
 -- arming and dropping jobs, respawn, the consume and peek reply, delayed
 -- placement and storage of new jobs. See `record.lua`.
 
@@ -39,12 +39,13 @@ local function arm_expiry(tkey, id, r)
   end
 end
 
--- Removes a job record and its timer entry, and its usage (`r.raw`: its
+-- Removes a job record and its timer entry, its key (`unkey`), and its usage (`r.raw`: its
 -- record when `r` is not decoded; with a tally `t`, the usage is
 -- gathered there). Its entry in a ready or dead list, if it has one, is
 -- for the caller: scripts that popped it have nothing left to remove, and
 -- the others call `unlist`.
 local function drop(jkey, tkey, ckey, id, r, t)
+  unkey(jkey, id, r.raw or r, true)
   redis.call('HDEL', jkey, id)
   redis.call('ZREM', tkey, id)
   count(ckey, r.state, r.queue, -1)

@@ -65,10 +65,12 @@ impl Delivery {
 }
 
 /// The fields of a job record, as `lua/lib/record.lua` packs it (big-endian):
-/// state `B` (plus 16 once delivered, 32 once died, 64 when extended), tries
-/// `H`, publish time `I6`, expiry `I6`, due time `I6`, queue number `I3`;
-/// when extended, delivery `I4`, policy `Bc0` and reason `Hc0`; then
-/// attributes `Hc0`, then the body.
+/// state `B` (plus 16 once delivered, 32 once died, 64 when extended, 128
+/// when keyed), tries `H`, publish time `I6`, expiry `I6`, due time `I6`,
+/// queue number `I3`;
+/// when extended, delivery `I4`, policy `Bc0` and reason `Hc0`; when
+/// keyed, the key's window end `I6` and the key `Hc0`; then attributes
+/// `Hc0`, then the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Record {
     pub(crate) state: u8,
@@ -90,6 +92,11 @@ pub(crate) struct Record {
     pub(crate) policy: Bytes,
     /// Why the job last failed; empty when it never failed.
     pub(crate) reason: Bytes,
+    /// Its idempotency key; empty for none.
+    pub(crate) key: Bytes,
+    /// When its key's window ends (ms, shard clock); 0: the key lasts as
+    /// long as the job.
+    pub(crate) keyend_ms: u64,
     pub(crate) attrs: Bytes,
     pub(crate) body: Bytes,
 }
@@ -98,6 +105,8 @@ pub(crate) struct Record {
 const FIXED: usize = 1 + 2 + 6 + 6 + 6 + 3;
 /// Flag of the state byte: the record is extended.
 const EXTENDED: u8 = 64;
+/// Flag of the state byte: the record carries an idempotency key.
+const KEYED: u8 = 128;
 
 fn be(b: &[u8]) -> u64 {
     b.iter().fold(0, |n, &x| (n << 8) | u64::from(x))
@@ -131,6 +140,13 @@ impl Record {
         } else {
             (u32::from(delivered), Bytes::new(), Bytes::new())
         };
+        let (key, keyend_ms) = if flags >= KEYED {
+            let end = be(raw.get(at..at + 6)?);
+            at += 6;
+            (sized(&raw, &mut at, 2)?, end)
+        } else {
+            (Bytes::new(), 0)
+        };
         let attrs = sized(&raw, &mut at, 2)?;
         Some(Self {
             state: flags % 16,
@@ -143,6 +159,8 @@ impl Record {
             delivery,
             policy,
             reason,
+            key,
+            keyend_ms,
             attrs,
             body: raw.slice(at..),
         })
@@ -254,6 +272,8 @@ mod tests {
                 delivery: 1,
                 policy: Bytes::new(),
                 reason: Bytes::new(),
+                key: Bytes::new(),
+                keyend_ms: 0,
                 attrs: Bytes::from_static(b"{}"),
                 body: Bytes::from_static(b"body"),
             }
@@ -270,6 +290,20 @@ mod tests {
             (r.state, r.delivered, r.delivery, r.died_ms),
             (2, true, 3, None)
         );
+        assert_eq!(r.reason, Bytes::from_static(b"ttr expired"));
+        assert_eq!(
+            (r.attrs.as_ref(), r.body.as_ref()),
+            (&b"{}"[..], &b"body"[..])
+        );
+        // The same job keyed (flag 128): window end 5000, key "k-1".
+        let mut keyed = ext[..42].to_vec();
+        keyed[0] += 128;
+        keyed.extend([0, 0, 0, 0, 0x13, 0x88, 0, 3]);
+        keyed.extend(b"k-1");
+        keyed.extend(&ext[42..]);
+        let r = Record::unpack(Bytes::from(keyed)).expect("keyed record");
+        assert_eq!((r.state, r.delivery, r.keyend_ms), (2, 3, 5000));
+        assert_eq!(r.key, Bytes::from_static(b"k-1"));
         assert_eq!(r.reason, Bytes::from_static(b"ttr expired"));
         assert_eq!(
             (r.attrs.as_ref(), r.body.as_ref()),

@@ -59,8 +59,8 @@ pub use checks::ShardCheck;
 pub use dead_letter::{DeadJob, DeadLetter, DeadPage};
 pub use decode::{Delivery, JobView, state};
 pub use jobs::{
-    Ack, Acked, Jobs, NewJob, PackedPolicy, Publication, Release, Released, Schedule, Served,
-    Touch, Touched, Want,
+    Ack, Acked, BadKey, Jobs, KeyHit, KeyMode, Keys, MAX_KEY_BYTES, NewJob, Outcome, PackedPolicy,
+    Publication, Release, Released, Schedule, Served, Touch, Touched, Want, check_key, key_lane,
 };
 pub use layouts::Layouts;
 pub use leases::{Leases, PumpProcess};

@@ -64,6 +64,10 @@ pub struct PortableJob {
     pub reason: String,
     /// Its retry policy, as its record packs it; `None` for none.
     pub policy: Option<PackedPolicy>,
+    /// Its idempotency key; empty for none.
+    pub key: String,
+    /// Until its key's window ends, ms; 0: the key lasts as long as the job.
+    pub key_ttl_ms: u64,
 }
 
 /// One page of an export.
@@ -87,16 +91,47 @@ impl ExportPage {
 const BASE_MS: u64 = 1 << 40;
 
 impl PortableJob {
+    /// The fields of an extended record (delivery, policy, reason), and
+    /// of a keyed one (its key's window end and the key), as
+    /// `lua/lib/record.lua` lays them out; `None` when a field is too long.
+    fn put_extension(&self, raw: &mut BytesMut, now: u64) -> Option<()> {
+        raw.put_u32(self.delivery);
+        match &self.policy {
+            Some(p) => {
+                raw.put_u8(p.len() as u8);
+                raw.put_slice(p);
+            }
+            None => raw.put_u8(0),
+        }
+        raw.put_u16(u16::try_from(self.reason.len()).ok()?);
+        raw.put_slice(self.reason.as_bytes());
+        if !self.key.is_empty() {
+            let end = if self.key_ttl_ms == 0 {
+                0
+            } else {
+                now + self.key_ttl_ms
+            };
+            raw.put_slice(&end.to_be_bytes()[2..]);
+            raw.put_u16(u16::try_from(self.key.len()).ok()?);
+            raw.put_slice(self.key.as_bytes());
+        }
+        Some(())
+    }
+
     /// The job as a transit entry (see `transit_pack` in `lua/lib/transit.lua`) on
     /// a clock that reads [`BASE_MS`] now.
     fn entry(&self) -> Option<InTransit> {
         let now = BASE_MS;
         // Extended (flag 64) when it has a delivery count, a reason or a
         // policy to keep, as `lua/lib/record.lua` lays it out.
-        let extended = self.delivery > 0 || !self.reason.is_empty() || self.policy.is_some();
+        // Keyed (flag 128, extended too) when it has a key.
+        let keyed = !self.key.is_empty();
+        let extended =
+            keyed || self.delivery > 0 || !self.reason.is_empty() || self.policy.is_some();
         let flags = self.state
             + if self.delivered { 16 } else { 0 }
             + if extended { 64 } else { 0 }
+            + if keyed { 128 } else { 0 }
             + if self.dead_for_ms.is_some() && self.state == state::DEAD {
                 32
             } else {
@@ -118,7 +153,6 @@ impl PortableJob {
             0
         };
         let attrs_len = u16::try_from(self.attrs.len()).ok()?;
-        let reason_len = u16::try_from(self.reason.len()).ok()?;
         let mut raw =
             BytesMut::with_capacity(40 + self.reason.len() + self.attrs.len() + self.body.len());
         raw.put_u8(flags);
@@ -128,16 +162,7 @@ impl PortableJob {
         }
         raw.put_slice(&[0, 0, 0]); // the queue number: the shard gives it
         if extended {
-            raw.put_u32(self.delivery);
-            match &self.policy {
-                Some(p) => {
-                    raw.put_u8(p.len() as u8);
-                    raw.put_slice(p);
-                }
-                None => raw.put_u8(0),
-            }
-            raw.put_u16(reason_len);
-            raw.put_slice(self.reason.as_bytes());
+            self.put_extension(&mut raw, now)?;
         }
         raw.put_u16(attrs_len);
         raw.put_slice(self.attrs.as_bytes());
@@ -261,6 +286,12 @@ impl Portable<'_> {
                 delivery: r.delivery,
                 reason: String::from_utf8_lossy(&r.reason).into_owned(),
                 policy: r.policy.as_ref().try_into().ok(),
+                key: String::from_utf8_lossy(&r.key).into_owned(),
+                key_ttl_ms: if r.keyend_ms == 0 {
+                    0
+                } else {
+                    r.keyend_ms.saturating_sub(now).max(1)
+                },
             });
         }
         Ok((next, jobs))

@@ -276,6 +276,7 @@ async fn one_call_of_publications_with_different_schedules_keeps_each_schedule()
     let one = |schedule, j: &NewJob| sundial_core::Publication {
         schedule,
         jobs: vec![j.clone()],
+        keys: None,
     };
     let stored = s
         .jobs()
@@ -291,7 +292,7 @@ async fn one_call_of_publications_with_different_schedules_keeps_each_schedule()
         )
         .await
         .expect("publish");
-    assert_eq!(stored, vec![true; 4]);
+    assert_eq!(stored, vec![sundial_core::Outcome::Stored(Vec::new()); 4]);
     let c = s.queues().counts(b, &qn("q")).await.expect("counts");
     assert_eq!((c.ready, c.delayed, c.published), (3, 1, 4));
     let q = qn("q");

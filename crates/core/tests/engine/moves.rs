@@ -51,7 +51,7 @@ async fn publish_one(s: &Shard, queue: &str, sched: Schedule, attrs: &str, body:
 /// Moves everything of `slot` from `a` to `b` as the mover does, in
 /// batches of `batch`, letting each batch go at once, and the running
 /// totals once the slot is clear at `a`; returns the jobs copied.
-async fn move_all(a: &Shard, b: &Shard, slot: u32, owner: &str, batch: u32) -> u64 {
+pub(crate) async fn move_all(a: &Shard, b: &Shard, slot: u32, owner: &str, batch: u32) -> u64 {
     let (mut cursor, mut copied) = ("0".to_owned(), 0);
     for _ in 0..1000 {
         let t = a

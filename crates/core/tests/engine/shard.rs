@@ -62,23 +62,26 @@ async fn startup_check_refuses_evicting_redis_and_layout_changes() {
     let later = format!("format {}", keys::FORMAT + 1);
     assert!(err.to_string().contains(&later), "{err}");
 
-    // A shard of format 2 (plain records only) is read as it is and marked
-    // with this build's format, which a format-2 build refuses.
-    let plain = RedisServer::start();
-    let _: () = plain
-        .client()
-        .hset(keys::META, keys::META_FORMAT, keys::FORMAT_PLAIN)
-        .expect("hset");
-    shard(&plain)
-        .await
-        .check(S, L)
-        .await
-        .expect("format 2 is read");
-    let format: u32 = plain
-        .client()
-        .hget(keys::META, keys::META_FORMAT)
-        .expect("hget");
-    assert_eq!(format, keys::FORMAT);
+    // A shard of format 2 (plain records only) or 3 (never keyed) is read
+    // as it is and marked with this build's format, which the build that
+    // wrote it refuses.
+    for older in [keys::FORMAT_PLAIN, keys::FORMAT_EXTENDED] {
+        let plain = RedisServer::start();
+        let _: () = plain
+            .client()
+            .hset(keys::META, keys::META_FORMAT, older)
+            .expect("hset");
+        shard(&plain)
+            .await
+            .check(S, L)
+            .await
+            .expect("an older format is read");
+        let format: u32 = plain
+            .client()
+            .hget(keys::META, keys::META_FORMAT)
+            .expect("hget");
+        assert_eq!(format, keys::FORMAT, "format {older} is marked");
+    }
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ pub mod body;
 mod bulk;
 mod consume;
 mod deadletter;
+mod dedup;
 pub mod error;
 mod hold;
 mod jobs;

@@ -35,6 +35,17 @@ impl Params {
             .last()
     }
 
+    /// Every decoded value of `name`, in order (a name given many times).
+    pub fn all(&self, name: &str) -> Vec<Cow<'_, str>> {
+        let Some(query) = self.uri.query() else {
+            return Vec::new();
+        };
+        form_urlencoded::parse(query.as_bytes())
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .collect()
+    }
+
     /// An unsigned parameter, `default` when absent, else 400 `invalid
     /// <name>` unless it parses (an empty value does not, as in lmstfy).
     pub(crate) fn uint<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ApiError> {

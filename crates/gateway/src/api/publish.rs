@@ -6,18 +6,18 @@ use axum::{
     Json,
     body::Body,
     extract::{Request, State},
-    http::{HeaderMap, StatusCode},
+    http::{HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
 };
 use sundial_core::{
-    JobId, NewJob, Schedule,
+    JobId, KeyHit, Keys, NewJob, Schedule,
     job::{MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTE_VALUE_BYTES, MAX_ATTRIBUTES, MAX_BODY_BYTES},
-    keys,
+    key_lane, keys,
 };
 
 use super::{
     answers::{Published, PublishedMsg},
-    backlog, body,
+    backlog, body, dedup,
     error::ApiError,
     params::PublishParams,
     quota, rate_quota,
@@ -140,14 +140,16 @@ pub(super) fn published(
 
 /// Publishes `jobs`, all in `lane`, all or nothing: in one script call,
 /// which may carry other requests' jobs of the same queue and slot too
-/// (`crate::batch`).
+/// (`crate::batch`). With `keys` (one per job, each of `lane`), answers the
+/// jobs that their keys answered instead of storing them.
 async fn store(
     state: &AppState,
     tenant: &Tenant,
     p: &Publication<'_>,
     lane: u32,
     jobs: &[NewJob],
-) -> Result<(), ApiError> {
+    keys: Option<&Keys>,
+) -> Result<Vec<KeyHit>, ApiError> {
     // The topology as it is now, not as it was before the body was read:
     // see `sundial_router::view::WRITE_GRACE` for why a write must use
     // the layout written to now.
@@ -157,8 +159,9 @@ async fn store(
     let stored = sundial_core::Publication {
         schedule: p.schedule,
         jobs: jobs.to_vec(),
+        keys: keys.cloned(),
     };
-    state
+    let hits = state
         .publishes
         .publish(
             pool.shard_for(slot),
@@ -168,7 +171,7 @@ async fn store(
             stored,
         )
         .await?;
-    Ok(())
+    Ok(hits)
 }
 
 /// Stores `jobs` as [`store`] does, within the namespace's quota: once
@@ -183,15 +186,23 @@ pub(super) async fn store_within_quota(
     p: &Publication<'_>,
     lane: u32,
     jobs: &[NewJob],
-) -> Result<(), ApiError> {
+    keys: Option<&Keys>,
+) -> Result<Vec<KeyHit>, ApiError> {
     let n = jobs.len() as u64;
     let taken = rate_quota::take_rate(state, tenant, &p.quota, Bound::PublishRate, n).await?;
     let admitted = admit(state, tenant, &p.quota, jobs, taken.as_ref()).await?;
     let stored = match quota::admit_queue(state, tenant, &p.quota, p.queue).await {
-        Ok(()) => store(state, tenant, p, lane, jobs).await,
+        Ok(()) => store(state, tenant, p, lane, jobs, keys).await,
         Err(refused) => Err(refused),
     };
     rate_quota::give_back_if_failed(taken.as_ref(), &stored).await;
+    // A duplicate stored nothing: it takes nothing from the rate.
+    if let (Ok(hits), Some(t)) = (&stored, &taken) {
+        let duplicates = hits.iter().filter(|h| !h.replaced).count() as u64;
+        if duplicates > 0 {
+            t.give_back(duplicates).await;
+        }
+    }
     if let Some(a) = admitted {
         a.ended(state, &stored);
     }
@@ -226,11 +237,11 @@ pub(super) async fn admit(
     path = "/api/{ns}/{queue}",
     operation_id = "publishJob",
     tag = "jobs",
-    params(doc::PublishQuery, doc::PublishJobParams),
+    params(doc::PublishQuery, doc::PublishJobParams, doc::PublishKeyParams),
     request_body(content = Option<doc::JobBytes>, content_type = "application/octet-stream", description = "The job's bytes (at most 1 MiB; empty is an empty job). Any content type; stored as sent."),
     responses(
-        (status = 201, description = "Published.", body = crate::api::answers::Published<'_>),
-        (status = 400, description = "A parameter or header was refused. Over the namespace's quota `max_delay`, `max_ttl` or `max_tries`: `{\"error\",\"quota\",\"limit\",\"usage\"}` (see the quota conventions). Messages: `invalid policy: <why>` (the retry policy that the publish's fields make over its queue's, e.g. `invalid policy: a backoff needs initial_delay_ms`), `invalid backoff: fixed or exponential`, `invalid multiplier`, `invalid initial_delay_ms`, `invalid max_delay_ms`, `invalid jitter_percent`, `invalid max_retry_ms`, `invalid delay`, `invalid delay_ms`, `invalid ttl`, `invalid tries`, `tries shouldn't be zero`, `ttl is shorter than delay`, `too many attributes, cannot exceed 16`, `queue name contains forbidden characters`, `namespace or queue name too long`, `failed to read body`.", body = inline(doc::ErrorOrQuota)),
+        (status = 201, description = "Published; or, with an idempotency key that named a job published before, nothing stored: that job's id with `\"duplicate\": true` and the header `Idempotent-Replayed: true` (with `dedup_mode=debounce`, a pending delayed job that took this publish's body and schedule: `\"replaced\": true`).", body = crate::api::answers::Published<'_>, headers(("Idempotent-Replayed" = String, description = "`true` on a duplicate: nothing was stored."))),
+        (status = 400, description = "A parameter or header was refused. Over the namespace's quota `max_delay`, `max_ttl` or `max_tries`: `{\"error\",\"quota\",\"limit\",\"usage\"}` (see the quota conventions). Messages: `invalid policy: <why>` (the retry policy that the publish's fields make over its queue's, e.g. `invalid policy: a backoff needs initial_delay_ms`), `invalid backoff: fixed or exponential`, `invalid multiplier`, `invalid initial_delay_ms`, `invalid max_delay_ms`, `invalid jitter_percent`, `invalid max_retry_ms`, `invalid dedup: empty`, `invalid dedup: longer than 256 bytes`, `invalid dedup: contains a control character`, `invalid dedup: not text`, `invalid dedup_ttl`, `invalid dedup_mode: until_done or debounce`, `dedup_ttl does not go with debounce`, `dedup_ttl and dedup_mode need a key (Idempotency-Key or dedup)`, `Idempotency-Key and dedup differ`, `invalid delay`, `invalid delay_ms`, `invalid ttl`, `invalid tries`, `tries shouldn't be zero`, `ttl is shorter than delay`, `too many attributes, cannot exceed 16`, `queue name contains forbidden characters`, `namespace or queue name too long`, `failed to read body`.", body = inline(doc::ErrorOrQuota)),
         (status = 403, response = doc::PublishForbidden),
         (status = 404, description = "`pool not found` (the token names a pool that does not exist).", body = crate::api::answers::ErrorBody<'_>),
         (status = 408, response = doc::RequestTimeout),
@@ -253,22 +264,36 @@ async fn publish_one(
     tenant: &Tenant,
     req: Request,
 ) -> Result<Response, ApiError> {
+    let keys = dedup::single(&tenant.params, req.headers())?;
     let (p, body) = Publication::parse(state, tenant, req)?;
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;
     quota::check_body(tenant, &p.quota, body.bytes.len())?;
-    let (lane, job) = p.job(None, tenant.pool().lanes(), body.bytes.clone());
-    store_within_quota(state, tenant, &p, lane, std::slice::from_ref(&job)).await?;
-    Ok(published(
-        state,
-        tenant,
-        p.queue,
-        1,
-        Published {
-            msg: PublishedMsg::Published,
-            job_id: job.id.as_str(),
-        },
-    ))
+    let lanes = tenant.pool().lanes();
+    let lane = keys.as_ref().map(|k| key_lane(&k.keys[0], lanes));
+    let (lane, job) = p.job(lane, lanes, body.bytes.clone());
+    let one = std::slice::from_ref(&job);
+    let hit = store_within_quota(state, tenant, &p, lane, one, keys.as_ref())
+        .await?
+        .pop();
+    let answer = Published {
+        msg: PublishedMsg::Published,
+        job_id: hit.as_ref().map_or(job.id.as_str(), |h| h.id.as_str()),
+        duplicate: hit.as_ref().is_some_and(|h| !h.replaced),
+        replaced: hit.as_ref().is_some_and(|h| h.replaced),
+    };
+    let stored = usize::from(!answer.duplicate && !answer.replaced);
+    let mut response = published(state, tenant, p.queue, stored, &answer);
+    if answer.duplicate {
+        response
+            .headers_mut()
+            .insert(REPLAYED, HeaderValue::from_static("true"));
+    }
+    Ok(response)
 }
+
+/// The header on the answer to a publish that stored nothing, as its key
+/// named a job published before.
+pub(super) const REPLAYED: &str = "idempotent-replayed";
 
 #[cfg(test)]
 mod tests {

@@ -121,6 +121,8 @@ pub(super) async fn republish(
         Published {
             msg: PublishedMsg::Published,
             job_id: job.id.as_str(),
+            duplicate: false,
+            replaced: false,
         },
     ))
 }

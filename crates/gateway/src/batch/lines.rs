@@ -329,6 +329,7 @@ mod tests {
                         policy: None,
                     },
                     jobs: Vec::new(),
+                    keys: None,
                 },
                 answer,
             });

@@ -3,17 +3,17 @@
 
 use std::future::Future;
 
-use sundial_core::{EngineError, Publication, Shard};
+use sundial_core::{EngineError, KeyHit, Outcome, Publication, Shard};
 
 use super::lines::{Lines, Op};
 
-/// Publications, each all or nothing: `false` when one of its ids exists.
+/// Publications, each all or nothing (see [`Outcome`]).
 #[derive(Debug)]
 pub struct PublishOp;
 
 impl Op for PublishOp {
     type Item = Publication;
-    type Out = bool;
+    type Out = Outcome;
     fn size(p: &Publication) -> usize {
         p.jobs.iter().map(|j| j.body.len()).sum()
     }
@@ -25,7 +25,7 @@ impl Op for PublishOp {
         slot: u32,
         qualified: &str,
         items: &[Publication],
-    ) -> impl Future<Output = Result<Vec<bool>, EngineError>> + Send {
+    ) -> impl Future<Output = Result<Vec<Outcome>, EngineError>> + Send {
         shard.jobs().publish_many(slot, qualified, items)
     }
 }
@@ -36,7 +36,8 @@ pub type Publishes = Lines<PublishOp>;
 impl Publishes {
     /// Stores `publication` (jobs of `qualified` in `slot` on `shard`), in a
     /// call of its own or with others that wait for the same queue (its
-    /// namespace's `weight`: see `super::turns`).
+    /// namespace's `weight`: see `super::turns`). Answers the jobs that
+    /// its keys answered instead (none without keys).
     pub async fn publish(
         &self,
         shard: &Shard,
@@ -44,16 +45,15 @@ impl Publishes {
         qualified: &str,
         weight: u64,
         publication: Publication,
-    ) -> Result<(), EngineError> {
-        if self
+    ) -> Result<Vec<KeyHit>, EngineError> {
+        match self
             .submit(shard, slot, qualified, weight, publication)
             .await?
         {
-            Ok(())
-        } else {
-            Err(EngineError::Exists {
+            Outcome::Stored(hits) => Ok(hits),
+            Outcome::Exists => Err(EngineError::Exists {
                 shard: shard.name().to_owned(),
-            })
+            }),
         }
     }
 }

@@ -7,6 +7,7 @@
 mod acks;
 mod common;
 mod drains;
+mod keys;
 mod load;
 mod namespaces;
 mod retire;

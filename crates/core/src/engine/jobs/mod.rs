@@ -3,6 +3,7 @@
 //! back (`release`), and a job read by id here. Each is one script call on
 //! one slot.
 
+mod dedup;
 mod publish;
 mod release;
 mod serve;
@@ -13,6 +14,7 @@ use super::{
 };
 use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
+pub use dedup::{BadKey, KeyHit, KeyMode, Keys, MAX_KEY_BYTES, Outcome, check_key, key_lane};
 pub use publish::{NewJob, PackedPolicy, Publication, Schedule};
 pub use release::{Release, Released};
 pub use serve::{Ack, Acked, Served, Touch, Touched, Want};

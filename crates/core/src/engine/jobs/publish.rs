@@ -4,7 +4,11 @@
 use bytes::Bytes;
 use fred::types::Value;
 
-use super::{super::decode::Fields, super::keysets, Jobs};
+use super::{
+    super::{decode::Fields, keysets},
+    Jobs,
+    dedup::{KeyHit, Keys, Outcome},
+};
 use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
 /// A job's retry policy as its record keeps it (see `policy` in
@@ -31,6 +35,29 @@ fn policy_arg(s: &Schedule) -> Value {
         Some(p) => Value::Bytes(Bytes::copy_from_slice(p)),
         None => "".into(),
     }
+}
+
+/// The jobs that a publication's keys answered: its answer after the
+/// count stored, triples of place (from 1), id, and `d` or `r`.
+fn key_hits(conn: &crate::Connection, answer: Value) -> Result<Vec<KeyHit>, EngineError> {
+    let mut f = Fields::new(conn, answer)?;
+    f.uint()?;
+    let mut hits = Vec::with_capacity(f.len() / 3);
+    while f.len() >= 3 {
+        let place = f.uint()? as usize;
+        let id = f.bytes()?;
+        let how = f.bytes()?;
+        let id = std::str::from_utf8(&id)
+            .ok()
+            .and_then(|s| JobId::parse(s).ok())
+            .ok_or_else(|| conn.bad_reply("a key named an id that is not one"))?;
+        hits.push(KeyHit {
+            place: place.saturating_sub(1),
+            id,
+            replaced: how.as_ref() == b"r",
+        });
+    }
+    Ok(hits)
 }
 
 /// A job to publish.
@@ -62,11 +89,14 @@ fn schedule_args(
 }
 
 /// One publication: the jobs of one request (one job, or a bulk), stored
-/// all or nothing, with their schedule.
+/// all or nothing, with their schedule, and their idempotency keys if
+/// they have some.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Publication {
     pub schedule: Schedule,
     pub jobs: Vec<NewJob>,
+    /// One key per job, or none.
+    pub keys: Option<Keys>,
 }
 
 impl Jobs<'_> {
@@ -82,9 +112,10 @@ impl Jobs<'_> {
         let one = [Publication {
             schedule: *schedule,
             jobs: jobs.to_vec(),
+            keys: None,
         }];
         match self.publish_many(slot, qualified, &one).await?.first() {
-            Some(true) => Ok(()),
+            Some(Outcome::Stored(_)) => Ok(()),
             _ => Err(EngineError::Exists {
                 shard: self.0.name().to_owned(),
             }),
@@ -93,14 +124,14 @@ impl Jobs<'_> {
 
     /// Publishes several publications of one queue in `slot` in one script
     /// call (group commit). Each is all or nothing on its own; the answer
-    /// says, per publication in order, whether it was stored (`false`: one
-    /// of its ids exists already, and nothing of it was stored).
+    /// says, per publication in order, what it came to. The keys of a
+    /// publication must all belong to `slot` ([`super::key_lane`]).
     pub async fn publish_many(
         self,
         slot: u32,
         qualified: &str,
         publications: &[Publication],
-    ) -> Result<Vec<bool>, EngineError> {
+    ) -> Result<Vec<Outcome>, EngineError> {
         let k = SlotKeys::new(slot);
         let jobs: usize = publications.iter().map(|p| p.jobs.len()).sum();
         let mut args: Vec<Value> = Vec::with_capacity(5 + 5 * publications.len() + 3 * jobs);
@@ -116,11 +147,20 @@ impl Jobs<'_> {
             args.push((p.schedule.ttl_ms as i64).into());
             args.push(i64::from(p.schedule.tries).into());
             args.push(policy_arg(&p.schedule));
+            args.push(
+                p.keys
+                    .as_ref()
+                    .map_or(String::new(), |k| k.mode.arg())
+                    .into(),
+            );
             args.push((p.jobs.len() as i64).into());
-            for job in &p.jobs {
+            for (i, job) in p.jobs.iter().enumerate() {
                 args.push(job.id.as_str().into());
                 args.push(job.attrs.as_str().into());
                 args.push(job.body.clone().into());
+                if let Some(k) = &p.keys {
+                    args.push(k.keys.get(i).map_or("", String::as_str).into());
+                }
             }
         }
         let v = self
@@ -128,16 +168,21 @@ impl Jobs<'_> {
             .conn()
             .eval_replicated(&SCRIPTS.publish, keysets::publish(&k, qualified), args)
             .await?;
-        let mut f = Fields::new(self.0.conn(), v)?;
-        if f.len() != publications.len() {
-            return Err(self
-                .0
-                .conn()
-                .bad_reply("publish answered for another number of publications"));
+        let conn = self.0.conn();
+        let Value::Array(answers) = v else {
+            return Err(conn.bad_reply("publish answered no array"));
+        };
+        if answers.len() != publications.len() {
+            return Err(conn.bad_reply("publish answered for another number of publications"));
         }
         publications
             .iter()
-            .map(|p| Ok(f.uint()? as usize == p.jobs.len()))
+            .zip(answers)
+            .map(|(p, answer)| match answer {
+                Value::Array(_) => Ok(Outcome::Stored(key_hits(conn, answer)?)),
+                n if n.as_i64() == Some(p.jobs.len() as i64) => Ok(Outcome::Stored(Vec::new())),
+                _ => Ok(Outcome::Exists),
+            })
             .collect()
     }
 

@@ -12,7 +12,7 @@ use axum::{
 };
 use bytes::BytesMut;
 use http_body_util::BodyExt;
-use sundial_core::{JobId, PortableJob, Shard, job::MAX_BODY_BYTES, keys};
+use sundial_core::{JobId, PortableJob, Shard, job::MAX_BODY_BYTES, key_lane, keys};
 use sundial_router::Pool;
 
 use super::{line::Line, places::wholly_in};
@@ -48,10 +48,17 @@ struct Held<'a> {
 }
 
 impl Held<'_> {
-    async fn add(&mut self, id: &JobId, job: PortableJob) -> Result<(), ApiError> {
+    async fn add(&mut self, id: &JobId, mut job: PortableJob) -> Result<(), ApiError> {
         let (_, queue) = keys::parse_qualified(&job.queue).unwrap_or_default();
         let ns = keys::parse_qualified(&job.queue).map_or("", |(n, _)| n);
-        let slot = self.pool.slot_of(ns, queue, id.lane(self.pool.lanes()));
+        let lane = id.lane(self.pool.lanes());
+        // A key lives in its lane's slot (`sundial_core::key_lane`), which
+        // is the id's in the pool the job was published to; in a pool of
+        // another lane count it may not be, and the job comes without it.
+        if !job.key.is_empty() && key_lane(&job.key, self.pool.lanes()) != lane {
+            job.key.clear();
+        }
+        let slot = self.pool.slot_of(ns, queue, lane);
         let shard = self.pool.shard_for(slot);
         self.bytes += job.body.len() + job.attrs.len() + 64;
         let key = (shard.name().to_owned(), slot);

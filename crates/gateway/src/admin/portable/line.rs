@@ -5,7 +5,7 @@
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use sundial_core::{
-    JobId, PortableJob,
+    JobId, PortableJob, check_key,
     job::{
         MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTE_VALUE_BYTES, MAX_ATTRIBUTES, MAX_BODY_BYTES,
         check_queue,
@@ -65,6 +65,14 @@ pub(crate) struct Line {
     /// policy, without `tries` (`remain_tries` holds the job's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     policy: Option<RetryPolicy>,
+    /// Its idempotency key (left out when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 256)]
+    dedup: Option<String>,
+    /// Until its key's window ends (`dedup_ttl` at publish), ms; left out
+    /// when the key lasts as long as the job.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    dedup_ttl_ms: u64,
     /// Its attributes (`Job-Attr-*` at publish), or null.
     #[serde(default)]
     #[schema(value_type = Option<std::collections::HashMap<String, String>>)]
@@ -122,6 +130,8 @@ impl Line {
                 .as_ref()
                 .and_then(Backoff::unpack)
                 .map(|b| b.policy()),
+            dedup: (!j.key.is_empty()).then(|| j.key.clone()),
+            dedup_ttl_ms: j.key_ttl_ms,
             attributes: serde_json::from_str(&j.attrs).ok(),
             data: base64::engine::general_purpose::STANDARD.encode(&j.body),
         })
@@ -141,6 +151,9 @@ impl Line {
         }
         let body = self.body()?;
         let policy = packed(self.policy)?;
+        if let Some(k) = &self.dedup {
+            check_key(k).map_err(|why| format!("invalid dedup: {why}"))?;
+        }
         let delivered = self.delivered || self.delivery > 0 || state == st::RESERVED;
         let attrs = attributes(self.attributes)?;
         let job = PortableJob {
@@ -171,6 +184,8 @@ impl Line {
             delivery: self.delivery.max(u32::from(delivered)),
             reason: self.reason,
             policy,
+            key: self.dedup.unwrap_or_default(),
+            key_ttl_ms: self.dedup_ttl_ms,
         };
         Ok((id, job))
     }
@@ -191,6 +206,7 @@ impl Line {
             self.delay_ms,
             self.ttr_ms,
             self.dead_for_ms.unwrap_or(0),
+            self.dedup_ttl_ms,
         ];
         if times.iter().any(|t| *t > MAX_MS) {
             return Err("a time over ten years".to_owned());
@@ -258,7 +274,29 @@ mod tests {
             delivery: u32::from(state == st::RESERVED),
             reason: String::new(),
             policy: None,
+            key: String::new(),
+            key_ttl_ms: 0,
         }
+    }
+
+    #[test]
+    fn a_line_keeps_the_key_and_refuses_a_bad_one() {
+        let mut ready = job(st::READY);
+        ready.key = "order-7".to_owned();
+        ready.key_ttl_ms = 60_000;
+        let text = serde_json::to_string(&Line::of(&ready).expect("line")).expect("text");
+        assert!(
+            text.contains(r#""dedup":"order-7","dedup_ttl_ms":60000"#),
+            "{text}"
+        );
+        let line: Line = serde_json::from_str(&text).expect("line");
+        let (_, back) = line.job("ns").expect("job");
+        assert_eq!((back.key.as_str(), back.key_ttl_ms), ("order-7", 60_000));
+        let plain = serde_json::to_string(&Line::of(&job(st::READY)).expect("line")).expect("text");
+        assert!(!plain.contains("dedup"), "no key, no field: {plain}");
+        let bad = text.replace("order-7", "");
+        let line: Line = serde_json::from_str(&bad).expect("line");
+        assert_eq!(line.job("ns").expect_err("refused"), "invalid dedup: empty");
     }
 
     #[test]

@@ -197,6 +197,14 @@ pub struct Published<'a> {
     pub msg: PublishedMsg,
     #[schema(value_type = JobId)]
     pub job_id: &'a str,
+    /// Present (`true`) when the publish's idempotency key named a job
+    /// published before, whose id `job_id` is: nothing was stored.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
+    /// Present (`true`) when the key named a pending delayed job (debounce)
+    /// that took this publish's body and schedule, and kept its id.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replaced: bool,
 }
 
 /// Jobs published by one bulk call.
@@ -207,6 +215,16 @@ pub struct BulkPublished<'a> {
     /// In the order of the request's elements.
     #[schema(value_type = Vec<JobId>, min_items = 1, max_items = 64)]
     pub job_ids: Vec<&'a str>,
+    /// With idempotency keys: the places (from 0) of the elements whose
+    /// key named a job published before (its id is in `job_ids`): nothing
+    /// was stored for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicates: Option<Vec<usize>>,
+    /// With keys in debounce mode: the places of the elements whose key
+    /// named a pending delayed job, which took the element's body and
+    /// schedule and kept its id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<Vec<usize>>,
 }
 
 /// A queue's ready jobs, or its dead letter's jobs.

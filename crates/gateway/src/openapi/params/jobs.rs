@@ -88,6 +88,78 @@ written! {
             "schema": {"type": "string", "examples": ["YES"]}
         },
     ];
+    /// A publish's idempotency key, of `publishJob`.
+    PublishKeyParams = [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": false,
+            "description": "The job's idempotency key: 1 to 256 bytes, no control character (else 400 `invalid dedup: <why>`). A later publish with the same key in the queue stores nothing and answers the first job's id with `\"duplicate\": true` and the header `Idempotent-Replayed: true` (see `dedup_ttl` and `dedup_mode` for how long a key holds).",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "dedup",
+            "in": "query",
+            "required": false,
+            "description": "The key, as a parameter: the same as `Idempotency-Key` (both given must agree, else 400 `Idempotency-Key and dedup differ`).",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "dedup_ttl",
+            "in": "query",
+            "required": false,
+            "description": "With a key: the key holds for this many seconds after the first publish, however its job ended (1 to 2592000, 30 days; else 400 `invalid dedup_ttl`), instead of until the job is done. Not with `dedup_mode=debounce` (400 `dedup_ttl does not go with debounce`).",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 2592000},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "dedup_mode",
+            "in": "query",
+            "required": false,
+            "description": "With a key: `until_done` (the default: a duplicate while the first job exists, in any state, the dead letter included) or `debounce` (a publish whose key names a delayed job never delivered replaces that job's body, attributes, delay, TTL, tries and policy, and keeps its id; else as `until_done`). Anything else is 400 `invalid dedup_mode: until_done or debounce`; `dedup_ttl` or `dedup_mode` without a key is 400 `dedup_ttl and dedup_mode need a key (Idempotency-Key or dedup)`.",
+            "schema": {"type": "string", "enum": ["until_done", "debounce"], "default": "until_done"},
+            "x-sundial-extension": true
+        },
+    ];
+    /// A bulk's idempotency keys, of `publishJobsBulk`.
+    BulkKeyParams = [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": false,
+            "description": "A key for the whole bulk: element `i` (from 0) gets the key `<key>/<i>`, so that the same bulk sent again stores nothing twice. Not with `dedup` (400 `give a bulk's keys as Idempotency-Key or as dedup, not both`).",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "dedup",
+            "in": "query",
+            "required": false,
+            "description": "One key per element, in order (`dedup=a&dedup=b`; a count that differs from the elements' is 400 `dedup must be given once per job`). Elements whose key named a job published before are answered with its id, and their places in `duplicates` (or `replaced`, with debounce).",
+            "schema": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 256}},
+            "style": "form",
+            "explode": true,
+            "x-sundial-extension": true
+        },
+        {
+            "name": "dedup_ttl",
+            "in": "query",
+            "required": false,
+            "description": "With a key: the key holds for this many seconds after the first publish, however its job ended (1 to 2592000, 30 days; else 400 `invalid dedup_ttl`), instead of until the job is done. Not with `dedup_mode=debounce` (400 `dedup_ttl does not go with debounce`).",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 2592000},
+            "x-sundial-extension": true
+        },
+        {
+            "name": "dedup_mode",
+            "in": "query",
+            "required": false,
+            "description": "With a key: `until_done` (the default: a duplicate while the first job exists, in any state, the dead letter included) or `debounce` (a publish whose key names a delayed job never delivered replaces that job's body, attributes, delay, TTL, tries and policy, and keeps its id; else as `until_done`). Anything else is 400 `invalid dedup_mode: until_done or debounce`; `dedup_ttl` or `dedup_mode` without a key is 400 `dedup_ttl and dedup_mode need a key (Idempotency-Key or dedup)`.",
+            "schema": {"type": "string", "enum": ["until_done", "debounce"], "default": "until_done"},
+            "x-sundial-extension": true
+        },
+    ];
     /// Of `publishJob`.
     PublishJobParams = [
         {
