@@ -30,6 +30,19 @@ pub struct Publish {
     /// Deliveries before it goes to the dead letter.
     #[arg(long)]
     tries: Option<u64>,
+    /// An idempotency key: a later publish with it in the queue stores
+    /// nothing and answers this job's id (printed with "duplicate"),
+    /// while this job exists.
+    #[arg(long)]
+    key: Option<String>,
+    /// With --key: the key holds this many seconds after this publish,
+    /// however the job ended.
+    #[arg(long, requires = "key", conflicts_with = "debounce")]
+    dedup_ttl: Option<u64>,
+    /// With --key: while the job with the key waits (delayed, never
+    /// delivered), this publish replaces its body and schedule.
+    #[arg(long, requires = "key")]
+    debounce: bool,
     #[command(flatten)]
     pub(crate) global: Global,
 }
@@ -83,16 +96,36 @@ pub(crate) async fn publish(c: Client, p: Publish) -> Outcome {
             buf
         }
     };
-    let path = format!(
+    let mut path = format!(
         "/api/{}/{}{}",
         seg(&p.namespace),
         seg(&p.queue),
-        query(&[("delay", Some(p.delay)), ("ttl", p.ttl), ("tries", p.tries)])
+        query(&[
+            ("delay", Some(p.delay)),
+            ("ttl", p.ttl),
+            ("tries", p.tries),
+            ("dedup_ttl", p.dedup_ttl)
+        ])
     );
+    if let Some(key) = &p.key {
+        path.push_str(&format!("&dedup={}", seg(key)));
+        if p.debounce {
+            path.push_str("&dedup_mode=debounce");
+        }
+    }
     let r = c
         .call_raw(Listener::Api, Method::PUT, &path, Some((body, JSON)), None)
         .await?;
-    c.show(&r.json, |r| println!("{}", table::cell(&r["job_id"])));
+    c.show(&r.json, |r| {
+        let how = if r["duplicate"] == true {
+            " (duplicate: nothing stored)"
+        } else if r["replaced"] == true {
+            " (replaced the waiting job)"
+        } else {
+            ""
+        };
+        println!("{}{how}", table::cell(&r["job_id"]));
+    });
     Ok(())
 }
 

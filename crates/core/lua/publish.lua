@@ -21,17 +21,20 @@
 -- pending job the key names took this job's body and schedule). See
 -- `lua/lib/keys.lua`.
 -- Writes are gathered and made once per key at the end (one HSET of every
--- record, one LPUSH of every ready id, one ZADD of their expiries), and
--- the ids of every publication are looked up with one HMGET: a call costs
--- a few commands whatever number of jobs it carries. Delayed jobs are
--- placed one by one (`delay`), which keeps the pumps' wake-ups exact.
+-- record, one LPUSH of every ready id, one ZADD of their expiries, one
+-- HSET of the key index), and the ids and keys of every publication are
+-- looked up at once (`keys_named`): a call costs a few commands whatever
+-- number of jobs it carries. Delayed jobs are placed one by one (`delay`),
+-- which keeps the pumps' wake-ups exact; a debounce that replaces a job
+-- writes it at once.
 local queue = ARGV[1]
 local now = now_ms()
 local k = { j = KEYS[1], t = KEYS[2], s = KEYS[5], prefix = ARGV[5] }
 local qn = qn_make(KEYS[6], queue)
 
--- Where each publication's triples start and end, and every id once.
-local pubs, ids = {}, {}
+-- Where each publication's jobs start and end, every id once, and the
+-- index field of every key.
+local pubs, ids, fields = {}, {}, {}
 local i = 6
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 5])
@@ -39,7 +42,10 @@ while i <= #ARGV do
   if ARGV[i + 4] ~= '' then stride = 4 end
   local first, last = i + 6, i + 5 + stride * n
   pubs[#pubs + 1] = { i, first, last, n, stride }
-  for j = first, last, stride do ids[#ids + 1] = ARGV[j] end
+  for j = first, last, stride do
+    ids[#ids + 1] = ARGV[j]
+    if stride == 4 then fields[#fields + 1] = key_field(qn, ARGV[j + 3]) end
+  end
   i = last + 1
 end
 local taken = {}
@@ -47,9 +53,14 @@ local found = hmget_many(KEYS[1], ids)
 for x = 1, #ids do
   if found[x] then taken[ids[x]] = true end
 end
+-- What each key names before this call (field → id, and the job's record
+-- when it lives here); keys this call gives are added as it goes, so that
+-- a key given twice in one call names the first job.
+local named, named_job = {}, {}
+if #fields > 0 then named, named_job = keys_named(k.prefix, k.j, fields, now) end
 
 local out = {}
-local records, ready_ids, expiries = {}, {}, {}
+local records, ready_ids, expiries, key_sets = {}, {}, {}, {}
 -- The earliest expiry of the ready jobs, if any has one.
 local soonest = nil
 local wake, woke = nil, false
@@ -58,56 +69,76 @@ local wake, woke = nil, false
 -- template and packer per schedule, not per publication.
 local kinds = {}
 -- Jobs stored per state, and in all, and their bytes (`job_bytes`); ready
--- jobs stored one by one (`keyed`).
-local stored, total, bytes, keyed_ready = {}, 0, 0, 0
+-- jobs that a debounce wrote at once.
+local stored, total, bytes, replaced_ready = {}, 0, 0, 0
+
+-- Gathers the writes of a new job `id` (record `record`, of template `r`).
+local function store(id, record, r, expire)
+  records[#records + 1] = id
+  records[#records + 1] = record
+  bytes = bytes + #id + #record
+  if r.state == DELAYED then
+    wake = delay(k, id, r.due, now, wake, ARGV[3], ARGV[4])
+  else
+    ready_ids[#ready_ids + 1] = id
+    if r.expire > 0 then
+      expiries[#expiries + 1] = expire
+      expiries[#expiries + 1] = id
+      if soonest == nil or r.expire < soonest then soonest = r.expire end
+    end
+  end
+end
 
 local function hit(answer, place, id, how)
   local n = #answer
   answer[n + 1], answer[n + 2], answer[n + 3] = place, id, how
 end
 
--- The jobs `first`..`last` of a publication with keys (`spec`, see
--- above), of record template `r`, stored one by one, each key looked up
--- (`key_find`) once the jobs before it are stored, so that a key given
--- twice in one call names the first job. Returns the publication's answer
--- ({stored, then per job that a key answered: place, id, `d` or `r`}),
--- the slot's next wake-up, and the bytes and ready jobs it added (the
--- counts of a job that debounce replaced are written here).
-local function keyed(r, spec, first, last, wake)
-  local answer, added, ready, place = { 0 }, 0, 0, 0
+-- Debounce: job `id` (decoded `old`), delayed and never delivered, takes
+-- `job`'s body and schedule and keeps its id and key; written at once.
+local function replace(id, old, job)
+  old.queue = queue
+  drop(k.j, k.t, KEYS[3], id, old)
+  wake = put(k, KEYS[4], id, job, now, wake, ARGV[3], ARGV[4])
+  redis.call('HSET', k.prefix .. 'k', key_field(qn, job.key), id)
+  count(KEYS[3], job.state, queue, 1)
+  use(KEYS[3], queue, 1, job_bytes(id, job))
+  if job.state == READY then replaced_ready = replaced_ready + 1 end
+end
+
+-- The jobs `first`..`last` of a publication with keys (`spec`, see above),
+-- of record template `r`. Returns the publication's answer: the jobs
+-- stored, then per job that a key answered: place, id, `d` or `r`.
+local function keyed(r, spec, first, last, expire)
+  local answer, place = { 0 }, 0
   local mode, window = string.sub(spec, 1, 1), 0
   if mode == 'w' then window = tonumber(string.sub(spec, 2)) end
   for j = first, last, 4 do
     place = place + 1
     local id, key = ARGV[j], ARGV[j + 3]
-    local named, old = key_find(k.prefix, k.j, qn, key, now)
+    local field = key_field(qn, key)
+    local was, old = named[field], named_job[field]
     local job = { tries = r.tries, pub = now, expire = r.expire, due = r.due, queue = queue, qn = qn,
                   state = r.state, ext = true, delivery = 0, policy = r.policy or '', reason = '',
                   key = key, keyend = 0, attrs = ARGV[j + 1], body = ARGV[j + 2] }
     if window > 0 then job.keyend = now + window end
-    if named and mode == 'd' and old and old.state == DELAYED and not old.delivered then
-      -- Debounce: the pending job takes this one's body and schedule, and
-      -- keeps its id and key.
-      old.queue = queue
-      drop(k.j, k.t, KEYS[3], named, old)
-      wake = put(k, KEYS[4], named, job, now, wake, ARGV[3], ARGV[4])
-      redis.call('HSET', k.prefix .. 'k', key_field(qn, key), named)
-      count(KEYS[3], job.state, queue, 1)
-      use(KEYS[3], queue, 1, job_bytes(named, job))
-      if job.state == READY then ready = ready + 1 end
-      hit(answer, place, named, 'r')
-    elseif named then
-      hit(answer, place, named, 'd')
+    if was and mode == 'd' and old and old.state == DELAYED and not old.delivered then
+      replace(was, old, job)
+      named_job[field] = nil
+      hit(answer, place, was, 'r')
+    elseif was then
+      hit(answer, place, was, 'd')
     else
-      wake = put(k, KEYS[4], id, job, now, wake, ARGV[3], ARGV[4])
-      redis.call('HSET', k.prefix .. 'k', key_field(qn, key), id)
+      store(id, encode(job), r, expire)
+      key_sets[#key_sets + 1] = field
+      key_sets[#key_sets + 1] = id
+      named[field] = id
       answer[1] = answer[1] + 1
-      added = added + job_bytes(id, job)
-      if job.state == READY then ready = ready + 1 end
     end
   end
-  return answer, wake, added, ready
+  return answer
 end
+
 for _, p in ipairs(pubs) do
   local at, first, last, n, stride = p[1], p[2], p[3], p[4], p[5]
   local clash = false
@@ -133,26 +164,11 @@ for _, p in ipairs(pubs) do
     end
     local answer = n
     if stride == 4 then
-      local added, ready
-      answer, wake, added, ready = keyed(r, ARGV[at + 4], first, last, wake)
-      n, bytes, keyed_ready = answer[1], bytes + added, keyed_ready + ready
-    end
-    for j = first, last, stride do
-      if stride == 4 then break end
-      local id = ARGV[j]
-      local record = pack(ARGV[j + 1], ARGV[j + 2])
-      records[#records + 1] = id
-      records[#records + 1] = record
-      bytes = bytes + #id + #record
-      if r.state == DELAYED then
-        wake = delay(k, id, r.due, now, wake, ARGV[3], ARGV[4])
-      else
-        ready_ids[#ready_ids + 1] = id
-        if r.expire > 0 then
-          expiries[#expiries + 1] = expire
-          expiries[#expiries + 1] = id
-          if soonest == nil or r.expire < soonest then soonest = r.expire end
-        end
+      answer = keyed(r, ARGV[at + 4], first, last, expire)
+      n = answer[1]
+    else
+      for j = first, last, 3 do
+        store(ARGV[j], pack(ARGV[j + 1], ARGV[j + 2]), r, expire)
       end
     end
     -- A later publication of this call with one of these ids clashes, as
@@ -165,6 +181,7 @@ for _, p in ipairs(pubs) do
 end
 
 call_many('HSET', KEYS[1], records, 2)
+call_many('HSET', k.prefix .. 'k', key_sets, 2)
 call_many('LPUSH', KEYS[4], ready_ids, 1)
 if soonest then
   -- Ready jobs' expiries wake a sleeping pump as due times do, when one is
@@ -179,5 +196,6 @@ for state, n in pairs(stored) do counts.state(state, queue, n) end
 counts.add('P' .. queue, total)
 if total > 0 then counts.use(queue, total, bytes) end
 counts.flush(KEYS[3])
-if #ready_ids + keyed_ready > 0 then announce(ARGV[2], #ready_ids + keyed_ready) end
+local ready = #ready_ids + replaced_ready
+if ready > 0 then announce(ARGV[2], ready) end
 return out

@@ -245,6 +245,13 @@ async fn bad_keys_are_refused_and_store_nothing(kind: ShardKind) {
         )
         .await;
     assert_eq!(r.status, 400, "{r:?}");
+    let r = api
+        .put("/api/ns/q/job/01JD3M6Y7ZQ8K5X4W2V1T0S9R8?dedup=a", b"x")
+        .await;
+    assert_eq!(
+        (r.status, r.json["error"].as_str()),
+        (400, Some("a republish takes no idempotency key"))
+    );
     let size = api.get("/api/ns/q/size").await;
     assert_eq!(size.json["size"], 0, "nothing stored: {size:?}");
 }
@@ -267,4 +274,37 @@ async fn a_key_outlives_the_gateway_that_stored_it() {
         (Some(id.as_str()), Some(true)),
         "{r:?}"
     );
+}
+
+#[tokio::test]
+async fn the_cli_publishes_with_a_key() {
+    let redis = sundial_tests::RedisServer::start();
+    let gw = Sundial::start(&SundialConfig::new(redis.url()));
+    let token = create_token(&gw.admin(), "ns").await;
+    let env = [("SUNDIAL_TOKEN", token.as_str())];
+    let publish = |extra: &[&str]| {
+        let mut args = vec![
+            "publish", "ns", "q", "hello", "--delay", "60", "--key", "k 1",
+        ];
+        args.extend_from_slice(extra);
+        gw.cli(&args, &env)
+    };
+    let first = publish(&[]);
+    assert_eq!(first.code, 0, "{first:?}");
+    let id = first.stdout.trim().to_owned();
+    assert_eq!(id.len(), 26, "{first:?}");
+    let again = publish(&[]);
+    assert_eq!(
+        again.stdout.trim(),
+        format!("{id} (duplicate: nothing stored)"),
+        "{again:?}"
+    );
+    let replaced = publish(&["--debounce"]);
+    assert_eq!(
+        replaced.stdout.trim(),
+        format!("{id} (replaced the waiting job)"),
+        "{replaced:?}"
+    );
+    let r = gw.cli(&["publish", "ns", "q", "x", "--dedup-ttl", "5"], &env);
+    assert_ne!(r.code, 0, "--dedup-ttl needs --key: {r:?}");
 }

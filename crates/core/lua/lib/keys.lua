@@ -37,21 +37,40 @@ local function unkey(slot_key, id, rec, tomb, now)
   end
 end
 
--- What a publish with `key` in the queue numbered `qn` finds at `now`:
--- the id of the job the key names (live, and its window open), with that
--- job's decoded record; or a tombstone's id, without a record; or nil
--- when the key is free. `prefix` is the slot's key prefix.
-local function key_find(prefix, jkey, qn, key, now)
-  local field = key_field(qn, key)
-  local id = redis.call('HGET', prefix .. 'k', field)
-  if id then
-    local raw = redis.call('HGET', jkey, id)
-    if raw then
-      local r = decode(raw)
-      if not expired(r, now) and (r.keyend == 0 or r.keyend > now) then return id, r end
+-- What the index `fields` (of one queue; a field may come twice) name at
+-- `now`, read with a few commands whatever their number: field → the id
+-- of the job the key names (live, its window open) or of a tombstone; and
+-- field → that job's decoded record, for a job that lives.
+local function keys_named(prefix, jkey, fields, now)
+  local named, jobs, ids, of = {}, {}, {}, {}
+  local found = hmget_many(prefix .. 'k', fields)
+  for x = 1, #fields do
+    if found[x] then
+      ids[#ids + 1] = found[x]
+      of[#ids] = fields[x]
     end
   end
-  local tomb = redis.call('GET', prefix .. 'k:' .. field)
-  if tomb then return tomb, nil end
-  return nil
+  local raws = hmget_many(jkey, ids)
+  for x = 1, #ids do
+    if raws[x] then
+      local r = decode(raws[x])
+      if not expired(r, now) and (r.keyend == 0 or r.keyend > now) then
+        named[of[x]], jobs[of[x]] = ids[x], r
+      end
+    end
+  end
+  local tombs, at = {}, {}
+  for x = 1, #fields do
+    if not named[fields[x]] then
+      tombs[#tombs + 1] = prefix .. 'k:' .. fields[x]
+      at[#tombs] = fields[x]
+    end
+  end
+  for c = 1, #tombs, 1000 do
+    local got = redis.call('MGET', unpack(tombs, c, math.min(c + 999, #tombs)))
+    for x = 1, #got do
+      if got[x] then named[at[c + x - 1]] = got[x] end
+    end
+  end
+  return named, jobs
 end

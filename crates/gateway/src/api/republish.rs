@@ -65,7 +65,7 @@ async fn delete_elsewhere(
     request_body(content = Option<doc::JobBytes>, content_type = "application/octet-stream", description = "The new job's bytes, at most 1 MiB."),
     responses(
         (status = 201, description = "Published; `job_id` is the new id.", body = crate::api::answers::Published<'_>),
-        (status = 400, description = "A parameter, header or the id was refused. Over the namespace's quota `max_delay`, `max_ttl` or `max_tries`: `{\"error\",\"quota\",\"limit\",\"usage\"}` (see the quota conventions). Messages: `invalid policy: <why>` (the retry policy that the publish's fields make over its queue's, e.g. `invalid policy: a backoff needs initial_delay_ms`), `invalid backoff: fixed or exponential`, `invalid multiplier`, `invalid initial_delay_ms`, `invalid max_delay_ms`, `invalid jitter_percent`, `invalid max_retry_ms`, `invalid job id`, `invalid delay`, `invalid delay_ms`, `invalid ttl`, `invalid tries`, `tries shouldn't be zero`, `ttl is shorter than delay`, `too many attributes, cannot exceed 16`.", body = inline(doc::ErrorOrQuota)),
+        (status = 400, description = "A parameter, header or the id was refused. Over the namespace's quota `max_delay`, `max_ttl` or `max_tries`: `{\"error\",\"quota\",\"limit\",\"usage\"}` (see the quota conventions). Messages: `invalid policy: <why>` (the retry policy that the publish's fields make over its queue's, e.g. `invalid policy: a backoff needs initial_delay_ms`), `invalid backoff: fixed or exponential`, `invalid multiplier`, `invalid initial_delay_ms`, `invalid max_delay_ms`, `invalid jitter_percent`, `invalid max_retry_ms`, `a republish takes no idempotency key` (an `Idempotency-Key` or `dedup`; a bad one is refused as at publish), `invalid job id`, `invalid delay`, `invalid delay_ms`, `invalid ttl`, `invalid tries`, `tries shouldn't be zero`, `ttl is shorter than delay`, `too many attributes, cannot exceed 16`.", body = inline(doc::ErrorOrQuota)),
         (status = 403, response = doc::PublishForbidden),
         (status = 404, description = "`pool not found`.", body = crate::api::answers::ErrorBody<'_>),
         (status = 408, response = doc::RequestTimeout),
@@ -79,6 +79,9 @@ pub(super) async fn republish(
     tenant: Tenant,
     req: Request,
 ) -> Result<impl IntoResponse, ApiError> {
+    if super::dedup::single(&tenant.params, req.headers())?.is_some() {
+        return Err(ApiError::bad("a republish takes no idempotency key"));
+    }
     let (p, body) = Publication::parse(&state, &tenant, req)?;
     let old = super::jobs::job_id(&tenant)?;
     let body = body::read(&state.bodies, body, MAX_BODY_BYTES, "body too large").await?;

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! sundial-bench publish  --secs 10 --concurrency 64            # jobs/s
+//! sundial-bench publish  --secs 10 --keys                      # each with a key
 //! sundial-bench consume  --jobs 200000 --concurrency 64        # consume+ack jobs/s
 //! sundial-bench consume  --jobs 200000 --then touch           # consume+touch+ack
 //! sundial-bench lateness --rate 1000 --secs 20 --min-delay 1 --max-delay 3
@@ -15,13 +16,7 @@
 //! Length: each measurement is one function, top to bottom, so that its
 //! method (what is timed, from where to where) reads in one place.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Duration};
 
 mod backlog;
 mod connections;
@@ -31,6 +26,7 @@ mod idle;
 mod lateness;
 mod memory;
 mod noisy;
+mod publish;
 mod rebalance;
 mod retries;
 mod served;
@@ -38,8 +34,6 @@ mod wire;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use hdrhistogram::Histogram;
-use tokio::sync::Mutex;
 
 #[derive(Parser)]
 #[command(about = "Load generator for Sundial's HTTP API")]
@@ -75,6 +69,9 @@ enum Cmd {
     Publish {
         #[arg(long, default_value_t = 10)]
         secs: u64,
+        /// Give each publish an idempotency key of its own (`dedup`).
+        #[arg(long)]
+        keys: bool,
     },
     /// Publish `jobs` (bulk), then consume and ack them all as fast as possible.
     Consume {
@@ -160,6 +157,9 @@ enum Cmd {
         redis: String,
         #[arg(long, default_value_t = 100_000)]
         jobs: u64,
+        /// Give each job an idempotency key of its own.
+        #[arg(long)]
+        keys: bool,
     },
     /// What `namespaces` idle tenants cost: each gets a token, a few
     /// far-delayed jobs and a queue used once and emptied; then, after a
@@ -236,7 +236,9 @@ async fn main() -> anyhow::Result<()> {
         body: vec![b'x'; cli.size],
     });
     match cli.cmd {
-        Cmd::Publish { secs } => publish(ctx, cli.concurrency, Duration::from_secs(secs)).await,
+        Cmd::Publish { secs, keys } => {
+            publish::publish(ctx, cli.concurrency, Duration::from_secs(secs), keys).await
+        }
         Cmd::Consume {
             jobs,
             count,
@@ -268,7 +270,7 @@ async fn main() -> anyhow::Result<()> {
             };
             noisy::noisy(ctx, &cli.admin, &quiet, flood, secs).await
         }
-        Cmd::Memory { redis, jobs } => memory::memory(ctx, &redis, jobs).await,
+        Cmd::Memory { redis, jobs, keys } => memory::memory(ctx, &redis, jobs, keys).await,
         Cmd::Backlog { jobs } => backlog::backlog(ctx, jobs).await,
         Cmd::Move {
             jobs,
@@ -296,58 +298,6 @@ async fn main() -> anyhow::Result<()> {
         } => idle::idle(ctx, &cli.admin, &redis, namespaces, secs, cli.concurrency).await,
         Cmd::Connections { count, kind } => connections::connections(ctx, count, kind).await,
     }
-}
-
-async fn publish(ctx: Arc<Ctx>, concurrency: usize, dur: Duration) -> anyhow::Result<()> {
-    let done = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
-    let lat = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
-    let cpu = ctx.cpu.sample();
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..concurrency {
-        let (ctx, done, errors, lat) = (ctx.clone(), done.clone(), errors.clone(), lat.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut local = Histogram::<u64>::new(3).expect("histogram");
-            let request =
-                wire::request("PUT", &format!("/api/{}/q", ctx.ns), &ctx.token, &ctx.body);
-            let mut conn = wire::Conn::connect(&ctx.api).await?;
-            while start.elapsed() < dur {
-                let t = Instant::now();
-                match conn.call(&request).await {
-                    Ok((201, _)) => {
-                        done.fetch_add(1, Ordering::Relaxed);
-                        let _ = local.record(t.elapsed().as_micros() as u64);
-                    }
-                    Ok(_) => {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(_) => {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                        conn = wire::Conn::connect(&ctx.api).await?;
-                    }
-                }
-            }
-            let _ = lat.lock().await.add(&local);
-            anyhow::Ok(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let n = done.load(Ordering::Relaxed);
-    let h = lat.lock().await;
-    println!(
-        "publish: {n} jobs in {secs:.1}s = {:.0} jobs/s, {} errors; latency p50 {:.2} ms, p99 {:.2} ms",
-        n as f64 / secs,
-        errors.load(Ordering::Relaxed),
-        h.value_at_quantile(0.5) as f64 / 1000.0,
-        h.value_at_quantile(0.99) as f64 / 1000.0
-    );
-    let requests = n + errors.load(Ordering::Relaxed);
-    println!("  {}", ctx.cpu.report(cpu, requests, n));
-    Ok(())
 }
 
 async fn fill(ctx: &Ctx, queue: &str, jobs: u64, query: &str) -> anyhow::Result<()> {
