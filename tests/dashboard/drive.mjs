@@ -25,11 +25,14 @@
 //   POLICY=<ms>         only set QUEUE's retry policy (in NAMESPACE) on its
 //                       page, after trying a bad one: exponential from
 //                       that many ms, 4 tries
+//   PAUSE=1             only pause QUEUE (in NAMESPACE) on its page, check
+//                       that the namespace's page marks it, and resume it
 //   SCREENSHOTS         a folder to save the pages in (optional)
 //   CHROMIUM            the browser (default /usr/bin/chromium)
 //
 // Prints `respawned <id>` (or `drain pending=<slots> jobs_left=<n>`, the
-// move's line, `quota publish_rate=<n> usage jobs=<n>`, or `policy <JSON>`)
+// move's line, `quota publish_rate=<n> usage jobs=<n>`, `policy <JSON>`, or
+// `pause paused=<bool> listed=<bool> resumed=<bool>`)
 // and exits 0, or prints why and exits 1.
 import http from "node:http";
 import { chromium } from "playwright-core";
@@ -44,6 +47,7 @@ const drain = process.env.DRAIN === "1";
 const move = process.env.MOVE;
 const quota = process.env.QUOTA;
 const policy = process.env.POLICY;
+const pause = process.env.PAUSE === "1";
 const shots = process.env.SCREENSHOTS;
 const PREFIX = "/sundial";
 const target = new URL(admin);
@@ -107,6 +111,7 @@ try {
     : move ? await showsMove(page, move)
     : quota ? await setsQuota(page, quota, shot)
     : policy ? await setsPolicy(page, policy, shot)
+    : pause ? await pausesAndResumes(page, shot)
     : await respawnOne(page, shot);
 } catch (e) {
   problems.push(e.stack || String(e));
@@ -174,6 +179,33 @@ async function setsQuota(page, rate, shot) {
   await shot("quota");
   const jobs = await page.locator('[data-usage="jobs"] .value').innerText();
   return `quota publish_rate=${rate} usage jobs=${jobs}`;
+}
+
+/** The queue's page: Pause, then the namespace's page marks the queue,
+ *  then Resume; each step read back from the admin API. */
+async function pausesAndResumes(page, shot) {
+  const ns = env("NAMESPACE");
+  const queue = env("QUEUE");
+  const queuePage = `${base}/dashboard/#/ns/${encodeURIComponent(ns)}/${encodeURIComponent(queue)}`;
+  const state = () => page.evaluate(async ([n, q]) => {
+    const r = await fetch(`../namespaces/${encodeURIComponent(n)}/queues/${encodeURIComponent(q)}/pause`);
+    return (await r.json()).paused;
+  }, [ns, queue]);
+  await page.goto(queuePage);
+  await page.getByRole("heading", { name: `Queue ${queue}` }).waitFor();
+  await page.locator('[data-pause="pause"]').click();
+  await page.locator('p.pause[data-paused="yes"]').waitFor();
+  const paused = await state();
+  await shot("paused");
+  await page.goto(`${base}/dashboard/#/ns/${encodeURIComponent(ns)}`);
+  await page.locator(`tr[data-queue="${queue}"]`).waitFor();
+  const listed = await page.locator(`tr[data-queue="${queue}"] [data-paused]`).count() === 1;
+  await page.goto(queuePage);
+  await page.locator('[data-pause="resume"]').click();
+  await page.locator('p.pause[data-paused="no"]').waitFor();
+  const resumed = !(await state());
+  await clean(page, "queue");
+  return `pause paused=${paused} listed=${listed} resumed=${resumed}`;
 }
 
 /** The queue's page: a policy the gateway refuses (the page says why),

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod listing;
 pub mod overview;
 mod paths;
+mod pauses;
 pub mod policies;
 pub mod pools;
 pub mod portable;

@@ -25,6 +25,24 @@ const CHUNK: usize = 4 * 1024 * 1024;
 
 #[derive(Debug, Subcommand)]
 pub enum NamespaceCmd {
+    /// Hold every queue's consumers of the namespace: they get no job
+    /// until it resumes (admin API).
+    Pause {
+        /// The namespace (a tenant).
+        ns: String,
+        /// The pool (`default` when left out).
+        #[arg(long)]
+        pool: Option<String>,
+    },
+    /// Let the namespace's consumers get jobs again (a queue paused itself
+    /// stays paused) (admin API).
+    Resume {
+        /// The namespace (a tenant).
+        ns: String,
+        /// The pool (`default` when left out).
+        #[arg(long)]
+        pool: Option<String>,
+    },
     /// The namespaces of a pool that have a token, sorted.
     List {
         /// The pool (`default` when left out).
@@ -108,6 +126,12 @@ async fn list(c: &Client, pool: Option<&String>) -> Outcome {
 pub(crate) async fn run(c: Client, cmd: NamespaceCmd) -> Outcome {
     match cmd {
         NamespaceCmd::List { pool } => list(&c, pool.as_ref()).await,
+        NamespaceCmd::Pause { ns, pool } => {
+            crate::pauses::run(&c, &ns, None, pool.as_ref(), true).await
+        }
+        NamespaceCmd::Resume { ns, pool } => {
+            crate::pauses::run(&c, &ns, None, pool.as_ref(), false).await
+        }
         NamespaceCmd::Move {
             ns,
             to,

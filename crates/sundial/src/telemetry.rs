@@ -106,6 +106,18 @@ const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
     ),
     (
         Kind::Gauge,
+        "sundial_queue_paused",
+        None,
+        "1 while a queue is paused itself (its consumers get no job), 0 once it resumed",
+    ),
+    (
+        Kind::Gauge,
+        "sundial_namespace_paused",
+        None,
+        "1 while a whole namespace is paused (no queue of it gives jobs), 0 once it resumed",
+    ),
+    (
+        Kind::Gauge,
         "sundial_consumers_waiting",
         None,
         "Consumers in a long poll on this gateway now",

@@ -461,3 +461,18 @@ async fn an_operator_sets_a_queues_retry_policy_from_the_dashboard_in_a_real_bro
     let job = api.get(&format!("/api/shop/emails/job/{id}")).await.json;
     assert_eq!(job["remain_tries"], 4, "{job}");
 }
+
+#[tokio::test]
+async fn an_operator_pauses_and_resumes_a_queue_from_the_dashboard_in_a_real_browser() {
+    let (_redis, gw, token) = gateway().await;
+    let api = Api::new(gw.api(), Some(&token));
+    api.publish("shop", "emails", "", b"{}").await;
+    let env = [("PAUSE", "1"), ("NAMESPACE", "shop"), ("QUEUE", "emails")];
+    let stdout = drive(&gw, &env).await;
+    assert!(
+        stdout.contains("pause paused=true listed=true resumed=true"),
+        "{stdout}"
+    );
+    let got = api.get("/api/shop/emails?timeout=0").await;
+    assert_eq!(got.status, 200, "resumed: {got:?}");
+}

@@ -52,6 +52,7 @@ mod moves;
 mod openapi;
 mod operators;
 mod outages;
+mod pause;
 mod pools;
 mod portable;
 mod probes;

@@ -22,17 +22,20 @@ pub enum AdminTable {
     Quotas,
     /// A queue's retry policy.
     Policies,
+    /// Queues and namespaces whose consumers get no job for now.
+    Pauses,
 }
 
 impl AdminTable {
     /// Every table, in the order they are declared (and read, and
     /// restored).
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Tokens,
         Self::Limits,
         Self::Homes,
         Self::Quotas,
         Self::Policies,
+        Self::Pauses,
     ];
 }
 
@@ -44,6 +47,7 @@ pub struct AdminKeys {
     pub homes: &'static str,
     pub quotas: &'static str,
     pub policies: &'static str,
+    pub pauses: &'static str,
     pub version: &'static str,
     /// Prefix of the queue indexes ([`AdminKeys::queues`]).
     queues: &'static str,
@@ -56,6 +60,7 @@ const ADMIN_KEYS: AdminKeys = AdminKeys {
     homes: "sd:homes",
     quotas: "sd:quotas",
     policies: "sd:policies",
+    pauses: "sd:pauses",
     version: TOKENS_VERSION,
     queues: "sd:queues:",
 };
@@ -67,6 +72,7 @@ const CLUSTER_ADMIN_KEYS: AdminKeys = AdminKeys {
     homes: "sd:{admin}:homes",
     quotas: "sd:{admin}:quotas",
     policies: "sd:{admin}:policies",
+    pauses: "sd:{admin}:pauses",
     version: "sd:{admin}:tokens:version",
     queues: "sd:{admin}:queues:",
 };
@@ -95,6 +101,7 @@ impl AdminKeys {
             AdminTable::Homes => self.homes,
             AdminTable::Quotas => self.quotas,
             AdminTable::Policies => self.policies,
+            AdminTable::Pauses => self.pauses,
         }
     }
 }

@@ -15,6 +15,7 @@ mod info;
 mod jobs;
 mod limits;
 mod moves;
+mod pauses;
 mod policies;
 pub(crate) mod portable;
 mod queues;
@@ -127,6 +128,11 @@ fn namespace_routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(usage::one))
         .routes(routes!(usage::all))
         .routes(routes!(attention::list))
+        .routes(routes!(
+            pauses::get_namespace,
+            pauses::pause_namespace,
+            pauses::resume_namespace
+        ))
 }
 
 /// A namespace's queues, their jobs and dead letters.
@@ -141,6 +147,11 @@ fn queue_routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(deadletter::dead_respawn))
         .routes(routes!(deadletter::dead_delete))
         .routes(routes!(policies::get, policies::set, policies::clear))
+        .routes(routes!(
+            pauses::get_queue,
+            pauses::pause_queue,
+            pauses::resume_queue
+        ))
 }
 
 async fn not_found() -> ApiError {

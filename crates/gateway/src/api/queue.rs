@@ -161,6 +161,7 @@ pub(crate) fn stats_of<'a>(
         consumed_total: c.delivered,
         publish_rate: rates.map(|r| r.0),
         consume_rate: rates.map(|r| r.1),
+        paused: state.admin.pauses().holds(pool, ns, queue),
     }
 }
 

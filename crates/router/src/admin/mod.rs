@@ -24,6 +24,7 @@
 
 pub mod homes;
 pub mod limits;
+pub mod pauses;
 pub mod policies;
 pub mod queue_sweep;
 pub mod queues;
@@ -43,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use crate::LiveTopology;
 use homes::{HomeTable, Homes};
 use limits::{LimitTable, Limits};
+use pauses::{PauseTable, Pauses};
 use policies::{Policies, PolicyTable};
 use queues::QueueIndex;
 use quotas::{QuotaTable, Quotas};
@@ -68,7 +70,8 @@ impl AdminStore {
             .with::<LimitTable>()
             .with::<HomeTable>()
             .with::<QuotaTable>()
-            .with::<PolicyTable>();
+            .with::<PolicyTable>()
+            .with::<PauseTable>();
         Arc::new(Self {
             replica: Arc::new(replica),
         })
@@ -97,6 +100,11 @@ impl AdminStore {
     /// Each queue's retry policy.
     pub fn policies(&self) -> Policies<'_> {
         Policies(&self.replica)
+    }
+
+    /// The queues and namespaces paused.
+    pub fn pauses(&self) -> Pauses<'_> {
+        Pauses(&self.replica)
     }
 
     /// The queues each namespace holds jobs in or published to lately.
@@ -145,6 +153,7 @@ impl AdminStore {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut changes = follow.as_ref().map(|l| l.changes());
         let mut failing = false;
+        let mut paused = std::collections::BTreeSet::new();
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -156,7 +165,9 @@ impl AdminStore {
             if let Some(shard) = follow.as_ref().and_then(|l| default_shard(l)) {
                 self.replica.set_redis(shard);
             }
-            match self.reload().await {
+            let reloaded = self.reload().await;
+            self.pauses().report(&mut paused);
+            match reloaded {
                 Ok(()) if failing => {
                     failing = false;
                     tracing::info!("token table reachable again");

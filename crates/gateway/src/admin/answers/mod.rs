@@ -6,6 +6,7 @@ pub mod info;
 pub mod jobs;
 pub mod limits;
 pub mod namespaces;
+pub mod pauses;
 pub mod policies;
 pub mod queues;
 pub mod quotas;

@@ -209,7 +209,8 @@ function drawQueues() {
       drawQueues();
     } }, label, k === key ? (desc ? " ▼" : " ▲") : ""), k === "queue" ? "" : "num"]);
   const rows = shown.map((q) => h("tr", { "data-queue": q.queue },
-    h("td", {}, h("a", { href: `#/ns/${enc(ns)}/${enc(q.queue)}` }, q.queue)),
+    h("td", {}, h("a", { href: `#/ns/${enc(ns)}/${enc(q.queue)}` }, q.queue),
+      q.paused ? h("span", { class: "muted", "data-paused": "" }, " (paused)") : null),
     ["ready", "delayed", "reserved", "dead"].map((k) => h("td", { class: "num" }, fmt(q[k]))),
     h("td", { class: "num" }, rate(q.publish_rate)),
     h("td", { class: "num" }, rate(q.consume_rate))));
@@ -242,6 +243,7 @@ async function queue(gen, ns, q) {
   }
   const live = document.getElementById("queue-live");
   live.replaceChildren(
+    pauseBar(base, stats.paused, () => show()),
     h("div", { class: "tiles" },
       ["ready", "delayed", "reserved", "dead"].map((k) => tile(k, stats[k])),
       tile("published", stats.published_total),
@@ -250,6 +252,26 @@ async function queue(gen, ns, q) {
     h("div", { class: "charts" },
       chart("Backlog", history.points, ["ready", "delayed", "reserved", "dead"], history.window_s),
       chart("Rates", history.points, ["publish_rate", "consume_rate"], history.window_s, "/s")));
+}
+
+// Whether the queue's consumers get jobs, and a button that pauses or
+// resumes it (`PUT`/`DELETE …/pause`); `done` redraws the page.
+function pauseBar(base, paused, done) {
+  const act = async (button) => {
+    button.disabled = true;
+    try {
+      await api(withPool(`${base}/pause`), { method: paused ? "DELETE" : "PUT" });
+      done();
+    } catch (e) {
+      button.disabled = false;
+      button.after(notice(e.message, true));
+    }
+  };
+  const button = h("button", { type: "button", "data-pause": paused ? "resume" : "pause",
+    onclick: (ev) => act(ev.currentTarget) }, paused ? "Resume" : "Pause");
+  return h("p", { class: "pause", "data-paused": paused ? "yes" : "no" },
+    paused ? "Paused: consumers get no job (publishes, timers and TTRs go on). " : "Consumers get jobs. ",
+    button);
 }
 
 // ---- navigation ----------------------------------------------------------

@@ -307,13 +307,16 @@ pub struct Stats<'a> {
     pub publish_rate: Option<f64>,
     #[schema(value_type = Rate)]
     pub consume_rate: Option<f64>,
+    /// Whether the queue is paused, itself or with its namespace: its
+    /// consumers get no job (Sundial's extension; its backlog stays).
+    pub paused: bool,
 }
 
 /// `GET /api/{ns}/{queue}/stats`.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(example = json!({"namespace": "ns", "queue": "q", "ready": 12, "delayed": 3,
     "reserved": 1, "dead": 0, "published_total": 1200, "consumed_total": 1185,
-    "publish_rate": 2.5, "consume_rate": 2.4}))]
+    "publish_rate": 2.5, "consume_rate": 2.4, "paused": false}))]
 pub struct JobQueueStats<'a> {
     pub namespace: &'a str,
     #[serde(flatten)]

@@ -109,15 +109,21 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
     let route = tenant.route();
     let quota = quota::of(state, tenant);
     let mut unavailable: Vec<String>;
+    let mut pauses = state.admin.pauses().changes();
     loop {
         let woken = armed(&watches);
-        let pass = take_within_rate(state, tenant, &queues, &p, &quota).await;
-        unavailable = pass
-            .unavailable
-            .iter()
-            .map(|&q| queues[q].clone())
-            .collect();
-        match after(pass, queues.len(), deadline)? {
+        pauses.mark_unchanged();
+        // Paused queues are left out of the pass, and waited on: a resume
+        // wakes the poll.
+        let open = open_queues(state, tenant, &queues);
+        let pass = if open.is_empty() {
+            Pass::default()
+        } else {
+            take_within_rate(state, tenant, &open, &p, &quota).await
+        };
+        unavailable = pass.unavailable.iter().map(|&q| open[q].clone()).collect();
+        let some_paused = open.len() < queues.len();
+        match after(pass, open.len(), deadline)? {
             After::Jobs(jobs) => {
                 let answer = answer(tenant, jobs, p.count);
                 return Ok(with_unavailable(answer, &unavailable));
@@ -133,6 +139,7 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
         }
         tokio::select! {
             _ = select_all(woken) => {}
+            _ = pauses.changed(), if some_paused => {}
             () = tokio::time::sleep_until(deadline) => break,
             () = state.shutdown.cancelled() => break,
             () = rerouted(state, tenant, &route) => break,
@@ -142,6 +149,20 @@ async fn consume_jobs(state: &AppState, tenant: &Tenant) -> Result<Response, Api
         tenant.still_permitted(state)?;
     }
     Err(ApiError::NoJobFrom(unavailable))
+}
+
+/// The named queues whose consumers may get jobs now: those neither
+/// paused nor of a paused namespace (`sundial_router::admin::pauses`).
+/// (The queues themselves, shared, when none is paused: the usual case
+/// costs no copy.)
+fn open_queues(state: &AppState, tenant: &Tenant, queues: &Arc<[String]>) -> Arc<[String]> {
+    let pauses = state.admin.pauses();
+    let pool = tenant.pool().name();
+    let held = |q: &String| pauses.holds(pool, &tenant.ns, q);
+    if !queues.iter().any(held) {
+        return queues.clone();
+    }
+    queues.iter().filter(|q| !held(q)).cloned().collect()
 }
 
 /// What a pass leads to.
