@@ -87,7 +87,7 @@ local function take(id, raw, queue, deadline)
   out[#out + 1] = e
   t.state(head(raw), queue, -1)
   -- Its key is the new shard's to keep (`move_in.lua`).
-  unkey(jkey, id, raw, false)
+  unkey(jkey, id, raw, nil)
 end
 
 -- Ready and dead lists, newest first, of the queues whose counts say they

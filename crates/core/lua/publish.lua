@@ -34,7 +34,7 @@ local qn = qn_make(KEYS[6], queue)
 
 -- Where each publication's jobs start and end, every id once, and the
 -- index field of every key.
-local pubs, ids, fields = {}, {}, {}
+local pubs, ids, fields, tombs = {}, {}, {}, {}
 local i = 6
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 5])
@@ -44,7 +44,10 @@ while i <= #ARGV do
   pubs[#pubs + 1] = { i, first, last, n, stride }
   for j = first, last, stride do
     ids[#ids + 1] = ARGV[j]
-    if stride == 4 then fields[#fields + 1] = key_field(qn, ARGV[j + 3]) end
+    if stride == 4 then
+      fields[#fields + 1] = key_field(qn, ARGV[j + 3])
+      tombs[#tombs + 1] = key_tomb(k.prefix, queue, ARGV[j + 3])
+    end
   end
   i = last + 1
 end
@@ -57,7 +60,7 @@ end
 -- when it lives here); keys this call gives are added as it goes, so that
 -- a key given twice in one call names the first job.
 local named, named_job = {}, {}
-if #fields > 0 then named, named_job = keys_named(k.prefix, k.j, fields, now) end
+if #fields > 0 then named, named_job = keys_named(k.prefix, k.j, fields, tombs, now) end
 
 local out = {}
 local records, ready_ids, expiries, key_sets = {}, {}, {}, {}
@@ -69,8 +72,8 @@ local wake, woke = nil, false
 -- template and packer per schedule, not per publication.
 local kinds = {}
 -- Jobs stored per state, and in all, and their bytes (`job_bytes`); ready
--- jobs that a debounce wrote at once.
-local stored, total, bytes, replaced_ready = {}, 0, 0, 0
+-- jobs written at once (debounce).
+local stored, total, bytes, written_ready = {}, 0, 0, 0
 
 -- Gathers the writes of a new job `id` (record `record`, of template `r`).
 local function store(id, record, r, expire)
@@ -95,15 +98,28 @@ local function hit(answer, place, id, how)
 end
 
 -- Debounce: job `id` (decoded `old`), delayed and never delivered, takes
--- `job`'s body and schedule and keeps its id and key; written at once.
+-- `job`'s body and schedule and keeps its id, its key and its key's
+-- window; written at once. Its place in a wheel list goes too (`drop`
+-- takes it off the timer), or the pump would make it ready twice.
 local function replace(id, old, job)
   old.queue = queue
+  job.keyend = old.keyend
   drop(k.j, k.t, KEYS[3], id, old)
+  redis.call('LREM', k.prefix .. 'w:' .. math.floor(old.due / SECOND_MS), 0, id)
   wake = put(k, KEYS[4], id, job, now, wake, ARGV[3], ARGV[4])
   redis.call('HSET', k.prefix .. 'k', key_field(qn, job.key), id)
   count(KEYS[3], job.state, queue, 1)
   use(KEYS[3], queue, 1, job_bytes(id, job))
-  if job.state == READY then replaced_ready = replaced_ready + 1 end
+  if job.state == READY then written_ready = written_ready + 1 end
+end
+
+-- A new job of a debounce publication, written at once, so that a later
+-- publication of this call with its key finds it and replaces it.
+local function put_now(id, job, field)
+  wake = put(k, KEYS[4], id, job, now, wake, ARGV[3], ARGV[4])
+  redis.call('HSET', k.prefix .. 'k', field, id)
+  bytes = bytes + job_bytes(id, job)
+  if job.state == READY then written_ready = written_ready + 1 end
 end
 
 -- The jobs `first`..`last` of a publication with keys (`spec`, see above),
@@ -124,10 +140,14 @@ local function keyed(r, spec, first, last, expire)
     if window > 0 then job.keyend = now + window end
     if was and mode == 'd' and old and old.state == DELAYED and not old.delivered then
       replace(was, old, job)
-      named_job[field] = nil
+      named_job[field] = job
       hit(answer, place, was, 'r')
     elseif was then
       hit(answer, place, was, 'd')
+    elseif mode == 'd' then
+      put_now(id, job, field)
+      named[field], named_job[field] = id, job
+      answer[1] = answer[1] + 1
     else
       store(id, encode(job), r, expire)
       key_sets[#key_sets + 1] = field
@@ -196,6 +216,6 @@ for state, n in pairs(stored) do counts.state(state, queue, n) end
 counts.add('P' .. queue, total)
 if total > 0 then counts.use(queue, total, bytes) end
 counts.flush(KEYS[3])
-local ready = #ready_ids + replaced_ready
+local ready = #ready_ids + written_ready
 if ready > 0 then announce(ARGV[2], ready) end
 return out

@@ -208,6 +208,9 @@ end
 -- pump is behind: a backlog, or a second opened late) goes straight to
 -- ready, and one past its TTL goes, without passing through the timer.
 local opened = 0
+-- An id listed twice (in one second, or in two opened together) is
+-- handled once: its record is rewritten only when this call writes.
+local listed = {}
 while opened < limit do
   local first = redis.call('ZRANGE', skey, 0, 0, 'WITHSCORES')
   if #first == 0 or tonumber(first[2]) >= now + SECOND_MS then break end
@@ -215,7 +218,8 @@ while opened < limit do
   local ids = redis.call('LPOP', wkey, limit - opened)
   if ids then
     each_record(ids, function(id, raw)
-      if not raw then return end
+      if not raw or listed[id] then return end
+      listed[id] = true
       local st, qn, tries, expire, delivered, at = head(raw)
       if st ~= DELAYED then return end
       if expire > 0 and expire <= now then

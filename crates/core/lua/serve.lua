@@ -100,7 +100,7 @@ if acks > 0 then
         state = st
         gone[id] = true
         ids[#ids + 1] = id
-        unkey(jkey, id, raw, true)
+        unkey(jkey, id, raw, queue)
         t.state(st, queue, -1)
         acked_bytes = acked_bytes + #id + #raw
         if st == READY or st == DEAD then listed[#listed + 1] = x end
@@ -219,7 +219,7 @@ while #taken < wanted and not empty do
         if st == READY and q == qn then
           if expire > 0 and expire <= now then
             expired_ids[#expired_ids + 1] = fresh[x]
-            unkey(jkey, fresh[x], raw, true, now)
+            unkey(jkey, fresh[x], raw, queue, now)
             t.state(READY, queue, -1)
             expired_bytes = expired_bytes + #fresh[x] + #raw
           else

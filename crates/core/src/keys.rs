@@ -24,7 +24,7 @@
 //! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib/slot.lua`); the list goes when the slot holds no ready job of the queue |
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
 //! | `sd:T:k` | hash | `<queue number>:<key>` → the id of the latest job of that queue published with idempotency key `<key>` (`lua/lib/keys.lua`) | an entry names a job the slot holds; it goes with that job (acked, deleted, expired, dropped, moved away) |
-//! | `sd:T:k:<queue number>:<key>` | string | the id of a job published with a window (`dedup_ttl`) that ended before its window did | expires when the window ends |
+//! | `sd:T:k:<ns>/<queue>:<key>` | string | the id of a job published with a window (`dedup_ttl`) that ended before its window did | expires when the window ends |
 //! | `sd:T:lease` | string | the id of the pump process that pumps this slot | changed only by the lease scripts; the pump script checks it |
 //! | `sd:T:m` | hash | job id → transit entry: a job the mover took out of this slot (its record, queue, reservation deadline, destination and the take's tag), or `x`, queue and destination for one deleted in transit | only on a shard the slot moved away from, while the mover copies it; peek and ack by id read it |
 //! | `sd:T:i` | zset | job id → the tag of the take whose copy the mover made here (the take's time, µs) | only on a shard the slot moved to; a copy of the same take is skipped, a copy of any other take is not; a mark goes once its job's transit entry at the old shard is gone for good; the key expires a day after its last mark, as a backstop |

@@ -196,6 +196,12 @@ async fn bad_keys_are_refused_and_store_nothing(kind: ShardKind) {
             vec![],
             "invalid dedup: longer than 256 bytes",
         ),
+        ("dedup=%FF".into(), vec![], "invalid dedup: not UTF-8"),
+        (
+            "dedup=a&dedup=b".into(),
+            vec![],
+            "dedup given more than once",
+        ),
         (
             "dedup=a%01b".into(),
             vec![],

@@ -6,20 +6,29 @@
 -- published with it, while that job lives. When the job leaves for good
 -- (acked, deleted, expired, dropped from the dead letter) its entry goes;
 -- a job published with a window (`dedup_ttl`) that leaves before its
--- window ends leaves a tombstone instead, `sd:T:k:<queue number>:<key>` →
+-- window ends leaves a tombstone instead, `sd:T:k:<ns>/<queue>:<key>` →
 -- its id, a string that Redis itself expires when the window ends. So no
--- key ever needs a scan, and the keys of a slot live in the slot.
+-- key ever needs a scan, and the keys of a slot live in the slot. (A
+-- tombstone is named by its queue's name, not its number: it may outlive
+-- the slot's queue table, which goes when the slot is left empty.)
 
 -- The index field of `key` in the queue numbered `qn`.
 local function key_field(qn, key)
   return qn .. ':' .. key
 end
 
+-- The tombstone of `key` in the queue `queue` (`<ns>/<queue>`), of the
+-- slot whose key prefix is `prefix`.
+local function key_tomb(prefix, queue, key)
+  return prefix .. 'k:' .. queue .. ':' .. key
+end
+
 -- After job `id` (record `rec`: raw, or decoded) left the slot: its key,
--- if it has one and the key still names it, no longer does. With `tomb`
--- (the job is gone for good, not moved to another shard), a window still
--- open at `now` (read from the clock when nil) is kept as a tombstone. `slot_key` is any key of the slot.
-local function unkey(slot_key, id, rec, tomb, now)
+-- if it has one and the key still names it, no longer does. With its
+-- queue `queue` (the job is gone for good; nil: it moved to another
+-- shard), a window still open at `now` (read from the clock when nil) is
+-- kept as a tombstone. `slot_key` is any key of the slot.
+local function unkey(slot_key, id, rec, queue, now)
   if type(rec) == 'string' then
     if string.byte(rec, 1) < KEYED then return end
     rec = decode(rec)
@@ -29,19 +38,20 @@ local function unkey(slot_key, id, rec, tomb, now)
   local field = key_field(rec.qn, rec.key)
   if redis.call('HGET', prefix .. 'k', field) ~= id then return end
   redis.call('HDEL', prefix .. 'k', field)
-  if tomb and rec.keyend > 0 then
+  if queue and rec.keyend > 0 then
     now = now or now_ms()
     if rec.keyend > now then
-      redis.call('SET', prefix .. 'k:' .. field, id, 'PX', rec.keyend - now)
+      redis.call('SET', key_tomb(prefix, queue, rec.key), id, 'PX', rec.keyend - now)
     end
   end
 end
 
 -- What the index `fields` (of one queue; a field may come twice) name at
 -- `now`, read with a few commands whatever their number: field → the id
--- of the job the key names (live, its window open) or of a tombstone; and
--- field → that job's decoded record, for a job that lives.
-local function keys_named(prefix, jkey, fields, now)
+-- of the job the key names (live, its window open) or of a tombstone
+-- (`tombs`: each field's, in the same order); and field → that job's
+-- decoded record, for a job that lives.
+local function keys_named(prefix, jkey, fields, tombs, now)
   local named, jobs, ids, of = {}, {}, {}, {}
   local found = hmget_many(prefix .. 'k', fields)
   for x = 1, #fields do
@@ -59,15 +69,15 @@ local function keys_named(prefix, jkey, fields, now)
       end
     end
   end
-  local tombs, at = {}, {}
+  local asked, at = {}, {}
   for x = 1, #fields do
     if not named[fields[x]] then
-      tombs[#tombs + 1] = prefix .. 'k:' .. fields[x]
-      at[#tombs] = fields[x]
+      asked[#asked + 1] = tombs[x]
+      at[#asked] = fields[x]
     end
   end
-  for c = 1, #tombs, 1000 do
-    local got = redis.call('MGET', unpack(tombs, c, math.min(c + 999, #tombs)))
+  for c = 1, #asked, 1000 do
+    local got = redis.call('MGET', unpack(asked, c, math.min(c + 999, #asked)))
     for x = 1, #got do
       if got[x] then named[at[c + x - 1]] = got[x] end
     end

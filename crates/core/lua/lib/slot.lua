@@ -45,7 +45,7 @@ end
 -- for the caller: scripts that popped it have nothing left to remove, and
 -- the others call `unlist`.
 local function drop(jkey, tkey, ckey, id, r, t)
-  unkey(jkey, id, r.raw or r, true)
+  unkey(jkey, id, r.raw or r, r.queue)
   redis.call('HDEL', jkey, id)
   redis.call('ZREM', tkey, id)
   count(ckey, r.state, r.queue, -1)

@@ -378,3 +378,100 @@ async fn keys_move_with_their_jobs() {
     );
     assert_usage_true(&b, &rb, "after keyed jobs moved").await;
 }
+
+#[tokio::test]
+async fn debounce_leaves_one_wheel_entry_and_the_pump_makes_the_job_ready_once() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let d = KeyMode::Debounce;
+    // Due in the wheel (over 2 s away), debounced three times within its second.
+    let (id, _) = one(&s, "q", sched(2_300, 0, 1), d, "w", "v1").await;
+    for v in ["v2", "v3", "v4"] {
+        assert_eq!(
+            one(&s, "q", sched(2_300, 0, 1), d, "w", v).await,
+            (id.clone(), Some(true))
+        );
+    }
+    let sl = key_slot("q", "w");
+    let (seconds, listed) = crate::helpers::wheel(&redis, sl);
+    assert_eq!(
+        listed, 1,
+        "one wheel entry for the job, not one per publish"
+    );
+    // An entry listed twice anyway (as the first builds left) is made ready once.
+    let k = SlotKeys::new(sl);
+    let second = seconds[0].parse::<u64>().expect("second");
+    let _: () = redis
+        .client()
+        .rpush(k.wheel(second), id.as_str())
+        .expect("rpush");
+    tokio::time::sleep(Duration::from_millis(2_400)).await;
+    s.timers().pump(sl, 100, None).await.expect("pump");
+    let c = counts(&s, "q").await.expect("counts");
+    assert_eq!((c.ready, c.delayed), (1, 0), "ready once");
+    let got = consume(&s, &["q"], 5, 30_000).await.expect("consume");
+    assert_eq!(got.len(), 1, "one delivery");
+    assert_eq!(got[0].job.body.as_ref(), b"v4");
+    assert_eq!(counts(&s, "q").await.expect("counts").ready, 0);
+    assert_usage_true(&s, &redis, "after debounces through the wheel").await;
+}
+
+#[tokio::test]
+async fn debounces_in_one_call_replace_each_other_in_order() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let lane = key_lane("k", L);
+    let publication = |body: &str| Publication {
+        schedule: sched(60_000, 0, 1),
+        jobs: vec![NewJob {
+            id: JobId::mint_in_lane(false, lane, L),
+            attrs: String::new(),
+            body: Bytes::from(body.to_owned()),
+        }],
+        keys: Some(Keys {
+            mode: KeyMode::Debounce,
+            keys: vec!["k".to_owned()],
+        }),
+    };
+    let calls = [publication("a"), publication("b"), publication("c")];
+    let first = calls[0].jobs[0].id.clone();
+    let out = s
+        .jobs()
+        .publish_many(key_slot("q", "k"), &qn("q"), &calls)
+        .await
+        .expect("publish");
+    let replaced = |o: &Outcome| match o {
+        Outcome::Stored(h) => h.first().map(|h| (h.id.clone(), h.replaced)),
+        Outcome::Exists => panic!("exists"),
+    };
+    assert_eq!(replaced(&out[0]), None, "stored");
+    assert_eq!(replaced(&out[1]), Some((first.clone(), true)));
+    assert_eq!(replaced(&out[2]), Some((first.clone(), true)));
+    let seen = s
+        .jobs()
+        .peek(key_slot("q", "k"), &qn("q"), &first)
+        .await
+        .expect("peek")
+        .expect("job");
+    assert_eq!(seen.body.as_ref(), b"c", "the last publish's body");
+    let c = counts(&s, "q").await.expect("counts");
+    assert_eq!((c.delayed, c.published), (1, 1));
+    assert_usage_true(&s, &redis, "after debounces in one call").await;
+}
+
+#[tokio::test]
+async fn a_tombstone_is_named_by_its_queue_not_its_number() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let (id, _) = one(&s, "q", now_sched(1), KeyMode::Window(60_000), "t", "a").await;
+    let got = consume(&s, &["q"], 1, 30_000).await.expect("consume");
+    assert!(
+        s.jobs()
+            .delete(got[0].slot, &qn("q"), &id)
+            .await
+            .expect("ack")
+    );
+    let (_, tombs) = index(&redis, "q", "t");
+    let k = SlotKeys::new(key_slot("q", "t"));
+    assert_eq!(tombs, vec![format!("{}k:ns/q:t", k.prefix())]);
+}

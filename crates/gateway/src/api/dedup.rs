@@ -37,20 +37,30 @@ fn mode(p: &Params) -> Result<Option<KeyMode>, ApiError> {
     })
 }
 
-/// `key` checked: 400 `invalid dedup: <why>` unless it may be one.
+/// `key` checked: 400 `invalid dedup: <why>` unless it may be one. A
+/// parameter's bytes that are not UTF-8 decode to U+FFFD, which would make
+/// different keys one: a key holding it is refused.
 fn checked(key: String) -> Result<String, ApiError> {
+    if key.contains('\u{FFFD}') {
+        return Err(not_utf8());
+    }
     check_key(&key).map_err(|why| ApiError::bad(format!("invalid dedup: {why}")))?;
     Ok(key)
 }
 
-/// The request's header key, if any (a value that is not text is refused).
+/// The refusal of a key that is not UTF-8.
+fn not_utf8() -> ApiError {
+    ApiError::bad("invalid dedup: not UTF-8")
+}
+
+/// The request's header key, if any (a value that is not UTF-8 is
+/// refused).
 fn header_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     match headers.get(HEADER) {
         None => Ok(None),
-        Some(v) => v
-            .to_str()
+        Some(v) => std::str::from_utf8(v.as_bytes())
             .map(|s| Some(s.to_owned()))
-            .map_err(|_| ApiError::bad("invalid dedup: not text")),
+            .map_err(|_| not_utf8()),
     }
 }
 
@@ -59,6 +69,9 @@ fn header_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 /// `dedup_mode` without one.
 pub(super) fn single(p: &Params, headers: &HeaderMap) -> Result<Option<Keys>, ApiError> {
     let mode = mode(p)?;
+    if p.all("dedup").len() > 1 {
+        return Err(ApiError::bad("dedup given more than once"));
+    }
     let key = match (header_key(headers)?, p.get("dedup")) {
         (Some(h), Some(d)) if h != d => {
             return Err(ApiError::bad("Idempotency-Key and dedup differ"));
@@ -148,6 +161,36 @@ mod tests {
             "Idempotency-Key and dedup differ"
         );
         assert!(single(&params("dedup=b"), &h).is_ok(), "the same key twice");
+        assert_eq!(
+            err(single(&params("dedup=b&dedup=c"), &HeaderMap::new())),
+            "dedup given more than once"
+        );
+    }
+
+    #[test]
+    fn keys_that_are_not_utf8_are_refused_and_utf8_headers_taken() {
+        let h = HeaderMap::new();
+        // Two different bytes that a lossy decoding would make one key.
+        assert_eq!(
+            err(single(&params("dedup=%FF"), &h)),
+            "invalid dedup: not UTF-8"
+        );
+        assert_eq!(
+            err(single(&params("dedup=%FE"), &h)),
+            "invalid dedup: not UTF-8"
+        );
+        let mut h = HeaderMap::new();
+        h.insert(
+            HEADER,
+            axum::http::HeaderValue::from_bytes("ключ".as_bytes()).expect("value"),
+        );
+        let k = single(&params(""), &h).expect("key");
+        assert_eq!(k.map(|k| k.keys), Some(vec!["ключ".into()]));
+        h.insert(
+            HEADER,
+            axum::http::HeaderValue::from_bytes(b"\xff").expect("value"),
+        );
+        assert_eq!(err(single(&params(""), &h)), "invalid dedup: not UTF-8");
     }
 
     #[test]
