@@ -34,12 +34,6 @@ fn answer(state: &AppState, pool: &str, ns: &str, queue: Option<&str>) -> Respon
     .into_response()
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// Pauses `queue` (or the namespace) and waits until this gateway's copy
 /// holds the change, so that the answer, and this gateway's consumers,
 /// see it at once.
@@ -52,7 +46,9 @@ async fn set(
 ) -> Result<Response, ApiError> {
     let pauses = state.admin.pauses();
     let changed = if paused {
-        pauses.pause(pool, ns, queue, now_ms()).await?
+        pauses
+            .pause(pool, ns, queue, crate::api::queue::unix_ms())
+            .await?
     } else {
         pauses.resume(pool, ns, queue).await?
     };

@@ -160,6 +160,9 @@ impl Pauses<'_> {
             .into_iter()
             .map(|(pool, ns, queue, _)| (pool, ns, queue))
             .collect();
+        if now == *reported {
+            return;
+        }
         for (key, value) in now
             .iter()
             .map(|k| (k, 1.0))
