@@ -30,6 +30,10 @@ pub struct Publish {
     /// Deliveries before it goes to the dead letter.
     #[arg(long)]
     tries: Option<u64>,
+    /// Its priority, 0 to 255: of the queue's ready jobs, the highest is
+    /// consumed first.
+    #[arg(long, value_parser = clap::value_parser!(u8))]
+    priority: Option<u8>,
     /// An idempotency key: a later publish with it in the queue stores
     /// nothing and answers this job's id (printed with "duplicate"),
     /// while this job exists.
@@ -104,6 +108,7 @@ pub(crate) async fn publish(c: Client, p: Publish) -> Outcome {
             ("delay", Some(p.delay)),
             ("ttl", p.ttl),
             ("tries", p.tries),
+            ("priority", p.priority.map(u64::from)),
             ("dedup_ttl", p.dedup_ttl)
         ])
     );

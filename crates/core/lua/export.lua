@@ -5,7 +5,9 @@
 --   in order, by `list`).
 -- `list`: a page of a queue's ready or dead list from its head (newest
 --   first: an import appends them at the consuming end in this order, so
---   the list keeps its order), skipping stale ids.
+--   the list keeps its order), skipping stale ids. A ready list is read
+--   with its priority levels' lists (`ready_lists`) as one list, each
+--   whole in turn; the import lists each job by its record's priority.
 -- `transit`: HSCAN of the transit hash from `cursor`: the namespace's jobs
 --   a mover has taken out of the slot and not let go yet (whatever their
 --   state), as they were taken.
@@ -57,7 +59,19 @@ if mode == 'scan' then
   return out
 end
 local passed, state, queue = tonumber(ARGV[2]), tonumber(ARGV[5]), ARGV[6]
-local ids = redis.call('LRANGE', ARGV[4], passed, passed + count - 1)
+local lists = { ARGV[4] }
+if state == READY then lists = ready_lists(ARGV[4]) end
+local ids, skip = {}, passed
+for _, lkey in ipairs(lists) do
+  if #ids >= count then break end
+  local len = redis.call('LLEN', lkey)
+  if skip >= len then
+    skip = skip - len
+  else
+    for _, id in ipairs(redis.call('LRANGE', lkey, skip, skip + count - #ids - 1)) do ids[#ids + 1] = id end
+    skip = 0
+  end
+end
 if #ids < count then out[2] = '-1' else out[2] = tostring(passed + #ids) end
 local qn = qn_of(KEYS[3], queue)
 if #ids == 0 or not qn then return out end

@@ -6,8 +6,10 @@
 -- ARGV[3], ARGV[4]: where to go on (0, 0 at first; as the last call returned)
 -- ARGV[5]: jobs to return at most   ARGV[6]: entries to read at most
 -- ARGV[7]: body bytes to return per job   ARGV[8]: slot key prefix (wheel list = prefix .. 'w:' .. second)
--- Where to go on: ready and dead, (0, entries of the list passed from its
--- consume end, the oldest); reserved, (0, rank in the timer zset);
+-- Where to go on: dead, (0, entries of the list passed from its consume
+-- end, the oldest); ready, (k, entries passed) in the k-th (from 0) of
+-- the queue's ready lists in consume order (`ready_lists`: its priority
+-- levels, highest first, then priority 0); reserved, (0, rank in the timer zset);
 -- delayed, (0, rank in the timer zset) for those due soon, then (k, index
 -- in the list) for the wheel second of rank k - 1, in due order.
 -- Returns: {done (1 when nothing is left), next ARGV[3], next ARGV[4], now,
@@ -42,16 +44,28 @@ local function finish(done, na, nb)
 end
 
 if state == 'ready' or state == 'dead' then
-  local lkey = state == 'ready' and KEYS[5] or KEYS[6]
-  local st = state == 'ready' and READY or DEAD
-  local len = redis.call('LLEN', lkey)
-  local n = math.min(want, budget)
-  if b >= len then return finish(1, 0, b) end
-  -- Ids are pushed at the head: the oldest (next to consume) is at -1.
-  local ids = redis.call('LRANGE', lkey, -(b + n), -(b + 1))
-  for i = #ids, 1, -1 do keep(ids[i], st, nil) end
-  local passed = b + #ids
-  return finish(passed >= len and 1 or 0, 0, passed)
+  local lists = { KEYS[6] }
+  local st = DEAD
+  if state == 'ready' then lists, st = ready_lists(KEYS[5]), READY end
+  -- A list passed whole moves on to the next one, in the same call.
+  while a < #lists do
+    local lkey = lists[a + 1]
+    local len = redis.call('LLEN', lkey)
+    if b < len then
+      local n = math.min(want - found, budget)
+      -- Ids are pushed at the head: the oldest (next to consume) is at -1.
+      local ids = redis.call('LRANGE', lkey, -(b + n), -(b + 1))
+      for i = #ids, 1, -1 do keep(ids[i], st, nil) end
+      budget = budget - #ids
+      b = b + #ids
+      if b < len or found >= want or budget <= 0 then
+        if b >= len then a, b = a + 1, 0 end
+        return finish(a >= #lists and 1 or 0, a, b)
+      end
+    end
+    a, b = a + 1, 0
+  end
+  return finish(1, a, b)
 end
 
 local qn = qn_of(KEYS[4], queue)

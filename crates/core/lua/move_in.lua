@@ -63,9 +63,11 @@ for i = 7, #ARGV, 2 do
         wake = at
       end
     else
-      local kind = 'r:'
-      if r.state == DEAD then kind = 'd:' end
-      redis.call('RPUSH', ARGV[1] .. kind .. r.queue, id)
+      if r.state == DEAD then
+        redis.call('RPUSH', ARGV[1] .. 'd:' .. r.queue, id)
+      else
+        push_ready(ARGV[1] .. 'r:' .. r.queue, id, r.priority, true)
+      end
       arm_expiry(tkey, id, r)
       if r.state == READY then ready[r.queue] = (ready[r.queue] or 0) + 1 end
     end

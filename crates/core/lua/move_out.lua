@@ -99,24 +99,28 @@ for _, field in ipairs(redis.call('HKEYS', ckey)) do
     local queue = string.sub(field, 2)
     local state = READY
     if kind == 'd' then state = DEAD end
-    local lkey = prefix .. kind .. ':' .. queue
-    -- Bounded: a run of stale ids (jobs deleted while listed) is trimmed
-    -- over several calls.
-    local pages = 0
-    while not full() and pages < 10 do
-      pages = pages + 1
-      local ids = redis.call('LRANGE', lkey, 0, math.min(limit - #taken, 1000) - 1)
-      if #ids == 0 then break end
-      local raws = hmget_many(jkey, ids)
-      -- Up to the byte budget: the ids past it stay listed.
-      local passed = 0
-      for x = 1, #ids do
-        if full() then break end
-        passed = x
-        local raw = raws[x]
-        if raw and head(raw) == state then take(ids[x], raw, queue, 0) end
+    -- A queue's ready jobs wait in one list per priority level.
+    local lkeys = { prefix .. 'd:' .. queue }
+    if kind == 'r' then lkeys = ready_lists(prefix .. 'r:' .. queue) end
+    for _, lkey in ipairs(lkeys) do
+      -- Bounded: a run of stale ids (jobs deleted while listed) is trimmed
+      -- over several calls.
+      local pages = 0
+      while not full() and pages < 10 do
+        pages = pages + 1
+        local ids = redis.call('LRANGE', lkey, 0, math.min(limit - #taken, 1000) - 1)
+        if #ids == 0 then break end
+        local raws = hmget_many(jkey, ids)
+        -- Up to the byte budget: the ids past it stay listed.
+        local passed = 0
+        for x = 1, #ids do
+          if full() then break end
+          passed = x
+          local raw = raws[x]
+          if raw and head(raw) == state then take(ids[x], raw, queue, 0) end
+        end
+        redis.call('LTRIM', lkey, passed, -1)
       end
-      redis.call('LTRIM', lkey, passed, -1)
     end
   end
 end
@@ -165,7 +169,8 @@ elseif only == '' and redis.call('HLEN', jkey) == 0 and redis.call('HLEN', mkey)
   end
   for _, field in ipairs(redis.call('HKEYS', KEYS[4])) do
     if string.sub(field, 1, 1) ~= '#' then
-      redis.call('DEL', prefix .. 'r:' .. field, prefix .. 'd:' .. field)
+      drop_ready(prefix .. 'r:' .. field)
+      redis.call('DEL', prefix .. 'd:' .. field)
     end
   end
   -- The queues' running totals go with the reply, for the mover to add

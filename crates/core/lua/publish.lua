@@ -3,13 +3,14 @@
 -- of many) is all or nothing on its own, and one that fails changes nothing
 -- for the others.
 -- KEYS[1]: jobs hash     KEYS[2]: timer zset     KEYS[3]: counters hash
--- KEYS[4]: ready list of the queue               KEYS[5]: wheel index zset
+-- KEYS[4]: ready list of the queue (priority 0's; `ready_list` names the
+--          others)                                KEYS[5]: wheel index zset
 -- KEYS[6]: queue table   KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: qualified queue (`<ns>/<queue>`)   ARGV[2]: ready channel of the queue
 -- ARGV[3]: timer channel   ARGV[4]: slot number
 -- ARGV[5]: slot key prefix (wheel lists are prefix .. 'w:' .. second)
--- ARGV[6..]: publications, each: delay ms, ttl ms (0 = never), tries, retry
---   policy (packed, "" for none), keys ("" for none; else `u` until done,
+-- ARGV[6..]: publications, each: delay ms, ttl ms (0 = never), tries,
+--   priority (0 to 255), retry policy (packed, "" for none), keys ("" for none; else `u` until done,
 --   `d` debounce, or `w<ms>` a window), n, then n triples of job id,
 --   attributes JSON ("" for none), body, each followed by its key when
 --   the publication has keys
@@ -21,7 +22,7 @@
 -- pending job the key names took this job's body and schedule). See
 -- `lua/lib/keys.lua`.
 -- Writes are gathered and made once per key at the end (one HSET of every
--- record, one LPUSH of every ready id, one ZADD of their expiries, one
+-- record, one LPUSH of every ready id per priority, one ZADD of their expiries, one
 -- HSET of the key index), and the ids and keys of every publication are
 -- looked up at once (`keys_named`): a call costs a few commands whatever
 -- number of jobs it carries. Delayed jobs are placed one by one (`delay`),
@@ -37,10 +38,10 @@ local qn = qn_make(KEYS[6], queue)
 local pubs, ids, fields, tombs = {}, {}, {}, {}
 local i = 6
 while i <= #ARGV do
-  local n = tonumber(ARGV[i + 5])
+  local n = tonumber(ARGV[i + 6])
   local stride = 3
-  if ARGV[i + 4] ~= '' then stride = 4 end
-  local first, last = i + 6, i + 5 + stride * n
+  if ARGV[i + 5] ~= '' then stride = 4 end
+  local first, last = i + 7, i + 6 + stride * n
   pubs[#pubs + 1] = { i, first, last, n, stride }
   for j = first, last, stride do
     ids[#ids + 1] = ARGV[j]
@@ -63,7 +64,9 @@ local named, named_job = {}, {}
 if #fields > 0 then named, named_job = keys_named(k.prefix, k.j, fields, tombs, now) end
 
 local out = {}
-local records, ready_ids, expiries, key_sets = {}, {}, {}, {}
+-- Ready ids per priority (`ready_list`), and the priorities in order.
+local records, ready_ids, ready_levels, expiries, key_sets = {}, {}, {}, {}, {}
+local ready_count = 0
 -- The earliest expiry of the ready jobs, if any has one.
 local soonest = nil
 local wake, woke = nil, false
@@ -83,7 +86,15 @@ local function store(id, record, r, expire)
   if r.state == DELAYED then
     wake = delay(k, id, r.due, now, wake, ARGV[3], ARGV[4])
   else
-    ready_ids[#ready_ids + 1] = id
+    local p = r.priority
+    local level = ready_ids[p]
+    if not level then
+      level = {}
+      ready_ids[p] = level
+      ready_levels[#ready_levels + 1] = p
+    end
+    level[#level + 1] = id
+    ready_count = ready_count + 1
     if r.expire > 0 then
       expiries[#expiries + 1] = expire
       expiries[#expiries + 1] = id
@@ -135,7 +146,7 @@ local function keyed(r, spec, first, last, expire)
     local field = key_field(qn, key)
     local was, old = named[field], named_job[field]
     local job = { tries = r.tries, pub = now, expire = r.expire, due = r.due, queue = queue, qn = qn,
-                  state = r.state, ext = true, delivery = 0, policy = r.policy or '', reason = '',
+                  state = r.state, priority = r.priority, ext = true, delivery = 0, policy = r.policy or '', reason = '',
                   key = key, keyend = 0, attrs = ARGV[j + 1], body = ARGV[j + 2] }
     if window > 0 then job.keyend = now + window end
     if was and mode == 'd' and old and old.state == DELAYED and not old.delivered then
@@ -169,10 +180,12 @@ for _, p in ipairs(pubs) do
     out[#out + 1] = 0
   else
     local schedule = ARGV[at] .. ' ' .. ARGV[at + 1] .. ' ' .. ARGV[at + 2] .. ' ' .. ARGV[at + 3]
+      .. ' ' .. ARGV[at + 4]
     local kind = kinds[schedule]
     if not kind then
       local r = fresh(queue, qn, tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), now)
-      with_policy(r, ARGV[at + 3])
+      r.priority = tonumber(ARGV[at + 3])
+      with_policy(r, ARGV[at + 4])
       -- The expiry as text once: a number given to redis.call is
       -- formatted by Redis on every use.
       kind = { r = r, pack = packer(r), expire = string.format('%d', r.expire) }
@@ -184,7 +197,7 @@ for _, p in ipairs(pubs) do
     end
     local answer = n
     if stride == 4 then
-      answer = keyed(r, ARGV[at + 4], first, last, expire)
+      answer = keyed(r, ARGV[at + 5], first, last, expire)
       n = answer[1]
     else
       for j = first, last, 3 do
@@ -202,7 +215,10 @@ end
 
 call_many('HSET', KEYS[1], records, 2)
 call_many('HSET', k.prefix .. 'k', key_sets, 2)
-call_many('LPUSH', KEYS[4], ready_ids, 1)
+for _, p in ipairs(ready_levels) do
+  call_many('LPUSH', ready_list(KEYS[4], p), ready_ids[p], 1)
+  if p > 0 then redis.call('ZADD', KEYS[4] .. ':p', p, p) end
+end
 if soonest then
   -- Ready jobs' expiries wake a sleeping pump as due times do, when one is
   -- the slot's earliest timer entry (a pump sleeps until then, or its idle
@@ -216,6 +232,6 @@ for state, n in pairs(stored) do counts.state(state, queue, n) end
 counts.add('P' .. queue, total)
 if total > 0 then counts.use(queue, total, bytes) end
 counts.flush(KEYS[3])
-local ready = #ready_ids + written_ready
+local ready = ready_count + written_ready
 if ready > 0 then announce(ARGV[2], ready) end
 return out

@@ -66,6 +66,9 @@ local FLUSH_BYTES = 4 * 1024 * 1024
 -- The reason a reservation whose TTR ran out records.
 local TTR_EXPIRED = 'ttr expired'
 local pending = 0
+-- A level list pushed to (`ready_list`) → its queue's ready list and level,
+-- so that `write` records the level in use.
+local levels = {}
 local function push(lkey, id)
   local l = lists[lkey]
   if not l then
@@ -115,7 +118,15 @@ local function move(id, raw, st, to, list, queue, tries, expire, delivered, time
   end
   records[#records + 1] = record
   pending = pending + #record
-  push(prefix .. list .. queue, id)
+  local lkey = prefix .. list .. queue
+  if to == READY then
+    local p = priority_of(raw)
+    if p > 0 then
+      levels[lkey .. ':' .. p] = { lkey, p }
+      lkey = lkey .. ':' .. p
+    end
+  end
+  push(lkey, id)
   rearm(id, expire, timed)
 end
 -- A delayed job, or a reservation with tries left, made ready.
@@ -167,7 +178,11 @@ local function retry(id, raw, queue, tries, expire, delivered)
 end
 local function write()
   call_many('HSET', jkey, records, 2)
-  for _, lkey in ipairs(list_order) do call_many('LPUSH', lkey, lists[lkey], 1) end
+  for _, lkey in ipairs(list_order) do
+    call_many('LPUSH', lkey, lists[lkey], 1)
+    local level = levels[lkey]
+    if level then redis.call('ZADD', level[1] .. ':p', level[2], level[2]) end
+  end
   call_many('ZADD', tkey, armed, 2)
   call_many('ZREM', tkey, unarmed, 1)
   counts.flush(ckey)
@@ -175,7 +190,7 @@ local function write()
     local id, st, queue = e[1], e[2], e[3]
     drop(jkey, tkey, ckey, id, { state = st, queue = queue, raw = e[4] }, counts)
     if st == READY then
-      unlist(prefix .. 'r:' .. queue, jkey, ckey, READY, queue, id)
+      unlist(prefix .. 'r:' .. queue, jkey, ckey, READY, queue, id, priority_of(e[4]))
     elseif st == DEAD then
       unlist(prefix .. 'd:' .. queue, jkey, ckey, DEAD, queue, id)
     end

@@ -67,11 +67,7 @@ elseif delay_ms > 0 then
   delay(slot_keys, id, r.due, now, next_wake(tkey, KEYS[6]), ARGV[10], ARGV[11])
 else
   r.state, r.due = READY, now
-  if front then
-    redis.call('RPUSH', KEYS[4], id)
-  else
-    redis.call('LPUSH', KEYS[4], id)
-  end
+  push_ready(KEYS[4], id, r.priority, front)
   arm_expiry(tkey, id, r)
   announce(ARGV[9], 1)
 end

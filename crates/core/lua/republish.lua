@@ -6,7 +6,7 @@
 -- ARGV[1]: qualified queue   ARGV[2]: delay ms   ARGV[3]: ttl ms   ARGV[4]: tries
 -- ARGV[5]: ready channel   ARGV[6]: timer channel   ARGV[7]: slot number   ARGV[8]: slot key prefix
 -- ARGV[9]: old job id   ARGV[10]: new job id   ARGV[11]: attrs   ARGV[12]: body
--- ARGV[13]: retry policy (packed, "" for none)
+-- ARGV[13]: retry policy (packed, "" for none)   ARGV[14]: priority (0 to 255)
 -- Returns: 1 when the old job existed, else 0; or an error reply `EXISTS <id>` and no change.
 local queue, delay_ms, ttl, tries = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local old, id = ARGV[9], ARGV[10]
@@ -25,7 +25,7 @@ end
 local now = now_ms()
 local k = { j = KEYS[1], t = KEYS[2], s = KEYS[5], prefix = ARGV[8] }
 local r = fresh(queue, qn_make(KEYS[6], queue), delay_ms, ttl, tries, now)
-r.attrs, r.body = ARGV[11], ARGV[12]
+r.attrs, r.body, r.priority = ARGV[11], ARGV[12], tonumber(ARGV[14])
 with_policy(r, ARGV[13])
 local wake
 if r.state == DELAYED then wake = next_wake(k.t, k.s) end

@@ -64,7 +64,7 @@ end
 local function unfenced(x, raw)
   local fence = tonumber(ARGV[5 + 2 * x])
   if fence == 0 then return true end
-  return string.byte(raw, 1) % 16 == RESERVED and delivery_of(raw) == fence
+  return string.byte(raw, 1) % 8 == RESERVED and delivery_of(raw) == fence
 end
 
 -- The acks: ack x has its id at ARGV[4 + 2x] and its fence after it, and
@@ -103,7 +103,7 @@ if acks > 0 then
         unkey(jkey, id, raw, queue)
         t.state(st, queue, -1)
         acked_bytes = acked_bytes + #id + #raw
-        if st == READY or st == DEAD then listed[#listed + 1] = x end
+        if st == READY or st == DEAD then listed[#listed + 1] = { x, priority_of(raw) } end
       end
     end
     out[#out + 1] = state
@@ -115,11 +115,12 @@ if acks > 0 then
     call_many('ZREM', tkey, ids, 1)
     -- `unlist` reads the counters: they must be written first.
     t.flush(ckey)
-    for _, x in ipairs(listed) do
+    for _, l in ipairs(listed) do
+      local x = l[1]
       local st = out[1 + x]
       local lkey = rkey
       if st == DEAD then lkey = KEYS[5] end
-      unlist(lkey, jkey, ckey, st, queue, ARGV[4 + 2 * x])
+      unlist(lkey, jkey, ckey, st, queue, ARGV[4 + 2 * x], l[2])
     end
   end
   -- A job that a mover took out of the slot is deleted in transit: its
@@ -188,19 +189,25 @@ if soonest then
   if before == nil or soonest < before then announce(ARGV[2], ARGV[3]) end
 end
 
--- The consumes: first the ready jobs they take, in list order, then who
--- gets which.
+-- The consumes: first the ready jobs they take, in list order (the
+-- queue's priority levels, highest first, then priority 0: `ready_lists`),
+-- then who gets which.
 -- Per job taken: id, record, tries and expiry.
 local taken, raws, tries_of, expire_of = {}, {}, {}, {}
 local expired_ids, popped = {}, {}
 -- The bytes of the ready jobs found expired.
 local expired_bytes = 0
-local empty = qn == nil
-while #taken < wanted and not empty do
+local lists, levels, l = {}, {}, 1
+if qn and wanted > 0 then lists, levels = ready_lists(rkey) end
+while #taken < wanted and l <= #lists do
   local n = math.min(wanted - #taken, 1000)
-  local ids = redis.call('RPOP', rkey, n)
-  if not ids then break end
-  if #ids < n then empty = true end
+  local ids = redis.call('RPOP', lists[l], n) or {}
+  if #ids < n then
+    -- This list is empty now: on to the next level (an empty level
+    -- goes from the queue's levels).
+    if levels[l] > 0 then redis.call('ZREM', rkey .. ':p', levels[l]) end
+    l = l + 1
+  end
   -- An id listed twice is taken once: its record is written at the end,
   -- so its second entry would still read as ready.
   local fresh = {}

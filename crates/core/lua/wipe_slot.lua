@@ -20,7 +20,10 @@ end
 for _, field in ipairs(redis.call('HKEYS', KEYS[5])) do
   -- `<ns>/<queue>` names a queue; `#…` fields number them.
   if string.sub(field, 1, 1) ~= '#' then
-    removed = removed + redis.call('DEL', prefix .. 'r:' .. field, prefix .. 'd:' .. field)
+    for _, lkey in ipairs(ready_lists(prefix .. 'r:' .. field)) do
+      removed = removed + redis.call('DEL', lkey)
+    end
+    removed = removed + redis.call('DEL', prefix .. 'r:' .. field .. ':p', prefix .. 'd:' .. field)
   end
 end
 -- The key index holds entries only of jobs the slot holds: none is left.

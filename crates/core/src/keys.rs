@@ -21,7 +21,9 @@
 //! | `sd:T:w:<second>` | list | ids of delayed jobs due within that second (`second = due_ms / 1000`) | every delayed job not in `sd:T:t` is in the list of its second; stale ids (deleted jobs) are skipped when the second opens |
 //! | `sd:T:c` | hash | `<s><ns>/<queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead); `P<ns>/<queue>`, `C<ns>/<queue>` and `A<ns>/<queue>` → jobs published, deliveries made and jobs acked (deleted by id: `serve.lua`) (running totals, which move with the slot) | the per-state counts equal the records in that state; changed by the script that changes the records |
 //! | `sd:T:u` | hash | `j<ns>` → jobs of the namespace held in the slot on this shard (records, and transit entries until their copy is safe); `b<ns>` → their bytes (ids and records, body included) | changed by every script that adds or removes a record or a transit entry; a field at 0 goes; counted afresh once on a shard whose data predates it (`usage_build.lua`) |
-//! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs, pushed left, popped right | every ready job is in it once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib/slot.lua`); the list goes when the slot holds no ready job of the queue |
+//! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs of priority 0, pushed left, popped right | every ready job is in its priority's list once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib/slot.lua`); the lists go when the slot holds no ready job of the queue |
+//! | `sd:T:r:<ns>/<queue>:<p>` | list | ids of ready jobs of priority `p` (1 to 255), as above | consumed before every lower level (`ready_lists` in `lua/lib/slot.lua`) |
+//! | `sd:T:r:<ns>/<queue>:p` | zset | the priorities above 0 whose lists may hold ids (member and score `p`) | every non-empty level list has its member; a consume that finds a level empty removes its member |
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
 //! | `sd:T:k` | hash | `<queue number>:<key>` → the id of the latest job of that queue published with idempotency key `<key>` (`lua/lib/keys.lua`) | an entry names a job the slot holds; it goes with that job (acked, deleted, expired, dropped, moved away) |
 //! | `sd:T:k:<ns>/<queue>:<key>` | string | the id of a job published with a window (`dedup_ttl`) that ended before its window did | expires when the window ends |
@@ -87,9 +89,14 @@ pub const META: &str = "sd:meta";
 /// Field of [`META`] that holds the data layout version.
 pub const META_FORMAT: &str = "format";
 /// The data layout this build reads and writes: pool-wide slots, records
-/// that may be extended and keyed (`lua/lib/record.lua`). Format 1
-/// (buckets) is in `docs/POOLS.md` ("Upgrading from format 1").
-pub const FORMAT: u32 = 4;
+/// that may be extended, keyed and prioritized (`lua/lib/record.lua`),
+/// ready lists per priority. Format 1 (buckets) is in `docs/POOLS.md`
+/// ("Upgrading from format 1").
+pub const FORMAT: u32 = 5;
+/// Format 4: records that may be keyed, never prioritized. Read, and
+/// marked [`FORMAT`] on start, so that a format-4 build refuses the shard
+/// rather than misread a prioritized record.
+pub const FORMAT_KEYED: u32 = 4;
 /// Format 3: records that may be extended, never keyed. Read, and marked
 /// [`FORMAT`] on start, so that a format-3 build refuses the shard rather
 /// than misread a keyed record.

@@ -410,6 +410,7 @@ async fn publishes_that_arrive_together_share_one_call_and_a_failing_one_changes
         delay_ms: 0,
         ttl_ms: 0,
         tries: 1,
+        priority: 0,
         policy: None,
     };
     let job = |id: JobId| NewJob {
@@ -513,6 +514,7 @@ async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
         delay_ms: 0,
         ttl_ms: 60_000,
         tries: 1,
+        priority: 0,
         policy: None,
     };
     let ids: Vec<JobId> = (0..30).map(|_| JobId::mint(false)).collect();
@@ -576,6 +578,7 @@ async fn publish_ready(shard: &sundial_core::Shard, n: usize) -> Vec<sundial_cor
         delay_ms: 0,
         ttl_ms: 0,
         tries: 3,
+        priority: 0,
         policy: None,
     };
     let ids: Vec<JobId> = (0..n).map(|_| JobId::mint(false)).collect();

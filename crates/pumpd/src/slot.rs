@@ -179,6 +179,7 @@ mod tests {
             delay_ms: 20,
             ttl_ms: 0,
             tries: 1,
+            priority: 0,
             policy: None,
         };
         let job = NewJob {

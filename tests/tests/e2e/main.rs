@@ -55,6 +55,7 @@ mod outages;
 mod pause;
 mod pools;
 mod portable;
+mod priority;
 mod probes;
 mod pumpd;
 mod reload;

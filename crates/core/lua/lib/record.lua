@@ -37,6 +37,12 @@
 --   key      Hc0 the key (1 to 256 bytes)
 -- The slot's key index (`sd:T:k`) points the key at the job while the job
 -- lives (`lua/lib/keys.lua`).
+-- A record with flag 8 (a priority above 0: data format 5) holds, right
+-- before its attributes (after its extension and key, if any), its
+--   priority B   1 to 255; a record without the flag has priority 0
+-- Its place keeps the extension's offsets (bytes 25 on) the same with it
+-- or without it; the slot keeps one ready list per priority in use
+-- (`ready_list` in `lua/lib/slot.lua`).
 -- A record becomes extended at its first delivery (`deliver`), or at its
 -- publish when it carries a policy; jobs that are never delivered keep
 -- the plain record, 7 bytes shorter. A plain record reads as delivery 0,
@@ -45,7 +51,7 @@
 -- bytes in front of the stored value (`patch`) without unpacking the rest;
 -- every patch keeps flag 64.
 local DELAYED, READY, RESERVED, DEAD = 1, 2, 3, 4
-local EXTENDED, KEYED = 64, 128
+local PRIORITIZED, EXTENDED, KEYED = 8, 64, 128
 -- Counter field prefix per state, in the slot's counters hash.
 local COUNTER = { 'l', 'r', 'f', 'd' }
 local HEADER = '>BHI6I6I6I3Hc0'
@@ -78,13 +84,50 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Flags 64 and 128 of record `raw`, to keep on a rewrite of its state byte.
+-- Flags 8, 64 and 128 of record `raw`, to keep on a rewrite of its state
+-- byte.
 local function ext_flag(raw)
   local b = string.byte(raw, 1)
   local f = 0
   if b >= KEYED then f = KEYED end
   if b % 128 >= EXTENDED then f = f + EXTENDED end
+  if b % 16 >= PRIORITIZED then f = f + PRIORITIZED end
   return f
+end
+
+-- Where the priority byte of record `raw` is (flag 8): after the fixed
+-- fields, the extension and the key.
+local function priority_at(raw)
+  local b = string.byte(raw, 1)
+  local at = 25
+  if b % 128 >= EXTENDED then
+    at = 30 + string.byte(raw, 29)
+    at = at + 2 + struct.unpack('>H', raw, at)
+  end
+  if b >= KEYED then at = at + 8 + struct.unpack('>H', raw, at + 6) end
+  return at
+end
+
+-- The priority of record `raw` (0 to 255), read without unpacking it.
+local function priority_of(raw)
+  if string.byte(raw, 1) % 16 < PRIORITIZED then return 0 end
+  return string.byte(raw, priority_at(raw))
+end
+
+-- Record `raw` without its priority byte, and that priority: what the
+-- fixed formats below unpack (flag 8 stays set in the state byte).
+local function unprioritized(raw)
+  if string.byte(raw, 1) % 16 < PRIORITIZED then return raw, 0 end
+  local at = priority_at(raw)
+  return string.sub(raw, 1, at - 1) .. string.sub(raw, at + 1), string.byte(raw, at)
+end
+
+-- Record `packed` (encoded without a priority) with priority `p`.
+local function prioritized(packed, p)
+  if p == nil or p == 0 then return packed end
+  local at = priority_at(packed)
+  return string.char(string.byte(packed, 1) + PRIORITIZED) .. string.sub(packed, 2, at - 1)
+    .. string.char(p) .. string.sub(packed, at)
 end
 
 -- The record `raw` with a new state and tries, the rest unchanged.
@@ -100,7 +143,12 @@ end
 -- record keeps its form, so `encode(decode(raw))` is `raw`; a script that
 -- sets a delivery, policy or reason sets `ext`, and counts the bytes
 -- this adds: `job_bytes`).
+local encode_plain
 local function encode(r)
+  return prioritized(encode_plain(r), r.priority)
+end
+
+encode_plain = function(r)
   local state = r.state
   if r.delivered then state = state + 16 end
   if r.died then state = state + 32 end
@@ -120,6 +168,8 @@ end
 
 local function decode(s)
   local r
+  local priority
+  s, priority = unprioritized(s)
   if string.byte(s, 1) >= KEYED then
     local state, tries, pub, expire, due, qn, delivery, policy, reason, keyend, key, attrs, pos =
       struct.unpack(KEYED_HEADER, s)
@@ -140,13 +190,18 @@ local function decode(s)
     if state % 32 >= 16 then r.delivery = 1 end
   end
   local state = r.state
-  r.state, r.delivered, r.died = state % 16, state % 32 >= 16, state % 64 >= 32
+  r.state, r.delivered, r.died = state % 8, state % 32 >= 16, state % 64 >= 32
+  r.priority = priority
   return r
 end
 
 -- Where the body of record `raw` starts (the byte after its attributes),
 -- and its attributes' length, without copying the body.
 local function body_at(raw)
+  if string.byte(raw, 1) % 16 >= PRIORITIZED then
+    local at = priority_at(raw) + 1
+    return at + 2 + struct.unpack('>H', raw, at), struct.unpack('>H', raw, at)
+  end
   if string.byte(raw, 1) >= KEYED then
     local _, _, _, _, _, _, _, _, _, _, _, attrs, pos = struct.unpack(KEYED_HEADER, raw)
     return pos, #attrs
@@ -172,6 +227,7 @@ end
 -- bytes it grew by (7 when it was plain, else 0).
 local function deliver(raw, tries)
   local state = RESERVED + 16 + EXTENDED
+  if string.byte(raw, 1) % 16 >= PRIORITIZED then state = state + PRIORITIZED end
   if string.byte(raw, 1) % 128 >= EXTENDED then
     if string.byte(raw, 1) >= KEYED then state = state + KEYED end
     local n = struct.unpack('>I4', raw, 25)
@@ -268,7 +324,7 @@ end
 -- number, tries, expiry, whether it has been delivered, and due time.
 local function head(raw)
   local state, tries, _, expire, due, qn = struct.unpack('>BHI6I6I6I3', raw)
-  return state % 16, qn, tries, expire, state % 32 >= 16, due
+  return state % 8, qn, tries, expire, state % 32 >= 16, due
 end
 
 -- The record `raw` of a job that dies at `now` with `tries` left: state
@@ -286,11 +342,14 @@ end
 local function packer(r)
   local state = r.state
   if r.delivered then state = state + 16 end
+  local p = r.priority or 0
+  if p > 0 then state = state + PRIORITIZED end
   local fixed = struct.pack('>BHI6I6I6I3', state, r.tries, r.pub, r.expire, r.due or 0, r.qn)
   if r.ext then
     fixed = struct.pack('>BHI6I6I6I3I4Bc0Hc0', state + EXTENDED, r.tries, r.pub, r.expire, r.due or 0,
       r.qn, r.delivery, #r.policy, r.policy, #r.reason, r.reason)
   end
+  if p > 0 then fixed = fixed .. string.char(p) end
   local bare = fixed .. struct.pack('>H', 0)
   return function(attrs, body)
     if attrs == '' then return bare .. body end

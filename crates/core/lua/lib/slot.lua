@@ -39,6 +39,47 @@ local function arm_expiry(tkey, id, r)
   end
 end
 
+-- Priorities: a queue's ready jobs of priority 0 wait in its ready list
+-- (`rkey`); those of priority p > 0 in the list `<rkey>:<p>`, one per
+-- level in use, whose levels are the members of the zset `<rkey>:p`
+-- (score p). A non-empty level list always has its member; a member may
+-- outlive its list (emptied by `unlist`) until a consume finds the list
+-- empty and removes it. A queue that never used a priority has neither, and
+-- costs what it cost before: one read of a missing zset per consume.
+local function ready_list(rkey, p)
+  if p == 0 then return rkey end
+  return rkey .. ':' .. p
+end
+
+-- Lists ready job `id` of priority `p`: at the back of its level (the
+-- newest end), or at the front (`front`: next to be consumed).
+local function push_ready(rkey, id, p, front)
+  local cmd = 'LPUSH'
+  if front then cmd = 'RPUSH' end
+  if p == 0 then
+    redis.call(cmd, rkey, id)
+  elseif redis.call(cmd, rkey .. ':' .. p, id) == 1 then
+    redis.call('ZADD', rkey .. ':p', p, p)
+  end
+end
+
+-- The ready lists of a queue in the order consumes take them (its levels
+-- in use, highest first, then priority 0), and the priority of each.
+local function ready_lists(rkey)
+  local lists, levels = {}, {}
+  for _, p in ipairs(redis.call('ZREVRANGE', rkey .. ':p', 0, -1)) do
+    lists[#lists + 1], levels[#levels + 1] = rkey .. ':' .. p, tonumber(p)
+  end
+  lists[#lists + 1], levels[#levels + 1] = rkey, 0
+  return lists, levels
+end
+
+-- Removes every ready list of a queue, and its levels.
+local function drop_ready(rkey)
+  for _, l in ipairs(ready_lists(rkey)) do redis.call('DEL', l) end
+  redis.call('DEL', rkey .. ':p')
+end
+
 -- Removes a job record and its timer entry, its key (`unkey`), and its usage (`r.raw`: its
 -- record when `r` is not decoded; with a tally `t`, the usage is
 -- gathered there). Its entry in a ready or dead list, if it has one, is
@@ -54,10 +95,10 @@ local function drop(jkey, tkey, ckey, id, r, t)
 end
 
 -- After `drop` of a READY or DEAD job, removes its id from that state's list
--- (`lkey`: the queue's ready or dead list), so that no list keeps ids of
--- jobs that are gone:
+-- (`lkey`: the queue's ready or dead list; a ready job of priority `p` > 0
+-- is in that level's list), so that no list keeps ids of jobs that are gone:
 -- - when the slot holds no other job of the queue in that state, every id
---   left in the list is stale: the list goes;
+--   left in the list is stale: the list goes (for READY, every level's);
 -- - else the id is looked for within UNLIST_SCAN entries of either end (ids
 --   are pushed at the head and popped at the tail: a job that expires is
 --   among the oldest, a job cancelled soon after its publish among the
@@ -69,12 +110,13 @@ end
 -- entries in; the scan here is bounded, and each pop removes garbage.
 local UNLIST_SCAN = 256
 local UNLIST_TRIM = 10000
-local function unlist(lkey, jkey, ckey, state, queue, id)
+local function unlist(lkey, jkey, ckey, state, queue, id, p)
   local left = tonumber(redis.call('HGET', ckey, COUNTER[state] .. queue) or '0')
   if left <= 0 then
-    redis.call('DEL', lkey)
+    if state == READY then drop_ready(lkey) else redis.call('DEL', lkey) end
     return
   end
+  if state == READY then lkey = ready_list(lkey, p or 0) end
   if redis.call('LPOS', lkey, id, 'RANK', -1, 'MAXLEN', UNLIST_SCAN) then
     redis.call('LREM', lkey, -1, id)
   elseif redis.call('LPOS', lkey, id, 'MAXLEN', UNLIST_SCAN) then
@@ -96,7 +138,7 @@ local function remove(jkey, tkey, ckey, rkey, dkey, queue, id, r)
   r.queue = queue
   drop(jkey, tkey, ckey, id, r)
   if r.state == READY then
-    unlist(rkey, jkey, ckey, READY, queue, id)
+    unlist(rkey, jkey, ckey, READY, queue, id, r.priority)
   elseif r.state == DEAD then
     unlist(dkey, jkey, ckey, DEAD, queue, id)
   end
@@ -112,7 +154,7 @@ local function respawn(jkey, tkey, ckey, rkey, id, r, ttl, now)
   if ttl > 0 then r.expire = now + ttl end
   redis.call('HSET', jkey, id, encode(r))
   count(ckey, READY, r.queue, 1)
-  redis.call('LPUSH', rkey, id)
+  push_ready(rkey, id, r.priority or 0)
   arm_expiry(tkey, id, r)
 end
 
@@ -123,10 +165,10 @@ end
 
 -- The reply shape of peek:
 -- {queue, id, elapsed_ms, ttl_ms (0 = no expiry), tries, attrs, body, state,
---  deliveries so far, last failure's reason ("" for none)}
+--  deliveries so far, last failure's reason ("" for none), priority}
 local function view(r, id, now)
   return { r.queue, id, math.max(0, now - r.pub), ttl_left(r, now), r.tries, r.attrs, r.body, r.state,
-           r.delivery, r.reason }
+           r.delivery, r.reason, r.priority }
 end
 
 -- When the slot's pump must next wake: its earliest timer entry, or
@@ -170,7 +212,7 @@ local function put(k, rkey, id, r, now, wake, timer_channel, slot_tag)
   if r.state == DELAYED then
     return delay(k, id, r.due, now, wake, timer_channel, slot_tag)
   end
-  redis.call('LPUSH', rkey, id)
+  push_ready(rkey, id, r.priority or 0)
   if r.expire > 0 then
     -- Its expiry, which wakes a sleeping pump as a due time does.
     local before = zmin(k.t)

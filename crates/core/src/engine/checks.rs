@@ -73,7 +73,7 @@ impl Shard {
         }
         match format {
             Some(keys::FORMAT) => {}
-            Some(keys::FORMAT_PLAIN | keys::FORMAT_EXTENDED) => {
+            Some(keys::FORMAT_PLAIN | keys::FORMAT_EXTENDED | keys::FORMAT_KEYED) => {
                 let _: () = self
                     .conn()
                     .idempotent(keys::META, |c| async move {

@@ -27,6 +27,9 @@ pub struct JobView {
     /// Why it last failed (a release's reason, or `ttr expired`); empty
     /// when it never failed.
     pub reason: String,
+    /// Its priority: 0 (lmstfy's jobs, and the default) to 255, consumed
+    /// first.
+    pub priority: u8,
 }
 
 /// A job's states, numbered as the scripts store them (`lua/lib/record.lua`).
@@ -66,11 +69,11 @@ impl Delivery {
 
 /// The fields of a job record, as `lua/lib/record.lua` packs it (big-endian):
 /// state `B` (plus 16 once delivered, 32 once died, 64 when extended, 128
-/// when keyed), tries `H`, publish time `I6`, expiry `I6`, due time `I6`,
-/// queue number `I3`;
+/// when keyed, 8 when prioritized), tries `H`, publish time `I6`, expiry
+/// `I6`, due time `I6`, queue number `I3`;
 /// when extended, delivery `I4`, policy `Bc0` and reason `Hc0`; when
-/// keyed, the key's window end `I6` and the key `Hc0`; then attributes
-/// `Hc0`, then the body.
+/// keyed, the key's window end `I6` and the key `Hc0`; when prioritized,
+/// the priority `B`; then attributes `Hc0`, then the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Record {
     pub(crate) state: u8,
@@ -97,6 +100,8 @@ pub(crate) struct Record {
     /// When its key's window ends (ms, shard clock); 0: the key lasts as
     /// long as the job.
     pub(crate) keyend_ms: u64,
+    /// 0 to 255; 0 when the record has no priority byte.
+    pub(crate) priority: u8,
     pub(crate) attrs: Bytes,
     pub(crate) body: Bytes,
 }
@@ -107,6 +112,8 @@ const FIXED: usize = 1 + 2 + 6 + 6 + 6 + 3;
 const EXTENDED: u8 = 64;
 /// Flag of the state byte: the record carries an idempotency key.
 const KEYED: u8 = 128;
+/// Flag of the state byte: the record carries a priority above 0.
+const PRIORITIZED: u8 = 8;
 
 fn be(b: &[u8]) -> u64 {
     b.iter().fold(0, |n, &x| (n << 8) | u64::from(x))
@@ -147,9 +154,15 @@ impl Record {
         } else {
             (Bytes::new(), 0)
         };
+        let priority = if flags % 16 >= PRIORITIZED {
+            at += 1;
+            *raw.get(at - 1)?
+        } else {
+            0
+        };
         let attrs = sized(&raw, &mut at, 2)?;
         Some(Self {
-            state: flags % 16,
+            state: flags % 8,
             delivered,
             tries: be(&raw[1..3]) as u16,
             published_ms: be(&raw[3..9]),
@@ -161,6 +174,7 @@ impl Record {
             reason,
             key,
             keyend_ms,
+            priority,
             attrs,
             body: raw.slice(at..),
         })
@@ -241,6 +255,7 @@ impl<'a> Fields<'a> {
             state: u8::try_from(self.uint()?).unwrap_or(0),
             delivery: u32::try_from(self.uint()?).unwrap_or(u32::MAX),
             reason: self.string()?,
+            priority: u8::try_from(self.uint()?).unwrap_or(0),
         })
     }
 }
@@ -274,6 +289,7 @@ mod tests {
                 reason: Bytes::new(),
                 key: Bytes::new(),
                 keyend_ms: 0,
+                priority: 0,
                 attrs: Bytes::from_static(b"{}"),
                 body: Bytes::from_static(b"body"),
             }
@@ -301,10 +317,23 @@ mod tests {
         keyed.extend([0, 0, 0, 0, 0x13, 0x88, 0, 3]);
         keyed.extend(b"k-1");
         keyed.extend(&ext[42..]);
-        let r = Record::unpack(Bytes::from(keyed)).expect("keyed record");
+        let r = Record::unpack(Bytes::from(keyed.clone())).expect("keyed record");
         assert_eq!((r.state, r.delivery, r.keyend_ms), (2, 3, 5000));
         assert_eq!(r.key, Bytes::from_static(b"k-1"));
         assert_eq!(r.reason, Bytes::from_static(b"ttr expired"));
+        assert_eq!(
+            (r.attrs.as_ref(), r.body.as_ref()),
+            (&b"{}"[..], &b"body"[..])
+        );
+        // The keyed job prioritized (flag 8): priority 200 right before
+        // its attributes.
+        let mut prio = keyed.clone();
+        prio[0] += 8;
+        let at = prio.len() - 8;
+        prio.insert(at, 200);
+        let r = Record::unpack(Bytes::from(prio)).expect("prioritized record");
+        assert_eq!((r.state, r.priority, r.delivery), (2, 200, 3));
+        assert_eq!(r.key, Bytes::from_static(b"k-1"));
         assert_eq!(
             (r.attrs.as_ref(), r.body.as_ref()),
             (&b"{}"[..], &b"body"[..])

@@ -68,6 +68,8 @@ pub struct PortableJob {
     pub key: String,
     /// Until its key's window ends, ms; 0: the key lasts as long as the job.
     pub key_ttl_ms: u64,
+    /// Its priority (0 to 255).
+    pub priority: u8,
 }
 
 /// One page of an export.
@@ -132,6 +134,7 @@ impl PortableJob {
             + if self.delivered { 16 } else { 0 }
             + if extended { 64 } else { 0 }
             + if keyed { 128 } else { 0 }
+            + if self.priority > 0 { 8 } else { 0 }
             + if self.dead_for_ms.is_some() && self.state == state::DEAD {
                 32
             } else {
@@ -163,6 +166,9 @@ impl PortableJob {
         raw.put_slice(&[0, 0, 0]); // the queue number: the shard gives it
         if extended {
             self.put_extension(&mut raw, now)?;
+        }
+        if self.priority > 0 {
+            raw.put_u8(self.priority);
         }
         raw.put_u16(attrs_len);
         raw.put_slice(self.attrs.as_bytes());
@@ -292,6 +298,7 @@ impl Portable<'_> {
                 } else {
                     r.keyend_ms.saturating_sub(now).max(1)
                 },
+                priority: r.priority,
             });
         }
         Ok((next, jobs))

@@ -74,7 +74,10 @@ impl Shard {
         let (format, slots) = self.meta_format_and_slots().await?;
         match format {
             Some(f)
-                if f == keys::FORMAT || f == keys::FORMAT_EXTENDED || f == keys::FORMAT_PLAIN => {}
+                if f == keys::FORMAT
+                    || f == keys::FORMAT_KEYED
+                    || f == keys::FORMAT_EXTENDED
+                    || f == keys::FORMAT_PLAIN => {}
             Some(f) => {
                 return Err(self.refuse(format!(
                     "it holds Sundial's data format {f}, not {}: run the build that reads it",

@@ -145,6 +145,7 @@ pub(crate) fn sched(delay_ms: u64, ttl_ms: u64, tries: u16) -> Schedule {
         delay_ms,
         ttl_ms,
         tries,
+        priority: 0,
         policy: None,
     }
 }
@@ -154,6 +155,7 @@ pub(crate) fn now_sched(tries: u16) -> Schedule {
         delay_ms: 0,
         ttl_ms: 0,
         tries,
+        priority: 0,
         policy: None,
     }
 }

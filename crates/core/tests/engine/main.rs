@@ -2,7 +2,7 @@
 //! through the engine and, with an independent client, in what Redis holds.
 //! One module per scenario (`jobs`, `queues`, `dead_letter`, `timers`,
 //! `shard`, `leases`, `cleanup`, `admin`, `backlog`, `moves`, `usage`, `ready_age`,
-//! `listing`, `lifecycle`, `retries`, `dedup`), what they share in
+//! `listing`, `lifecycle`, `retries`, `dedup`, `priority`), what they share in
 //! `helpers`.
 //!
 //! The modules are one test binary on purpose: every integration test file
@@ -20,6 +20,7 @@ mod leases;
 mod lifecycle;
 mod listing;
 mod moves;
+mod priority;
 mod queues;
 mod ready_age;
 mod retries;

@@ -42,6 +42,7 @@ async fn publish_with(s: &Shard, tries: u16, p: PackedPolicy) -> JobId {
         delay_ms: 0,
         ttl_ms: 0,
         tries,
+        priority: 0,
         policy: Some(p),
     };
     s.jobs()

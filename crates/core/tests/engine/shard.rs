@@ -65,7 +65,11 @@ async fn startup_check_refuses_evicting_redis_and_layout_changes() {
     // A shard of format 2 (plain records only) or 3 (never keyed) is read
     // as it is and marked with this build's format, which the build that
     // wrote it refuses.
-    for older in [keys::FORMAT_PLAIN, keys::FORMAT_EXTENDED] {
+    for older in [
+        keys::FORMAT_PLAIN,
+        keys::FORMAT_EXTENDED,
+        keys::FORMAT_KEYED,
+    ] {
         let plain = RedisServer::start();
         let _: () = plain
             .client()

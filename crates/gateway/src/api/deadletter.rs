@@ -113,6 +113,7 @@ pub(super) async fn respawn(
         delay_ms: 0,
         ttl_ms: params::respawn_ttl_ms(&tenant.params, &state.limits)?,
         tries: 1,
+        priority: 0,
         policy: None,
     };
     let quota = super::quota::of(&state, &tenant);

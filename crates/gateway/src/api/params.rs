@@ -65,6 +65,8 @@ pub(super) struct PublishParams {
     pub(super) delay_ms: u64,
     pub(super) ttl: u32,
     pub(super) tries: u16,
+    /// Sundial's extension: 0 (the default) to 255, higher consumed first.
+    pub(super) priority: u8,
 }
 
 impl PublishParams {
@@ -82,10 +84,12 @@ impl PublishParams {
         if ttl > 0 && u64::from(ttl) * 1000 < delay_ms {
             return Err(ApiError::bad("ttl is shorter than delay"));
         }
+        let priority = p.uint("priority", 0)?;
         Ok(Self {
             delay_ms,
             ttl,
             tries,
+            priority,
         })
     }
 
@@ -94,6 +98,7 @@ impl PublishParams {
             delay_ms: self.delay_ms,
             ttl_ms: u64::from(self.ttl) * 1000,
             tries: self.tries,
+            priority: self.priority,
             policy: None,
         }
     }
@@ -328,7 +333,8 @@ mod tests {
             PublishParams {
                 delay_ms: 0,
                 ttl: 86_400,
-                tries: 1
+                tries: 1,
+                priority: 0,
             }
         );
         let err =
@@ -340,6 +346,11 @@ mod tests {
         assert_eq!(err(&[("ttl", "x")]), "invalid ttl");
         assert_eq!(err(&[("tries", "65536")]), "invalid tries");
         assert_eq!(err(&[("tries", "0")]), "tries shouldn't be zero");
+        assert_eq!(err(&[("priority", "256")]), "invalid priority");
+        assert_eq!(err(&[("priority", "-1")]), "invalid priority");
+        assert_eq!(err(&[("priority", "high")]), "invalid priority");
+        let top = PublishParams::parse(&params(&[("priority", "255")]), &l).expect("255");
+        assert_eq!(top.schedule().priority, 255);
         assert_eq!(
             err(&[("delay", "10"), ("ttl", "5")]),
             "ttl is shorter than delay"

@@ -37,6 +37,7 @@ pub(super) fn job<'a>(ns: &'a str, j: &'a JobView) -> Job<'a> {
         attributes: attributes(&j.attrs),
         delivery: j.delivery,
         reason: (!j.reason.is_empty()).then_some(j.reason.as_str()),
+        priority: j.priority,
     }
 }
 

@@ -326,6 +326,7 @@ mod tests {
                         delay_ms: 0,
                         ttl_ms: 0,
                         tries: 1,
+                        priority: 0,
                         policy: None,
                     },
                     jobs: Vec::new(),

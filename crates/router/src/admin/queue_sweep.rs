@@ -144,6 +144,7 @@ mod tests {
             delay_ms: 60_000,
             ttl_ms: 0,
             tries: 1,
+            priority: 0,
             policy: None,
         };
         pool.shard_for(slot)

@@ -250,6 +250,7 @@ mod tests {
             delay_ms: 0,
             ttl_ms: 0,
             tries: 1,
+            priority: 0,
             policy: None,
         };
         pool.shard_for(slot)

@@ -23,6 +23,10 @@ pub struct Schedule {
     pub ttl_ms: u64,
     /// Deliveries allowed, at least 1.
     pub tries: u16,
+    /// 0 (the default, and lmstfy's only) to 255: of a queue's ready jobs
+    /// in a slot, the highest priority is consumed first, and first in,
+    /// first out within one.
+    pub priority: u8,
     /// How a failed delivery is retried; `None`: ready again at once, as
     /// in lmstfy (and the job's record stays plain until its first
     /// delivery).
@@ -146,6 +150,7 @@ impl Jobs<'_> {
             args.push((p.schedule.delay_ms as i64).into());
             args.push((p.schedule.ttl_ms as i64).into());
             args.push(i64::from(p.schedule.tries).into());
+            args.push(i64::from(p.schedule.priority).into());
             args.push(policy_arg(&p.schedule));
             args.push(
                 p.keys
@@ -203,6 +208,7 @@ impl Jobs<'_> {
         args.push(new.attrs.as_str().into());
         args.push(new.body.clone().into());
         args.push(policy_arg(schedule));
+        args.push(i64::from(schedule.priority).into());
         let v = self
             .0
             .conn()

@@ -281,6 +281,7 @@ fn delivery(
             // `deliver` counted this one.
             delivery: r.delivery.saturating_add(1),
             reason: String::from_utf8_lossy(&r.reason).into_owned(),
+            priority: r.priority,
         },
         slot,
         deadline_ms,

@@ -73,6 +73,9 @@ pub(crate) struct Line {
     /// when the key lasts as long as the job.
     #[serde(default, skip_serializing_if = "is_zero")]
     dedup_ttl_ms: u64,
+    /// Its priority (`priority` at publish), 0 to 255; left out when 0.
+    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    priority: u8,
     /// Its attributes (`Job-Attr-*` at publish), or null.
     #[serde(default)]
     #[schema(value_type = Option<std::collections::HashMap<String, String>>)]
@@ -98,6 +101,10 @@ fn is_zero(n: &u64) -> bool {
 }
 
 fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u8(n: &u8) -> bool {
     *n == 0
 }
 
@@ -132,6 +139,7 @@ impl Line {
                 .map(|b| b.policy()),
             dedup: (!j.key.is_empty()).then(|| j.key.clone()),
             dedup_ttl_ms: j.key_ttl_ms,
+            priority: j.priority,
             attributes: serde_json::from_str(&j.attrs).ok(),
             data: base64::engine::general_purpose::STANDARD.encode(&j.body),
         })
@@ -186,6 +194,7 @@ impl Line {
             policy,
             key: self.dedup.unwrap_or_default(),
             key_ttl_ms: self.dedup_ttl_ms,
+            priority: self.priority,
         };
         Ok((id, job))
     }
@@ -276,6 +285,7 @@ mod tests {
             policy: None,
             key: String::new(),
             key_ttl_ms: 0,
+            priority: 0,
         }
     }
 
@@ -292,6 +302,16 @@ mod tests {
         let line: Line = serde_json::from_str(&text).expect("line");
         let (_, back) = line.job("ns").expect("job");
         assert_eq!((back.key.as_str(), back.key_ttl_ms), ("order-7", 60_000));
+        ready.priority = 9;
+        let text = serde_json::to_string(&Line::of(&ready).expect("line")).expect("text");
+        assert!(text.contains(r#""priority":9"#), "{text}");
+        let line: Line = serde_json::from_str(&text).expect("line");
+        assert_eq!(line.job("ns").expect("job").1.priority, 9);
+        let over = text.replace(r#""priority":9"#, r#""priority":256"#);
+        assert!(
+            serde_json::from_str::<Line>(&over).is_err(),
+            "256 is no priority"
+        );
         let plain = serde_json::to_string(&Line::of(&job(st::READY)).expect("line")).expect("text");
         assert!(!plain.contains("dedup"), "no key, no field: {plain}");
         let bad = text.replace("order-7", "");

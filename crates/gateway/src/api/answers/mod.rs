@@ -110,6 +110,15 @@ pub struct Job<'a> {
     /// Why the job last failed: a release's `reason`, or `ttr expired`;
     /// `null` when it never failed. Sundial's extension.
     pub reason: Option<&'a str>,
+    /// The job's priority (`priority` at publish), left out when 0: a
+    /// client that never sets one never sees it. Sundial's extension.
+    #[serde(skip_serializing_if = "is_zero")]
+    #[schema(minimum = 1, maximum = 255)]
+    pub priority: u8,
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
 }
 
 /// `msg` of a delivered job.

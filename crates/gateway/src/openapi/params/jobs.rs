@@ -1,7 +1,7 @@
 //! The job API's parameters.
 
 written! {
-    /// What every publish reads: lmstfy's delay, TTL and tries, Sundial's `delay_ms`, and versioned ids.
+    /// What every publish reads: lmstfy's delay, TTL and tries, Sundial's `delay_ms` and `priority`, and versioned ids.
     PublishQuery = [
         {
             "name": "delay",
@@ -31,6 +31,14 @@ written! {
             "required": false,
             "description": "Deliveries the job gets (default: its queue's retry policy's `tries`, else `limits.default_tries`, 1). 0 is 400 `tries shouldn't be zero`.",
             "schema": {"type": "integer", "minimum": 1, "maximum": 65535, "format": "uint16", "default": 1}
+        },
+        {
+            "name": "priority",
+            "in": "query",
+            "required": false,
+            "description": "The job's priority, 0 (the default) to 255: of a queue's ready jobs, the highest priority is consumed first, and each priority in publish order; a delayed or retried job keeps its priority when it becomes ready. Strict within a lane (a queue with one lane, the default, is one order); across lanes and in a multi-queue consume, see API.md. Anything else is 400 `invalid priority`. Answers show a job's `priority` when it is above 0.",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 255, "default": 0},
+            "x-sundial-extension": true
         },
         {
             "name": "backoff",
