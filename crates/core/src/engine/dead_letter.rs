@@ -44,6 +44,8 @@ pub struct DeadJob {
     /// Why it last failed (a release's reason, `ttr expired`); empty when
     /// no reason was recorded.
     pub reason: String,
+    /// Its priority (0 to 255), which a respawn keeps.
+    pub priority: u8,
 }
 
 /// A part of a queue's dead letter in one slot.
@@ -123,6 +125,7 @@ impl DeadLetter<'_> {
                 body: r.body,
                 delivery: r.delivery,
                 reason: String::from_utf8_lossy(&r.reason).into_owned(),
+                priority: r.priority,
             });
         }
         Ok(page)

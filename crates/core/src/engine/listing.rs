@@ -57,6 +57,8 @@ pub struct ListedJob {
     pub delivery: u32,
     /// Why it last failed; empty when no reason was recorded.
     pub reason: String,
+    /// Its priority (0 to 255).
+    pub priority: u8,
 }
 
 /// What one call of a listing reads: which jobs, from where, how many.
@@ -137,6 +139,7 @@ impl Queues<'_> {
                 body_size,
                 delivery: r.delivery,
                 reason: String::from_utf8_lossy(&r.reason).into_owned(),
+                priority: r.priority,
             });
         }
         Ok(JobPage {

@@ -236,3 +236,53 @@ async fn a_moved_slot_keeps_every_level_in_order() {
     );
     assert_eq!(ready_keys(&ra), Vec::<String>::new(), "nothing left behind");
 }
+
+#[tokio::test]
+async fn a_respawned_job_keeps_its_priority() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let j = NewJob {
+        id: JobId::mint_in_lane(false, 0, L),
+        attrs: String::new(),
+        body: Bytes::from_static(b"dies"),
+    };
+    let once = Schedule {
+        priority: 6,
+        ..sched(0, 0, 1)
+    };
+    s.jobs()
+        .publish(slot0(), &qn("q"), &once, std::slice::from_ref(&j))
+        .await
+        .expect("publish");
+    s.jobs()
+        .consume(slot0(), &qn("q"), 1, 1)
+        .await
+        .expect("consume");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        s.timers()
+            .pump(slot0(), 100, None)
+            .await
+            .expect("pump")
+            .dead,
+        1
+    );
+    put(&s, "waiting", 0, 0).await;
+    let dead = s
+        .dead_letter()
+        .list(slot0(), &qn("q"), 0, 10)
+        .await
+        .expect("dead");
+    assert_eq!(dead.jobs[0].priority, 6);
+    assert_eq!(
+        s.dead_letter()
+            .respawn(slot0(), &qn("q"), 10, 0)
+            .await
+            .expect("respawn"),
+        1
+    );
+    assert_eq!(
+        take(&s, 2, 30_000).await,
+        vec![("dies".to_owned(), 6), ("waiting".to_owned(), 0)]
+    );
+}

@@ -124,7 +124,8 @@ fn dead_job(j: DeadJob, now_ms: u64, preview: usize) -> answers::jobs::DeadJob {
     let size = j.body.len() as u64;
     answers::jobs::DeadJob {
         job: JobSummary::new(j.id, j.tries_left, ttl, &j.attrs, size, shown)
-            .with_history(j.delivery, &j.reason),
+            .with_history(j.delivery, &j.reason)
+            .with_priority(j.priority),
         published_at_ms: j.published_ms,
         died_at_ms: j.died_ms,
     }

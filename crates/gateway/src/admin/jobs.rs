@@ -138,7 +138,8 @@ fn listed(j: ListedJob, which: ListState, now_ms: u64) -> QueueJob {
             j.body_size,
             &j.body_preview,
         )
-        .with_history(j.delivery, &j.reason),
+        .with_history(j.delivery, &j.reason)
+        .with_priority(j.priority),
         published_at_ms: j.published_ms,
         at,
     }
@@ -199,7 +200,8 @@ pub(super) async fn one(
                 state: state_name,
                 elapsed_ms: j.elapsed_ms,
                 job: JobSummary::new(j.id.clone(), j.tries_left, ttl, &j.attrs, size, shown)
-                    .with_history(j.delivery, &j.reason),
+                    .with_history(j.delivery, &j.reason)
+                    .with_priority(j.priority),
             })
             .into_response());
         }

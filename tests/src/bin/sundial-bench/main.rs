@@ -5,6 +5,7 @@
 //! sundial-bench publish  --secs 10 --keys                      # each with a key
 //! sundial-bench consume  --jobs 200000 --concurrency 64        # consume+ack jobs/s
 //! sundial-bench consume  --jobs 200000 --then touch           # consume+touch+ack
+//! sundial-bench priority --backlogs 1000,1000000 --secs 5      # with priorities
 //! sundial-bench lateness --rate 1000 --secs 20 --min-delay 1 --max-delay 3
 //! sundial-bench retries  --rate 1000 --secs 10                 # failed jobs' lateness
 //! sundial-bench memory   --redis redis://127.0.0.1:6390 --jobs 100000
@@ -26,6 +27,7 @@ mod idle;
 mod lateness;
 mod memory;
 mod noisy;
+mod priority;
 mod publish;
 mod rebalance;
 mod retries;
@@ -114,6 +116,17 @@ enum Cmd {
     Backlog {
         #[arg(long, default_value_t = 1_000_000)]
         jobs: u64,
+    },
+    /// Publish (priorities 5 to 9) for `secs`, then consume+ack as many
+    /// jobs, over a ready backlog (priorities 0 to 4) of each size in
+    /// `backlogs`, in `rounds` alternating rounds.
+    Priority {
+        #[arg(long, value_delimiter = ',', default_values_t = [1_000u64, 1_000_000])]
+        backlogs: Vec<u64>,
+        #[arg(long, default_value_t = 5)]
+        secs: u64,
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
     },
     /// Fill `jobs` far-delayed jobs, then replace the gateway's config by
     /// `config_after` (a shard added) and reload: jobs/s moved, Redis CPU
@@ -272,6 +285,11 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::Memory { redis, jobs, keys } => memory::memory(ctx, &redis, jobs, keys).await,
         Cmd::Backlog { jobs } => backlog::backlog(ctx, jobs).await,
+        Cmd::Priority {
+            backlogs,
+            secs,
+            rounds,
+        } => priority::priority(ctx, cli.concurrency, &backlogs, secs, rounds).await,
         Cmd::Move {
             jobs,
             rate,

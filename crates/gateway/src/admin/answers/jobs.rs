@@ -44,7 +44,14 @@ impl JobSummary {
             body_preview: base64::engine::general_purpose::STANDARD.encode(preview),
             delivery: 0,
             reason: None,
+            priority: 0,
         }
+    }
+
+    /// With its priority.
+    pub fn with_priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
     }
 
     /// With its deliveries and its last failure's reason (empty: none).
@@ -77,6 +84,10 @@ pub struct JobSummary {
     /// when no reason was recorded.
     #[schema(required = true)]
     pub reason: Option<String>,
+    /// Its priority, 0 to 255: of a queue's ready jobs, the highest is
+    /// consumed first.
+    #[schema(maximum = 255)]
+    pub priority: u8,
 }
 
 /// When a listed job entered its state, or will leave it: the one field of

@@ -59,10 +59,11 @@ function jobsPanel(box, ns, q) {
       h("td", {}, when(j[field])),
       h("td", { class: "num" }, fmt(j.remain_tries)),
       h("td", { class: "num" }, fmt(j.delivery)),
+      h("td", { class: "num", "data-priority": "" }, fmt(j.priority || 0)),
       h("td", { "data-reason": "" }, j.reason || ""),
       h("td", { class: "mono preview" }, preview(j.body_preview, j.body_size),
         j.attributes ? h("div", { class: "muted" }, JSON.stringify(j.attributes)) : null)));
-    const headers = [...(dead ? [[""]] : []), ["job"], ["published"], [label], ["tries left", "num"], ["deliveries", "num"], ["last failure"], ["body"]];
+    const headers = [...(dead ? [[""]] : []), ["job"], ["published"], [label], ["tries left", "num"], ["deliveries", "num"], ["priority", "num"], ["last failure"], ["body"]];
     fill(list, message, dead && dead.bar,
       table(headers, rows, page.next_cursor ? `No ${at.state} job on this page of reads: try the next page.` : `No ${at.state} job.`),
       pager);
@@ -108,7 +109,7 @@ async function findJob(base, id, box) {
       h("h3", {}, "Job ", h("span", { class: "mono" }, j.job_id), " ", h("span", { class: "pill" }, j.state)),
       h("p", {}, `${fmt(j.remain_tries)} tries left; published ${fmt(Math.round(j.elapsed_ms / 1000))} s ago; `,
         j.ttl ? `expires in ${fmt(j.ttl)} s` : "never expires",
-        `; delivered ${fmt(j.delivery)} time(s)`),
+        `; delivered ${fmt(j.delivery)} time(s)`, j.priority ? `; priority ${fmt(j.priority)}` : ""),
       j.reason ? h("p", { "data-reason": "" }, `Last failure: ${j.reason}`) : null,
       j.attributes ? h("p", { class: "mono" }, JSON.stringify(j.attributes)) : null,
       h("pre", { class: "mono preview" }, preview(j.body_preview, j.body_size))));
