@@ -26,13 +26,15 @@
 //                       page, after trying a bad one: exponential from
 //                       that many ms, 4 tries
 //   PAUSE=1             only pause QUEUE (in NAMESPACE) on its page, check
-//                       that the namespace's page marks it, and resume it
+//                       that the namespace's page marks it, and resume it;
+//                       then pause and resume NAMESPACE on its page
 //   SCREENSHOTS         a folder to save the pages in (optional)
 //   CHROMIUM            the browser (default /usr/bin/chromium)
 //
 // Prints `respawned <id>` (or `drain pending=<slots> jobs_left=<n>`, the
 // move's line, `quota publish_rate=<n> usage jobs=<n>`, `policy <JSON>`, or
-// `pause paused=<bool> listed=<bool> resumed=<bool>`)
+// `pause paused=<bool> listed=<bool> resumed=<bool> ns_paused=<bool>
+// ns_resumed=<bool>`)
 // and exits 0, or prints why and exits 1.
 import http from "node:http";
 import { chromium } from "playwright-core";
@@ -204,8 +206,21 @@ async function pausesAndResumes(page, shot) {
   await page.locator('[data-pause="resume"]').click();
   await page.locator('p.pause[data-paused="no"]').waitFor();
   const resumed = !(await state());
+  // The namespace's own pause, on its page.
+  const nsState = () => page.evaluate(async (n) => {
+    const r = await fetch(`../namespaces/${encodeURIComponent(n)}/pause`);
+    return (await r.json()).paused;
+  }, ns);
+  await page.goto(`${base}/dashboard/#/ns/${encodeURIComponent(ns)}`);
+  await page.locator('[data-ns-pause="pause"]').click();
+  await page.locator('p.ns-pause[data-paused="yes"]').waitFor();
+  const nsPaused = await nsState();
+  await shot("namespace-paused");
+  await page.locator('[data-ns-pause="resume"]').click();
+  await page.locator('p.ns-pause[data-paused="no"]').waitFor();
+  const nsResumed = !(await nsState());
   await clean(page, "queue");
-  return `pause paused=${paused} listed=${listed} resumed=${resumed}`;
+  return `pause paused=${paused} listed=${listed} resumed=${resumed} ns_paused=${nsPaused} ns_resumed=${nsResumed}`;
 }
 
 /** The queue's page: a policy the gateway refuses (the page says why),

@@ -5,15 +5,15 @@
 --   in order, by `list`).
 -- `list`: a page of a queue's ready or dead list from its head (newest
 --   first: an import appends them at the consuming end in this order, so
---   the list keeps its order), skipping stale ids. A ready list is read
---   with its priority levels' lists (`ready_lists`) as one list, each
---   whole in turn; the import lists each job by its record's priority.
+--   the list keeps its order), skipping stale ids. A queue's ready lists
+--   are read in turn, highest priority first (`ready_lists`); the import
+--   lists each job by its record's priority.
 -- `transit`: HSCAN of the transit hash from `cursor`: the namespace's jobs
 --   a mover has taken out of the slot and not let go yet (whatever their
 --   state), as they were taken.
--- KEYS[4]: the transit hash
+-- KEYS[4]: the transit hash   KEYS[5]: the slot's guard (never read: see `SlotKeys::guard`)
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: queue table
--- ARGV[1]: mode   ARGV[2]: cursor (scan) or entries passed (list)   ARGV[3]: page size
+-- ARGV[1]: mode   ARGV[2]: cursor (scan) or where the list was left (list; 0 at first)   ARGV[3]: page size
 -- ARGV[4]: `<ns>/` (scan) or the list's key (list)
 -- ARGV[5]: (list) the state its jobs are in   ARGV[6]: (list) the qualified queue
 -- Returns {now, next (cursor, or entries passed; `0`/`-1` at the end), then per
@@ -59,20 +59,32 @@ if mode == 'scan' then
   return out
 end
 local passed, state, queue = tonumber(ARGV[2]), tonumber(ARGV[5]), ARGV[6]
-local lists = { ARGV[4] }
-if state == READY then lists = ready_lists(ARGV[4]) end
-local ids, skip = {}, passed
-for _, lkey in ipairs(lists) do
-  if #ids >= count then break end
-  local len = redis.call('LLEN', lkey)
-  if skip >= len then
-    skip = skip - len
-  else
-    for _, id in ipairs(redis.call('LRANGE', lkey, skip, skip + count - #ids - 1)) do ids[#ids + 1] = id end
-    skip = 0
+-- A ready list's cursor names the priority it reached: (255 - p) * SPAN +
+-- entries of that level passed, so that a level emptied (or filled)
+-- between pages moves the export on to the next one, not off its place.
+local SPAN = 2 ^ 40
+local lists, levels = { ARGV[4] }, { 255 }
+local from, skip = 255, passed
+if state == READY then
+  lists, levels = ready_lists(ARGV[4])
+  from, skip = 255 - math.floor(passed / SPAN), passed % SPAN
+end
+local ids = {}
+out[2] = '-1'
+for i, lkey in ipairs(lists) do
+  local p = levels[i]
+  if p <= from then
+    if p < from then skip = 0 end
+    from = p
+    local got = redis.call('LRANGE', lkey, skip, skip + count - #ids - 1)
+    for _, id in ipairs(got) do ids[#ids + 1] = id end
+    skip = skip + #got
+    if #ids >= count then
+      out[2] = string.format('%d', (255 - p) * SPAN + skip)
+      break
+    end
   end
 end
-if #ids < count then out[2] = '-1' else out[2] = tostring(passed + #ids) end
 local qn = qn_of(KEYS[3], queue)
 if #ids == 0 or not qn then return out end
 local raws = hmget_many(KEYS[1], ids)

@@ -2,14 +2,15 @@
 -- changing anything, reading at most a bounded number of entries.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: wheel index zset
 -- KEYS[4]: queue table   KEYS[5]: the queue's ready list   KEYS[6]: its dead list
+-- KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: state: 'ready', 'delayed', 'reserved' or 'dead'   ARGV[2]: qualified queue
 -- ARGV[3], ARGV[4]: where to go on (0, 0 at first; as the last call returned)
 -- ARGV[5]: jobs to return at most   ARGV[6]: entries to read at most
 -- ARGV[7]: body bytes to return per job   ARGV[8]: slot key prefix (wheel list = prefix .. 'w:' .. second)
--- Where to go on: dead, (0, entries of the list passed from its consume
--- end, the oldest); ready, (k, entries passed) in the k-th (from 0) of
--- the queue's ready lists in consume order (`ready_lists`: its priority
--- levels, highest first, then priority 0); reserved, (0, rank in the timer zset);
+-- Where to go on: ready and dead, (256 - the priority reached, entries of
+-- its list passed from its consume end, the oldest), the queue's ready
+-- lists taken in consume order (`ready_lists`: highest priority first; the
+-- dead list counts as priority 0); reserved, (0, rank in the timer zset);
 -- delayed, (0, rank in the timer zset) for those due soon, then (k, index
 -- in the list) for the wheel second of rank k - 1, in due order.
 -- Returns: {done (1 when nothing is left), next ARGV[3], next ARGV[4], now,
@@ -44,28 +45,34 @@ local function finish(done, na, nb)
 end
 
 if state == 'ready' or state == 'dead' then
-  local lists = { KEYS[6] }
-  local st = DEAD
-  if state == 'ready' then lists, st = ready_lists(KEYS[5]), READY end
-  -- A list passed whole moves on to the next one, in the same call.
-  while a < #lists do
-    local lkey = lists[a + 1]
-    local len = redis.call('LLEN', lkey)
-    if b < len then
-      local n = math.min(want - found, budget)
-      -- Ids are pushed at the head: the oldest (next to consume) is at -1.
-      local ids = redis.call('LRANGE', lkey, -(b + n), -(b + 1))
-      for i = #ids, 1, -1 do keep(ids[i], st, nil) end
-      budget = budget - #ids
-      b = b + #ids
-      if b < len or found >= want or budget <= 0 then
-        if b >= len then a, b = a + 1, 0 end
-        return finish(a >= #lists and 1 or 0, a, b)
+  local lists, levels, st = { KEYS[6] }, { 0 }, DEAD
+  if state == 'ready' then
+    lists, levels = ready_lists(KEYS[5])
+    st = READY
+  end
+  -- The priority the listing has reached (`a` is 256 - it; 0 at first):
+  -- a level that went, or came, between calls moves the listing on to the
+  -- next one below, not off its place.
+  local from = 255
+  if a > 0 then from = 256 - a end
+  for i, lkey in ipairs(lists) do
+    local p = levels[i]
+    if p <= from then
+      if p < from then b = 0 end
+      from = p
+      local len = redis.call('LLEN', lkey)
+      if b < len then
+        local n = math.min(want - found, budget)
+        -- Ids are pushed at the head: the oldest (next to consume) is at -1.
+        local ids = redis.call('LRANGE', lkey, -(b + n), -(b + 1))
+        for x = #ids, 1, -1 do keep(ids[x], st, nil) end
+        budget = budget - #ids
+        b = b + #ids
+        if b < len or found >= want or budget <= 0 then return finish(0, 256 - p, b) end
       end
     end
-    a, b = a + 1, 0
   end
-  return finish(1, a, b)
+  return finish(1, 0, 0)
 end
 
 local qn = qn_of(KEYS[4], queue)

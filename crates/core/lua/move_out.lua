@@ -100,9 +100,9 @@ for _, field in ipairs(redis.call('HKEYS', ckey)) do
     local state = READY
     if kind == 'd' then state = DEAD end
     -- A queue's ready jobs wait in one list per priority level.
-    local lkeys = { prefix .. 'd:' .. queue }
-    if kind == 'r' then lkeys = ready_lists(prefix .. 'r:' .. queue) end
-    for _, lkey in ipairs(lkeys) do
+    local lkeys, levels = { prefix .. 'd:' .. queue }, { 0 }
+    if kind == 'r' then lkeys, levels = ready_lists(prefix .. 'r:' .. queue) end
+    for l, lkey in ipairs(lkeys) do
       -- Bounded: a run of stale ids (jobs deleted while listed) is trimmed
       -- over several calls.
       local pages = 0
@@ -120,6 +120,10 @@ for _, field in ipairs(redis.call('HKEYS', ckey)) do
           if raw and head(raw) == state then take(ids[x], raw, queue, 0) end
         end
         redis.call('LTRIM', lkey, passed, -1)
+      end
+      -- A priority's list taken whole leaves the queue's levels.
+      if levels[l] > 0 and redis.call('EXISTS', lkey) == 0 then
+        redis.call('ZREM', prefix .. 'r:' .. queue .. ':p', levels[l])
       end
     end
   end

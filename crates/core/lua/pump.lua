@@ -8,7 +8,8 @@
 -- time, or straight to ready when they are due already.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
 -- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
--- ARGV[1]: slot key prefix (ready list = prefix .. 'r:' .. queue, dead list = prefix .. 'd:' .. queue,
+-- ARGV[1]: slot key prefix (ready list = prefix .. 'r:' .. queue, or its
+--          priority's `ready_list`; dead list = prefix .. 'd:' .. queue,
 --          wheel list = prefix .. 'w:' .. second)
 -- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
 -- ARGV[4]: the lease owner this pump acts for ("" = no lease, a single pump)

@@ -7,14 +7,15 @@
 --   back to the head of its ready list with its try given back.
 -- Fenced on a delivery: nothing happens unless the job is reserved, by
 -- that delivery when one is named.
--- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: ready list
+-- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash
+-- KEYS[4]: ready list (a job of priority p > 0 goes to its `ready_list`)
 -- KEYS[5]: dead list   KEYS[6]: wheel index zset   KEYS[7]: queue table
 -- KEYS[8]: transit hash   KEYS[9]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: qualified queue   ARGV[2]: job id   ARGV[3]: fence (a delivery, 0 = none)
 -- ARGV[4]: delay ms, or -1 for the job's retry policy's (none: 0)
 -- ARGV[5]: 1 to spend the try, 0 to give it back
--- ARGV[6]: 1 to put the job at the head of its ready list (a consume given
---   back), 0 at its back   ARGV[7]: reason (recorded when ARGV[8] is 1)
+-- ARGV[6]: 1 to put the job at the head of its priority's ready list (a
+--   consume given back), 0 at its back   ARGV[7]: reason (recorded when ARGV[8] is 1)
 -- ARGV[8]: 1 to record the reason, 0 to keep the one the job has
 -- ARGV[9]: ready channel   ARGV[10]: timer channel   ARGV[11]: slot number
 -- ARGV[12]: slot key prefix

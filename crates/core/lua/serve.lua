@@ -10,7 +10,8 @@
 -- (jobs deleted while ready) are popped and skipped; expired jobs are
 -- popped and deleted.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash
--- KEYS[4]: the queue's ready list   KEYS[5]: the queue's dead list   KEYS[6]: queue table
+-- KEYS[4]: the queue's ready list (priority 0's; `ready_lists` names the
+--          others)   KEYS[5]: the queue's dead list   KEYS[6]: queue table
 -- KEYS[7]: transit hash (jobs on their way to another shard: `move_out.lua`)
 -- KEYS[8]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: qualified queue   ARGV[2]: timer channel   ARGV[3]: slot number

@@ -470,7 +470,8 @@ async fn an_operator_pauses_and_resumes_a_queue_from_the_dashboard_in_a_real_bro
     let env = [("PAUSE", "1"), ("NAMESPACE", "shop"), ("QUEUE", "emails")];
     let stdout = drive(&gw, &env).await;
     assert!(
-        stdout.contains("pause paused=true listed=true resumed=true"),
+        stdout
+            .contains("pause paused=true listed=true resumed=true ns_paused=true ns_resumed=true"),
         "{stdout}"
     );
     let got = api.get("/api/shop/emails?timeout=0").await;

@@ -37,6 +37,7 @@ local function job_bytes(id, raw)
   local n = #id + RECORD_HEAD + #raw.attrs + #raw.body
   if raw.ext then n = n + EXT_BYTES + #(raw.policy or '') + #(raw.reason or '') end
   if raw.key and raw.key ~= '' then n = n + 8 + #raw.key end
+  if (raw.priority or 0) > 0 then n = n + 1 end
   return n
 end
 local function use(ckey, queue, jobs, bytes)

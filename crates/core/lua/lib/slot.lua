@@ -116,6 +116,7 @@ local function unlist(lkey, jkey, ckey, state, queue, id, p)
     if state == READY then drop_ready(lkey) else redis.call('DEL', lkey) end
     return
   end
+  local base = lkey
   if state == READY then lkey = ready_list(lkey, p or 0) end
   if redis.call('LPOS', lkey, id, 'RANK', -1, 'MAXLEN', UNLIST_SCAN) then
     redis.call('LREM', lkey, -1, id)
@@ -128,6 +129,10 @@ local function unlist(lkey, jkey, ckey, state, queue, id, p)
     local raw = redis.call('HGET', jkey, tail)
     if raw and decode(raw).state == state then break end
     redis.call('RPOP', lkey)
+  end
+  -- A priority's list that this emptied leaves the queue's levels.
+  if state == READY and (p or 0) > 0 and redis.call('EXISTS', lkey) == 0 then
+    redis.call('ZREM', base .. ':p', p)
   end
 end
 
@@ -145,7 +150,7 @@ local function remove(jkey, tkey, ckey, rkey, dkey, queue, id, r)
 end
 
 -- Makes dead job `id` (record `r`, of `r.queue`) ready again, at the
--- head of its queue's ready list (`rkey`), with one try and a TTL of
+-- back of its priority's ready list (`rkey`'s `ready_list`), with one try and a TTL of
 -- `ttl` ms (0 = never expires). Its entry in the dead list is for the
 -- caller (popped already, or `unlist`ed after).
 local function respawn(jkey, tkey, ckey, rkey, id, r, ttl, now)

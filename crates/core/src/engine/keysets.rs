@@ -6,8 +6,10 @@
 //!
 //! Every script that writes to a slot declares the slot's
 //! [`guard`](SlotKeys::guard) last, so that it never starts while a cluster
-//! moves the slot's keys (the scripts do not read it). Scripts that only
-//! read declared keys (the peeks) do without it.
+//! moves the slot's keys (the scripts do not read it). So do the reads
+//! that also read keys they cannot declare (a queue's priority lists,
+//! wheel lists), which a cluster would otherwise refuse mid-move with an
+//! error no one retries; reads of declared keys only do without it.
 
 use crate::keys::{self, AdminKeys, SlotKeys};
 
@@ -80,14 +82,15 @@ pub(crate) fn peek_job(k: &SlotKeys) -> Vec<String> {
 
 /// `peek_queue.lua`.
 pub(crate) fn peek_queue(k: &SlotKeys, qualified: &str) -> Vec<String> {
-    vec![k.jobs(), k.ready(qualified)]
+    vec![k.jobs(), k.ready(qualified), k.guard()]
 }
 
 /// `ready_age.lua`: the slot's jobs hash, then the ready lists of
-/// `queues` (qualified).
+/// `queues` (qualified), then the guard.
 pub(crate) fn ready_age(k: &SlotKeys, queues: &[String]) -> Vec<String> {
     let mut keys = vec![k.jobs()];
     keys.extend(queues.iter().map(|q| k.ready(q)));
+    keys.push(k.guard());
     keys
 }
 
@@ -100,6 +103,7 @@ pub(crate) fn job_list(k: &SlotKeys, qualified: &str) -> Vec<String> {
         k.queues(),
         k.ready(qualified),
         k.dead(qualified),
+        k.guard(),
     ]
 }
 
@@ -196,7 +200,7 @@ pub(crate) fn move_in(k: &SlotKeys) -> Vec<String> {
 
 /// `export.lua` (reads only: no guard).
 pub(crate) fn export(k: &SlotKeys) -> Vec<String> {
-    vec![k.jobs(), k.timer(), k.queues(), k.transit()]
+    vec![k.jobs(), k.timer(), k.queues(), k.transit(), k.guard()]
 }
 
 /// `move_done.lua`.

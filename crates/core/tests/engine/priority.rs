@@ -8,12 +8,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use redis::Commands;
 use sundial_core::{
-    JobId, NewJob, Release, Released, Schedule, Shard,
+    JobId, ListAsk, ListState, NewJob, Release, Released, Schedule, Shard,
     keys::{self, SlotKeys},
 };
 use sundial_tests::RedisServer;
 
 use crate::helpers::{L, S, counts, qn, sched, shard};
+use crate::usage::assert_usage_true;
 
 /// Every job of these tests is in lane 0 of queue `q`: one slot, where the
 /// order is strict.
@@ -180,6 +181,7 @@ async fn deletes_destroy_and_export_see_every_level() {
             .await
             .expect("delete")
     );
+    assert_usage_true(&s, &redis, "after a delete").await;
     let page = s
         .portable()
         .export_list(slot0(), &qn("q"), false, 0, 100)
@@ -217,6 +219,7 @@ async fn deletes_destroy_and_export_see_every_level() {
             .expect("destroy"),
         3
     );
+    assert_usage_true(&s, &redis, "after a destroy").await;
     assert_eq!(ready_keys(&redis), Vec::<String>::new());
 }
 
@@ -285,4 +288,76 @@ async fn a_respawned_job_keeps_its_priority() {
         take(&s, 2, 30_000).await,
         vec![("dies".to_owned(), 6), ("waiting".to_owned(), 0)]
     );
+}
+
+/// x and y at priority 3, z at 1, w at 0: a listing paged one job at a
+/// time, whose top level goes between its pages.
+async fn four_over_three_levels(s: &Shard) {
+    for (body, p) in [("x", 3), ("y", 3), ("z", 1), ("w", 0)] {
+        put(s, body, p, 0).await;
+    }
+}
+
+#[tokio::test]
+async fn an_export_paged_across_a_level_that_goes_misses_no_job_left() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    four_over_three_levels(&s).await;
+    let (mut seen, mut at) = (Vec::new(), Some(0u64));
+    let mut pages = 0;
+    while let Some(passed) = at {
+        let page = s
+            .portable()
+            .export_list(slot0(), &qn("q"), false, passed, 1)
+            .await
+            .expect("export");
+        seen.extend(
+            page.jobs
+                .iter()
+                .map(|j| String::from_utf8_lossy(&j.body).into_owned()),
+        );
+        at = page.next.map(|n| n.parse().expect("a cursor"));
+        pages += 1;
+        if pages == 1 {
+            // Priority 3 empties: its level goes.
+            assert_eq!(bodies(&take(&s, 2, 30_000).await), ["x", "y"]);
+        }
+    }
+    // Newest first within a level: y was read before the consume.
+    assert_eq!(seen, ["y", "z", "w"]);
+}
+
+#[tokio::test]
+async fn a_listing_paged_across_a_level_that_goes_misses_no_job_left() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    four_over_three_levels(&s).await;
+    let (mut seen, mut at) = (Vec::new(), Some((0u64, 0u64)));
+    let mut pages = 0;
+    while let Some(from) = at {
+        let ask = ListAsk {
+            state: ListState::Ready,
+            at: from,
+            want: 1,
+            budget: 100,
+            preview: 10,
+        };
+        let page = s
+            .queues()
+            .list_jobs(slot0(), &qn("q"), ask)
+            .await
+            .expect("list");
+        seen.extend(
+            page.jobs
+                .iter()
+                .map(|j| String::from_utf8_lossy(&j.body_preview).into_owned()),
+        );
+        at = page.next;
+        pages += 1;
+        if pages == 1 {
+            assert_eq!(bodies(&take(&s, 2, 30_000).await), ["x", "y"]);
+        }
+    }
+    // Oldest first within a level: x was listed before the consume.
+    assert_eq!(seen, ["x", "z", "w"]);
 }

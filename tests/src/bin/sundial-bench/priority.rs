@@ -1,12 +1,15 @@
 //! `priority`: what publish and consume+ack cost with priorities, over a
-//! ready backlog of each size given. Each backlog is its own queue, filled
-//! once with ready jobs at priorities 0 to 4; then, in alternating rounds
-//! (so that a drift of the machine falls on every size alike), each queue
-//! gets `secs` of single publishes at priorities 5 to 9 (one each in turn)
-//! from every connection, and long-polling workers consume and ack as
-//! many jobs: the jobs just published, which outrank the backlog, so the
-//! backlog stays whole. Each line reports jobs/s and, beside it, the CPU
-//! per job of the gateway and of Redis.
+//! ready backlog of each size given, beside the same without priorities.
+//! Each backlog is a queue of its own, twice: `b<size>` filled once with
+//! ready jobs at priorities 0 to 4, `p<size>` with jobs without one. Then,
+//! in alternating rounds (so that a drift of the machine falls on every
+//! queue alike), each queue gets `secs` of single publishes from every
+//! connection (on `b<size>` at priorities 5 to 9, one each in turn), and
+//! long-polling workers consume and ack as many jobs: on `b<size>` the
+//! jobs just published, which outrank the backlog; on `p<size>` the
+//! oldest, first in first out. Either way the backlog keeps its size.
+//! Each line reports jobs/s and, beside it, the CPU per job of the
+//! gateway and of Redis.
 //!
 //! Length: each measurement is one function, top to bottom, so that its
 //! method (what is timed, from where to where) reads in one place.
@@ -34,48 +37,91 @@ pub(crate) async fn priority(
     rounds: u32,
 ) -> anyhow::Result<()> {
     for &b in backlogs {
-        print!("filling a ready backlog of {b} jobs at priorities 0 to 4... ");
-        let fillers: Vec<_> = (0..8u64)
-            .map(|i| {
-                let ctx = ctx.clone();
-                let share = b / 8 + u64::from(i < b % 8);
-                let query = format!("priority={}", i % u64::from(BACKLOG_LEVELS));
-                tokio::spawn(async move { fill(&ctx, &format!("b{b}"), share, &query).await })
-            })
-            .collect();
-        for f in fillers {
-            f.await??;
+        for plain in [false, true] {
+            print!(
+                "filling a ready backlog of {b} jobs {}... ",
+                if plain {
+                    "without priorities"
+                } else {
+                    "at priorities 0 to 4"
+                }
+            );
+            let fillers: Vec<_> = (0..8u64)
+                .map(|i| {
+                    let ctx = ctx.clone();
+                    let share = b / 8 + u64::from(i < b % 8);
+                    let query = if plain {
+                        String::new()
+                    } else {
+                        format!("priority={}", i % u64::from(BACKLOG_LEVELS))
+                    };
+                    let queue = queue_of(b, plain);
+                    tokio::spawn(async move { fill(&ctx, &queue, share, &query).await })
+                })
+                .collect();
+            for f in fillers {
+                f.await??;
+            }
+            println!("done");
         }
-        println!("done");
     }
     for round in 1..=rounds {
-        for &b in backlogs {
-            let queue = format!("b{b}");
-            let n = publish(
-                &ctx,
-                concurrency,
-                &queue,
-                Duration::from_secs(secs),
-                b,
-                round,
-            )
-            .await?;
-            consume(&ctx, concurrency, &queue, n, b, round).await?;
+        for &backlog in backlogs {
+            for plain in [false, true] {
+                let run = Run {
+                    backlog,
+                    plain,
+                    round,
+                };
+                let n = publish(&ctx, concurrency, &run, Duration::from_secs(secs)).await?;
+                consume(&ctx, concurrency, &run, n).await?;
+            }
         }
     }
     Ok(())
 }
 
-/// Single publishes to `queue` at priorities 5 to 9 for `dur`; the jobs
-/// published.
+/// The queue of a backlog's size, with priorities or without.
+fn queue_of(backlog: u64, plain: bool) -> String {
+    format!("{}{backlog}", if plain { "p" } else { "b" })
+}
+
+/// One measurement: its queue's backlog, whether it uses priorities, its
+/// round.
+struct Run {
+    backlog: u64,
+    plain: bool,
+    round: u32,
+}
+
+impl Run {
+    fn queue(&self) -> String {
+        queue_of(self.backlog, self.plain)
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "{}, backlog {}, round {}",
+            if self.plain {
+                "no priorities"
+            } else {
+                "priorities"
+            },
+            self.backlog,
+            self.round
+        )
+    }
+}
+
+/// Single publishes to the run's queue (with priorities, at 5 to 9) for
+/// `dur`; the jobs published.
 async fn publish(
     ctx: &Arc<Ctx>,
     concurrency: usize,
-    queue: &str,
+    run: &Run,
     dur: Duration,
-    backlog: u64,
-    round: u32,
 ) -> anyhow::Result<u64> {
+    let queue = run.queue();
     let done = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let cpu = ctx.cpu.sample();
@@ -83,12 +129,17 @@ async fn publish(
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
         let (ctx, done, errors) = (ctx.clone(), done.clone(), errors.clone());
-        let requests: Vec<Vec<u8>> = (0..TOP_LEVELS)
-            .map(|p| {
-                let path = format!("/api/{}/{queue}?priority={}", ctx.ns, BACKLOG_LEVELS + p);
-                wire::request("PUT", &path, &ctx.token, &ctx.body)
-            })
-            .collect();
+        let requests: Vec<Vec<u8>> = if run.plain {
+            let path = format!("/api/{}/{queue}", ctx.ns);
+            vec![wire::request("PUT", &path, &ctx.token, &ctx.body)]
+        } else {
+            (0..TOP_LEVELS)
+                .map(|p| {
+                    let path = format!("/api/{}/{queue}?priority={}", ctx.ns, BACKLOG_LEVELS + p);
+                    wire::request("PUT", &path, &ctx.token, &ctx.body)
+                })
+                .collect()
+        };
         tasks.push(tokio::spawn(async move {
             let mut conn = wire::Conn::connect(&ctx.api).await?;
             let mut sent = 0usize;
@@ -113,22 +164,17 @@ async fn publish(
     let n = done.load(Ordering::Relaxed);
     let errors = errors.load(Ordering::Relaxed);
     println!(
-        "priority publish, backlog {backlog}, round {round}: {n} jobs in {secs:.1}s = {:.0} jobs/s, {errors} errors",
+        "publish ({}): {n} jobs in {secs:.1}s = {:.0} jobs/s, {errors} errors",
+        run.label(),
         n as f64 / secs
     );
     println!("  {}", ctx.cpu.report(cpu, n + errors, n));
     Ok(n)
 }
 
-/// Long-polling workers consume and ack `jobs` jobs of `queue`.
-async fn consume(
-    ctx: &Arc<Ctx>,
-    concurrency: usize,
-    queue: &str,
-    jobs: u64,
-    backlog: u64,
-    round: u32,
-) -> anyhow::Result<()> {
+/// Long-polling workers consume and ack `jobs` jobs of the run's queue.
+async fn consume(ctx: &Arc<Ctx>, concurrency: usize, run: &Run, jobs: u64) -> anyhow::Result<()> {
+    let queue = run.queue();
     let done = Arc::new(AtomicU64::new(0));
     let requests = Arc::new(AtomicU64::new(0));
     let cpu = ctx.cpu.sample();
@@ -136,7 +182,7 @@ async fn consume(
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
         let (ctx, done, requests) = (ctx.clone(), done.clone(), requests.clone());
-        let queue = queue.to_owned();
+        let queue = queue.clone();
         tasks.push(tokio::spawn(async move {
             let take = wire::request(
                 "GET",
@@ -182,7 +228,8 @@ async fn consume(
     let secs = start.elapsed().as_secs_f64();
     let n = done.load(Ordering::Relaxed);
     println!(
-        "priority consume+ack, backlog {backlog}, round {round}: {n} jobs in {secs:.1}s = {:.0} jobs/s",
+        "consume+ack ({}): {n} jobs in {secs:.1}s = {:.0} jobs/s",
+        run.label(),
         n as f64 / secs
     );
     println!(

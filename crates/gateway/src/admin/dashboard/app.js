@@ -154,6 +154,7 @@ async function queues(gen, ns) {
   const progress = move && move.state !== "moved"
     ? await api(withPool(`/namespaces/${enc(ns)}/move`)).catch(() => null) : null;
   const usage = await usageTiles(ns);
+  const nsPause = await api(withPool(`/namespaces/${enc(ns)}/pause`));
   if (gen !== generation) return;
   // The quota form and the queue filter stay between refreshes (so that
   // an edit survives); the rest is redrawn.
@@ -182,6 +183,7 @@ async function queues(gen, ns) {
         : `Moving from pool ${move.from} to pool ${move.to} (${move.state}): ` +
           (progress ? `${fmt(progress.jobs_left)} job(s) left in pool ${move.from}, ${fmt(progress.jobs_moved)} moved by this gateway; ` : "") +
           `\`sundial namespace moving ${ns} --pool ${pool} --watch\` follows it.`) : null,
+    pauseBar(`/namespaces/${enc(ns)}`, nsPause.paused, () => show(), "namespace"),
     h("div", { class: "tiles" }, Object.entries(totals).map(([k, v]) => tile(k, v))),
     h("h2", {}, "Usage"),
     usage);
@@ -254,9 +256,10 @@ async function queue(gen, ns, q) {
       chart("Rates", history.points, ["publish_rate", "consume_rate"], history.window_s, "/s")));
 }
 
-// Whether the queue's consumers get jobs, and a button that pauses or
-// resumes it (`PUT`/`DELETE …/pause`); `done` redraws the page.
-function pauseBar(base, paused, done) {
+// Whether the queue's (or, with `kind` "namespace", every queue of the
+// namespace's) consumers get jobs, and a button that pauses or resumes it
+// (`PUT`/`DELETE …/pause`); `done` redraws the page.
+function pauseBar(base, paused, done, kind = "queue") {
   const act = async (button) => {
     button.disabled = true;
     try {
@@ -267,11 +270,15 @@ function pauseBar(base, paused, done) {
       button.after(notice(e.message, true));
     }
   };
-  const button = h("button", { type: "button", "data-pause": paused ? "resume" : "pause",
-    onclick: (ev) => act(ev.currentTarget) }, paused ? "Resume" : "Pause");
-  return h("p", { class: "pause", "data-paused": paused ? "yes" : "no" },
-    paused ? "Paused: consumers get no job (publishes, timers and TTRs go on). " : "Consumers get jobs. ",
-    button);
+  const ns = kind === "namespace";
+  const button = h("button", { type: "button", [ns ? "data-ns-pause" : "data-pause"]: paused ? "resume" : "pause",
+    onclick: (ev) => act(ev.currentTarget) },
+  paused ? (ns ? "Resume the namespace" : "Resume") : (ns ? "Pause the namespace" : "Pause"));
+  const text = ns
+    ? (paused ? "Paused: no queue of this namespace gives jobs (publishes, timers and TTRs go on). "
+      : "Its queues give jobs, unless paused themselves. ")
+    : (paused ? "Paused: consumers get no job (publishes, timers and TTRs go on). " : "Consumers get jobs. ");
+  return h("p", { class: ns ? "pause ns-pause" : "pause", "data-paused": paused ? "yes" : "no" }, text, button);
 }
 
 // ---- navigation ----------------------------------------------------------
