@@ -127,6 +127,7 @@ fn print(jobs: &Value, state: State) {
             vec![
                 table::cell(&j["job_id"]),
                 table::cell(&j["remain_tries"]),
+                table::cell(&j["priority"]),
                 table::time(&j["published_at_ms"]),
                 table::time(&j[field]),
                 table::cell(&j["ttl"]),
@@ -138,6 +139,7 @@ fn print(jobs: &Value, state: State) {
     let header = [
         "JOB ID",
         "TRIES",
+        "PRIORITY",
         "PUBLISHED (UTC)",
         column,
         "TTL",
@@ -152,6 +154,7 @@ fn show(j: &Value) {
         ("job", "job_id"),
         ("state", "state"),
         ("tries left", "remain_tries"),
+        ("priority", "priority"),
         ("published", "elapsed_ms"),
         ("ttl", "ttl"),
         ("bytes", "body_size"),

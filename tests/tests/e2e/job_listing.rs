@@ -137,14 +137,18 @@ async fn an_operator_lists_a_queues_jobs_by_state_and_finds_one_by_id(kind: Shar
     let r = gw.cli(&["job", "list", "ns", "q", "--state", "delayed"], &[]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
-        r.stdout.starts_with("JOB ID") && r.stdout.contains("DUE (UTC)"),
+        r.stdout.starts_with("JOB ID")
+            && r.stdout.contains("PRIORITY")
+            && r.stdout.contains("DUE (UTC)"),
         "{r:?}"
     );
     assert_eq!(r.stdout.lines().count(), 1 + delayed.len(), "{r:?}");
     let r = gw.cli(&["job", "show", "ns", "d", &dead], &[]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
-        r.stdout.contains("state       dead") && r.stdout.contains("doomed"),
+        r.stdout.contains("state       dead")
+            && r.stdout.contains("priority    0")
+            && r.stdout.contains("doomed"),
         "{r:?}"
     );
     let r = gw.cli(&["job", "show", "ns", "q", missing], &[]);
