@@ -35,7 +35,7 @@ local qn = qn_make(KEYS[6], queue)
 
 -- Where each publication's jobs start and end, every id once, and the
 -- index field of every key.
-local pubs, ids, fields, tombs = {}, {}, {}, {}
+local pubs, ids, fields, keys = {}, {}, {}, {}
 local i = 6
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 6])
@@ -47,7 +47,7 @@ while i <= #ARGV do
     ids[#ids + 1] = ARGV[j]
     if stride == 4 then
       fields[#fields + 1] = key_field(qn, ARGV[j + 3])
-      tombs[#tombs + 1] = key_tomb(k.prefix, queue, ARGV[j + 3])
+      keys[#keys + 1] = ARGV[j + 3]
     end
   end
   i = last + 1
@@ -61,7 +61,7 @@ end
 -- when it lives here); keys this call gives are added as it goes, so that
 -- a key given twice in one call names the first job.
 local named, named_job = {}, {}
-if #fields > 0 then named, named_job = keys_named(k.prefix, k.j, fields, tombs, now) end
+if #fields > 0 then named, named_job = keys_named(k.prefix, k.j, queue, fields, keys, now) end
 
 local out = {}
 -- Ready ids per priority (`ready_list`), and the priorities in order.
@@ -136,31 +136,37 @@ end
 -- The jobs `first`..`last` of a publication with keys (`spec`, see above),
 -- of record template `r`. Returns the publication's answer: the jobs
 -- stored, then per job that a key answered: place, id, `d` or `r`.
-local function keyed(r, spec, first, last, expire)
+local function keyed(r, kpack, spec, first, last, expire)
   local answer, place = { 0 }, 0
   local mode, window = string.sub(spec, 1, 1), 0
   if mode == 'w' then window = tonumber(string.sub(spec, 2)) end
+  local keyend = 0
+  if window > 0 then keyend = now + window end
+  -- The decoded record of job `j` (debounce writes it at once).
+  local function job_of(j, key)
+    return { tries = r.tries, pub = now, expire = r.expire, due = r.due, queue = queue, qn = qn,
+             state = r.state, priority = r.priority, ext = true, delivery = 0, policy = r.policy or '',
+             reason = '', key = key, keyend = keyend, attrs = ARGV[j + 1], body = ARGV[j + 2] }
+  end
   for j = first, last, 4 do
     place = place + 1
     local id, key = ARGV[j], ARGV[j + 3]
     local field = key_field(qn, key)
     local was, old = named[field], named_job[field]
-    local job = { tries = r.tries, pub = now, expire = r.expire, due = r.due, queue = queue, qn = qn,
-                  state = r.state, priority = r.priority, ext = true, delivery = 0, policy = r.policy or '', reason = '',
-                  key = key, keyend = 0, attrs = ARGV[j + 1], body = ARGV[j + 2] }
-    if window > 0 then job.keyend = now + window end
     if was and mode == 'd' and old and old.state == DELAYED and not old.delivered then
+      local job = job_of(j, key)
       replace(was, old, job)
       named_job[field] = job
       hit(answer, place, was, 'r')
     elseif was then
       hit(answer, place, was, 'd')
     elseif mode == 'd' then
+      local job = job_of(j, key)
       put_now(id, job, field)
       named[field], named_job[field] = id, job
       answer[1] = answer[1] + 1
     else
-      store(id, encode(job), r, expire)
+      store(id, kpack(key, keyend, ARGV[j + 1], ARGV[j + 2]), r, expire)
       key_sets[#key_sets + 1] = field
       key_sets[#key_sets + 1] = id
       named[field] = id
@@ -192,12 +198,13 @@ for _, p in ipairs(pubs) do
       kinds[schedule] = kind
     end
     local r, pack, expire = kind.r, kind.pack, kind.expire
+    if stride == 4 and not kind.kpack then kind.kpack = key_packer(kind.r) end
     if r.state == DELAYED and not woke then
       wake, woke = next_wake(k.t, k.s), true
     end
     local answer = n
     if stride == 4 then
-      answer = keyed(r, ARGV[at + 5], first, last, expire)
+      answer = keyed(r, kind.kpack, ARGV[at + 5], first, last, expire)
       n = answer[1]
     else
       for j = first, last, 3 do

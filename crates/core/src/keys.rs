@@ -25,7 +25,7 @@
 //! | `sd:T:r:<ns>/<queue>:<p>` | list | ids of ready jobs of priority `p` (1 to 255), as above | consumed before every lower level (`ready_lists` in `lua/lib/slot.lua`) |
 //! | `sd:T:r:<ns>/<queue>:p` | zset | the priorities above 0 whose lists may hold ids (member and score `p`) | every non-empty level list has its member; a consume that finds a level empty removes its member |
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
-//! | `sd:T:k` | hash | `<queue number>:<key>` → the id of the latest job of that queue published with idempotency key `<key>` (`lua/lib/keys.lua`) | an entry names a job the slot holds; it goes with that job (acked, deleted, expired, dropped, moved away) |
+//! | `sd:T:k` | hash | `<queue number>:<key>` → the id of the latest job of that queue published with idempotency key `<key>` (`lua/lib/keys.lua`); `~w` → the latest end of a window a tombstone keeps | an entry names a job the slot holds; it goes with that job (acked, deleted, expired, dropped, moved away); `~w` goes at the first keyed publish after it passed |
 //! | `sd:T:k:<ns>/<queue>:<key>` | string | the id of a job published with a window (`dedup_ttl`) that ended before its window did | expires when the window ends |
 //! | `sd:T:lease` | string | the id of the pump process that pumps this slot | changed only by the lease scripts; the pump script checks it |
 //! | `sd:T:m` | hash | job id → transit entry: a job the mover took out of this slot (its record, queue, reservation deadline, destination and the take's tag), or `x`, queue and destination for one deleted in transit | only on a shard the slot moved away from, while the mover copies it; peek and ack by id read it |

@@ -11,6 +11,11 @@
 -- key ever needs a scan, and the keys of a slot live in the slot. (A
 -- tombstone is named by its queue's name, not its number: it may outlive
 -- the slot's queue table, which goes when the slot is left empty.)
+-- The index's field `~w` holds the latest end of a window that a
+-- tombstone of the slot keeps (ms; a field of no queue, whose numbers are
+-- digits): while it is absent or past, the slot has no tombstone, and a
+-- publish need not look for one (`keys_named`, which drops a past one).
+local WINDOWS = '~w'
 
 -- The index field of `key` in the queue numbered `qn`.
 local function key_field(qn, key)
@@ -36,24 +41,32 @@ local function unkey(slot_key, id, rec, queue, now)
   if not rec.key or rec.key == '' then return end
   local prefix = string.sub(slot_key, 1, -2)
   local field = key_field(rec.qn, rec.key)
-  if redis.call('HGET', prefix .. 'k', field) ~= id then return end
+  local index = redis.call('HMGET', prefix .. 'k', field, WINDOWS)
+  if index[1] ~= id then return end
   redis.call('HDEL', prefix .. 'k', field)
   if queue and rec.keyend > 0 then
     now = now or now_ms()
     if rec.keyend > now then
       redis.call('SET', key_tomb(prefix, queue, rec.key), id, 'PX', rec.keyend - now)
+      if not index[2] or tonumber(index[2]) < rec.keyend then
+        redis.call('HSET', prefix .. 'k', WINDOWS, rec.keyend)
+      end
     end
   end
 end
 
--- What the index `fields` (of one queue; a field may come twice) name at
--- `now`, read with a few commands whatever their number: field → the id
--- of the job the key names (live, its window open) or of a tombstone
--- (`tombs`: each field's, in the same order); and field → that job's
--- decoded record, for a job that lives.
-local function keys_named(prefix, jkey, fields, tombs, now)
+-- What the index `fields` (of queue `queue`; a field may come twice, and
+-- `keys` holds each one's key, in the same order) name at `now`, read
+-- with a few commands whatever their number: field → the id of the job
+-- the key names (live, its window open) or of a tombstone; and field →
+-- that job's decoded record, for a job that lives. Tombstones are looked
+-- for only while one may be there (`WINDOWS`).
+local function keys_named(prefix, jkey, queue, fields, keys, now)
   local named, jobs, ids, of = {}, {}, {}, {}
+  fields[#fields + 1] = WINDOWS
   local found = hmget_many(prefix .. 'k', fields)
+  fields[#fields] = nil
+  local windows = found[#found]
   for x = 1, #fields do
     if found[x] then
       ids[#ids + 1] = found[x]
@@ -69,10 +82,16 @@ local function keys_named(prefix, jkey, fields, tombs, now)
       end
     end
   end
+  if not windows then return named, jobs end
+  if tonumber(windows) <= now then
+    -- Every tombstone of the slot has expired: the marker goes too.
+    redis.call('HDEL', prefix .. 'k', WINDOWS)
+    return named, jobs
+  end
   local asked, at = {}, {}
   for x = 1, #fields do
     if not named[fields[x]] then
-      asked[#asked + 1] = tombs[x]
+      asked[#asked + 1] = key_tomb(prefix, queue, keys[x])
       at[#asked] = fields[x]
     end
   end

@@ -77,11 +77,13 @@ async fn one(
     }
 }
 
-/// The key index of `key`'s slot, and its tombstones, as Redis holds them.
+/// The key index of `key`'s slot (its keys' fields, without the marker of
+/// open windows), and its tombstones, as Redis holds them.
 fn index(redis: &RedisServer, q: &str, key: &str) -> (usize, Vec<String>) {
     let k = SlotKeys::new(key_slot(q, key));
     let mut c = redis.client();
-    let fields: usize = c.hlen(format!("{}k", k.prefix())).expect("hlen");
+    let fields: Vec<String> = c.hkeys(format!("{}k", k.prefix())).expect("hkeys");
+    let fields = fields.iter().filter(|f| *f != "~w").count();
     let tombs: Vec<String> = c.keys(format!("{}k:*", k.prefix())).expect("keys");
     (fields, tombs)
 }
@@ -175,6 +177,55 @@ async fn a_key_goes_with_a_job_that_expires() {
     assert_usage_true(&s, &redis, "after keyed jobs expired").await;
 }
 
+/// The `MGET` calls Redis has served (`INFO commandstats`).
+fn mgets(redis: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut redis.client())
+        .expect("info");
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_mget:calls="))
+        .and_then(|l| l.split(',').next())
+        .map_or(0, |n| n.parse().expect("calls"))
+}
+
+#[tokio::test]
+async fn publishes_look_for_tombstones_only_while_a_window_is_open() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let before = mgets(&redis);
+    for n in 0..3 {
+        one(
+            &s,
+            "q",
+            now_sched(1),
+            KeyMode::UntilDone,
+            &format!("u{n}"),
+            "a",
+        )
+        .await;
+    }
+    assert_eq!(mgets(&redis), before, "no window, no tombstone to look for");
+    let (first, _) = one(&s, "q", now_sched(1), KeyMode::Window(60_000), "w", "a").await;
+    let got = consume(&s, &["q"], 4, 30_000).await.expect("consume");
+    let w = got
+        .iter()
+        .find(|d| d.job.id == first.as_str())
+        .expect("the windowed job");
+    assert!(
+        s.jobs()
+            .delete(w.slot, &qn("q"), &first)
+            .await
+            .expect("ack")
+    );
+    let (again, how) = one(&s, "q", now_sched(1), KeyMode::UntilDone, "w", "b").await;
+    assert_eq!((again, how), (first, Some(false)), "found by its tombstone");
+    assert!(
+        mgets(&redis) > before,
+        "a window is open: tombstones are looked for"
+    );
+}
+
 #[tokio::test]
 async fn a_window_outlives_its_job_and_ends_on_time() {
     let redis = RedisServer::start();
@@ -205,6 +256,15 @@ async fn a_window_outlives_its_job_and_ends_on_time() {
     );
     let (next, how) = one(&s, "q", now_sched(1), window, "w", "c").await;
     assert_eq!(how, None, "the window is over");
+    let k = SlotKeys::new(key_slot("q", "w"));
+    let marker: Option<String> = redis
+        .client()
+        .hget(format!("{}k", k.prefix()), "~w")
+        .expect("hget");
+    assert_eq!(
+        marker, None,
+        "the first publish after the window drops its marker"
+    );
     // A job that outlives its window no longer holds its key.
     tokio::time::sleep(Duration::from_millis(350)).await;
     let (later, how) = one(&s, "q", now_sched(1), window, "w", "d").await;
@@ -474,4 +534,74 @@ async fn a_tombstone_is_named_by_its_queue_not_its_number() {
     let (_, tombs) = index(&redis, "q", "t");
     let k = SlotKeys::new(key_slot("q", "t"));
     assert_eq!(tombs, vec![format!("{}k:ns/q:t", k.prefix())]);
+}
+
+/// A keyed job's record as a publish packs it for speed (`key_packer`),
+/// beside the one `encode` makes for a debounce's new job: the same bytes
+/// but for the times, with a priority, a policy and attributes.
+#[tokio::test]
+async fn a_keyed_record_is_packed_as_encode_packs_it() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let mut policy = [0u8; 16];
+    policy[0] = 1;
+    policy[1..5].copy_from_slice(&1000u32.to_be_bytes());
+    let schedule = Schedule {
+        delay_ms: 0,
+        ttl_ms: 60_000,
+        tries: 3,
+        priority: 7,
+        policy: Some(policy),
+    };
+    let mut records = Vec::new();
+    for (key, mode) in [
+        ("packed", KeyMode::UntilDone),
+        ("encoded", KeyMode::Debounce),
+    ] {
+        let lane = key_lane(key, L);
+        let id = JobId::mint_in_lane(false, lane, L);
+        let p = Publication {
+            schedule: schedule.clone(),
+            jobs: vec![NewJob {
+                id: id.clone(),
+                attrs: r#"{"a":"b"}"#.to_string(),
+                body: Bytes::from_static(b"body"),
+            }],
+            keys: Some(Keys {
+                mode,
+                keys: vec![key.to_string()],
+            }),
+        };
+        let slot = key_slot("q", key);
+        s.jobs()
+            .publish_many(slot, &qn("q"), &[p])
+            .await
+            .expect("publish");
+        let raw: Vec<u8> = redis
+            .client()
+            .hget(format!("{}j", SlotKeys::new(slot).prefix()), id.as_str())
+            .expect("hget");
+        records.push(raw);
+    }
+    // The key differs in length and bytes: compare around it, times masked.
+    let masked = |r: &[u8], key: &str| {
+        let mut r = r.to_vec();
+        r[3..15].fill(0);
+        let at = r
+            .windows(key.len())
+            .position(|w| w == key.as_bytes())
+            .expect("key");
+        let mut out = r[..at - 2].to_vec();
+        out.extend_from_slice(&r[at + key.len()..]);
+        out
+    };
+    assert_eq!(
+        masked(&records[0], "packed"),
+        masked(&records[1], "encoded")
+    );
+    assert_eq!(
+        records[0][0],
+        2 + 8 + 64 + 128,
+        "ready, prioritized, extended, keyed"
+    );
 }
