@@ -561,15 +561,15 @@ async fn a_keyed_record_is_packed_as_encode_packs_it() {
         let lane = key_lane(key, L);
         let id = JobId::mint_in_lane(false, lane, L);
         let p = Publication {
-            schedule: schedule.clone(),
+            schedule,
             jobs: vec![NewJob {
                 id: id.clone(),
-                attrs: r#"{"a":"b"}"#.to_string(),
+                attrs: r#"{"a":"b"}"#.to_owned(),
                 body: Bytes::from_static(b"body"),
             }],
             keys: Some(Keys {
                 mode,
-                keys: vec![key.to_string()],
+                keys: vec![key.to_owned()],
             }),
         };
         let slot = key_slot("q", key);
