@@ -357,26 +357,6 @@ local function packer(r)
   end
 end
 
--- As `packer`, for keyed records of fresh record `r`: returns a function
--- of a job's key, its window's end (`keyend`, 0 for none), attributes and
--- body that packs its record (`encode` of the same fields gives the same
--- bytes), for the common case of a publish with keys, without a decoded
--- record per job.
-local function key_packer(r)
-  local state = r.state + EXTENDED + KEYED
-  if r.delivered then state = state + 16 end
-  local p = r.priority or 0
-  local level = ''
-  if p > 0 then state, level = state + PRIORITIZED, string.char(p) end
-  local policy = r.policy or ''
-  local fixed = struct.pack('>BHI6I6I6I3I4Bc0H', state, r.tries, r.pub, r.expire, r.due or 0, r.qn,
-    0, #policy, policy, 0)
-  return function(key, keyend, attrs, body)
-    return fixed .. struct.pack('>I6H', keyend, #key) .. key .. level .. struct.pack('>H', #attrs) .. attrs
-      .. body
-  end
-end
-
 -- The slot's queue table (`qkey`): the number of a qualified queue, or nil
 -- when the slot never held a job of it.
 local function qn_of(qkey, name)
