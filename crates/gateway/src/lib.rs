@@ -37,3 +37,10 @@ pub mod refusals;
 pub mod server;
 pub mod state;
 pub mod wakeups;
+
+/// Whether a number is 0: serde's `skip_serializing_if` for the fields an
+/// answer or an export line leaves out at 0 (so lmstfy's clients see no
+/// new field for a job that uses no extension).
+pub(crate) fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
+}

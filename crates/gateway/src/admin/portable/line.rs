@@ -43,18 +43,18 @@ pub(crate) struct Line {
     #[serde(default)]
     ttl_ms: u64,
     /// Delayed: until it is due (left out when 0).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     delay_ms: u64,
     /// Reserved: until its TTR runs out and it is delivered again or dies
     /// (left out when 0).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     ttr_ms: u64,
     /// Dead: since it died, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dead_for_ms: Option<u64>,
     /// Its deliveries so far (left out when 0; a delivered job without it
     /// counts as delivered once).
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     #[schema(maximum = 4294967295u64)]
     delivery: u32,
     /// Why it last failed, at most 1024 bytes (left out when none).
@@ -71,10 +71,10 @@ pub(crate) struct Line {
     dedup: Option<String>,
     /// Until its key's window ends (`dedup_ttl` at publish), ms; left out
     /// when the key lasts as long as the job.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     dedup_ttl_ms: u64,
     /// Its priority (`priority` at publish), 0 to 255; left out when 0.
-    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     priority: u8,
     /// Its attributes (`Job-Attr-*` at publish), or null.
     #[serde(default)]
@@ -94,18 +94,6 @@ fn packed(policy: Option<RetryPolicy>) -> Result<Option<sundial_core::PackedPoli
     Ok(p.resolve()
         .map_err(|why| format!("invalid policy: {why}"))?
         .pack())
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-fn is_zero_u32(n: &u32) -> bool {
-    *n == 0
-}
-
-fn is_zero_u8(n: &u8) -> bool {
-    *n == 0
 }
 
 /// The longest reason a line may carry, as a release's.

@@ -112,13 +112,9 @@ pub struct Job<'a> {
     pub reason: Option<&'a str>,
     /// The job's priority (`priority` at publish), left out when 0: a
     /// client that never sets one never sees it. Sundial's extension.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::is_zero")]
     #[schema(minimum = 1, maximum = 255)]
     pub priority: u8,
-}
-
-fn is_zero(n: &u8) -> bool {
-    *n == 0
 }
 
 /// `msg` of a delivered job.
