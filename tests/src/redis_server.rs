@@ -188,16 +188,32 @@ impl RedisServer {
             .sum()
     }
 
+    /// A section of `INFO`, as Redis writes it.
+    fn info(&self, section: &str) -> String {
+        redis::cmd("INFO")
+            .arg(section)
+            .query(&mut self.client())
+            .expect("INFO")
+    }
+
     /// Bytes of memory Redis reports as used (`INFO memory`, `used_memory`).
     pub fn used_memory(&self) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("memory")
-            .query(&mut self.client())
-            .expect("INFO memory");
-        info.lines()
+        self.info("memory")
+            .lines()
             .find_map(|l| l.strip_prefix("used_memory:"))
             .and_then(|v| v.trim().parse().ok())
             .expect("used_memory in INFO")
+    }
+
+    /// How many times Redis has served `command` (lower case, as `INFO
+    /// commandstats` names it), scripts' calls included; 0 before the first.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
+        self.info("commandstats")
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|l| l.split(',').next())
+            .map_or(0, |n| n.parse().expect("calls"))
     }
 }
 

@@ -177,16 +177,9 @@ async fn a_key_goes_with_a_job_that_expires() {
     assert_usage_true(&s, &redis, "after keyed jobs expired").await;
 }
 
-/// The `MGET` calls Redis has served (`INFO commandstats`).
+/// The `MGET` calls Redis has served.
 fn mgets(redis: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut redis.client())
-        .expect("info");
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_mget:calls="))
-        .and_then(|l| l.split(',').next())
-        .map_or(0, |n| n.parse().expect("calls"))
+    redis.command_calls("mget")
 }
 
 #[tokio::test]
