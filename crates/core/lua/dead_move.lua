@@ -12,7 +12,7 @@ local limit, mode, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local jkey, tkey, ckey = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
 local before = nil
-if mode == 'respawn' and ttl > 0 then before = zmin(tkey) end
+if mode == 'respawn' and ttl > 0 then before = next_wake(tkey, slot_prefix(tkey) .. 's') end
 local popped, moved = 0, 0
 while moved < limit do
   local id = redis.call('RPOP', KEYS[4])

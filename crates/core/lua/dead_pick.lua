@@ -15,7 +15,7 @@ local qn = qn_of(KEYS[6], queue)
 local now = now_ms()
 local out, respawned = {}, 0
 local before = nil
-if mode == 'respawn' and ttl > 0 then before = zmin(tkey) end
+if mode == 'respawn' and ttl > 0 then before = next_wake(tkey, slot_prefix(tkey) .. 's') end
 for i = 7, #ARGV do
   local id = ARGV[i]
   local raw = qn and redis.call('HGET', jkey, id)

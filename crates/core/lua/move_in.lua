@@ -68,7 +68,11 @@ for i = 7, #ARGV, 2 do
       else
         push_ready(ARGV[1] .. 'r:' .. r.queue, id, r.priority, true)
       end
-      arm_expiry(tkey, id, r)
+      local at = place_expiry(tkey, id, r, now)
+      if at and (wake == nil or at < wake) then
+        announce(ARGV[2], ARGV[3])
+        wake = at
+      end
       if r.state == READY then ready[r.queue] = (ready[r.queue] or 0) + 1 end
     end
     t.state(r.state, r.queue, 1)

@@ -7,9 +7,9 @@
 -- Ready and dead jobs are taken newest first from each queue's list (the
 -- copy appends them at the consuming end, so the list keeps its order);
 -- then every other job, with HSCAN over the jobs hash from `cursor`.
--- A slot with no job left, here or in transit, is cleared: its wheel, its
--- lists (stale ids only), its queue table and counters, and the mover's
--- lease (the pump's lease stays with the pump).
+-- A slot with no job left, here or in transit, is cleared: its wheel (lists
+-- and expiry hashes), its lists (stale ids only), its queue table and
+-- counters, and the mover's lease (the pump's lease stays with the pump).
 -- With a queue prefix (`<ns>/`: a namespace moving to another pool), only
 -- that namespace's jobs are taken, and the slot is never cleared.
 -- The mover's lease (KEYS[7]) fences every call: one mover per slot.
@@ -71,6 +71,8 @@ end
 local t = tally()
 local tag = transit_tag()
 local seen, taken, entries = {}, {}, {}
+-- The taken ready and dead jobs, per wheel second of their expiry.
+local unplaced = {}
 local budget, bytes = tonumber(ARGV[9]), 0
 local function full()
   return #taken >= limit or bytes >= budget
@@ -85,7 +87,9 @@ local function take(id, raw, queue, deadline)
   entries[#entries + 1] = e
   out[#out + 1] = id
   out[#out + 1] = e
-  t.state(head(raw), queue, -1)
+  local st, _, _, expire = head(raw)
+  t.state(st, queue, -1)
+  if st == READY or st == DEAD then unplace_expiry(tkey, id, expire, unplaced) end
   -- Its key is the new shard's to keep (`move_in.lua`).
   unkey(jkey, id, raw, nil)
 end
@@ -165,11 +169,12 @@ end
 if #taken > 0 then
   call_many('HDEL', jkey, taken, 1)
   call_many('ZREM', tkey, taken, 1)
+  unplace_all(tkey, unplaced)
   call_many('HSET', mkey, entries, 2)
   t.flush(ckey)
 elseif only == '' and redis.call('HLEN', jkey) == 0 and redis.call('HLEN', mkey) == 0 then
   for _, second in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
-    redis.call('DEL', prefix .. 'w:' .. second)
+    redis.call('DEL', prefix .. 'w:' .. second, prefix .. 'e:' .. second)
   end
   for _, field in ipairs(redis.call('HKEYS', KEYS[4])) do
     if string.sub(field, 1, 1) ~= '#' then

@@ -22,8 +22,8 @@
 -- pending job the key names took this job's body and schedule). See
 -- `lua/lib/keys.lua`.
 -- Writes are gathered and made once per key at the end (one HSET of every
--- record, one LPUSH of every ready id per priority, one ZADD of their expiries, one
--- HSET of the key index), and the ids and keys of every publication are
+-- record, one LPUSH of every ready id per priority, one write of their
+-- expiries per wheel second (`expiries`), one HSET of the key index), and the ids and keys of every publication are
 -- looked up at once (`keys_named`): a call costs a few commands whatever
 -- number of jobs it carries. Delayed jobs are placed one by one (`delay`),
 -- which keeps the pumps' wake-ups exact; a debounce that replaces a job
@@ -65,10 +65,10 @@ if #fields > 0 then named, named_job = keys_named(k.prefix, k.j, queue, fields, 
 
 local out = {}
 -- Ready ids per priority (`ready_list`), and the priorities in order.
-local records, ready_ids, ready_levels, expiries, key_sets = {}, {}, {}, {}, {}
+local records, ready_ids, ready_levels, key_sets = {}, {}, {}, {}
 local ready_count = 0
--- The earliest expiry of the ready jobs, if any has one.
-local soonest = nil
+-- The expiries of the ready jobs (`expiries`), and whether one was added.
+local ex, expiring = expiries(k, now), false
 local wake, woke = nil, false
 -- Publications with the same schedule share their record's fixed fields
 -- (the usual case: a call of many single-job publishes): one record
@@ -79,7 +79,7 @@ local kinds = {}
 local stored, total, bytes, written_ready = {}, 0, 0, 0
 
 -- Gathers the writes of a new job `id` (record `record`, of template `r`).
-local function store(id, record, r, expire)
+local function store(id, record, r)
   records[#records + 1] = id
   records[#records + 1] = record
   bytes = bytes + #id + #record
@@ -96,9 +96,8 @@ local function store(id, record, r, expire)
     level[#level + 1] = id
     ready_count = ready_count + 1
     if r.expire > 0 then
-      expiries[#expiries + 1] = expire
-      expiries[#expiries + 1] = id
-      if soonest == nil or r.expire < soonest then soonest = r.expire end
+      ex.add(id, r.expire)
+      expiring = true
     end
   end
 end
@@ -136,7 +135,7 @@ end
 -- The jobs `first`..`last` of a publication with keys (`spec`, see above),
 -- of record template `r`. Returns the publication's answer: the jobs
 -- stored, then per job that a key answered: place, id, `d` or `r`.
-local function keyed(r, kpack, spec, first, last, expire)
+local function keyed(r, kpack, spec, first, last)
   local answer, place = { 0 }, 0
   local mode, window = string.sub(spec, 1, 1), 0
   if mode == 'w' then window = tonumber(string.sub(spec, 2)) end
@@ -166,7 +165,7 @@ local function keyed(r, kpack, spec, first, last, expire)
       named[field], named_job[field] = id, job
       answer[1] = answer[1] + 1
     else
-      store(id, kpack(key, keyend, ARGV[j + 1], ARGV[j + 2]), r, expire)
+      store(id, kpack(key, keyend, ARGV[j + 1], ARGV[j + 2]), r)
       key_sets[#key_sets + 1] = field
       key_sets[#key_sets + 1] = id
       named[field] = id
@@ -192,23 +191,21 @@ for _, p in ipairs(pubs) do
       local r = fresh(queue, qn, tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), now)
       r.priority = tonumber(ARGV[at + 3])
       with_policy(r, ARGV[at + 4])
-      -- The expiry as text once: a number given to redis.call is
-      -- formatted by Redis on every use.
-      kind = { r = r, pack = packer(r), expire = string.format('%d', r.expire) }
+      kind = { r = r, pack = packer(r) }
       kinds[schedule] = kind
     end
-    local r, pack, expire = kind.r, kind.pack, kind.expire
+    local r, pack = kind.r, kind.pack
     if stride == 4 and not kind.kpack then kind.kpack = key_packer(kind.r) end
     if r.state == DELAYED and not woke then
       wake, woke = next_wake(k.t, k.s), true
     end
     local answer = n
     if stride == 4 then
-      answer = keyed(r, kind.kpack, ARGV[at + 5], first, last, expire)
+      answer = keyed(r, kind.kpack, ARGV[at + 5], first, last)
       n = answer[1]
     else
       for j = first, last, 3 do
-        store(ARGV[j], pack(ARGV[j + 1], ARGV[j + 2]), r, expire)
+        store(ARGV[j], pack(ARGV[j + 1], ARGV[j + 2]), r)
       end
     end
     -- A later publication of this call with one of these ids clashes, as
@@ -226,13 +223,14 @@ for _, p in ipairs(ready_levels) do
   call_many('LPUSH', ready_list(KEYS[4], p), ready_ids[p], 1)
   if p > 0 then redis.call('ZADD', KEYS[4] .. ':p', p, p) end
 end
-if soonest then
-  -- Ready jobs' expiries wake a sleeping pump as due times do, when one is
-  -- the slot's earliest timer entry (a pump sleeps until then, or its idle
-  -- check).
-  local before = zmin(KEYS[2])
-  call_many('ZADD', KEYS[2], expiries, 2)
-  if before == nil or soonest < before then announce(ARGV[3], ARGV[4]) end
+if expiring then
+  -- Ready jobs' expiries wake a sleeping pump as due times do, when one
+  -- needs it sooner than the slot's next wake-up (a pump sleeps until
+  -- then, or its idle check).
+  local before = wake
+  if not woke then before = next_wake(k.t, k.s) end
+  local at = ex.write()
+  if before == nil or at < before then announce(ARGV[3], ARGV[4]) end
 end
 local counts = tally()
 for state, n in pairs(stored) do counts.state(state, queue, n) end

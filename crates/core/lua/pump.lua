@@ -5,12 +5,13 @@
 -- entries removed.
 -- First, wheel seconds that start within SECOND_MS are opened (at most `limit`
 -- entries): their delayed jobs move to the timer zset at their exact due
--- time, or straight to ready when they are due already.
+-- time, or straight to ready when they are due already, and so do the
+-- expiries of ready and dead jobs that wait in them.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
 -- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: slot key prefix (ready list = prefix .. 'r:' .. queue, or its
 --          priority's `ready_list`; dead list = prefix .. 'd:' .. queue,
---          wheel list = prefix .. 'w:' .. second)
+--          wheel list = prefix .. 'w:' .. second, expiry hash = prefix .. 'e:' .. second)
 -- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
 -- ARGV[4]: the lease owner this pump acts for ("" = no lease, a single pump)
 -- Returns: {processed (wheel entries opened + timer entries handled), to_ready, retried, dead, expired,
@@ -54,8 +55,9 @@ end
 -- sooner when large records pile up (FLUSH_BYTES): one HSET of the changed
 -- records, one LPUSH per ready or dead list (in the order the jobs were
 -- handled: due order for timer entries, list order for a wheel second
--- opened late), one ZADD of the timer entries to set and one ZREM of those
--- that leave the timer. Jobs past their TTL are removed after that, one by
+-- opened late), one ZADD of the timer entries to set, one ZREM of those
+-- that leave the timer and one HSET per wheel second of the far expiries
+-- (`expiries`). Jobs past their TTL are removed after that, one by
 -- one, as they touch their lists (`unlist`). Records are read with HMGET, 100 at a time, and only
 -- their leading fields (`head`).
 local records, lists, list_order, armed, unarmed, expired_jobs = {}, {}, {}, {}, {}, {}
@@ -83,15 +85,18 @@ local function set_timer(id, at)
   armed[#armed + 1] = string.format('%d', at)
   armed[#armed + 1] = id
 end
+-- Far expiries, armed in their wheel seconds (`expiries`) when `write` runs.
+local ex = expiries({ t = tkey, s = skey, prefix = prefix }, now)
 -- The timer entry a job keeps in a state without a due time of its own:
--- its expiry, or none (as `arm_expiry`, gathered). `timed`: whether it has
--- an entry now.
+-- its expiry, near on the timer and far in its wheel second, or none (as
+-- `arm_expiry`, gathered). `timed`: whether it has an entry now.
 local function rearm(id, expire, timed)
-  if expire > 0 then
+  if expire > 0 and expire < now + NEAR_MS then
     set_timer(id, expire)
-  elseif timed then
-    unarmed[#unarmed + 1] = id
+    return
   end
+  if expire > 0 then ex.add(id, expire) end
+  if timed then unarmed[#unarmed + 1] = id end
 end
 local function expire_job(id, raw, st, queue)
   expired_jobs[#expired_jobs + 1] = { id, st, queue, raw }
@@ -186,6 +191,7 @@ local function write()
   end
   call_many('ZADD', tkey, armed, 2)
   call_many('ZREM', tkey, unarmed, 1)
+  ex.write()
   counts.flush(ckey)
   for _, e in ipairs(expired_jobs) do
     local id, st, queue = e[1], e[2], e[3]
@@ -219,10 +225,47 @@ local function each_record(ids, handle)
   end
 end
 
+-- Opens up to `n` entries of the expiry hash `ekey` of wheel second
+-- `second` (see `expiries` in `lua/lib/slot.lua`): a job still ready or
+-- dead with that expiry goes on the timer at it, or goes at once when it
+-- passed (a second opened late); other entries are stale and skipped.
+-- A hash larger than `n` gives `n` of its entries, chosen at random
+-- (HRANDFIELD: O(n)). Returns the entries opened.
+local function open_expiries(ekey, second, n)
+  local len = redis.call('HLEN', ekey)
+  if len == 0 then return 0 end
+  local kv
+  if len <= n then
+    kv = redis.call('HGETALL', ekey)
+    redis.call('DEL', ekey)
+  else
+    kv = redis.call('HRANDFIELD', ekey, n, 'WITHVALUES')
+  end
+  local base, ids, at = tonumber(second) * SECOND_MS, {}, {}
+  for x = 1, #kv, 2 do
+    ids[#ids + 1] = kv[x]
+    at[kv[x]] = base + tonumber(kv[x + 1])
+  end
+  if len > n then call_many('HDEL', ekey, ids, 1) end
+  each_record(ids, function(id, raw)
+    if not raw then return end
+    local st, qn, _, expire = head(raw)
+    if (st ~= READY and st ~= DEAD) or expire ~= at[id] then return end
+    if expire <= now then
+      expire_job(id, raw, st, qname(qn))
+    else
+      set_timer(id, expire)
+    end
+  end)
+  return #ids
+end
+
 -- Open the wheel seconds that start within SECOND_MS. A job of an opened
 -- second goes on the timer at its due time; one that is due already (the
 -- pump is behind: a backlog, or a second opened late) goes straight to
 -- ready, and one past its TTL goes, without passing through the timer.
+-- Then the second's expiries (`open_expiries`). A second leaves the wheel
+-- index once both its list and its expiry hash are empty.
 local opened = 0
 -- An id listed twice (in one second, or in two opened together) is
 -- handled once: its record is rewritten only when this call writes.
@@ -230,7 +273,7 @@ local listed = {}
 while opened < limit do
   local first = redis.call('ZRANGE', skey, 0, 0, 'WITHSCORES')
   if #first == 0 or tonumber(first[2]) >= now + SECOND_MS then break end
-  local wkey = prefix .. 'w:' .. first[1]
+  local wkey, ekey = prefix .. 'w:' .. first[1], prefix .. 'e:' .. first[1]
   local ids = redis.call('LPOP', wkey, limit - opened)
   if ids then
     each_record(ids, function(id, raw)
@@ -249,7 +292,8 @@ while opened < limit do
     end)
     opened = opened + #ids
   end
-  if redis.call('EXISTS', wkey) == 0 then redis.call('ZREM', skey, first[1]) end
+  if opened < limit then opened = opened + open_expiries(ekey, first[1], limit - opened) end
+  if redis.call('EXISTS', wkey, ekey) == 0 then redis.call('ZREM', skey, first[1]) end
 end
 if opened >= limit then
   -- A huge second: come back at once for the rest before pumping.

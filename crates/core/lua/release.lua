@@ -61,7 +61,7 @@ if delay_ms < 0 then delay_ms = retry_delay(r.policy, r.delivery) or 0 end
 if r.tries == 0 or (spend and past_retry(r.policy, r.pub, now)) then
   r.state, r.died, r.due = DEAD, true, now
   redis.call('LPUSH', KEYS[5], id)
-  arm_expiry(tkey, id, r)
+  arm_expiry(tkey, id, r, now)
 elseif delay_ms > 0 then
   r.state, r.due = DELAYED, now + delay_ms
   redis.call('ZREM', tkey, id)
@@ -69,7 +69,7 @@ elseif delay_ms > 0 then
 else
   r.state, r.due = READY, now
   push_ready(KEYS[4], id, r.priority, front)
-  arm_expiry(tkey, id, r)
+  arm_expiry(tkey, id, r, now)
   announce(ARGV[9], 1)
 end
 local record = encode(r)

@@ -35,7 +35,8 @@
 -- Records are read with one HMGET per round and only their leading fields
 -- are unpacked; ready ids are popped with one RPOP per round; each kind of
 -- write is made once for the call: one HDEL and ZREM of the acked, one of
--- the expired, one HSET of the reserved records, one ZADD of their
+-- the expired, one HDEL per wheel second of the expiries that leave it
+-- (`unplace_expiry`), one HSET of the reserved records, one ZADD of their
 -- deadlines.
 local queue = ARGV[1]
 local jkey, tkey, ckey, rkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -43,6 +44,9 @@ local now = now_ms()
 local out = { now }
 local qn = qn_of(KEYS[6], queue)
 local t = tally()
+-- Ready and dead jobs that leave that state here, per wheel second of
+-- their expiry (`unplace_expiry`).
+local unplaced = {}
 
 local acks, touches = tonumber(ARGV[4]), tonumber(ARGV[5])
 -- Where the touches and the consumers start in ARGV.
@@ -92,7 +96,7 @@ if acks > 0 then
     local raw = not gone[id] and raws[id]
     local state = 0
     if raw then
-      local st, q = head(raw)
+      local st, q, _, expire = head(raw)
       if q ~= qn then
         state = 0
       elseif not unfenced(x, raw) then
@@ -104,7 +108,10 @@ if acks > 0 then
         unkey(jkey, id, raw, queue)
         t.state(st, queue, -1)
         acked_bytes = acked_bytes + #id + #raw
-        if st == READY or st == DEAD then listed[#listed + 1] = { x, priority_of(raw) } end
+        if st == READY or st == DEAD then
+          listed[#listed + 1] = { x, priority_of(raw) }
+          unplace_expiry(tkey, id, expire, unplaced)
+        end
       end
     end
     out[#out + 1] = state
@@ -227,12 +234,14 @@ while #taken < wanted and l <= #lists do
         if st == READY and q == qn then
           if expire > 0 and expire <= now then
             expired_ids[#expired_ids + 1] = fresh[x]
+            unplace_expiry(tkey, fresh[x], expire, unplaced)
             unkey(jkey, fresh[x], raw, queue, now)
             t.state(READY, queue, -1)
             expired_bytes = expired_bytes + #fresh[x] + #raw
           else
             local j = #taken + 1
             taken[j], raws[j], tries_of[j], expire_of[j] = fresh[x], raw, tries, expire
+            unplace_expiry(tkey, fresh[x], expire, unplaced)
           end
         end
       end
@@ -269,6 +278,7 @@ for c = 1, #counts do
   next_job = next_job + got
 end
 
+unplace_all(tkey, unplaced)
 call_many('HDEL', jkey, expired_ids, 1)
 call_many('ZREM', tkey, expired_ids, 1)
 if #expired_ids > 0 then t.use(queue, -#expired_ids, -expired_bytes) end

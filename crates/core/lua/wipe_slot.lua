@@ -1,6 +1,6 @@
 -- Removes what one slot of a shard that left its pool keeps: the wheel
--- lists its wheel index names (ids of delayed jobs deleted before their
--- second), the ready and dead lists of the queues its table names (ids left
+-- lists and expiry hashes its wheel index names (ids of delayed jobs, and
+-- expiries of ready and dead jobs, deleted before their second), the ready and dead lists of the queues its table names (ids left
 -- behind by deletions the lists were not searched for), and the slot's own
 -- keys. Refuses, removing nothing, while the slot holds a job record or a
 -- timer entry (a job that arrived since the caller's checks).
@@ -15,7 +15,7 @@ end
 local prefix = ARGV[1]
 local removed = 0
 for _, second in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  removed = removed + redis.call('DEL', prefix .. 'w:' .. second)
+  removed = removed + redis.call('DEL', prefix .. 'w:' .. second, prefix .. 'e:' .. second)
 end
 for _, field in ipairs(redis.call('HKEYS', KEYS[5])) do
   -- `<ns>/<queue>` names a queue; `#…` fields number them.

@@ -16,9 +16,10 @@
 //! | --- | --- | --- | --- |
 //! | `sd:T:j` | hash | job id → packed record (state, tries left, publish and expiry time, queue number, attributes, body) | a job exists iff its field exists |
 //! | `sd:T:q` | hash | `<ns>/<queue>` → the queue's number in this slot, `#<number>` → `<ns>/<queue>`, `#` → the last number given | a number, once given, never changes or goes |
-//! | `sd:T:t` | zset | job id → next deadline (ms, shard clock) | delayed and due within about 2 s: due time; reserved: TTR deadline (or expiry if sooner); ready or dead: expiry if any, else absent |
-//! | `sd:T:s` | zset | wheel second → its start (ms) | one member per non-empty wheel list |
+//! | `sd:T:t` | zset | job id → next deadline (ms, shard clock) | delayed and due within about 2 s: due time; reserved: TTR deadline (or expiry if sooner); ready or dead: expiry if it was within about 2 s when armed or its wheel second was opened, else absent |
+//! | `sd:T:s` | zset | wheel second → its start (ms) | one member per second whose wheel list or expiry hash is non-empty |
 //! | `sd:T:w:<second>` | list | ids of delayed jobs due within that second (`second = due_ms / 1000`) | every delayed job not in `sd:T:t` is in the list of its second; stale ids (deleted jobs) are skipped when the second opens |
+//! | `sd:T:e:<second>` | hash | id of a ready or dead job → its expiry's ms into that second | every ready or dead job with an expiry not in `sd:T:t` is in the hash of its expiry's second; its entry goes when the job leaves that state (`unplace_expiry` in `lua/lib/slot.lua`) or the second opens |
 //! | `sd:T:c` | hash | `<s><ns>/<queue>` → number of live jobs of that queue in state `s` (`l` delayed, `r` ready, `f` reserved, `d` dead); `P<ns>/<queue>`, `C<ns>/<queue>` and `A<ns>/<queue>` → jobs published, deliveries made and jobs acked (deleted by id: `serve.lua`) (running totals, which move with the slot) | the per-state counts equal the records in that state; changed by the script that changes the records |
 //! | `sd:T:u` | hash | `j<ns>` → jobs of the namespace held in the slot on this shard (records, and transit entries until their copy is safe); `b<ns>` → their bytes (ids and records, body included) | changed by every script that adds or removes a record or a transit entry; a field at 0 goes; counted afresh once on a shard whose data predates it (`usage_build.lua`) |
 //! | `sd:T:r:<ns>/<queue>` | list | ids of ready jobs of priority 0, pushed left, popped right | every ready job is in its priority's list once; stale ids of jobs deleted while ready are skipped when popped (see `unlist` in `lua/lib/slot.lua`); the lists go when the slot holds no ready job of the queue |
@@ -90,9 +91,24 @@ pub const META: &str = "sd:meta";
 pub const META_FORMAT: &str = "format";
 /// The data layout this build reads and writes: pool-wide slots, records
 /// that may be extended, keyed and prioritized (`lua/lib/record.lua`),
-/// ready lists per priority. Format 1 (buckets) is in `docs/POOLS.md`
+/// ready lists per priority, far expiries of ready and dead jobs in the
+/// wheel (`sd:T:e:<second>`). Format 1 (buckets) is in `docs/POOLS.md`
 /// ("Upgrading from format 1").
-pub const FORMAT: u32 = 5;
+pub const FORMAT: u32 = 6;
+/// The older formats this build reads as they are (each a subset of
+/// [`FORMAT`]'s layout), and marks [`FORMAT`] on start so that the build
+/// that wrote them refuses the shard rather than misread it.
+pub const OLDER_FORMATS: [u32; 4] = [
+    FORMAT_PLAIN,
+    FORMAT_EXTENDED,
+    FORMAT_KEYED,
+    FORMAT_PRIORITIZED,
+];
+/// Format 5: every expiry on the timer zset, none in the wheel. Read, and
+/// marked [`FORMAT`] on start, so that a format-5 build, whose pump never
+/// opens an expiry hash, refuses the shard rather than leave its jobs
+/// unexpired.
+pub const FORMAT_PRIORITIZED: u32 = 5;
 /// Format 4: records that may be keyed, never prioritized. Read, and
 /// marked [`FORMAT`] on start, so that a format-4 build refuses the shard
 /// rather than misread a prioritized record.
@@ -219,6 +235,11 @@ impl SlotKeys {
     /// The timer-wheel list of one second of due times.
     pub fn wheel(&self, second: u64) -> String {
         format!("{}w:{second}", self.prefix)
+    }
+
+    /// The timer-wheel hash of one second of ready and dead jobs' expiries.
+    pub fn expiry_wheel(&self, second: u64) -> String {
+        format!("{}e:{second}", self.prefix)
     }
 
     /// The slot's queue table: `<ns>/<queue>` → number, `#<number>` → name,

@@ -558,13 +558,19 @@ async fn acks_that_arrive_together_share_one_call_and_each_finds_its_own_job() {
     let mut expected = vec![true; 20];
     expected.extend([false, false]);
     assert_eq!(found, expected, "each ack finds its own job, once");
-    // What Redis holds: the 10 others, on the list and the timer.
+    // What Redis holds: the 10 others, on the list, their expiries (a
+    // minute away) in their wheel second.
     let mut c = redis.client();
     let k = sundial_core::keys::SlotKeys::new(0);
     let held: u64 = redis::Commands::hlen(&mut c, k.jobs()).expect("hlen");
     let listed: u64 = redis::Commands::llen(&mut c, k.ready("ns/q")).expect("llen");
-    let timed: u64 = redis::Commands::zcard(&mut c, k.timer()).expect("zcard");
-    assert_eq!((held, listed, timed), (10, 10, 10));
+    let seconds: Vec<u64> =
+        redis::Commands::zrange(&mut c, k.wheel_index(), 0, -1).expect("zrange");
+    let expiring: u64 = seconds
+        .iter()
+        .map(|&s| redis::Commands::hlen::<_, u64>(&mut c, k.expiry_wheel(s)).expect("hlen"))
+        .sum();
+    assert_eq!((held, listed, expiring), (10, 10, 10));
     let counts = shard.queues().counts(0, "ns/q").await.expect("counts");
     assert_eq!(counts.ready, 10);
     assert_eq!(acks.lines(), 0, "an idle queue leaves no line behind");

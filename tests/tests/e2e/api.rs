@@ -31,6 +31,7 @@ on_every_shard_kind!(
     a_long_poll_on_one_gateway_wakes_for_a_publish_on_another,
     idle_waiters_send_redis_no_commands,
     millisecond_delays_and_ttrs,
+    ready_and_dead_jobs_go_at_the_end_of_their_ttl,
     stats_show_the_backlog_and_rates,
 );
 
@@ -241,8 +242,9 @@ async fn bad_input_is_a_clear_4xx_and_stores_nothing(kind: ShardKind) {
         "1 MiB exactly is fine"
     );
     // Only the 1 MiB job was stored: its slot's hash, counters, queue
-    // table, ready list, timer (for its expiry) and usage.
-    assert_eq!(job_keys(&e.store).len(), 6, "{:?}", job_keys(&e.store));
+    // table, ready list, usage, and for its expiry (a day away) the
+    // wheel's index and the hash of its second.
+    assert_eq!(job_keys(&e.store).len(), 7, "{:?}", job_keys(&e.store));
 
     for (path, msg) in [
         ("/api/ns/q?count=0", "invalid count"),
@@ -615,6 +617,43 @@ async fn millisecond_delays_and_ttrs(kind: ShardKind) {
         (r.status, r.json["error"].as_str()),
         (400, Some("ttl is shorter than delay"))
     );
+}
+
+async fn ready_and_dead_jobs_go_at_the_end_of_their_ttl(kind: ShardKind) {
+    // A TTL of 3 s is far enough for the expiries to wait in the timer
+    // wheel, not on the timer: the pumps still drop the jobs on time.
+    let e = env(kind).await;
+    let start = Instant::now();
+    let ready = e.api.publish("ns", "q", "ttl=3", b"ready").await;
+    let dead = e.api.publish("ns", "d", "ttl=3&tries=1", b"dead").await;
+    let got = e.api.get("/api/ns/d?ttr_ms=100").await;
+    assert_eq!(got.json["job_id"], dead.as_str());
+    wait_until_async(
+        Duration::from_secs(5),
+        "the job to reach the dead letter",
+        || async { e.api.get("/api/ns/d/deadletter/size").await.json["size"] == 1 },
+    )
+    .await;
+    let peek = e.api.get(&format!("/api/ns/q/job/{ready}")).await;
+    assert_eq!(peek.status, 200, "{peek:?}");
+    // The counts fall when a pump drops the jobs (a peek answers 404 from
+    // the expiry on, dropped or not).
+    wait_until_async(
+        Duration::from_secs(10),
+        "both jobs to be dropped",
+        || async {
+            e.api.get("/api/ns/q/stats").await.json["ready"] == 0
+                && e.api.get("/api/ns/d/stats").await.json["dead"] == 0
+        },
+    )
+    .await;
+    assert!(
+        start.elapsed() >= Duration::from_secs(3),
+        "never early: {:?}",
+        start.elapsed()
+    );
+    let gone = e.api.get(&format!("/api/ns/q/job/{ready}")).await;
+    assert_eq!(gone.status, 404, "{gone:?}");
 }
 
 async fn stats_show_the_backlog_and_rates(kind: ShardKind) {

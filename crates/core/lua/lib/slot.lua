@@ -19,24 +19,123 @@ local function arm(tkey, id, at, timer_channel, slot)
   end
 end
 
+-- The expiry wheel. A ready or dead job's expiry that is near (within
+-- NEAR_MS) goes on the slot's timer; a later one waits in the expiry hash of
+-- its wheel second, `e:<second>` (id → ms into that second), whose second
+-- is in the wheel index as a delayed job's is. The pump opens it with the
+-- second's wheel list, SECOND_MS before the second starts, and puts each
+-- entry whose job still has that expiry on the timer at its exact time.
+-- So the timer zset holds what is due soon and the reservations, not the
+-- expiries of a whole backlog: a publish or consume costs the same at a
+-- backlog of a million ready jobs as at a thousand.
+-- Every key of a slot shares the prefix of its timer key (`sd:T:`).
+local function slot_prefix(tkey)
+  return string.sub(tkey, 1, -2)
+end
+
+-- When the pump must wake for an expiry at `expire` armed at `now`: at the
+-- expiry when it is near, else SECOND_MS before its wheel second starts.
+local function expiry_wake(expire, now)
+  if expire < now + NEAR_MS then return expire end
+  return math.floor(expire / SECOND_MS) * SECOND_MS - SECOND_MS
+end
+
+-- Gathers expiries to arm (`add(id, expire)`, each of a job that has no
+-- timer entry) and writes them once per key (`write()`: one ZADD of the
+-- near ones, one HSET per wheel second of the others), returning the
+-- earliest wake they need (`expiry_wake`), or nil when none was added.
+-- `k` holds the slot's keys {t, s, prefix}.
+local function expiries(k, now)
+  local near, far, seconds, soonest = {}, {}, {}, nil
+  local self = {}
+  function self.add(id, expire)
+    local at
+    if expire < now + NEAR_MS then
+      near[#near + 1] = expire
+      near[#near + 1] = id
+      at = expire
+    else
+      local second = math.floor(expire / SECOND_MS)
+      local l = far[second]
+      if not l then
+        l = {}
+        far[second] = l
+        seconds[#seconds + 1] = second
+      end
+      l[#l + 1] = id
+      l[#l + 1] = expire - second * SECOND_MS
+      at = second * SECOND_MS - SECOND_MS
+    end
+    if soonest == nil or at < soonest then soonest = at end
+  end
+  function self.write()
+    call_many('ZADD', k.t, near, 2)
+    for _, second in ipairs(seconds) do
+      call_many('HSET', k.prefix .. 'e:' .. second, far[second], 2)
+      redis.call('ZADD', k.s, second * SECOND_MS, second)
+    end
+    local at = soonest
+    near, far, seconds, soonest = {}, {}, {}, nil
+    return at
+  end
+  return self
+end
+
+-- Arms the expiry of ready or dead job `id` (record `r`) that has no timer
+-- entry: see `expiries`. Returns the wake it needs, or nil for none.
+local function place_expiry(tkey, id, r, now)
+  if r.expire == 0 then return nil end
+  local prefix = slot_prefix(tkey)
+  local ex = expiries({ t = tkey, s = prefix .. 's', prefix = prefix }, now)
+  ex.add(id, r.expire)
+  return ex.write()
+end
+
+-- Takes the expiry `expire` of ready or dead job `id` out of its wheel
+-- second, where it is unless the second was opened (then it is on the
+-- timer: the caller's to remove). Ids are gathered per second in `g`
+-- (second → ids) when given, for `unplace_all`.
+local function unplace_expiry(tkey, id, expire, g)
+  if expire == 0 then return end
+  local second = math.floor(expire / SECOND_MS)
+  if g then
+    local l = g[second]
+    if not l then
+      l = {}
+      g[second] = l
+    end
+    l[#l + 1] = id
+  else
+    redis.call('HDEL', slot_prefix(tkey) .. 'e:' .. second, id)
+  end
+end
+
+-- Removes the ids gathered by `unplace_expiry` from their wheel seconds.
+local function unplace_all(tkey, g)
+  local prefix = slot_prefix(tkey) .. 'e:'
+  for second, ids in pairs(g) do call_many('HDEL', prefix .. second, ids, 1) end
+end
+
 -- After jobs were made ready with a TTL of `ttl` ms from `now`: tells the
--- pumps when their expiry is sooner than the slot's earliest timer entry
--- before them (`before`), so that a pump asleep until its idle check
--- drops them on time.
+-- pumps when their expiry needs them sooner than the slot's next wake-up
+-- before them (`before`, `next_wake`), so that a pump asleep until its
+-- idle check drops them on time.
 local function announce_expiry(before, now, ttl, timer_channel, slot)
-  if ttl > 0 and (before == nil or now + ttl < before) then
+  if ttl > 0 and (before == nil or expiry_wake(now + ttl, now) < before) then
     announce(timer_channel, slot)
   end
 end
 
--- The timer entry a job needs in a state that has no due time of its own:
--- its expiry, or none.
-local function arm_expiry(tkey, id, r)
-  if r.expire > 0 then
+-- The timer entry a job that was reserved needs in a state that has no
+-- due time of its own (ready or dead): its expiry (see `expiries`), or
+-- none. Returns the wake it needs, or nil.
+local function arm_expiry(tkey, id, r, now)
+  if r.expire > 0 and r.expire < now + NEAR_MS then
     redis.call('ZADD', tkey, r.expire, id)
-  else
-    redis.call('ZREM', tkey, id)
+    return r.expire
   end
+  redis.call('ZREM', tkey, id)
+  return place_expiry(tkey, id, r, now)
 end
 
 -- Priorities: a queue's ready jobs of priority 0 wait in its ready list
@@ -89,6 +188,11 @@ local function drop(jkey, tkey, ckey, id, r, t)
   unkey(jkey, id, r.raw or r, r.queue)
   redis.call('HDEL', jkey, id)
   redis.call('ZREM', tkey, id)
+  if r.state == READY or r.state == DEAD then
+    local expire = r.expire
+    if r.raw then expire = select(4, head(r.raw)) end
+    unplace_expiry(tkey, id, expire)
+  end
   count(ckey, r.state, r.queue, -1)
   local bytes = job_bytes(id, r.raw or r)
   if t then t.use(r.queue, -1, -bytes) else use(ckey, r.queue, -1, -bytes) end
@@ -155,12 +259,13 @@ end
 -- caller (popped already, or `unlist`ed after).
 local function respawn(jkey, tkey, ckey, rkey, id, r, ttl, now)
   count(ckey, DEAD, r.queue, -1)
+  unplace_expiry(tkey, id, r.expire)
   r.state, r.tries, r.expire, r.died, r.due = READY, 1, 0, false, now
   if ttl > 0 then r.expire = now + ttl end
   redis.call('HSET', jkey, id, encode(r))
   count(ckey, READY, r.queue, 1)
   push_ready(rkey, id, r.priority or 0)
-  arm_expiry(tkey, id, r)
+  arm_expiry(tkey, id, r, now)
 end
 
 local function ttl_left(r, now)
@@ -209,9 +314,9 @@ local function delay(k, id, due, now, wake, timer_channel, slot_tag)
 end
 
 -- Stores a new job: delayed (see `delay`), or ready at the tail of its
--- queue, with its expiry on the timer (the pumps told when it is the
--- slot's earliest entry, so that a pump asleep until its idle check drops
--- it on time).
+-- queue, with its expiry armed (`expiries`; the pumps told when it makes
+-- the slot's next wake-up sooner, so that a pump asleep until its idle
+-- check drops it on time). `wake` as for `delay`; nil makes it read.
 local function put(k, rkey, id, r, now, wake, timer_channel, slot_tag)
   redis.call('HSET', k.j, id, encode(r))
   if r.state == DELAYED then
@@ -220,9 +325,13 @@ local function put(k, rkey, id, r, now, wake, timer_channel, slot_tag)
   push_ready(rkey, id, r.priority or 0)
   if r.expire > 0 then
     -- Its expiry, which wakes a sleeping pump as a due time does.
-    local before = zmin(k.t)
-    redis.call('ZADD', k.t, r.expire, id)
-    if before == nil or r.expire < before then announce(timer_channel, slot_tag) end
+    local before = wake or next_wake(k.t, k.s)
+    local at = place_expiry(k.t, id, r, now)
+    if before == nil or at < before then
+      announce(timer_channel, slot_tag)
+      return at
+    end
+    return before
   end
   return wake
 end

@@ -73,7 +73,7 @@ impl Shard {
         }
         match format {
             Some(keys::FORMAT) => {}
-            Some(keys::FORMAT_PLAIN | keys::FORMAT_EXTENDED | keys::FORMAT_KEYED) => {
+            Some(older) if keys::OLDER_FORMATS.contains(&older) => {
                 let _: () = self
                     .conn()
                     .idempotent(keys::META, |c| async move {

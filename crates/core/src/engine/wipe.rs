@@ -73,11 +73,7 @@ impl Shard {
     async fn slot_count_to_wipe(&self) -> Result<u32, EngineError> {
         let (format, slots) = self.meta_format_and_slots().await?;
         match format {
-            Some(f)
-                if f == keys::FORMAT
-                    || f == keys::FORMAT_KEYED
-                    || f == keys::FORMAT_EXTENDED
-                    || f == keys::FORMAT_PLAIN => {}
+            Some(f) if f == keys::FORMAT || keys::OLDER_FORMATS.contains(&f) => {}
             Some(f) => {
                 return Err(self.refuse(format!(
                     "it holds Sundial's data format {f}, not {}: run the build that reads it",

@@ -174,6 +174,24 @@ pub(crate) async fn publish(s: &Shard, queue: &str, sched: Schedule, body: &str)
     j.id
 }
 
+/// The expiries waiting in a slot's wheel (`sd:T:e:<second>`): per entry,
+/// the job's id and its expiry (ms), sorted by id; read with the
+/// independent client.
+pub(crate) fn expiry_wheel(redis: &RedisServer, b: u32) -> Vec<(String, u64)> {
+    let k = SlotKeys::new(b);
+    let mut r = redis.client();
+    let seconds: Vec<u64> = r.zrange(k.wheel_index(), 0, -1).expect("zrange");
+    let mut out: Vec<(String, u64)> = seconds
+        .iter()
+        .flat_map(|&s| {
+            let entries: Vec<(String, u64)> = r.hgetall(k.expiry_wheel(s)).expect("hgetall");
+            entries.into_iter().map(move |(id, ms)| (id, s * 1000 + ms))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// The wheel seconds of a slot and the ids they hold, read with the
 /// independent client.
 pub(crate) fn wheel(redis: &RedisServer, b: u32) -> (Vec<String>, u64) {

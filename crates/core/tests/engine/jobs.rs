@@ -8,7 +8,9 @@ use redis::Commands;
 use sundial_core::{EngineError, JobId, NewJob, keys::SlotKeys};
 use sundial_tests::RedisServer;
 
-use crate::helpers::{L, consume, counts, job, now_sched, publish, qn, sched, shard, slot};
+use crate::helpers::{
+    L, consume, counts, expiry_wheel, job, now_sched, publish, qn, sched, shard, slot,
+};
 
 #[tokio::test]
 async fn publish_consume_ack_leaves_nothing_behind() {
@@ -251,8 +253,10 @@ async fn a_bulk_larger_than_one_write_is_stored_whole_and_in_order() {
     let k = SlotKeys::new(b);
     let n: u64 = r.hlen(k.jobs()).expect("hlen");
     assert_eq!(n, 2_500);
-    let expiries: u64 = r.zcard(k.timer()).expect("zcard");
-    assert_eq!(expiries, 2_500, "every job's expiry is on the timer");
+    // A minute away: every expiry waits in the wheel, none on the timer.
+    assert_eq!(expiry_wheel(&redis, b).len(), 2_500);
+    let timed: u64 = r.zcard(k.timer()).expect("zcard");
+    assert_eq!(timed, 0);
     // The list is consumed from the right: its reverse is publish order.
     let mut listed: Vec<String> = r.lrange(k.ready(&qn("q")), 0, -1).expect("lrange");
     listed.reverse();
@@ -308,14 +312,14 @@ async fn one_call_of_publications_with_different_schedules_keeps_each_schedule()
     assert_eq!((v.tries_left, v.state), (2, 2));
     let v = peek(&delayed).await.expect("peek").expect("delayed");
     assert_eq!((v.ttl_ms, v.tries_left, v.state), (0, 3, 1));
-    // On the timer: the expiring job's expiry, and nothing for the plain
-    // ones (the delayed one waits in the wheel: 5 s is not near).
+    // In the wheel: the expiring job's expiry (a minute is not near) and
+    // the delayed job (5 s is not near either); nothing for the plain ones.
     let mut r = redis.client();
-    let timer: Vec<(String, f64)> = r
-        .zrange_withscores(SlotKeys::new(b).timer(), 0, -1)
-        .expect("zrange");
-    assert_eq!(timer.len(), 1, "{timer:?}");
-    assert_eq!(timer[0].0, expiring.id.as_str());
+    let timer: u64 = r.zcard(SlotKeys::new(b).timer()).expect("zcard");
+    assert_eq!(timer, 0);
+    let expiries = expiry_wheel(&redis, b);
+    assert_eq!(expiries.len(), 1, "{expiries:?}");
+    assert_eq!(expiries[0].0, expiring.id.as_str());
     let got = s
         .jobs()
         .consume(b, &qn("q"), 3, 30_000)

@@ -2,7 +2,7 @@
 //! through the engine and, with an independent client, in what Redis holds.
 //! One module per scenario (`jobs`, `queues`, `dead_letter`, `timers`,
 //! `shard`, `leases`, `cleanup`, `admin`, `backlog`, `moves`, `usage`, `ready_age`,
-//! `listing`, `lifecycle`, `retries`, `dedup`, `priority`), what they share in
+//! `listing`, `lifecycle`, `retries`, `dedup`, `priority`, `expiries`), what they share in
 //! `helpers`.
 //!
 //! The modules are one test binary on purpose: every integration test file
@@ -14,6 +14,7 @@ mod backlog;
 mod cleanup;
 mod dead_letter;
 mod dedup;
+mod expiries;
 mod helpers;
 mod jobs;
 mod leases;

@@ -16,7 +16,7 @@ use sundial_core::{
 use sundial_tests::RedisServer;
 
 use crate::{
-    helpers::{L, S, counts, now_sched, qn, sched, wheel},
+    helpers::{L, S, counts, expiry_wheel, now_sched, qn, sched, wheel},
     usage::assert_usage_true,
 };
 
@@ -216,8 +216,10 @@ async fn a_moved_slot_arrives_whole_with_every_job_as_it_was() {
         left_b <= left_a && left_a - left_b < 2_000,
         "TTR kept: {left_a} then {left_b}"
     );
-    // The delayed jobs wait in the new shard's wheel.
+    // The delayed jobs wait in the new shard's wheel, and so do the
+    // expiries of the ready jobs with a TTL.
     assert_eq!(wheel(&rb, sl).1, 4);
+    assert_eq!(expiry_wheel(&rb, sl).len(), 3);
     // Ready jobs come out in publish order.
     let got: Vec<String> = b
         .jobs()

@@ -62,14 +62,11 @@ async fn startup_check_refuses_evicting_redis_and_layout_changes() {
     let later = format!("format {}", keys::FORMAT + 1);
     assert!(err.to_string().contains(&later), "{err}");
 
-    // A shard of format 2 (plain records only) or 3 (never keyed) is read
-    // as it is and marked with this build's format, which the build that
-    // wrote it refuses.
-    for older in [
-        keys::FORMAT_PLAIN,
-        keys::FORMAT_EXTENDED,
-        keys::FORMAT_KEYED,
-    ] {
+    // A shard of an older format (2: plain records only, 3: never keyed,
+    // 4: never prioritized, 5: no expiry in the wheel) is read as it is
+    // and marked with this build's format, which the build that wrote it
+    // refuses.
+    for older in keys::OLDER_FORMATS {
         let plain = RedisServer::start();
         let _: () = plain
             .client()
