@@ -95,8 +95,8 @@ if a == 0 then
 end
 -- Delayed jobs due later: the wheel seconds in order, each list from its
 -- start. Each call reads at least one entry or passes a second, so a
--- listing always goes on; a second whose list is empty costs one entry of
--- the budget.
+-- listing always goes on; a second whose list is empty (it holds only
+-- expiries of ready or dead jobs) costs one entry of the budget.
 while budget > 0 do
   local second = redis.call('ZRANGE', KEYS[3], a - 1, a - 1)[1]
   if not second then return finish(1, a, b) end

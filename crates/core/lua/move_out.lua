@@ -1,7 +1,8 @@
 -- Takes jobs out of a slot whose writes have moved to another shard, for
 -- the mover (`src/engine/mover/`), which copies them there
 -- (`move_in.lua`) and then lets them go here (`move_done.lua`). A taken job
--- leaves its lists, its timer entry and its count, and waits in the
+-- leaves its lists, its timer entry or expiry in the wheel and its count,
+-- and waits in the
 -- transit hash (see `transit_pack` in `lua/lib/transit.lua`), where peek and ack by id
 -- still find it, until its copy is safe.
 -- Ready and dead jobs are taken newest first from each queue's list (the

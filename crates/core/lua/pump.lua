@@ -3,10 +3,10 @@
 -- with the reason "ttr expired"; jobs
 -- past their TTL dropped (with their ready or dead list entry); stale timer
 -- entries removed.
--- First, wheel seconds that start within SECOND_MS are opened (at most `limit`
--- entries): their delayed jobs move to the timer zset at their exact due
--- time, or straight to ready when they are due already, and so do the
--- expiries of ready and dead jobs that wait in them.
+-- First, wheel seconds that start within SECOND_MS are opened (at most three
+-- quarters of `limit` entries): their delayed jobs move to the timer zset
+-- at their exact due time, or straight to ready when they are due already,
+-- and so do the expiries of ready and dead jobs that wait in them.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
 -- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: slot key prefix (ready list = prefix .. 'r:' .. queue, or its
@@ -195,7 +195,8 @@ local function write()
   counts.flush(ckey)
   for _, e in ipairs(expired_jobs) do
     local id, st, queue = e[1], e[2], e[3]
-    drop(jkey, tkey, ckey, id, { state = st, queue = queue, raw = e[4] }, counts)
+    -- Off the wheel already: it came due on the timer, or its second was opened.
+    drop(jkey, tkey, ckey, id, { state = st, queue = queue, raw = e[4], timed = true }, counts)
     if st == READY then
       unlist(prefix .. 'r:' .. queue, jkey, ckey, READY, queue, id, priority_of(e[4]))
     elseif st == DEAD then
@@ -265,16 +266,23 @@ end
 -- pump is behind: a backlog, or a second opened late) goes straight to
 -- ready, and one past its TTL goes, without passing through the timer.
 -- Then the second's expiries (`open_expiries`). A second leaves the wheel
--- index once both its list and its expiry hash are empty.
+-- index once both its list and its expiry hash are empty. Opening takes
+-- at most three quarters of the batch (`wheel_limit`; a second that held
+-- nothing counts one, so that a run of empty seconds is bounded too): the
+-- rest is the timer's, so that a huge second (a bulk's delayed jobs or
+-- expiries) does not hold up due reservations and delayed jobs over the
+-- calls it takes to open.
+local wheel_limit = limit - math.floor(limit / 4)
 local opened = 0
 -- An id listed twice (in one second, or in two opened together) is
 -- handled once: its record is rewritten only when this call writes.
 local listed = {}
-while opened < limit do
+while opened < wheel_limit do
   local first = redis.call('ZRANGE', skey, 0, 0, 'WITHSCORES')
   if #first == 0 or tonumber(first[2]) >= now + SECOND_MS then break end
   local wkey, ekey = prefix .. 'w:' .. first[1], prefix .. 'e:' .. first[1]
-  local ids = redis.call('LPOP', wkey, limit - opened)
+  local was = opened
+  local ids = redis.call('LPOP', wkey, wheel_limit - opened)
   if ids then
     each_record(ids, function(id, raw)
       if not raw or listed[id] then return end
@@ -292,21 +300,19 @@ while opened < limit do
     end)
     opened = opened + #ids
   end
-  if opened < limit then opened = opened + open_expiries(ekey, first[1], limit - opened) end
-  if redis.call('EXISTS', wkey, ekey) == 0 then redis.call('ZREM', skey, first[1]) end
-end
-if opened >= limit then
-  -- A huge second: come back at once for the rest before pumping.
-  write()
-  local out = { limit, to_ready, retried, dead, gone, now, oldest, now }
-  for q, t in pairs(per) do
-    out[#out + 1] = q
-    for i = 1, 4 do out[#out + 1] = t[i] end
+  if opened < wheel_limit then
+    opened = opened + open_expiries(ekey, first[1], wheel_limit - opened)
   end
-  return out
+  if redis.call('EXISTS', wkey, ekey) == 0 then redis.call('ZREM', skey, first[1]) end
+  if opened == was then opened = opened + 1 end
 end
+-- Seconds left to open now: the pump comes back at once.
+local more = opened >= wheel_limit
 
-local due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+local due = {}
+if limit > opened then
+  due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit - opened)
+end
 if #due > 0 then seen_due(tonumber(due[2])) end
 local ids = {}
 for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
@@ -335,6 +341,7 @@ end)
 write()
 
 local next_due = next_wake(tkey, skey) or -1
+if more then next_due = now end
 local out = { opened + #due / 2, to_ready, retried, dead, gone, next_due, oldest, now }
 for q, t in pairs(per) do
   out[#out + 1] = q

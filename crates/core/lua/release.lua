@@ -58,20 +58,25 @@ end
 count(ckey, RESERVED, queue, -1)
 local slot_keys = { j = jkey, t = tkey, s = KEYS[6], prefix = ARGV[12] }
 if delay_ms < 0 then delay_ms = retry_delay(r.policy, r.delivery) or 0 end
+-- The slot's next wake-up before this call: a pump asleep until then is
+-- told when the job's expiry or due time needs it sooner.
+local wake = next_wake(tkey, KEYS[6])
+local at
 if r.tries == 0 or (spend and past_retry(r.policy, r.pub, now)) then
   r.state, r.died, r.due = DEAD, true, now
   redis.call('LPUSH', KEYS[5], id)
-  arm_expiry(tkey, id, r, now)
+  at = arm_expiry(tkey, id, r, now)
 elseif delay_ms > 0 then
   r.state, r.due = DELAYED, now + delay_ms
   redis.call('ZREM', tkey, id)
-  delay(slot_keys, id, r.due, now, next_wake(tkey, KEYS[6]), ARGV[10], ARGV[11])
+  delay(slot_keys, id, r.due, now, wake, ARGV[10], ARGV[11])
 else
   r.state, r.due = READY, now
   push_ready(KEYS[4], id, r.priority, front)
-  arm_expiry(tkey, id, r, now)
+  at = arm_expiry(tkey, id, r, now)
   announce(ARGV[9], 1)
 end
+if at and (wake == nil or at < wake) then announce(ARGV[10], ARGV[11]) end
 local record = encode(r)
 redis.call('HSET', jkey, id, record)
 count(ckey, r.state, queue, 1)

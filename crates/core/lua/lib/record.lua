@@ -61,9 +61,10 @@ local KEYED_HEADER = '>BHI6I6I6I3I4Bc0Hc0I6Hc0Hc0'
 -- policy and reason: delivery I4, policy length B, reason length H.
 local EXT_BYTES = 7
 -- The timer wheel: a delayed job due at least NEAR_MS from now waits in the
--- list of its SECOND_MS-wide wheel second (compact), not in the timer zset;
--- the pump moves a second's jobs into the zset SECOND_MS before the second
--- starts.
+-- list of its SECOND_MS-wide wheel second (compact), not in the timer zset,
+-- and a ready or dead job's expiry that far ahead in the expiry hash of its
+-- second (`expiries` in `slot.lua`); the pump moves a second's jobs and
+-- expiries into the zset SECOND_MS before the second starts.
 local SECOND_MS, NEAR_MS = 1000, 2000
 
 -- Announces `message` on `channel`: a sharded channel (`SPUBLISH`, heard

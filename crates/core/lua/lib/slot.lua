@@ -91,6 +91,20 @@ local function place_expiry(tkey, id, r, now)
   return ex.write()
 end
 
+-- Removes `ids` from the expiry hash of wheel second `second`; a second
+-- left with neither expiries nor delayed jobs leaves the wheel index at
+-- once, so that the pump does not wake for it (a slot whose jobs were
+-- consumed costs nothing until its next job).
+local function unplace_second(prefix, second, ids)
+  local ekey, removed = prefix .. 'e:' .. second, 0
+  for i = 1, #ids, 1000 do
+    removed = removed + redis.call('HDEL', ekey, unpack(ids, i, math.min(i + 999, #ids)))
+  end
+  if removed > 0 and redis.call('EXISTS', ekey, prefix .. 'w:' .. second) == 0 then
+    redis.call('ZREM', prefix .. 's', second)
+  end
+end
+
 -- Takes the expiry `expire` of ready or dead job `id` out of its wheel
 -- second, where it is unless the second was opened (then it is on the
 -- timer: the caller's to remove). Ids are gathered per second in `g`
@@ -106,14 +120,14 @@ local function unplace_expiry(tkey, id, expire, g)
     end
     l[#l + 1] = id
   else
-    redis.call('HDEL', slot_prefix(tkey) .. 'e:' .. second, id)
+    unplace_second(slot_prefix(tkey), second, { id })
   end
 end
 
 -- Removes the ids gathered by `unplace_expiry` from their wheel seconds.
 local function unplace_all(tkey, g)
-  local prefix = slot_prefix(tkey) .. 'e:'
-  for second, ids in pairs(g) do call_many('HDEL', prefix .. second, ids, 1) end
+  local prefix = slot_prefix(tkey)
+  for second, ids in pairs(g) do unplace_second(prefix, second, ids) end
 end
 
 -- After jobs were made ready with a TTL of `ttl` ms from `now`: tells the
@@ -126,9 +140,10 @@ local function announce_expiry(before, now, ttl, timer_channel, slot)
   end
 end
 
--- The timer entry a job that was reserved needs in a state that has no
--- due time of its own (ready or dead): its expiry (see `expiries`), or
--- none. Returns the wake it needs, or nil.
+-- The timer entry a job that may have one (a due time, a deadline, a near
+-- expiry) needs in a state that has no due time of its own (ready or
+-- dead): its expiry (see `expiries`), or none. Returns the wake it needs,
+-- or nil.
 local function arm_expiry(tkey, id, r, now)
   if r.expire > 0 and r.expire < now + NEAR_MS then
     redis.call('ZADD', tkey, r.expire, id)
@@ -179,7 +194,9 @@ local function drop_ready(rkey)
   redis.call('DEL', rkey .. ':p')
 end
 
--- Removes a job record and its timer entry, its key (`unkey`), and its usage (`r.raw`: its
+-- Removes a job record and its timer entry or its expiry in the wheel
+-- (`unplace_expiry`; not looked for with `r.timed`: the caller knows it
+-- is on the timer), its key (`unkey`), and its usage (`r.raw`: its
 -- record when `r` is not decoded; with a tally `t`, the usage is
 -- gathered there). Its entry in a ready or dead list, if it has one, is
 -- for the caller: scripts that popped it have nothing left to remove, and
@@ -188,7 +205,7 @@ local function drop(jkey, tkey, ckey, id, r, t)
   unkey(jkey, id, r.raw or r, r.queue)
   redis.call('HDEL', jkey, id)
   redis.call('ZREM', tkey, id)
-  if r.state == READY or r.state == DEAD then
+  if (r.state == READY or r.state == DEAD) and not r.timed then
     local expire = r.expire
     if r.raw then expire = select(4, head(r.raw)) end
     unplace_expiry(tkey, id, expire)
@@ -241,7 +258,7 @@ local function unlist(lkey, jkey, ckey, state, queue, id, p)
 end
 
 -- Removes job `id` (record `r`, of `queue`) in whatever state it is: its
--- record, its timer entry, its count, and its entry in the queue's ready
+-- record, its timer entry or expiry in the wheel, its count, and its entry in the queue's ready
 -- list (`rkey`) or dead list (`dkey`). For delete and republish.
 local function remove(jkey, tkey, ckey, rkey, dkey, queue, id, r)
   r.queue = queue

@@ -51,7 +51,7 @@ async fn a_far_expiry_waits_in_the_wheel_then_goes_on_time_never_early() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
     let published = Instant::now();
-    let id = publish(&s, "q", sched(0, 2_500, 1), "x").await;
+    let id = publish(&s, "q", sched(0, 4_000, 1), "x").await;
     let b = slot("q", &id);
     let timed: u64 = redis
         .client()
@@ -74,7 +74,7 @@ async fn a_far_expiry_waits_in_the_wheel_then_goes_on_time_never_early() {
 
     pump_until_expired(&s, b, 100, 1).await;
     assert!(
-        published.elapsed() >= Duration::from_millis(2_500),
+        published.elapsed() >= Duration::from_millis(4_000),
         "never early"
     );
     assert_eq!(counts(&s, "q").await.expect("counts").live(), 0);
@@ -144,10 +144,72 @@ async fn a_job_that_leaves_ready_or_dead_leaves_the_expiry_wheel() {
     assert!(of(&after, ids[0]) + 20_000 < of(&before, ids[0]));
     assert_eq!(of(&after, ids[2]), of(&before, ids[2]));
 
-    // Destroyed: the queue's ready jobs, and their expiries, go.
+    // Destroyed: the queue's ready jobs, and their expiries, go; so do
+    // their seconds, and nothing is left for the pump to wake for.
     assert_eq!(destroy(&s, q).await.expect("destroy"), 2);
-    assert_eq!(expiry_wheel(&redis, b), vec![]);
     assert_eq!(counts(&s, q).await.expect("counts").live(), 0);
+    assert_no_timers(&redis, b);
+    let o = s.timers().pump(b, 100, None).await.expect("pump");
+    assert_eq!((o.processed, o.next_due_ms), (0, None));
+}
+
+#[tokio::test]
+async fn a_second_whose_expiries_were_all_consumed_leaves_the_wheel() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", sched(0, 60_000, 1), "x").await;
+    let b = slot("q", &id);
+    let got = consume(&s, &["q"], 1, 30_000).await.expect("consume");
+    assert_eq!(got[0].job.id, id.as_str());
+    // Only the reservation's deadline is left: the pump wakes for it, not
+    // for the second its expiry was in.
+    let seconds: u64 = redis
+        .client()
+        .zcard(SlotKeys::new(b).wheel_index())
+        .expect("zcard");
+    assert_eq!(seconds, 0);
+    let o = s.timers().pump(b, 100, None).await.expect("pump");
+    assert_eq!(o.next_due_ms, Some(got[0].deadline_ms));
+    assert!(s.jobs().delete(b, &qn("q"), &id).await.expect("ack"));
+    assert_no_timers(&redis, b);
+}
+
+#[tokio::test]
+async fn a_release_that_needs_the_pump_sooner_wakes_it() {
+    // Reserved with a TTR of a minute, the job's timer entry is its
+    // expiry (10 s: sooner). Released, its expiry goes to the wheel, where
+    // the pump must open its second a second or more before the expiry:
+    // the release says so on the slot's timer channel.
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let id = publish(&s, "q", sched(0, 10_000, 2), "x").await;
+    let b = slot("q", &id);
+    consume(&s, &["q"], 1, 60_000).await.expect("consume");
+    let mut sub = redis.client();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.subscribe(s.timer_channel(b)).expect("subscribe");
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let release = Release {
+        id: id.as_str().to_owned(),
+        delivery: None,
+        delay_ms: Some(0),
+        spend_try: true,
+        reason: None,
+    };
+    let how = s
+        .jobs()
+        .release(b, &qn("q"), &release)
+        .await
+        .expect("release");
+    assert_eq!(how, Released::Ready);
+    let told: String = pubsub
+        .get_message()
+        .expect("an announcement")
+        .get_payload()
+        .expect("payload");
+    assert_eq!(told, b.to_string());
 }
 
 #[tokio::test]
@@ -212,4 +274,51 @@ async fn expiries_on_the_timer_as_format_5_kept_them_still_go() {
         "never early"
     );
     assert_eq!(counts(&s, "q").await.expect("counts").live(), 0);
+}
+
+#[tokio::test]
+async fn a_huge_second_being_opened_leaves_room_for_due_reservations() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let lane = 2;
+    let b = keys::slot_of("ns", "q", lane, S);
+    let mint = |body: &'static str| NewJob {
+        id: JobId::mint_in_lane(false, lane, L),
+        attrs: String::new(),
+        body: Bytes::from_static(body.as_bytes()),
+    };
+    // A job reserved for 50 ms, then 64 jobs whose expiries share a second.
+    let held = mint("held");
+    s.jobs()
+        .publish(b, &qn("q"), &sched(0, 0, 2), std::slice::from_ref(&held))
+        .await
+        .expect("publish");
+    let got = s.jobs().consume(b, &qn("q"), 1, 50).await.expect("consume");
+    assert_eq!(got[0].job.id, held.id.as_str());
+    let bulk: Vec<NewJob> = (0..64).map(|_| mint("x")).collect();
+    s.jobs()
+        .publish(b, &qn("q"), &sched(0, 3_500, 1), &bulk)
+        .await
+        .expect("bulk");
+    // Once the second may open, a call of 8 opens 6 expiries and still
+    // gives the reservation, due since, its retry.
+    let second = expiry_wheel(&redis, b)[0].1 / 1000;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let o = loop {
+        assert!(Instant::now() < deadline, "the second never opened");
+        let mut r = redis.client();
+        let (now_s, now_us): (u64, u64) = redis::cmd("TIME").query(&mut r).expect("time");
+        if now_s * 1000 + now_us / 1000 >= second * 1000 - 1000 {
+            break s.timers().pump(b, 8, None).await.expect("pump");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!((o.processed, o.retried), (7, 1));
+    assert!(
+        o.next_due_ms.is_some_and(|at| at <= o.now_ms),
+        "more to open"
+    );
+    pump_until_expired(&s, b, 8, 64).await;
+    let c = counts(&s, "q").await.expect("counts");
+    assert_eq!((c.live(), c.ready), (1, 1));
 }
