@@ -227,7 +227,7 @@ local function each_record(ids, handle)
 end
 
 -- Opens up to `n` entries of the expiry hash `ekey` of wheel second
--- `second` (see `expiries` in `lua/lib/slot.lua`): a job still ready or
+-- `second` (see `expiries` in `lua/lib/expiry.lua`): a job still ready or
 -- dead with that expiry goes on the timer at it, or goes at once when it
 -- passed (a second opened late); other entries are stale and skipped.
 -- A hash larger than `n` gives `n` of its entries, chosen at random

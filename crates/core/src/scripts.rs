@@ -38,6 +38,8 @@ macro_rules! script {
             "\n",
             include_str!("../lua/lib/keys.lua"),
             "\n",
+            include_str!("../lua/lib/expiry.lua"),
+            "\n",
             include_str!("../lua/lib/slot.lua"),
             "\n",
             include_str!("../lua/lib/transit.lua"),

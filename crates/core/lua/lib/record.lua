@@ -1,7 +1,8 @@
--- The shared helpers, part 1 of 5: the job record and the queue table.
--- `lua/lib/record.lua`, `counts.lua`, `keys.lua`, `slot.lua` and `transit.lua`, in that
--- order, are prepended to every script at build time (see src/scripts.rs),
--- so each part may use what the parts before it define.
+-- The shared helpers, part 1 of 6: the job record and the queue table.
+-- `lua/lib/record.lua`, `counts.lua`, `keys.lua`, `expiry.lua`, `slot.lua` and
+-- `transit.lua`, in that order, are prepended to every script at build
+-- time (see src/scripts.rs), so each part may use what the parts before it
+-- define.
 -- Every script works on the keys of one slot (hash tag `{<slot>}`).
 --
 -- Job record (one field of the slot's jobs hash, value packed with `struct`):
@@ -63,7 +64,7 @@ local EXT_BYTES = 7
 -- The timer wheel: a delayed job due at least NEAR_MS from now waits in the
 -- list of its SECOND_MS-wide wheel second (compact), not in the timer zset,
 -- and a ready or dead job's expiry that far ahead in the expiry hash of its
--- second (`expiries` in `slot.lua`); the pump moves a second's jobs and
+-- second (`expiries` in `expiry.lua`); the pump moves a second's jobs and
 -- expiries into the zset SECOND_MS before the second starts.
 local SECOND_MS, NEAR_MS = 1000, 2000
 
