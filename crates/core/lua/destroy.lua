@@ -24,7 +24,7 @@ while popped < limit and l <= #lists do
     end
   else
     -- This level is empty: it goes from the queue's levels.
-    if levels[l] > 0 then redis.call('ZREM', KEYS[4] .. ':p', levels[l]) end
+    if levels[l] > 0 then unmark_level(KEYS[4], levels[l]) end
     l = l + 1
   end
 end

@@ -128,7 +128,7 @@ for _, field in ipairs(redis.call('HKEYS', ckey)) do
       end
       -- A priority's list taken whole leaves the queue's levels.
       if levels[l] > 0 and redis.call('EXISTS', lkey) == 0 then
-        redis.call('ZREM', prefix .. 'r:' .. queue .. ':p', levels[l])
+        unmark_level(prefix .. 'r:' .. queue, levels[l])
       end
     end
   end

@@ -221,7 +221,7 @@ call_many('HSET', KEYS[1], records, 2)
 call_many('HSET', k.prefix .. 'k', key_sets, 2)
 for _, p in ipairs(ready_levels) do
   call_many('LPUSH', ready_list(KEYS[4], p), ready_ids[p], 1)
-  if p > 0 then redis.call('ZADD', KEYS[4] .. ':p', p, p) end
+  if p > 0 then mark_level(KEYS[4], p) end
 end
 if expiring then
   -- Ready jobs' expiries wake a sleeping pump as due times do, when one

@@ -187,7 +187,7 @@ local function write()
   for _, lkey in ipairs(list_order) do
     call_many('LPUSH', lkey, lists[lkey], 1)
     local level = levels[lkey]
-    if level then redis.call('ZADD', level[1] .. ':p', level[2], level[2]) end
+    if level then mark_level(level[1], level[2]) end
   end
   call_many('ZADD', tkey, armed, 2)
   call_many('ZREM', tkey, unarmed, 1)

@@ -213,7 +213,7 @@ while #taken < wanted and l <= #lists do
   if #ids < n then
     -- This list is empty now: on to the next level (an empty level
     -- goes from the queue's levels).
-    if levels[l] > 0 then redis.call('ZREM', rkey .. ':p', levels[l]) end
+    if levels[l] > 0 then unmark_level(rkey, levels[l]) end
     l = l + 1
   end
   -- An id listed twice is taken once: its record is written at the end,

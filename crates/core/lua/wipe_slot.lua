@@ -23,7 +23,7 @@ for _, field in ipairs(redis.call('HKEYS', KEYS[5])) do
     for _, lkey in ipairs(ready_lists(prefix .. 'r:' .. field)) do
       removed = removed + redis.call('DEL', lkey)
     end
-    removed = removed + redis.call('DEL', prefix .. 'r:' .. field .. ':p', prefix .. 'd:' .. field)
+    removed = removed + redis.call('DEL', levels_key(prefix .. 'r:' .. field), prefix .. 'd:' .. field)
   end
 end
 -- The key index holds entries only of jobs the slot holds: none is left.

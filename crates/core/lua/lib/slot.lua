@@ -31,6 +31,21 @@ local function ready_list(rkey, p)
   return rkey .. ':' .. p
 end
 
+-- The zset of a queue's levels in use (`rkey`: its ready list).
+local function levels_key(rkey)
+  return rkey .. ':p'
+end
+
+-- Marks level `p` (> 0) of the queue of ready list `rkey` in use.
+local function mark_level(rkey, p)
+  redis.call('ZADD', levels_key(rkey), p, p)
+end
+
+-- Takes level `p` (> 0), whose list is empty, out of the queue's levels.
+local function unmark_level(rkey, p)
+  redis.call('ZREM', levels_key(rkey), p)
+end
+
 -- Lists ready job `id` of priority `p`: at the back of its level (the
 -- newest end), or at the front (`front`: next to be consumed).
 local function push_ready(rkey, id, p, front)
@@ -39,7 +54,7 @@ local function push_ready(rkey, id, p, front)
   if p == 0 then
     redis.call(cmd, rkey, id)
   elseif redis.call(cmd, rkey .. ':' .. p, id) == 1 then
-    redis.call('ZADD', rkey .. ':p', p, p)
+    mark_level(rkey, p)
   end
 end
 
@@ -47,7 +62,7 @@ end
 -- in use, highest first, then priority 0), and the priority of each.
 local function ready_lists(rkey)
   local lists, levels = {}, {}
-  for _, p in ipairs(redis.call('ZREVRANGE', rkey .. ':p', 0, -1)) do
+  for _, p in ipairs(redis.call('ZREVRANGE', levels_key(rkey), 0, -1)) do
     lists[#lists + 1], levels[#levels + 1] = rkey .. ':' .. p, tonumber(p)
   end
   lists[#lists + 1], levels[#levels + 1] = rkey, 0
@@ -57,7 +72,7 @@ end
 -- Removes every ready list of a queue, and its levels.
 local function drop_ready(rkey)
   for _, l in ipairs(ready_lists(rkey)) do redis.call('DEL', l) end
-  redis.call('DEL', rkey .. ':p')
+  redis.call('DEL', levels_key(rkey))
 end
 
 -- Removes a job record and its timer entry or its expiry in the wheel
@@ -119,7 +134,7 @@ local function unlist(lkey, jkey, ckey, state, queue, id, p)
   end
   -- A priority's list that this emptied leaves the queue's levels.
   if state == READY and (p or 0) > 0 and redis.call('EXISTS', lkey) == 0 then
-    redis.call('ZREM', base .. ':p', p)
+    unmark_level(base, p)
   end
 end
 
