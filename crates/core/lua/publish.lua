@@ -115,7 +115,8 @@ local function replace(id, old, job)
   old.queue = queue
   job.keyend = old.keyend
   drop(k.j, k.t, KEYS[3], id, old)
-  redis.call('LREM', k.prefix .. 'w:' .. math.floor(old.due / SECOND_MS), 0, id)
+  local second = math.floor(old.due / SECOND_MS)
+  if redis.call('LREM', k.prefix .. 'w:' .. second, 0, id) > 0 then leave_if_empty(k.prefix, second) end
   wake = put(k, KEYS[4], id, job, now, wake, ARGV[3], ARGV[4])
   redis.call('HSET', k.prefix .. 'k', key_field(qn, job.key), id)
   count(KEYS[3], job.state, queue, 1)

@@ -3,7 +3,7 @@
 -- with the reason "ttr expired"; jobs
 -- past their TTL dropped (with their ready or dead list entry); stale timer
 -- entries removed.
--- First, wheel seconds that start within SECOND_MS are opened (at most three
+-- First, wheel seconds that start within SECOND_MS are opened (about three
 -- quarters of `limit` entries): their delayed jobs move to the timer zset
 -- at their exact due time, or straight to ready when they are due already,
 -- and so do the expiries of ready and dead jobs that wait in them.
@@ -14,7 +14,8 @@
 --          wheel list = prefix .. 'w:' .. second, expiry hash = prefix .. 'e:' .. second)
 -- ARGV[2]: batch limit   ARGV[3]: ready channel prefix (channel = prefix .. queue)
 -- ARGV[4]: the lease owner this pump acts for ("" = no lease, a single pump)
--- Returns: {processed (wheel entries opened + timer entries handled), to_ready, retried, dead, expired,
+-- Returns: {processed (wheel entries opened, one per wheel second that held
+--   none, + timer entries handled), to_ready, retried, dead, expired,
 --   next_due_ms (-1 = none; now when a wheel second holds more: come back at once), oldest_due_ms (-1 = none), now_ms,
 --   then per queue touched: queue, to_ready, retried, dead, expired},
 -- or {-1} and no change when ARGV[4] names an owner that does not hold the
@@ -267,12 +268,13 @@ end
 -- ready, and one past its TTL goes, without passing through the timer.
 -- Then the second's expiries (`open_expiries`). A second leaves the wheel
 -- index once both its list and its expiry hash are empty. Opening takes
--- at most three quarters of the batch (`wheel_limit`; a second that held
+-- about three quarters of the batch, leaving the timer at least one entry
+-- from a batch of 2 on (`wheel_limit`; a second that held
 -- nothing counts one, so that a run of empty seconds is bounded too): the
 -- rest is the timer's, so that a huge second (a bulk's delayed jobs or
 -- expiries) does not hold up due reservations and delayed jobs over the
 -- calls it takes to open.
-local wheel_limit = limit - math.floor(limit / 4)
+local wheel_limit = math.max(1, limit - math.max(1, math.floor(limit / 4)))
 local opened = 0
 -- An id listed twice (in one second, or in two opened together) is
 -- handled once: its record is rewritten only when this call writes.

@@ -58,9 +58,11 @@ end
 count(ckey, RESERVED, queue, -1)
 local slot_keys = { j = jkey, t = tkey, s = KEYS[6], prefix = ARGV[12] }
 if delay_ms < 0 then delay_ms = retry_delay(r.policy, r.delivery) or 0 end
--- The slot's next wake-up before this call: a pump asleep until then is
--- told when the job's expiry or due time needs it sooner.
-local wake = next_wake(tkey, KEYS[6])
+-- The slot's next wake-up before this call (read only when the job has an
+-- expiry or a delay): a pump asleep until then is told when the job's
+-- expiry or due time needs it sooner.
+local wake
+if r.expire > 0 or delay_ms > 0 then wake = next_wake(tkey, KEYS[6]) end
 local at
 if r.tries == 0 or (spend and past_retry(r.policy, r.pub, now)) then
   r.state, r.died, r.due = DEAD, true, now

@@ -1,6 +1,6 @@
 //! The Lua scripts, each prefixed with the shared helpers of `lua/lib/`
-//! (`record.lua`, `counts.lua`, `keys.lua`, `slot.lua`, `transit.lua`, in
-//! that order),
+//! (`record.lua`, `counts.lua`, `keys.lua`, `expiry.lua`, `slot.lua`,
+//! `transit.lua`, in that order),
 //! run with `EVALSHA` and
 //! loaded again when the shard answers `NOSCRIPT` (after a restart or a
 //! failover to a replica that never saw them). The keys each is called

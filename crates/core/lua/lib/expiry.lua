@@ -74,18 +74,24 @@ local function place_expiry(tkey, id, r, now)
   return ex.write()
 end
 
--- Removes `ids` from the expiry hash of wheel second `second`; a second
--- left with neither expiries nor delayed jobs leaves the wheel index at
--- once, so that the pump does not wake for it (a slot whose jobs were
--- consumed costs nothing until its next job).
+-- Takes wheel second `second` out of the wheel index when it holds
+-- neither expiries nor delayed jobs any more, so that the pump does not
+-- wake for it (a slot whose jobs were consumed or replaced costs nothing
+-- until its next job).
+local function leave_if_empty(prefix, second)
+  if redis.call('EXISTS', prefix .. 'e:' .. second, prefix .. 'w:' .. second) == 0 then
+    redis.call('ZREM', prefix .. 's', second)
+  end
+end
+
+-- Removes `ids` from the expiry hash of wheel second `second`, and the
+-- second from the index when that empties it (`leave_if_empty`).
 local function unplace_second(prefix, second, ids)
   local ekey, removed = prefix .. 'e:' .. second, 0
   for i = 1, #ids, 1000 do
     removed = removed + redis.call('HDEL', ekey, unpack(ids, i, math.min(i + 999, #ids)))
   end
-  if removed > 0 and redis.call('EXISTS', ekey, prefix .. 'w:' .. second) == 0 then
-    redis.call('ZREM', prefix .. 's', second)
-  end
+  if removed > 0 then leave_if_empty(prefix, second) end
 end
 
 -- Takes the expiry `expire` of ready or dead job `id` out of its wheel

@@ -242,7 +242,7 @@ impl<'a> Fields<'a> {
         Record::unpack(raw).ok_or_else(|| self.shard.bad_reply("a job record too short"))
     }
 
-    /// The 10 fields of the `view` shape in `lua/lib/slot.lua`.
+    /// The 11 fields of the `view` shape in `lua/lib/slot.lua`.
     pub(crate) fn view(&mut self) -> Result<JobView, EngineError> {
         Ok(JobView {
             queue: self.string()?,

@@ -22,9 +22,10 @@ impl Shard {
 /// What one pump call did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PumpOutcome {
-    /// Entries handled: wheel entries opened, then due timer entries (each
-    /// at most the batch limit; the batch limit when a wheel second holds
-    /// more, and the slot is due again at once).
+    /// Entries handled: wheel entries opened (and one per wheel second
+    /// that held none), then due timer entries; at most the batch limit in
+    /// all. When a wheel second holds more than the call could open,
+    /// `next_due_ms` is `now_ms`: the slot is due again at once.
     pub processed: u64,
     /// Delayed jobs made ready.
     pub to_ready: u64,

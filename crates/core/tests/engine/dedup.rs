@@ -470,6 +470,20 @@ async fn debounce_leaves_one_wheel_entry_and_the_pump_makes_the_job_ready_once()
 }
 
 #[tokio::test]
+async fn a_debounce_that_moves_a_job_to_another_second_takes_the_old_one_off_the_wheel() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let d = KeyMode::Debounce;
+    let (id, _) = one(&s, "q", sched(60_000, 0, 1), d, "m", "v1").await;
+    let again = one(&s, "q", sched(120_000, 0, 1), d, "m", "v2").await;
+    assert_eq!(again, (id, Some(true)));
+    // The first second held only this job: it leaves the wheel index, and
+    // the pump has nothing to wake for until the new second.
+    let (seconds, listed) = crate::helpers::wheel(&redis, key_slot("q", "m"));
+    assert_eq!((seconds.len(), listed), (1, 1), "{seconds:?}");
+}
+
+#[tokio::test]
 async fn debounces_in_one_call_replace_each_other_in_order() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
