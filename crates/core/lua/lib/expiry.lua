@@ -8,9 +8,9 @@
 -- second's wheel list, SECOND_MS before the second starts, and puts each
 -- entry whose job still has that expiry on the timer at its exact time.
 -- So the timer zset holds what is due soon and the reservations, not the
--- expiries of a whole backlog: a publish or consume costs about what it
--- costs at a backlog of a thousand ready jobs at a backlog of a million
--- (docs/BENCHMARKS.md, "Priorities").
+-- expiries of a whole backlog: what a publish or consume does for an
+-- expiry is O(1), whatever the backlog (measured: docs/BENCHMARKS.md,
+-- "Priorities").
 -- Every key of a slot shares the prefix of its timer key (`sd:T:`).
 local function slot_prefix(tkey)
   return string.sub(tkey, 1, -2)
