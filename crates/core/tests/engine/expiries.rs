@@ -36,6 +36,22 @@ async fn pump_until_expired(s: &Shard, b: u32, limit: u32, n: u64) {
     assert_eq!(expired, n, "no more than {n} expired");
 }
 
+/// Releases reserved job `id` of `queue` in slot `b` with no delay,
+/// spending its try.
+async fn release_now(s: &Shard, b: u32, queue: &str, id: &str) -> Released {
+    let release = Release {
+        id: id.to_owned(),
+        delivery: None,
+        delay_ms: Some(0),
+        spend_try: true,
+        reason: None,
+    };
+    s.jobs()
+        .release(b, &qn(queue), &release)
+        .await
+        .expect("release")
+}
+
 /// Asserts that slot `b` keeps no timer entry, wheel second or expiry.
 fn assert_no_timers(redis: &RedisServer, b: u32) {
     let k = SlotKeys::new(b);
@@ -121,18 +137,7 @@ async fn a_job_that_leaves_ready_or_dead_leaves_the_expiry_wheel() {
     assert_eq!(waiting(&redis), vec![ids[2].to_owned()]);
 
     // Released with no try left: dead, its expiry back in the wheel.
-    let release = Release {
-        id: ids[0].to_owned(),
-        delivery: None,
-        delay_ms: Some(0),
-        spend_try: true,
-        reason: None,
-    };
-    let how = s
-        .jobs()
-        .release(b, &qn(q), &release)
-        .await
-        .expect("release");
+    let how = release_now(&s, b, q, ids[0]).await;
     assert_eq!(how, Released::Dead);
     let before = expiry_wheel(&redis, b);
     assert_eq!(before.len(), 2);
@@ -191,18 +196,7 @@ async fn a_release_that_needs_the_pump_sooner_wakes_it() {
     pubsub
         .set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
-    let release = Release {
-        id: id.as_str().to_owned(),
-        delivery: None,
-        delay_ms: Some(0),
-        spend_try: true,
-        reason: None,
-    };
-    let how = s
-        .jobs()
-        .release(b, &qn("q"), &release)
-        .await
-        .expect("release");
+    let how = release_now(&s, b, "q", id.as_str()).await;
     assert_eq!(how, Released::Ready);
     let told: String = pubsub
         .get_message()
