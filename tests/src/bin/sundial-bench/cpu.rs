@@ -1,4 +1,5 @@
-//! CPU time of the gateway and of Redis, per request and per job.
+//! CPU time of the gateway and of Redis, per request and per job, and
+//! whether an AOF rewrite overlapped the measurement.
 
 /// CPU time of the gateway process and of Redis over a measurement.
 pub(crate) struct CpuMeter {
@@ -6,39 +7,78 @@ pub(crate) struct CpuMeter {
     pub(crate) redis: Option<String>,
 }
 
-/// CPU seconds used so far (gateway, Redis), and the script calls Redis
-/// has served (`EVALSHA`).
-pub(crate) type CpuSample = (Option<f64>, Option<f64>, Option<u64>);
+/// CPU seconds used so far by the gateway and by Redis, the script calls
+/// Redis has served (`EVALSHA`), and its AOF rewrites.
+#[derive(Clone, Copy)]
+pub(crate) struct CpuSample {
+    gateway: Option<f64>,
+    pub(crate) redis: Option<f64>,
+    calls: Option<u64>,
+    rewrites: Option<Rewrites>,
+}
+
+/// The AOF rewrites of Redis so far (`INFO persistence`), summed over
+/// servers: those done, whether one is running, and the CPU seconds of
+/// Redis's children (the rewrites' own processes, which run on Redis's
+/// core and so take from it and from the load generator).
+#[derive(Clone, Copy)]
+struct Rewrites {
+    done: u64,
+    running: bool,
+    child_cpu: f64,
+}
 
 impl CpuMeter {
     /// `redis` may name several Redis servers, separated by commas (the
     /// masters of a cluster): their figures are summed.
     pub(crate) fn sample(&self) -> CpuSample {
-        (
-            self.gateway.and_then(process_cpu),
-            self.redis.as_deref().and_then(|r| sum(r, redis_cpu)),
-            self.redis.as_deref().and_then(|r| sum(r, script_calls)),
-        )
+        let redis = self.redis.as_deref();
+        CpuSample {
+            gateway: self.gateway.and_then(process_cpu),
+            redis: redis.and_then(|r| sum(r, redis_cpu)),
+            calls: redis.and_then(|r| sum(r, script_calls)),
+            rewrites: redis.and_then(rewrites),
+        }
     }
 
     /// "gateway CPU … µs/request; Redis CPU … µs/job; … script calls/job"
-    /// since `before`.
+    /// since `before`, and "; an AOF rewrite ran" if one ran in between:
+    /// a rewrite costs a round much of its rate, so a reader must be able
+    /// to tell those rounds apart.
     pub(crate) fn report(&self, before: CpuSample, requests: u64, jobs: u64) -> String {
         let after = self.sample();
         let per = |b: Option<f64>, a: Option<f64>, n: u64| match (b, a) {
             (Some(b), Some(a)) if n > 0 => format!("{:.1}", (a - b) * 1e6 / n as f64),
             _ => "n/a".to_owned(),
         };
-        let calls = match (before.2, after.2) {
+        let calls = match (before.calls, after.calls) {
             (Some(b), Some(a)) if jobs > 0 => format!("{:.2}", (a - b) as f64 / jobs as f64),
             _ => "n/a".to_owned(),
         };
         format!(
-            "gateway CPU {} µs/request ({requests} requests); Redis CPU {} µs/job; {calls} script calls/job",
-            per(before.0, after.0, requests),
-            per(before.1, after.1, jobs),
+            "gateway CPU {} µs/request ({requests} requests); Redis CPU {} µs/job; {calls} script calls/job{}",
+            per(before.gateway, after.gateway, requests),
+            per(before.redis, after.redis, jobs),
+            rewrite_note(before.rewrites, after.rewrites),
         )
     }
+}
+
+/// "; an AOF rewrite ran" if one ran between the two readings, with the
+/// CPU of those that ended in between (Redis counts a child's CPU when it
+/// ends), else nothing.
+fn rewrite_note(before: Option<Rewrites>, after: Option<Rewrites>) -> String {
+    let (Some(b), Some(a)) = (before, after) else {
+        return String::new();
+    };
+    if a.done == b.done && !a.running && !b.running {
+        return String::new();
+    }
+    let cpu = a.child_cpu - b.child_cpu;
+    if cpu < 0.05 {
+        return "; an AOF rewrite ran".to_owned();
+    }
+    format!("; an AOF rewrite ran ({cpu:.1} s of CPU in rewrites that ended)")
 }
 
 impl CpuMeter {
@@ -51,9 +91,10 @@ impl CpuMeter {
             _ => "n/a".to_owned(),
         };
         format!(
-            "gateway CPU {}% of a core; Redis CPU {}% of a core",
-            pct(before.0, after.0),
-            pct(before.1, after.1),
+            "gateway CPU {}% of a core; Redis CPU {}% of a core{}",
+            pct(before.gateway, after.gateway),
+            pct(before.redis, after.redis),
+            rewrite_note(before.rewrites, after.rewrites),
         )
     }
 }
@@ -80,9 +121,8 @@ fn process_cpu(pid: u32) -> Option<f64> {
 
 /// The `EVALSHA` calls a Redis has served (`INFO commandstats`).
 fn script_calls(url: &str) -> Option<u64> {
-    let mut c = redis::Client::open(url).ok()?.get_connection().ok()?;
-    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut c).ok()?;
-    info.lines()
+    info(url, "commandstats")?
+        .lines()
         .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))?
         .split(',')
         .next()?
@@ -90,18 +130,43 @@ fn script_calls(url: &str) -> Option<u64> {
         .ok()
 }
 
+/// A section of `INFO` of a Redis.
+fn info(url: &str, section: &str) -> Option<String> {
+    let mut c = redis::Client::open(url).ok()?.get_connection().ok()?;
+    redis::cmd("INFO").arg(section).query(&mut c).ok()
+}
+
+/// The field `name` of an `INFO` answer.
+fn info_field<T: std::str::FromStr>(info: &str, name: &str) -> Option<T> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// `used_cpu_user` plus `used_cpu_sys` of a Redis, in seconds.
 fn redis_cpu(url: &str) -> Option<f64> {
-    let mut c = redis::Client::open(url).ok()?.get_connection().ok()?;
-    let info: String = redis::cmd("INFO").arg("cpu").query(&mut c).ok()?;
-    let field = |name: &str| -> Option<f64> {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?
-            .trim()
-            .parse()
-            .ok()
+    let info = info(url, "cpu")?;
+    Some(info_field::<f64>(&info, "used_cpu_user")? + info_field::<f64>(&info, "used_cpu_sys")?)
+}
+
+/// The AOF rewrites of every Redis of `urls`, summed.
+fn rewrites(urls: &str) -> Option<Rewrites> {
+    let mut sum = Rewrites {
+        done: 0,
+        running: false,
+        child_cpu: 0.0,
     };
-    Some(field("used_cpu_user")? + field("used_cpu_sys")?)
+    for url in urls.split(',') {
+        let persistence = info(url, "persistence")?;
+        let cpu = info(url, "cpu")?;
+        sum.done += info_field::<u64>(&persistence, "aof_rewrites")?;
+        sum.running |= info_field::<u8>(&persistence, "aof_rewrite_in_progress")? == 1;
+        sum.child_cpu += info_field::<f64>(&cpu, "used_cpu_user_children")?
+            + info_field::<f64>(&cpu, "used_cpu_sys_children")?;
+    }
+    Some(sum)
 }
 
 /// Calls and microseconds per command, summed over every Redis of `urls`

@@ -152,7 +152,7 @@ pub(crate) async fn rebalance(
     let base = ctx.cpu.sample();
     let base_at = Instant::now();
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let stream_cpu = match (base.1, ctx.cpu.sample().1) {
+    let stream_cpu = match (base.redis, ctx.cpu.sample().redis) {
         (Some(b), Some(a)) => (a - b) / base_at.elapsed().as_secs_f64(),
         _ => 0.0,
     };
@@ -206,7 +206,7 @@ pub(crate) async fn rebalance(
     // Redis CPU over the move (both shards), less the share of the due
     // stream and the idle consumers
     // (measured alone before the reload).
-    let cost = match (cpu.and_then(|c| c.1), ctx.cpu.sample().1) {
+    let cost = match (cpu.and_then(|c| c.redis), ctx.cpu.sample().redis) {
         (Some(b), Some(a)) => {
             let used = a - b;
             let net = (used - stream_cpu * secs).max(0.0);
