@@ -48,6 +48,15 @@ async fn take_and_ack(api: &Api, q: &str, query: &str, taken: &mut HashMap<Strin
     }
 }
 
+/// Waits until the pumps dropped every job of `ns/q`, which were published
+/// with a TTL: its size reaches 0 (nothing consumes them) within `within`.
+async fn gone_by_ttl(api: &Api, q: &str, within: Duration) {
+    wait_until_async(within, "expired jobs to go", || async {
+        api.get(&format!("/api/ns/{q}/size")).await.json["size"] == 0
+    })
+    .await;
+}
+
 /// Publishes `n` jobs and returns their ids.
 async fn publish_n(api: &Api, q: &str, query: &str, n: usize) -> HashSet<String> {
     let mut ids = HashSet::new();
@@ -92,6 +101,10 @@ async fn pumps_survive(outage: Duration) {
     delayed.extend(publish_n(&api, "d", &format!("delay_ms={}", outage_ms + 300), 10).await);
     // Their TTR runs out during the outage.
     let retried = reserve_n(&api, "r", 10, outage_ms / 2 + 200).await;
+    // Ready jobs whose TTL ends during the outage or just after it, more
+    // than 2 s ahead: their expiries wait in the timer wheel.
+    let ttl_s = (outage_ms / 2 + 2_500).div_ceil(1_000);
+    publish_n(&api, "e", &format!("ttl={ttl_s}"), 10).await;
 
     redis.kill();
     tokio::time::sleep(outage).await;
@@ -129,10 +142,13 @@ async fn pumps_survive(outage: Duration) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let all_ready = back.elapsed();
+    gone_by_ttl(&api, "e", Duration::from_secs(ttl_s + 8)).await;
 
     // And the pumps keep working for what is published afterwards.
     delayed.extend(publish_n(&api, "d", "delay=1", 40).await);
     let retried_after = reserve_n(&api, "r2", 10, 1_000).await;
+    publish_n(&api, "e2", "ttl=3", 10).await;
+    gone_by_ttl(&api, "e2", Duration::from_secs(3 + 8)).await;
 
     all_delivered(&api, "d", &delayed, Duration::from_secs(30), "delayed jobs").await;
     for (q, ids) in [("r", &retried), ("r2", &retried_after)] {
