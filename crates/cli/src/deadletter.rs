@@ -15,7 +15,8 @@ use crate::{
 
 #[derive(Debug, Subcommand)]
 pub enum DeadCmd {
-    /// The dead jobs, oldest first: id, tries, when it died, a body preview.
+    /// The dead jobs, oldest first: id, priority, when it died, why, a
+    /// body preview.
     List {
         /// The namespace (a tenant).
         namespace: String,
@@ -109,6 +110,7 @@ fn print_dead(jobs: &Value) {
                 .unwrap_or_default();
             vec![
                 table::cell(&j["job_id"]),
+                table::cell(&j["priority"]),
                 table::time(&j["published_at_ms"]),
                 table::time(&j["died_at_ms"]),
                 table::cell(&j["ttl"]),
@@ -122,6 +124,7 @@ fn print_dead(jobs: &Value) {
     table::print(
         &[
             "JOB ID",
+            "PRIORITY",
             "PUBLISHED (UTC)",
             "DIED (UTC)",
             "TTL",

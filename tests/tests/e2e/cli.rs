@@ -184,7 +184,8 @@ async fn queues_dead_letters_and_jobs_are_driven_from_the_cli() {
         "{r:?}"
     );
     for i in 0..3 {
-        api.publish("ns", "q", "tries=1", format!("body {i}").as_bytes())
+        let query = format!("tries=1&priority={}", 7 * i);
+        api.publish("ns", "q", &query, format!("body {i}").as_bytes())
             .await;
         assert_eq!(api.get("/api/ns/q?ttr=1").await.status, 200);
     }
@@ -212,6 +213,23 @@ async fn queues_dead_letters_and_jobs_are_driven_from_the_cli() {
     assert!(
         r.stdout.contains("hello") && r.stdout.contains(&first),
         "{r:?}"
+    );
+    let mut lines = r.stdout.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(header[..2], ["JOB ID", "PRIORITY"], "{r:?}");
+    let priorities: Vec<&str> = lines
+        .map(|l| l.split_whitespace().nth(1).unwrap_or_default())
+        .collect();
+    assert_eq!(
+        priorities,
+        ["0", "0", "7", "14"],
+        "each dead job's priority, oldest first: {r:?}"
     );
 
     let stranger = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
