@@ -88,7 +88,8 @@ async fn reserve_n(api: &Api, q: &str, n: usize, ttr_ms: u64) -> HashSet<String>
 /// Kills Redis for `outage`, restarts it from its AOF, and checks that
 /// delayed jobs and TTR retries from before and after the outage all fire,
 /// within one lease TTL (3 s) plus one second of Redis being back, with a
-/// generous margin for a busy machine.
+/// generous margin for a busy machine; and that ready jobs whose TTL ends
+/// during or after the outage (their expiries in the timer wheel) go.
 async fn pumps_survive(outage: Duration) {
     let mut redis = durable_redis();
     let gw = Sundial::start(&SundialConfig::new(redis.url()));
@@ -105,6 +106,7 @@ async fn pumps_survive(outage: Duration) {
     // than 2 s ahead: their expiries wait in the timer wheel.
     let ttl_s = (outage_ms / 2 + 2_500).div_ceil(1_000);
     publish_n(&api, "e", &format!("ttl={ttl_s}"), 10).await;
+    assert_eq!(api.get("/api/ns/e/size").await.json["size"], 10);
 
     redis.kill();
     tokio::time::sleep(outage).await;
@@ -148,6 +150,7 @@ async fn pumps_survive(outage: Duration) {
     delayed.extend(publish_n(&api, "d", "delay=1", 40).await);
     let retried_after = reserve_n(&api, "r2", 10, 1_000).await;
     publish_n(&api, "e2", "ttl=3", 10).await;
+    assert_eq!(api.get("/api/ns/e2/size").await.json["size"], 10);
     gone_by_ttl(&api, "e2", Duration::from_secs(3 + 8)).await;
 
     all_delivered(&api, "d", &delayed, Duration::from_secs(30), "delayed jobs").await;

@@ -18,9 +18,10 @@ pub(crate) struct CpuSample {
 }
 
 /// The AOF rewrites of Redis so far (`INFO persistence`), summed over
-/// servers: those done, whether one is running, and the CPU seconds of
-/// Redis's children (the rewrites' own processes, which run on Redis's
-/// core and so take from it and from the load generator).
+/// servers: those started, whether one is running, and the CPU seconds of
+/// Redis's children that ended (a rewrite's own process, or an RDB save
+/// for a replica; they run on Redis's core and so take from it and from
+/// the load generator).
 #[derive(Clone, Copy)]
 struct Rewrites {
     done: u64,
@@ -65,8 +66,8 @@ impl CpuMeter {
 }
 
 /// "; an AOF rewrite ran" if one ran between the two readings, with the
-/// CPU of those that ended in between (Redis counts a child's CPU when it
-/// ends), else nothing.
+/// CPU of Redis's children that ended in between (Redis counts a child's
+/// CPU when it ends), else nothing.
 fn rewrite_note(before: Option<Rewrites>, after: Option<Rewrites>) -> String {
     let (Some(b), Some(a)) = (before, after) else {
         return String::new();
@@ -78,7 +79,7 @@ fn rewrite_note(before: Option<Rewrites>, after: Option<Rewrites>) -> String {
     if cpu < 0.05 {
         return "; an AOF rewrite ran".to_owned();
     }
-    format!("; an AOF rewrite ran ({cpu:.1} s of CPU in rewrites that ended)")
+    format!("; an AOF rewrite ran ({cpu:.1} s of CPU in Redis's children that ended)")
 }
 
 impl CpuMeter {
