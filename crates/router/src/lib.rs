@@ -9,6 +9,8 @@
 //! - [`usage`]: what namespaces hold in a pool (jobs, bytes), from the
 //!   slots.
 //! - [`scope`]: what a token may do, and on which queues.
+//! - [`schedule`]: when a schedule fires (cron in a time zone, or an
+//!   interval), and what it does with fires it missed.
 //! - [`config`]: what the operator writes about pools and shards.
 //! - [`layout`]: a pool's ring membership, and how shards pin it.
 //! - [`ring`]: consistent hashing of a pool's slots over its shards.
@@ -54,6 +56,7 @@ pub mod prepare;
 pub mod quota;
 pub mod reload;
 pub mod ring;
+pub mod schedule;
 pub mod scope;
 pub mod token;
 pub mod topology;
