@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use sundial_core::{EngineError, keys::AdminTable};
 use tokio::sync::watch;
 
-use super::replica::{RawTables, Replica, Table};
+use super::replica::{RawTables, Replica, Table, readable_rows};
 
 /// How far a namespace's move has come.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,16 +113,9 @@ pub struct HomeTable {
 
 impl Table for HomeTable {
     fn build(tables: &RawTables) -> Self {
-        let rows = tables.get(&AdminTable::Homes).into_iter().flatten();
-        let homes = rows
-            .filter_map(|(f, raw)| match serde_json::from_str(raw) {
-                Ok(h) => Some((f.clone(), h)),
-                Err(e) => {
-                    tracing::warn!(field = f, error = %e, "ignoring an unreadable namespace home");
-                    None
-                }
-            })
-            .collect();
+        let homes = readable_rows(tables, AdminTable::Homes, "namespace home", |raw| {
+            serde_json::from_str(raw)
+        });
         Self { homes }
     }
 }

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use sundial_core::{EngineError, keys::AdminTable};
 use tokio::sync::watch;
 
-use super::replica::{RawTables, Replica, Table};
+use super::replica::{RawTables, Replica, Table, readable_rows};
 
 /// A pause, as the table keeps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,16 +39,9 @@ pub struct PauseTable {
 
 impl Table for PauseTable {
     fn build(tables: &RawTables) -> Self {
-        let rows = tables.get(&AdminTable::Pauses).into_iter().flatten();
-        let paused = rows
-            .filter_map(|(f, raw)| match serde_json::from_str::<Paused>(raw) {
-                Ok(p) => Some((f.clone(), p)),
-                Err(e) => {
-                    tracing::warn!(field = f, error = %e, "ignoring an unreadable pause");
-                    None
-                }
-            })
-            .collect();
+        let paused = readable_rows(tables, AdminTable::Pauses, "pause", |raw| {
+            serde_json::from_str(raw)
+        });
         Self { paused }
     }
 }
@@ -188,16 +181,13 @@ mod tests {
     use sundial_tests::RedisServer;
 
     use super::*;
-    use crate::admin::testing::{shard, store};
+    use crate::admin::testing::{polling, store};
 
     #[tokio::test]
     async fn a_pause_is_seen_on_another_gateway_within_a_poll_and_resumed() {
         let redis = RedisServer::start();
         let one = store(&redis).await;
-        let two = super::super::AdminStore::new(shard(&redis, "admin").await);
-        two.reload().await.expect("load");
-        let stop = tokio_util::sync::CancellationToken::new();
-        tokio::spawn(two.clone().run(None, stop.clone()));
+        let (two, stop) = polling(&redis).await;
         let mut changes = two.pauses().changes();
         assert!(
             one.pauses()

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use sundial_core::{EngineError, keys::AdminTable};
 use tokio::sync::watch;
 
-use super::replica::{RawTables, Replica, Table};
+use super::replica::{RawTables, Replica, Table, readable_rows};
 use crate::policy::RetryPolicy;
 
 /// The table's field for queue `queue` of namespace `ns` of `pool`.
@@ -25,19 +25,15 @@ pub struct PolicyTable {
 }
 
 impl Table for PolicyTable {
+    /// A row of a newer version is left out: the queue's jobs get no
+    /// policy from this one.
     fn build(tables: &RawTables) -> Self {
-        let rows = tables.get(&AdminTable::Policies).into_iter().flatten();
-        let policies = rows
-            .filter_map(|(f, raw)| match RetryPolicy::from_json(raw) {
-                Ok(p) => Some((f.clone(), p)),
-                Err(e) => {
-                    // A row of a newer version (a field this one does not
-                    // know): the queue's jobs get no policy from this one.
-                    tracing::warn!(field = f, error = %e, "ignoring an unreadable retry policy");
-                    None
-                }
-            })
-            .collect();
+        let policies = readable_rows(
+            tables,
+            AdminTable::Policies,
+            "retry policy",
+            RetryPolicy::from_json,
+        );
         Self { policies }
     }
 }
@@ -99,17 +95,14 @@ mod tests {
     use sundial_tests::RedisServer;
 
     use super::*;
-    use crate::admin::testing::{shard, store};
+    use crate::admin::testing::{polling, store};
     use crate::policy::BackoffKind;
 
     #[tokio::test]
     async fn a_policy_is_set_read_on_another_gateway_within_a_poll_and_cleared() {
         let redis = RedisServer::start();
         let one = store(&redis).await;
-        let two = super::super::AdminStore::new(shard(&redis, "admin").await);
-        two.reload().await.expect("load");
-        let stop = tokio_util::sync::CancellationToken::new();
-        tokio::spawn(two.clone().run(None, stop.clone()));
+        let (two, stop) = polling(&redis).await;
         let mut changes = two.policies().changes();
         let p = RetryPolicy {
             backoff: Some(BackoffKind::Exponential),

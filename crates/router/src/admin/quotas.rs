@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use sundial_core::{EngineError, keys::AdminTable};
 use tokio::sync::watch;
 
-use super::replica::{RawTables, Replica, Table};
+use super::replica::{RawTables, Replica, Table, readable_rows};
 use crate::quota::{Quota, QuotaPatch};
 
 /// The table's field for the namespace `ns` of `pool`.
@@ -26,19 +26,15 @@ pub struct QuotaTable {
 }
 
 impl Table for QuotaTable {
+    /// A row of a newer version is left out: the namespace is held to its
+    /// pool's quota here.
     fn build(tables: &RawTables) -> Self {
-        let rows = tables.get(&AdminTable::Quotas).into_iter().flatten();
-        let quotas = rows
-            .filter_map(|(f, raw)| match Quota::from_json(raw) {
-                Ok(q) => Some((f.clone(), q)),
-                Err(e) => {
-                    // A row of a newer version (a field this one does not
-                    // know): the namespace is held to its pool's quota here.
-                    tracing::warn!(field = f, error = %e, "ignoring an unreadable namespace quota");
-                    None
-                }
-            })
-            .collect();
+        let quotas = readable_rows(
+            tables,
+            AdminTable::Quotas,
+            "namespace quota",
+            Quota::from_json,
+        );
         Self { quotas }
     }
 }
@@ -128,7 +124,7 @@ mod tests {
     use sundial_tests::RedisServer;
 
     use super::*;
-    use crate::admin::testing::{shard, store};
+    use crate::admin::testing::{polling, shard, store};
 
     #[tokio::test]
     async fn a_quota_is_set_read_over_its_pools_and_cleared() {
@@ -223,10 +219,7 @@ mod tests {
     async fn another_gateway_holds_a_changed_quota_within_a_poll() {
         let redis = RedisServer::start();
         let one = store(&redis).await;
-        let two = super::super::AdminStore::new(shard(&redis, "admin").await);
-        two.reload().await.expect("load");
-        let stop = tokio_util::sync::CancellationToken::new();
-        tokio::spawn(two.clone().run(None, stop.clone()));
+        let (two, stop) = polling(&redis).await;
         let mut changes = two.quotas().changes();
         let q = Quota {
             publish_rate: Some(5),

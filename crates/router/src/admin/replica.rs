@@ -35,6 +35,26 @@ pub type Rows = HashMap<String, String>;
 /// Every table's rows, as stored.
 pub type RawTables = BTreeMap<AdminTable, Rows>;
 
+/// The rows of `table` that `parse` reads, by field. A row it cannot read
+/// (one written by a newer version, with a field this one does not know)
+/// is left out, and logged as an unreadable `what`.
+pub fn readable_rows<T, E: std::fmt::Display, C: FromIterator<(String, T)>>(
+    tables: &RawTables,
+    table: AdminTable,
+    what: &str,
+    parse: impl Fn(&str) -> Result<T, E>,
+) -> C {
+    let rows = tables.get(&table).into_iter().flatten();
+    rows.filter_map(|(field, raw)| match parse(raw) {
+        Ok(row) => Some((field.clone(), row)),
+        Err(e) => {
+            tracing::warn!(field, error = %e, table = what, "ignoring an unreadable row");
+            None
+        }
+    })
+    .collect()
+}
+
 /// A table as every gateway holds it: built from the rows of every table
 /// at one version (a table may read another's, as tokens read their
 /// limits). Rows a version cannot read are left out, and logged.

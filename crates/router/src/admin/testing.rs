@@ -4,6 +4,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use sundial_core::{Shard, ShardOptions};
 use sundial_tests::RedisServer;
+use tokio_util::sync::CancellationToken;
 
 use super::AdminStore;
 use crate::{LiveTopology, PoolConfig, ShardConfig, config::DEFAULT_TIMEOUT_MS, prepare::prepare};
@@ -22,6 +23,16 @@ pub(crate) async fn store(redis: &RedisServer) -> Arc<AdminStore> {
     let store = AdminStore::new(shard(redis, "admin").await);
     store.reload().await.expect("load");
     store
+}
+
+/// Another gateway's store of the admin Redis `redis`, loaded and polling
+/// it until the token is cancelled (dropping the token does not stop it).
+pub(crate) async fn polling(redis: &RedisServer) -> (Arc<AdminStore>, CancellationToken) {
+    let two = AdminStore::new(shard(redis, "admin").await);
+    two.reload().await.expect("load");
+    let stop = CancellationToken::new();
+    tokio::spawn(two.clone().run(None, stop.clone()));
+    (two, stop)
 }
 
 /// A topology of one pool, `default` (8 slots, 1 lane), on `jobs`.
