@@ -66,7 +66,9 @@
 //! `<pool>/<ns>/<queue>` → JSON of a queue's retry policy (`sundial_router`'s
 //! `quota` and `policy`), and `sd:pauses` hash `<pool>/<ns>/<queue>` (a
 //! queue) or `<pool>/<ns>` (a whole namespace) → JSON `{"since_ms"}` of a
-//! pause (`sundial_router::admin::pauses`), changed with the same version;
+//! pause (`sundial_router::admin::pauses`), and `sd:schedules` hash
+//! `<pool>/<ns>/<queue>/<name>` → JSON of a schedule's definition
+//! (`sundial_router::schedule::ScheduleDef`), changed with the same version;
 //! `sd:quota:<pool>/<ns>:<p|c>`, a namespace's publish and consume rate
 //! buckets. On a cluster the tables are `sd:{admin}:<name>` ([`AdminKeys`]):
 //! one hash tag, so that a change and its version bump stay one script in

@@ -24,18 +24,21 @@ pub enum AdminTable {
     Policies,
     /// Queues and namespaces whose consumers get no job for now.
     Pauses,
+    /// Schedules: jobs that queues publish by themselves.
+    Schedules,
 }
 
 impl AdminTable {
     /// Every table, in the order they are declared (and read, and
     /// restored).
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Tokens,
         Self::Limits,
         Self::Homes,
         Self::Quotas,
         Self::Policies,
         Self::Pauses,
+        Self::Schedules,
     ];
 }
 
@@ -48,6 +51,7 @@ pub struct AdminKeys {
     pub quotas: &'static str,
     pub policies: &'static str,
     pub pauses: &'static str,
+    pub schedules: &'static str,
     pub version: &'static str,
     /// Prefix of the queue indexes ([`AdminKeys::queues`]).
     queues: &'static str,
@@ -61,6 +65,7 @@ const ADMIN_KEYS: AdminKeys = AdminKeys {
     quotas: "sd:quotas",
     policies: "sd:policies",
     pauses: "sd:pauses",
+    schedules: "sd:schedules",
     version: TOKENS_VERSION,
     queues: "sd:queues:",
 };
@@ -73,6 +78,7 @@ const CLUSTER_ADMIN_KEYS: AdminKeys = AdminKeys {
     quotas: "sd:{admin}:quotas",
     policies: "sd:{admin}:policies",
     pauses: "sd:{admin}:pauses",
+    schedules: "sd:{admin}:schedules",
     version: "sd:{admin}:tokens:version",
     queues: "sd:{admin}:queues:",
 };
@@ -102,6 +108,7 @@ impl AdminKeys {
             AdminTable::Quotas => self.quotas,
             AdminTable::Policies => self.policies,
             AdminTable::Pauses => self.pauses,
+            AdminTable::Schedules => self.schedules,
         }
     }
 }

@@ -8,6 +8,8 @@
 //! | homes | `sd:homes` | where a namespace's tokens are served from, by `<pool>/<ns>` | [`homes`] |
 //! | quotas | `sd:quotas` | the quota fields a namespace sets over its pool's, by `<pool>/<ns>` | [`quotas`] |
 //! | policies | `sd:policies` | a queue's retry policy, by `<pool>/<ns>/<queue>` | [`policies`] |
+//! | pauses | `sd:pauses` | a pause, by `<pool>/<ns>/<queue>` or `<pool>/<ns>` | [`pauses`] |
+//! | schedules | `sd:schedules` | a schedule's definition, by `<pool>/<ns>/<queue>/<name>` | [`schedules`] |
 //!
 //! The replicated tables share one version: a change takes effect in every
 //! gateway within one poll ([`POLL`]), and an admin Redis that lost them
@@ -31,6 +33,7 @@ pub mod queues;
 pub mod quotas;
 pub mod records;
 pub mod replica;
+pub mod schedules;
 #[cfg(test)]
 mod testing;
 pub mod tokens;
@@ -49,6 +52,7 @@ use policies::{Policies, PolicyTable};
 use queues::QueueIndex;
 use quotas::{QuotaTable, Quotas};
 use replica::Replica;
+use schedules::{ScheduleTable, Schedules};
 use tokens::{TokenIndex, Tokens};
 
 /// How often each gateway checks the tables' version: a change (a token
@@ -71,7 +75,8 @@ impl AdminStore {
             .with::<HomeTable>()
             .with::<QuotaTable>()
             .with::<PolicyTable>()
-            .with::<PauseTable>();
+            .with::<PauseTable>()
+            .with::<ScheduleTable>();
         Arc::new(Self {
             replica: Arc::new(replica),
         })
@@ -105,6 +110,11 @@ impl AdminStore {
     /// The queues and namespaces paused.
     pub fn pauses(&self) -> Pauses<'_> {
         Pauses(&self.replica)
+    }
+
+    /// Each queue's schedules.
+    pub fn schedules(&self) -> Schedules<'_> {
+        Schedules(&self.replica)
     }
 
     /// The queues each namespace holds jobs in or published to lately.

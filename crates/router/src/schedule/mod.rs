@@ -6,6 +6,9 @@
 //!   schedule's optional start and end.
 //! - [`missed`]: what a schedule does with the fires it missed while
 //!   nothing could fire them (skip them, fire once, or catch up a few).
+//! - [`spec`]: a schedule's definition as the schedule table holds it
+//!   (when, its window, jitter, grace and missed-fire policy, and the job
+//!   it publishes), checked, and revised over the row before it.
 //!
 //! Every calendar and daylight-saving decision is made here, in Rust, by
 //! the `croner` crate over `jiff`'s time zones, with the time zone
@@ -16,6 +19,8 @@
 
 pub mod missed;
 pub mod recurrence;
+pub mod spec;
 
 pub use missed::Missed;
 pub use recurrence::{Recurrence, RecurrenceError};
+pub use spec::{JobTemplate, ScheduleDef, SpecError};

@@ -1,0 +1,485 @@
+//! A schedule's definition: when it fires, what it does with fires it
+//! missed, and the job it publishes each time; as a row of the schedule
+//! table holds it (JSON). [`ScheduleDef::check`] refuses a definition that
+//! cannot fire as asked. The job's bounds that depend on the namespace
+//! (its quota's TTL and tries, the body's size) are for the API to check,
+//! as they are at publish.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+use super::{Missed, Recurrence, RecurrenceError, missed::MAX_CATCH_UP};
+use crate::policy::RetryPolicy;
+
+/// The longest schedule name, bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+/// The longest jitter: an hour.
+pub const MAX_JITTER_MS: u64 = 3_600_000;
+/// How late a fire may be and still fire, unless a schedule says: past
+/// it, a fire is missed.
+pub const DEFAULT_GRACE_MS: u64 = 60_000;
+/// The grace a schedule may give, ms: a second to a day.
+pub const GRACE_MS: std::ops::RangeInclusive<u64> = 1_000..=86_400_000;
+/// The attributes a schedule's job may carry: two of a job's sixteen are
+/// the fire's own (its schedule, and the time it was meant for).
+pub const MAX_TEMPLATE_ATTRIBUTES: usize = 14;
+
+/// A schedule, as the schedule table holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleDef {
+    /// 1 when created, one more at each change: a slot applies a row only
+    /// over an older one.
+    pub rev: u64,
+    /// A cron expression (5 or 6 fields), or…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// …its IANA time zone (`UTC` when absent)…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
+    /// …or an interval, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<u64>,
+    /// The instant an interval counts from (ms): its start, or when it was
+    /// created; kept while the interval does not change.
+    pub anchor_ms: u64,
+    /// No fire before (ms, inclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_ms: Option<u64>,
+    /// No fire after (ms, inclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<u64>,
+    /// Each fire waits a random 0 to this many ms after its time.
+    #[serde(default)]
+    pub jitter_ms: u64,
+    /// What happens to fires missed for longer than `grace_ms`.
+    pub missed: Missed,
+    pub grace_ms: u64,
+    /// A paused schedule does not fire; its fires meanwhile are missed.
+    #[serde(default)]
+    pub paused: bool,
+    pub job: JobTemplate,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+}
+
+/// The job a schedule publishes at each fire.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobTemplate {
+    /// The body, base64.
+    pub data: String,
+    /// Seconds; 0: never expires.
+    pub ttl: u32,
+    pub tries: u16,
+    #[serde(default)]
+    pub priority: u8,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
+    /// Over the queue's retry policy, as a publish's fields are.
+    #[serde(default, skip_serializing_if = "RetryPolicy::is_empty")]
+    pub policy: RetryPolicy,
+}
+
+/// Why a definition was refused; the text is the API's 400 message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error(transparent)]
+    Recurrence(#[from] RecurrenceError),
+    #[error("give cron or every")]
+    Neither,
+    #[error("give cron or every, not both")]
+    Both,
+    #[error("tz goes with cron")]
+    ZoneWithoutCron,
+    #[error("the schedule has no fire after now (an end in the past, or a date that never comes)")]
+    NeverFires,
+    #[error("invalid jitter_ms: at most {MAX_JITTER_MS}, and under half the time between fires")]
+    Jitter,
+    #[error("invalid grace_ms: 1000 to 86400000")]
+    Grace,
+    #[error("invalid missed: skip, once or catch_up with 1 to {MAX_CATCH_UP} fires")]
+    Missed,
+    #[error("invalid data: not base64")]
+    Data,
+    #[error("tries shouldn't be zero")]
+    Tries,
+    #[error("too many attributes, cannot exceed {MAX_TEMPLATE_ATTRIBUTES}")]
+    Attributes,
+    #[error("invalid schedule name: 1 to 128 of A-Z, a-z, 0-9, '-', '_' and '.'")]
+    Name,
+}
+
+/// Checks a schedule's name: it is a field of the table after `/`.
+pub fn check_name(name: &str) -> Result<(), SpecError> {
+    let ok = (1..=MAX_NAME_BYTES).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok { Ok(()) } else { Err(SpecError::Name) }
+}
+
+impl ScheduleDef {
+    /// When the schedule fires.
+    pub fn recurrence(&self) -> Result<Recurrence, SpecError> {
+        let rule = match (&self.cron, self.every) {
+            (Some(_), Some(_)) => return Err(SpecError::Both),
+            (None, None) => return Err(SpecError::Neither),
+            (None, Some(_)) if self.tz.is_some() => return Err(SpecError::ZoneWithoutCron),
+            (Some(expr), None) => Recurrence::cron(expr, self.tz.as_deref().unwrap_or("UTC"))?,
+            (None, Some(secs)) => Recurrence::every(secs, self.anchor_ms)?,
+        };
+        Ok(rule.within(self.start_ms, self.end_ms)?)
+    }
+
+    /// Checks the definition at `now_ms`: it must fire at least once more,
+    /// and its jitter, grace, missed-fire policy and job must hold.
+    /// Returns when it fires.
+    pub fn check(&self, now_ms: u64) -> Result<Recurrence, SpecError> {
+        let when = self.recurrence()?;
+        let first = when.next_after(now_ms).ok_or(SpecError::NeverFires)?;
+        let gap = match self.every {
+            Some(secs) => secs * 1000,
+            None => when
+                .next_after(first)
+                .map_or(u64::MAX, |second| second - first),
+        };
+        if self.jitter_ms > MAX_JITTER_MS || self.jitter_ms.saturating_mul(2) >= gap {
+            return Err(SpecError::Jitter);
+        }
+        if !GRACE_MS.contains(&self.grace_ms) {
+            return Err(SpecError::Grace);
+        }
+        if let Missed::CatchUp(n) = self.missed
+            && !(1..=MAX_CATCH_UP).contains(&n)
+        {
+            return Err(SpecError::Missed);
+        }
+        self.job.check()?;
+        Ok(when)
+    }
+
+    /// What this definition makes of the row `old` at `now_ms`: `None`
+    /// when it changes nothing; else the row to store, one revision on,
+    /// created when `old` was. An interval counts from its start, or from
+    /// `now_ms`; or from `old`'s anchor if its interval and start did not
+    /// change, so that changing a job's body keeps its cadence. (The
+    /// fields `rev`, `anchor_ms`, `created_ms` and `updated_ms` given are
+    /// not read.)
+    pub fn revise(&self, old: Option<&ScheduleDef>, now_ms: u64) -> Option<ScheduleDef> {
+        let mut new = self.clone();
+        new.anchor_ms = self.start_ms.unwrap_or(now_ms);
+        match old {
+            Some(old) => {
+                if old.every == new.every && old.start_ms == new.start_ms {
+                    new.anchor_ms = old.anchor_ms;
+                }
+                new.rev = old.rev;
+                new.created_ms = old.created_ms;
+                new.updated_ms = old.updated_ms;
+                if &new == old {
+                    return None;
+                }
+                new.rev = old.rev + 1;
+            }
+            None => {
+                new.rev = 1;
+                new.created_ms = now_ms;
+            }
+        }
+        new.updated_ms = now_ms;
+        Some(new)
+    }
+}
+
+impl JobTemplate {
+    /// The body's bytes (empty if it is not base64, which
+    /// [`JobTemplate::check`] refuses).
+    pub fn body(&self) -> Vec<u8> {
+        base64::engine::general_purpose::STANDARD
+            .decode(&self.data)
+            .unwrap_or_default()
+    }
+
+    fn check(&self) -> Result<(), SpecError> {
+        if base64::engine::general_purpose::STANDARD
+            .decode(&self.data)
+            .is_err()
+        {
+            return Err(SpecError::Data);
+        }
+        if self.tries == 0 {
+            return Err(SpecError::Tries);
+        }
+        if self.attributes.len() > MAX_TEMPLATE_ATTRIBUTES {
+            return Err(SpecError::Attributes);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_780_000_000_000;
+
+    /// A schedule every `secs` seconds of a one-try job with a TTL of a
+    /// minute, its missed fires skipped (revise it before its anchor
+    /// counts).
+    pub(crate) fn every(secs: u64) -> ScheduleDef {
+        ScheduleDef {
+            rev: 0,
+            cron: None,
+            tz: None,
+            every: Some(secs),
+            anchor_ms: 0,
+            start_ms: None,
+            end_ms: None,
+            jitter_ms: 0,
+            missed: Missed::Skip,
+            grace_ms: DEFAULT_GRACE_MS,
+            paused: false,
+            job: JobTemplate {
+                data: "aGVsbG8=".to_owned(),
+                ttl: 60,
+                tries: 1,
+                ..JobTemplate::default()
+            },
+            created_ms: 0,
+            updated_ms: 0,
+        }
+    }
+
+    fn cron(expr: &str) -> ScheduleDef {
+        ScheduleDef {
+            cron: Some(expr.to_owned()),
+            every: None,
+            ..every(1)
+        }
+    }
+
+    #[test]
+    fn a_good_definition_passes_and_says_when_it_fires() {
+        let def = every(60).revise(None, NOW).expect("new");
+        let when = def.check(NOW).expect("valid");
+        assert_eq!(
+            when.next_after(NOW),
+            Some(NOW + 60_000),
+            "from its creation"
+        );
+        let daily = ScheduleDef {
+            tz: Some("Europe/Stockholm".to_owned()),
+            jitter_ms: MAX_JITTER_MS,
+            missed: Missed::CatchUp(3),
+            ..cron("0 8 * * *")
+        };
+        assert!(daily.check(NOW).is_ok());
+        assert_eq!(def.job.body(), b"hello");
+    }
+
+    #[test]
+    fn each_bad_field_is_refused_with_its_own_message() {
+        let past = NOW - 1;
+        let cases: Vec<(ScheduleDef, SpecError)> = vec![
+            (
+                ScheduleDef {
+                    cron: Some("* * * * *".to_owned()),
+                    ..every(1)
+                },
+                SpecError::Both,
+            ),
+            (
+                ScheduleDef {
+                    every: None,
+                    ..every(1)
+                },
+                SpecError::Neither,
+            ),
+            (
+                ScheduleDef {
+                    tz: Some("UTC".to_owned()),
+                    ..every(1)
+                },
+                SpecError::ZoneWithoutCron,
+            ),
+            (
+                ScheduleDef {
+                    tz: Some("Nowhere/Else".to_owned()),
+                    ..cron("* * * * *")
+                },
+                SpecError::Recurrence(RecurrenceError::Zone("Nowhere/Else".to_owned())),
+            ),
+            (every(0), SpecError::Recurrence(RecurrenceError::Every)),
+            (
+                ScheduleDef {
+                    start_ms: Some(NOW),
+                    end_ms: Some(NOW),
+                    ..every(1)
+                },
+                SpecError::Recurrence(RecurrenceError::Window),
+            ),
+            (
+                ScheduleDef {
+                    end_ms: Some(past),
+                    ..every(1)
+                },
+                SpecError::NeverFires,
+            ),
+            (cron("0 0 30 2 *"), SpecError::NeverFires),
+            (
+                ScheduleDef {
+                    jitter_ms: 30_000,
+                    ..every(60)
+                },
+                SpecError::Jitter,
+            ),
+            (
+                ScheduleDef {
+                    jitter_ms: 30_000,
+                    ..cron("* * * * *")
+                },
+                SpecError::Jitter,
+            ),
+            (
+                ScheduleDef {
+                    jitter_ms: MAX_JITTER_MS + 1,
+                    ..cron("0 0 * * *")
+                },
+                SpecError::Jitter,
+            ),
+            (
+                ScheduleDef {
+                    grace_ms: 999,
+                    ..every(1)
+                },
+                SpecError::Grace,
+            ),
+            (
+                ScheduleDef {
+                    grace_ms: 86_400_001,
+                    ..every(1)
+                },
+                SpecError::Grace,
+            ),
+            (
+                ScheduleDef {
+                    missed: Missed::CatchUp(0),
+                    ..every(1)
+                },
+                SpecError::Missed,
+            ),
+            (
+                ScheduleDef {
+                    missed: Missed::CatchUp(MAX_CATCH_UP + 1),
+                    ..every(1)
+                },
+                SpecError::Missed,
+            ),
+        ];
+        for (def, want) in cases {
+            let def = def.revise(None, NOW).expect("new");
+            assert_eq!(def.check(NOW).err(), Some(want.clone()), "{def:?}");
+        }
+        let err = cron("61 * * * *").check(NOW).expect_err("a minute past 59");
+        assert!(
+            matches!(&err, SpecError::Recurrence(RecurrenceError::Cron(why)) if !why.is_empty()),
+            "{err}"
+        );
+        assert!(err.to_string().starts_with("invalid cron: "), "{err}");
+        let mut def = every(1);
+        def.job.data = "not base64!".to_owned();
+        assert_eq!(def.check(NOW).err(), Some(SpecError::Data));
+        let mut def = every(1);
+        def.job.tries = 0;
+        assert_eq!(def.check(NOW).err(), Some(SpecError::Tries));
+        let mut def = every(1);
+        def.job.attributes = (0..15).map(|i| (format!("k{i}"), "v".to_owned())).collect();
+        assert_eq!(def.check(NOW).err(), Some(SpecError::Attributes));
+        assert_eq!(
+            SpecError::Recurrence(RecurrenceError::Every).to_string(),
+            "invalid every: 1 to 31622400 seconds",
+            "the recurrence's own message, unwrapped"
+        );
+    }
+
+    #[test]
+    fn names_are_short_plain_words() {
+        for ok in ["nightly", "a", "report-2.v1_x", &"n".repeat(MAX_NAME_BYTES)] {
+            assert_eq!(check_name(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "a/b",
+            "a b",
+            "é",
+            "a:b",
+            &"n".repeat(MAX_NAME_BYTES + 1),
+        ] {
+            assert_eq!(check_name(bad), Err(SpecError::Name), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_revision_counts_changes_only_and_keeps_an_interval_s_cadence() {
+        let first = every(60).revise(None, NOW).expect("new");
+        assert_eq!(
+            (first.rev, first.created_ms, first.updated_ms),
+            (1, NOW, NOW)
+        );
+        assert_eq!(
+            first.anchor_ms, NOW,
+            "an interval without a start counts from its creation"
+        );
+        assert_eq!(
+            every(60).revise(Some(&first), NOW + 5),
+            None,
+            "the same again changes nothing"
+        );
+
+        let mut body = every(60);
+        body.job.data = "d29ybGQ=".to_owned();
+        let second = body.revise(Some(&first), NOW + 5).expect("changed");
+        assert_eq!(
+            (second.rev, second.created_ms, second.updated_ms),
+            (2, NOW, NOW + 5)
+        );
+        assert_eq!(second.anchor_ms, NOW, "a new body keeps the cadence");
+
+        let faster = every(30).revise(Some(&second), NOW + 7).expect("changed");
+        assert_eq!(
+            (faster.rev, faster.anchor_ms),
+            (3, NOW + 7),
+            "a new interval counts anew"
+        );
+        let started = ScheduleDef {
+            start_ms: Some(NOW + 1_000),
+            ..every(30)
+        };
+        let started = started.revise(Some(&faster), NOW + 9).expect("changed");
+        assert_eq!(
+            (started.rev, started.anchor_ms),
+            (4, NOW + 1_000),
+            "from its start"
+        );
+    }
+
+    #[test]
+    fn rows_round_trip_through_json_and_refuse_unknown_fields() {
+        let mut def = cron("*/5 * * * *").revise(None, NOW).expect("new");
+        def.tz = Some("America/New_York".to_owned());
+        def.job
+            .attributes
+            .insert("team".to_owned(), "billing".to_owned());
+        def.missed = Missed::CatchUp(4);
+        let json = serde_json::to_string(&def).expect("json");
+        assert_eq!(
+            serde_json::from_str::<ScheduleDef>(&json).expect("back"),
+            def
+        );
+        let newer = json.replacen('{', "{\"future\":1,", 1);
+        assert!(serde_json::from_str::<ScheduleDef>(&newer).is_err());
+    }
+}
