@@ -1,7 +1,8 @@
 //! The schedule table: `sd:schedules` (`<pool>/<ns>/<queue>/<name>` → a
 //! schedule's definition, [`ScheduleDef`] as JSON), replicated with the
-//! other tables, so that every gateway (which lists and previews them) and
-//! every pump (which fires them) has the same schedules within one poll.
+//! other tables, so that every gateway (which will list and preview them)
+//! and every pump (which will fire them) has the same schedules within one
+//! poll.
 //! A change is a new revision of its row (`rev`), written compare-and-swap
 //! over the row it revises, so that two operators' changes are both
 //! counted and a slot can tell a newer row from one it already applied.
@@ -116,6 +117,7 @@ impl Schedules<'_> {
         def: &ScheduleDef,
         now_ms: u64,
     ) -> Result<Put, PutError> {
+        crate::schedule::spec::check_name(id.name)?;
         let field = id.field();
         // What the last attempt made of the row it read (an attempt runs
         // again when the row changed under it).
@@ -146,6 +148,8 @@ impl Schedules<'_> {
         let changed = self
             .0
             .update(AdminTable::Schedules, &field, |raw| {
+                // The last attempt's reading is the answer.
+                *found.borrow_mut() = Ok(None);
                 let old = match raw.map(serde_json::from_str::<ScheduleDef>) {
                     None => return None,
                     Some(Ok(old)) => old,
@@ -160,11 +164,13 @@ impl Schedules<'_> {
                 }
                 let new = ScheduleDef {
                     paused,
-                    rev: old.rev + 1,
+                    rev: (old.rev + 1).max(now_ms),
                     updated_ms: now_ms,
                     ..old
                 };
-                serde_json::to_string(&new).ok()
+                serde_json::to_string(&new)
+                    .ok()
+                    .or_else(|| raw.map(str::to_owned))
             })
             .await?;
         Ok(found.into_inner()?.map(|()| changed))
@@ -249,7 +255,7 @@ mod tests {
         let Put::Created(first) = put else {
             panic!("created: {put:?}")
         };
-        assert_eq!((first.rev, first.anchor_ms), (1, NOW));
+        assert_eq!((first.rev, first.anchor_ms), (NOW, NOW));
         tokio::time::timeout(POLL * 2, changes.changed())
             .await
             .expect("within a poll")
@@ -264,7 +270,7 @@ mod tests {
         };
         assert_eq!(
             (second.rev, second.created_ms, second.updated_ms),
-            (2, NOW, NOW + 2)
+            (NOW + 2, NOW, NOW + 2)
         );
 
         one.schedules()
@@ -304,7 +310,7 @@ mod tests {
         let paused = one.schedules().get(id("a")).expect("there");
         assert_eq!(
             (paused.paused, paused.rev, paused.every),
-            (true, 3, Some(30))
+            (true, NOW + 3, Some(30))
         );
         assert_eq!(
             one.schedules()
@@ -374,6 +380,17 @@ mod tests {
             None,
             "not shown by this build"
         );
+        for name in ["", "a/b"] {
+            let err = one
+                .schedules()
+                .put(id(name), &every(60), NOW)
+                .await
+                .expect_err("refused");
+            assert!(
+                matches!(err, PutError::Spec(SpecError::Name)),
+                "{name:?}: {err}"
+            );
+        }
         let rows = one
             .replica
             .rows_now(AdminTable::Schedules)

@@ -44,6 +44,13 @@ pub enum RecurrenceError {
     Every,
     #[error("end is not after start")]
     Window,
+    #[error("start and end must be before the year 10000")]
+    TooLate,
+}
+
+/// The latest instant a schedule may name (jiff's last, in the year 9999).
+fn last_instant_ms() -> u64 {
+    u64::try_from(Timestamp::MAX.as_millisecond()).unwrap_or(u64::MAX)
 }
 
 /// When a schedule fires.
@@ -120,6 +127,9 @@ impl Recurrence {
         {
             return Err(RecurrenceError::Window);
         }
+        if start_ms.max(end_ms).is_some_and(|t| t > last_instant_ms()) {
+            return Err(RecurrenceError::TooLate);
+        }
         self.start_ms = start_ms;
         self.end_ms = end_ms;
         Ok(self)
@@ -137,7 +147,7 @@ impl Recurrence {
             Rule::Every {
                 every_ms,
                 anchor_ms,
-            } => next_every(*every_ms, *anchor_ms, from),
+            } => next_every(*every_ms, *anchor_ms, from)?,
             Rule::Cron { cron, zone } => {
                 let at = zoned(from, zone)?;
                 let next = cron.find_next_occurrence(&at, false).ok()?;
@@ -155,13 +165,18 @@ impl Recurrence {
     /// The latest `most` fires after `after_ms` and at or before
     /// `until_ms`, oldest first: the fires a schedule missed, found without
     /// walking every one of them (an every-second schedule misses 86,400 a
-    /// day).
+    /// day). The same instants as [`Recurrence::fires_after`] gives, in
+    /// reverse, through daylight-saving transitions too.
     pub fn latest(&self, after_ms: u64, until_ms: u64, most: usize) -> Vec<u64> {
         let floor = after_ms.max(self.start_ms.map_or(0, |s| s.saturating_sub(1)));
         let ceiling = self.end_ms.map_or(until_ms, |end| end.min(until_ms));
-        let mut out = Vec::with_capacity(most.min(128));
+        let mut out: Vec<u64> = Vec::with_capacity(most.min(128));
         let mut at = self.at_or_before(ceiling);
         while let Some(t) = at.filter(|&t| t > floor && out.len() < most) {
+            // Each step goes back in time, or the walk ends.
+            if out.last().is_some_and(|&later| t >= later) {
+                break;
+            }
             out.push(t);
             at = t.checked_sub(1).and_then(|b| self.at_or_before(b));
         }
@@ -180,12 +195,17 @@ impl Recurrence {
                 if at_ms >= *anchor_ms {
                     Some(at_ms - (at_ms - anchor_ms) % every_ms)
                 } else {
-                    let back = (anchor_ms - at_ms).div_ceil(*every_ms) * every_ms;
+                    let back = (anchor_ms - at_ms)
+                        .div_ceil(*every_ms)
+                        .checked_mul(*every_ms)?;
                     anchor_ms.checked_sub(back)
                 }
             }
             Rule::Cron { cron, zone } => {
-                let at = zoned(at_ms, zone)?;
+                // Cron fires fall on whole seconds, and croner's backward
+                // search expects to start on one: from a fraction of a
+                // second into an overlap it could answer the later twin.
+                let at = zoned(at_ms - at_ms % 1000, zone)?;
                 let prev = cron.find_previous_occurrence(&at, true).ok()?;
                 u64::try_from(prev.timestamp().as_millisecond()).ok()
             }
@@ -194,13 +214,13 @@ impl Recurrence {
 }
 
 /// The first of `anchor_ms + k × every_ms` (any integer `k`) after
-/// `after_ms`.
-fn next_every(every_ms: u64, anchor_ms: u64, after_ms: u64) -> u64 {
+/// `after_ms`, if it is a `u64`.
+fn next_every(every_ms: u64, anchor_ms: u64, after_ms: u64) -> Option<u64> {
     if after_ms < anchor_ms {
         let back = (anchor_ms - after_ms - 1) / every_ms * every_ms;
-        anchor_ms - back
+        Some(anchor_ms - back)
     } else {
-        after_ms + every_ms - (after_ms - anchor_ms) % every_ms
+        after_ms.checked_add(every_ms - (after_ms - anchor_ms) % every_ms)
     }
 }
 
@@ -419,6 +439,77 @@ mod tests {
         }
         assert!(Recurrence::every(MIN_EVERY_SECS, 0).is_ok());
         assert!(Recurrence::every(MAX_EVERY_SECS, 0).is_ok());
+    }
+
+    /// Europe/Stockholm, 2025-10-26: 02:00 CEST (00:00Z), then 02:00 CET
+    /// (01:00Z) an hour later.
+    #[test]
+    fn the_latest_fires_are_the_same_instants_backwards_through_an_overlap() {
+        for expr in ["0 */2 * * *", "0 * * * *", "30 2 * * *", "*/30 * * * *"] {
+            let r = cron(expr, "Europe/Stockholm");
+            let after = ms("2025-10-25T21:00:00Z");
+            let until = ms("2025-10-26T04:00:00Z");
+            let forwards: Vec<u64> = r.fires_after(after).take_while(|&t| t <= until).collect();
+            for ceiling in [until, until + 500, until + 999] {
+                assert_eq!(
+                    r.latest(after, ceiling, 100),
+                    forwards,
+                    "{expr} until {ceiling}"
+                );
+            }
+            let mid = ms("2025-10-26T01:00:00.500Z");
+            let before_mid: Vec<u64> = forwards.iter().copied().filter(|&t| t <= mid).collect();
+            assert_eq!(
+                r.latest(after, mid, 100),
+                before_mid,
+                "{expr}: from within the overlap"
+            );
+        }
+        let twice = cron("0 */2 * * *", "Europe/Stockholm");
+        assert_eq!(
+            twice.latest(
+                ms("2025-10-25T21:00:00Z"),
+                ms("2025-10-26T01:00:00.999Z"),
+                10
+            ),
+            [
+                ms("2025-10-25T22:00:00Z"),
+                ms("2025-10-26T00:00:00Z"),
+                ms("2025-10-26T01:00:00Z")
+            ],
+            "both 02:00s, each once"
+        );
+    }
+
+    #[test]
+    fn instants_past_the_year_9999_are_refused_and_never_overflow() {
+        let last = last_instant_ms();
+        for (start, end) in [
+            (Some(u64::MAX), None),
+            (None, Some(u64::MAX)),
+            (Some(1), Some(last + 1)),
+        ] {
+            assert_eq!(
+                Recurrence::every(1, 0)
+                    .expect("valid")
+                    .within(start, end)
+                    .err(),
+                Some(RecurrenceError::TooLate),
+                "{start:?} {end:?}"
+            );
+        }
+        let every = Recurrence::every(MAX_EVERY_SECS, 0).expect("valid");
+        assert_eq!(
+            every.next_after(u64::MAX - 1),
+            None,
+            "no wrap past the last instant"
+        );
+        assert!(every.latest(0, u64::MAX, 3).len() == 3);
+        let behind = Recurrence::every(MAX_EVERY_SECS, u64::MAX).expect("valid");
+        assert_eq!(behind.latest(0, 5, 3), [] as [u64; 0]);
+        let each = cron("* * * * * *", "UTC");
+        assert_eq!(each.next_after(u64::MAX), None);
+        assert_eq!(each.latest(0, last, 1).len(), 1);
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub const MAX_JITTER_MS: u64 = 3_600_000;
 pub const DEFAULT_GRACE_MS: u64 = 60_000;
 /// The grace a schedule may give, ms: a second to a day.
 pub const GRACE_MS: std::ops::RangeInclusive<u64> = 1_000..=86_400_000;
+/// The fires over which a jitter must stay under half of every gap.
+const JITTER_FIRES: usize = 100;
 /// The attributes a schedule's job may carry: two of a job's sixteen are
 /// the fire's own (its schedule, and the time it was meant for).
 pub const MAX_TEMPLATE_ATTRIBUTES: usize = 14;
@@ -30,8 +32,10 @@ pub const MAX_TEMPLATE_ATTRIBUTES: usize = 14;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleDef {
-    /// 1 when created, one more at each change: a slot applies a row only
-    /// over an older one.
+    /// At least the time it was made (ms), and one more than the row it
+    /// revised: a slot applies a row only over an older one, and a
+    /// schedule deleted and made again (before a slot saw the delete)
+    /// still has a newer row.
     pub rev: u64,
     /// A cron expression (5 or 6 fields), or…
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,6 +62,7 @@ pub struct ScheduleDef {
     pub missed: Missed,
     pub grace_ms: u64,
     /// A paused schedule does not fire; its fires meanwhile are missed.
+    /// Only a pause or a resume changes it: a revision keeps the row's.
     #[serde(default)]
     pub paused: bool,
     pub job: JobTemplate,
@@ -96,7 +101,9 @@ pub enum SpecError {
     ZoneWithoutCron,
     #[error("the schedule has no fire after now (an end in the past, or a date that never comes)")]
     NeverFires,
-    #[error("invalid jitter_ms: at most {MAX_JITTER_MS}, and under half the time between fires")]
+    #[error(
+        "invalid jitter_ms: at most {MAX_JITTER_MS}, and under half the time between fires (over the next 100)"
+    )]
     Jitter,
     #[error("invalid grace_ms: 1000 to 86400000")]
     Grace,
@@ -139,14 +146,10 @@ impl ScheduleDef {
     /// Returns when it fires.
     pub fn check(&self, now_ms: u64) -> Result<Recurrence, SpecError> {
         let when = self.recurrence()?;
-        let first = when.next_after(now_ms).ok_or(SpecError::NeverFires)?;
-        let gap = match self.every {
-            Some(secs) => secs * 1000,
-            None => when
-                .next_after(first)
-                .map_or(u64::MAX, |second| second - first),
-        };
-        if self.jitter_ms > MAX_JITTER_MS || self.jitter_ms.saturating_mul(2) >= gap {
+        when.next_after(now_ms).ok_or(SpecError::NeverFires)?;
+        if self.jitter_ms > MAX_JITTER_MS
+            || self.jitter_ms.saturating_mul(2) >= min_gap(&when, now_ms)
+        {
             return Err(SpecError::Jitter);
         }
         if !GRACE_MS.contains(&self.grace_ms) {
@@ -162,12 +165,13 @@ impl ScheduleDef {
     }
 
     /// What this definition makes of the row `old` at `now_ms`: `None`
-    /// when it changes nothing; else the row to store, one revision on,
-    /// created when `old` was. An interval counts from its start, or from
-    /// `now_ms`; or from `old`'s anchor if its interval and start did not
-    /// change, so that changing a job's body keeps its cadence. (The
-    /// fields `rev`, `anchor_ms`, `created_ms` and `updated_ms` given are
-    /// not read.)
+    /// when it changes nothing; else the row to store, one revision on
+    /// (see `rev`), created when `old` was, and paused as `old` is. An
+    /// interval counts from its start, or from `now_ms`; or from `old`'s
+    /// anchor if its interval and start did not change, so that changing
+    /// a job's body keeps its cadence. (The fields `rev`, `anchor_ms`,
+    /// `created_ms` and `updated_ms` given are not read, nor `paused` when
+    /// there is an `old`.)
     pub fn revise(&self, old: Option<&ScheduleDef>, now_ms: u64) -> Option<ScheduleDef> {
         let mut new = self.clone();
         new.anchor_ms = self.start_ms.unwrap_or(now_ms);
@@ -176,22 +180,34 @@ impl ScheduleDef {
                 if old.every == new.every && old.start_ms == new.start_ms {
                     new.anchor_ms = old.anchor_ms;
                 }
+                new.paused = old.paused;
                 new.rev = old.rev;
                 new.created_ms = old.created_ms;
                 new.updated_ms = old.updated_ms;
                 if &new == old {
                     return None;
                 }
-                new.rev = old.rev + 1;
+                new.rev = (old.rev + 1).max(now_ms);
             }
             None => {
-                new.rev = 1;
+                new.rev = now_ms.max(1);
                 new.created_ms = now_ms;
             }
         }
         new.updated_ms = now_ms;
         Some(new)
     }
+}
+
+/// The shortest time between two of the next [`JITTER_FIRES`] fires after
+/// `now_ms` (`u64::MAX` with fewer than two).
+fn min_gap(when: &Recurrence, now_ms: u64) -> u64 {
+    let fires: Vec<u64> = when.fires_after(now_ms).take(JITTER_FIRES).collect();
+    fires
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .min()
+        .unwrap_or(u64::MAX)
 }
 
 impl JobTemplate {
@@ -406,6 +422,23 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_jitter_is_held_to_the_shortest_gap_whenever_it_is_checked() {
+        // Fires at :00 and :50: gaps of 50 and 10 minutes.
+        for at in [NOW, NOW + 20 * 60_000, NOW + 45 * 60_000] {
+            let too_long = ScheduleDef {
+                jitter_ms: 300_000,
+                ..cron("*/50 * * * *")
+            };
+            assert_eq!(too_long.check(at).err(), Some(SpecError::Jitter), "{at}");
+            let fits = ScheduleDef {
+                jitter_ms: 299_999,
+                ..cron("*/50 * * * *")
+            };
+            assert!(fits.check(at).is_ok(), "{at}");
+        }
+    }
+
+    #[test]
     fn names_are_short_plain_words() {
         for ok in ["nightly", "a", "report-2.v1_x", &"n".repeat(MAX_NAME_BYTES)] {
             assert_eq!(check_name(ok), Ok(()), "{ok}");
@@ -427,7 +460,8 @@ pub(crate) mod tests {
         let first = every(60).revise(None, NOW).expect("new");
         assert_eq!(
             (first.rev, first.created_ms, first.updated_ms),
-            (1, NOW, NOW)
+            (NOW, NOW, NOW),
+            "a revision is at least the time it was made"
         );
         assert_eq!(
             first.anchor_ms, NOW,
@@ -444,14 +478,18 @@ pub(crate) mod tests {
         let second = body.revise(Some(&first), NOW + 5).expect("changed");
         assert_eq!(
             (second.rev, second.created_ms, second.updated_ms),
-            (2, NOW, NOW + 5)
+            (NOW + 5, NOW, NOW + 5)
         );
+        let mut again = body.clone();
+        again.job.ttl = 61;
+        let same_ms = again.revise(Some(&second), NOW + 5).expect("changed");
+        assert_eq!(same_ms.rev, NOW + 6, "one more, within a millisecond too");
         assert_eq!(second.anchor_ms, NOW, "a new body keeps the cadence");
 
         let faster = every(30).revise(Some(&second), NOW + 7).expect("changed");
         assert_eq!(
             (faster.rev, faster.anchor_ms),
-            (3, NOW + 7),
+            (NOW + 7, NOW + 7),
             "a new interval counts anew"
         );
         let started = ScheduleDef {
@@ -461,8 +499,28 @@ pub(crate) mod tests {
         let started = started.revise(Some(&faster), NOW + 9).expect("changed");
         assert_eq!(
             (started.rev, started.anchor_ms),
-            (4, NOW + 1_000),
+            (NOW + 9, NOW + 1_000),
             "from its start"
+        );
+
+        let paused = ScheduleDef {
+            paused: true,
+            ..started.clone()
+        };
+        let resent = every(30);
+        let resent = ScheduleDef {
+            start_ms: Some(NOW + 1_000),
+            ..resent
+        };
+        assert_eq!(
+            resent.revise(Some(&paused), NOW + 11),
+            None,
+            "a definition sent again does not resume a paused schedule"
+        );
+        let remade = every(30).revise(None, NOW + 13).expect("new");
+        assert!(
+            remade.rev > started.rev,
+            "made again after a delete, it is still newer than any slot's row"
         );
     }
 
