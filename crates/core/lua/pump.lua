@@ -8,7 +8,8 @@
 -- at their exact due time, or straight to ready when they are due already,
 -- and so do the expiries of ready and dead jobs that wait in them.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
--- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: the slot's guard (never read: see `SlotKeys::guard`)
+-- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: the slot's fire zset (read only: its
+-- first fire is returned, and `fire.lua` fires it)   KEYS[8]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: slot key prefix (ready list = prefix .. 'r:' .. queue, or its
 --          priority's `ready_list`; dead list = prefix .. 'd:' .. queue,
 --          wheel list = prefix .. 'w:' .. second, expiry hash = prefix .. 'e:' .. second)
@@ -17,6 +18,7 @@
 -- Returns: {processed (wheel entries opened, one per wheel second that held
 --   none, + timer entries handled), to_ready, retried, dead, expired,
 --   next_due_ms (-1 = none; now when a wheel second holds more: come back at once), oldest_due_ms (-1 = none), now_ms,
+--   next_fire_ms (the slot's first planned fire of a schedule, -1 = none),
 --   then per queue touched: queue, to_ready, retried, dead, expired},
 -- or {-1} and no change when ARGV[4] names an owner that does not hold the
 -- lease (fencing: a pump that lost its lease moves nothing, even once).
@@ -26,7 +28,7 @@
 -- because which queues and seconds are due is only known from the data.
 -- They carry the same hash tag as KEYS[1], so the script still touches one
 -- Redis Cluster hash slot (a cluster allows this for keys of the hash slot
--- that the script's KEYS name), and the guard (KEYS[7]) keeps the script
+-- that the script's KEYS name), and the guard (KEYS[8]) keeps the script
 -- from starting while a cluster moves that hash slot, when one of these
 -- lists could be on the other node.
 -- Counters are gathered per queue and written once per call (`tally`).
@@ -344,7 +346,7 @@ write()
 
 local next_due = next_wake(tkey, skey) or -1
 if more then next_due = now end
-local out = { opened + #due / 2, to_ready, retried, dead, gone, next_due, oldest, now }
+local out = { opened + #due / 2, to_ready, retried, dead, gone, next_due, oldest, now, zmin(KEYS[7]) or -1 }
 for q, t in pairs(per) do
   out[#out + 1] = q
   for i = 1, 4 do out[#out + 1] = t[i] end

@@ -28,6 +28,9 @@
 //! | `sd:T:d:<ns>/<queue>` | list | ids of dead jobs | like the ready list, for the dead letter |
 //! | `sd:T:k` | hash | `<queue number>:<key>` → the id of the latest job of that queue published with idempotency key `<key>` (`lua/lib/keys.lua`); `~w` → the latest end of a window a tombstone keeps | an entry names a job the slot holds; it goes with that job (acked, deleted, expired, dropped, moved away); `~w` goes at the first keyed publish after it passed |
 //! | `sd:T:k:<ns>/<queue>:<key>` | string | the id of a job published with a window (`dedup_ttl`) that ended before its window did | expires when the window ends |
+//! | `sd:T:sc` | hash | `<ns>/<queue>/<name>` (a schedule of that queue whose lane is this slot's: [`schedule_lane`]) → its definition as the fire script reads it (revision, grace, paused, the job's TTL, tries, priority, policy, attributes and body, and its timing as JSON for the pumps; `lua/lib/fires.lua`) | written only by the lease holder's pumps, from the schedule table, and only over an older revision |
+//! | `sd:T:sn` | hash | the same members → the schedule's fire state: the revision it was planned for, its cursor (no fire at or before it fires again), counts, its last fire, and its planned fires (time, due time, job id) | a member has a state iff it has a definition; its cursor only grows while its revision stays |
+//! | `sd:T:f` | zset | the same members → when the first planned fire is due (ms), or when the pumps should plan it | a schedule that is paused or ended has no member; any other has one |
 //! | `sd:T:lease` | string | the id of the pump process that pumps this slot | changed only by the lease scripts; the pump script checks it |
 //! | `sd:T:m` | hash | job id → transit entry: a job the mover took out of this slot (its record, queue, reservation deadline, destination and the take's tag), or `x`, queue and destination for one deleted in transit | only on a shard the slot moved away from, while the mover copies it; peek and ack by id read it |
 //! | `sd:T:i` | zset | job id → the tag of the take whose copy the mover made here (the take's time, µs) | only on a shard the slot moved to; a copy of the same take is skipped, a copy of any other take is not; a mark goes once its job's transit entry at the old shard is gone for good; the key expires a day after its last mark, as a backstop |
@@ -94,18 +97,25 @@ pub const META_FORMAT: &str = "format";
 /// The data layout this build reads and writes: pool-wide slots, records
 /// that may be extended, keyed and prioritized (`lua/lib/record.lua`),
 /// ready lists per priority, far expiries of ready and dead jobs in the
-/// wheel (`sd:T:e:<second>`). Format 1 (buckets) is in `docs/POOLS.md`
+/// wheel (`sd:T:e:<second>`), schedules in their slots (`sd:T:sc`,
+/// `sd:T:sn`, `sd:T:f`). Format 1 (buckets) is in `docs/POOLS.md`
 /// ("Upgrading from format 1").
-pub const FORMAT: u32 = 6;
+pub const FORMAT: u32 = 7;
 /// The older formats this build reads as they are (each a subset of
 /// [`FORMAT`]'s layout), and marks [`FORMAT`] on start so that the build
 /// that wrote them refuses the shard rather than misread it.
-pub const OLDER_FORMATS: [u32; 4] = [
+pub const OLDER_FORMATS: [u32; 5] = [
     FORMAT_PLAIN,
     FORMAT_EXTENDED,
     FORMAT_KEYED,
     FORMAT_PRIORITIZED,
+    FORMAT_WHEELED,
 ];
+/// Format 6: no schedules in the slots. Read, and marked [`FORMAT`] on
+/// start, so that a format-6 build, whose pumps neither fire schedules
+/// nor move or wipe their keys, refuses the shard rather than hold a
+/// slot's lease and leave its schedules unfired.
+pub const FORMAT_WHEELED: u32 = 6;
 /// Format 5: every expiry on the timer zset, none in the wheel. Read, and
 /// marked [`FORMAT`] on start, so that a format-5 build, whose pump never
 /// opens an expiry hash, refuses the shard rather than leave its jobs
@@ -136,6 +146,19 @@ pub const META_RING: &str = "ring";
 /// Field of [`META`] that holds the earlier memberships whose moved slots
 /// still drain (a JSON array of signatures).
 pub const META_DRAINING: &str = "draining";
+/// A schedule's member in its slot's keys (`sd:T:sc`, `sd:T:sn`,
+/// `sd:T:f`): `<ns>/<queue>/<name>`.
+pub fn schedule_member(ns: &str, queue: &str, name: &str) -> String {
+    format!("{ns}/{queue}/{name}")
+}
+
+/// The lane of a queue's schedule `name` among `lanes`: a queue's
+/// schedules spread over its lanes by name, and each fires its jobs into
+/// its lane's slot, where it lives.
+pub fn schedule_lane(name: &str, lanes: u32) -> u32 {
+    (xxh3_64(name.as_bytes()) % u64::from(lanes.max(1))) as u32
+}
+
 /// Channel on which scripts announce that a slot became due sooner.
 pub const TIMER_CHANNEL: &str = "sd:timer";
 /// Prefix of the channels on which scripts announce ready jobs.
@@ -270,6 +293,21 @@ impl SlotKeys {
 
     /// Jobs taken out of the slot by the mover, on their way to the slot's
     /// new shard (see `engine::mover`).
+    /// The slot's fire zset: schedule member → its next planned fire.
+    pub fn fires(&self) -> String {
+        format!("{}f", self.prefix)
+    }
+
+    /// The slot's schedule definitions: member → packed definition.
+    pub fn schedules(&self) -> String {
+        format!("{}sc", self.prefix)
+    }
+
+    /// The slot's schedules' fire states: member → state and plan.
+    pub fn fire_states(&self) -> String {
+        format!("{}sn", self.prefix)
+    }
+
     pub fn transit(&self) -> String {
         format!("{}m", self.prefix)
     }
@@ -337,6 +375,9 @@ mod tests {
             k.transit(),
             k.copies(),
             k.mover(),
+            k.fires(),
+            k.schedules(),
+            k.fire_states(),
             k.guard(),
             k.ready("ns/q"),
             k.dead("ns/q"),

@@ -1,6 +1,6 @@
 //! The Lua scripts, each prefixed with the shared helpers of `lua/lib/`
 //! (`record.lua`, `counts.lua`, `keys.lua`, `expiry.lua`, `slot.lua`,
-//! `transit.lua`, in that order),
+//! `transit.lua`, `fires.lua`, in that order),
 //! run with `EVALSHA` and
 //! loaded again when the shard answers `NOSCRIPT` (after a restart or a
 //! failover to a replica that never saw them). The keys each is called
@@ -9,15 +9,18 @@
 //! Each script starts with a `#!lua` line that declares its flags (Redis
 //! 7.0), so that Redis decides before a script runs whether it may, and
 //! never stops one halfway:
-//! - scripts that add jobs (publish, republish, a mover's copy) have no
-//!   flag: when the shard is over its `maxmemory`, Redis refuses them whole
-//!   with `OOM`, which the gateway answers 503;
+//! - scripts that add jobs (publish, republish, a mover's copy, a
+//!   schedule's fire) or schedules have no flag: when the shard is over
+//!   its `maxmemory`, Redis refuses them whole with `OOM`, which the
+//!   gateway answers 503 (and a pump retries: a fire waits, late, until
+//!   memory is freed or its grace passes);
 //! - the scripts that only read (peeks, a dead letter's head and list, an
 //!   export's pages) are `no-writes`: Redis runs them at any memory level
 //!   and would refuse one that tried to write;
 //! - the others are `allow-oom` and run at any memory level: consume, ack,
 //!   delete, expire, respawn and drop dead letters free memory or move a
-//!   job that exists; leases and rate counters keep the shard working; and
+//!   job that exists; leases, rate counters and schedules' plans (a few
+//!   bytes each) keep the shard working; and
 //!   admin writes are a few bytes that let an operator act (set a quota,
 //!   revoke a token) on a Redis that a tenant filled.
 
@@ -43,6 +46,8 @@ macro_rules! script {
             include_str!("../lua/lib/slot.lua"),
             "\n",
             include_str!("../lua/lib/transit.lua"),
+            "\n",
+            include_str!("../lua/lib/fires.lua"),
             "\n",
             include_str!(concat!("../lua/", stringify!($name), ".lua"))
         )
@@ -108,6 +113,9 @@ scripts! {
     dead_list: "#!lua flags=no-writes",
     dead_pick: "#!lua flags=allow-oom",
     pump: "#!lua flags=allow-oom",
+    fire: "#!lua",
+    schedule_set: "#!lua",
+    schedule_times: "#!lua flags=allow-oom",
     rate: "#!lua flags=allow-oom",
     quota_rate: "#!lua flags=allow-oom",
     backlog: "#!lua flags=allow-oom",

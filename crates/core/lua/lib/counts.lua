@@ -1,6 +1,6 @@
--- The shared helpers, part 2 of 6: counters, usage and running totals
+-- The shared helpers, part 2 of 7: counters, usage and running totals
 -- of a slot, gathered over a script (`tally`), and commands over long
--- argument lists. See `record.lua` for how the six parts are used.
+-- argument lists. See `record.lua` for how the seven parts are used.
 
 -- Adds to a counter field; a field that reaches 0 goes, so a slot's
 -- counters hold only queues with jobs (and their running totals).

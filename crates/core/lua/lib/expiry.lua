@@ -1,4 +1,4 @@
--- The shared helpers, part 4 of 6: the expiry wheel, where ready and dead
+-- The shared helpers, part 4 of 7: the expiry wheel, where ready and dead
 -- jobs' far expiries wait. See `record.lua`.
 
 -- The expiry wheel. A ready or dead job's expiry that is near (within

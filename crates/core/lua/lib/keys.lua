@@ -1,4 +1,4 @@
--- The shared helpers, part 3 of 6: idempotency keys. See `record.lua`.
+-- The shared helpers, part 3 of 7: idempotency keys. See `record.lua`.
 --
 -- A job published with a key (`dedup`) carries it in its record (flag 128,
 -- see `record.lua`), and the slot's key index (`sd:T:k`, a hash) maps

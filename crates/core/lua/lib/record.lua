@@ -1,6 +1,6 @@
--- The shared helpers, part 1 of 6: the job record and the queue table.
--- `lua/lib/record.lua`, `counts.lua`, `keys.lua`, `expiry.lua`, `slot.lua` and
--- `transit.lua`, in that order, are prepended to every script at build
+-- The shared helpers, part 1 of 7: the job record and the queue table.
+-- `lua/lib/record.lua`, `counts.lua`, `keys.lua`, `expiry.lua`, `slot.lua`,
+-- `transit.lua` and `fires.lua`, in that order, are prepended to every script at build
 -- time (see src/scripts.rs), so each part may use what the parts before it
 -- define.
 -- Every script works on the keys of one slot (hash tag `{<slot>}`).

@@ -1,4 +1,4 @@
--- The shared helpers, part 5 of 6: a slot's timers, wheel and lists:
+-- The shared helpers, part 5 of 7: a slot's timers, wheel and lists:
 -- arming and dropping jobs, respawn, the consume and peek reply, delayed
 -- placement and storage of new jobs. See `record.lua`.
 

@@ -1,4 +1,4 @@
--- The shared helpers, part 6 of 6: entries of jobs in transit to another
+-- The shared helpers, part 6 of 7: entries of jobs in transit to another
 -- shard (the mover). See `record.lua`.
 
 -- Jobs on their way to another shard (the mover: `src/engine/mover.rs`)

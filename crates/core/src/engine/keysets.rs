@@ -146,8 +146,36 @@ pub(crate) fn pump(k: &SlotKeys) -> Vec<String> {
         k.wheel_index(),
         k.lease(),
         k.queues(),
+        k.fires(),
         k.guard(),
     ]
+}
+
+/// `fire.lua`: a pump's keys, then the schedules' definitions and fire
+/// states, before the guard.
+pub(crate) fn fire(k: &SlotKeys) -> Vec<String> {
+    let mut keys = pump(k);
+    // Before the guard, which stays last.
+    let guard = keys.pop();
+    keys.extend([k.schedules(), k.fire_states()]);
+    keys.extend(guard);
+    keys
+}
+
+/// `schedule_set.lua`.
+pub(crate) fn schedule_set(k: &SlotKeys) -> Vec<String> {
+    vec![
+        k.schedules(),
+        k.fire_states(),
+        k.fires(),
+        k.lease(),
+        k.guard(),
+    ]
+}
+
+/// `schedule_times.lua`.
+pub(crate) fn schedule_times(k: &SlotKeys) -> Vec<String> {
+    vec![k.fire_states(), k.fires(), k.lease(), k.guard()]
 }
 
 /// `wipe_slot.lua`.
@@ -162,6 +190,9 @@ pub(crate) fn wipe_slot(k: &SlotKeys) -> Vec<String> {
         k.transit(),
         k.copies(),
         k.mover(),
+        k.schedules(),
+        k.fire_states(),
+        k.fires(),
         k.guard(),
     ]
 }
@@ -284,6 +315,9 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("dead_list", dead_list(&k, &q)),
         ("dead_pick", dead_pick(&k, &q)),
         ("pump", pump(&k)),
+        ("fire", fire(&k)),
+        ("schedule_set", schedule_set(&k)),
+        ("schedule_times", schedule_times(&k)),
         ("claim", claim(&k)),
         ("heartbeat", heartbeat()),
         ("rate", rate(&keys::rate("p", "ns", "t", 'r'))),

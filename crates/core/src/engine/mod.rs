@@ -16,6 +16,7 @@
 //! | [`Shard::queues`] | `queues.rs` | a queue's counts, its next ready job, destroy |
 //! | [`Shard::dead_letter`] | `dead_letter.rs` | a queue's dead letter: head, list, pick, respawn, delete |
 //! | [`Shard::timers`] | `timers.rs` | the pump step of a slot |
+//! | [`Shard::fires`] | `fires/` | schedules in their slots: definitions applied, due fires fired, plans stored |
 //! | [`Shard::leases`] | `leases.rs` | pump processes' heartbeats and slot leases |
 //! | [`Shard::mover`] | `mover/` | a moved slot's jobs taken out, read, stored, let go |
 //! | [`Shard::slots`] | `slots.rs`, `usage.rs` | what the shard's slots hold, in bulk; each namespace's jobs and bytes |
@@ -35,6 +36,7 @@ mod backlog;
 mod checks;
 mod dead_letter;
 mod decode;
+mod fires;
 mod jobs;
 mod keysets;
 mod layouts;
@@ -58,6 +60,7 @@ pub use backlog::{Admission, BacklogAsk};
 pub use checks::ShardCheck;
 pub use dead_letter::{DeadJob, DeadLetter, DeadPage};
 pub use decode::{Delivery, JobView, state};
+pub use fires::{FireDef, FireOutcome, FireState, Fires, LastFire, Plan, PlannedFire, ToPlan};
 pub use jobs::{
     Ack, Acked, BadKey, Jobs, KeyHit, KeyMode, Keys, MAX_KEY_BYTES, NewJob, Outcome, PackedPolicy,
     Publication, Release, Released, Schedule, Served, Touch, Touched, Want, check_key, key_lane,

@@ -78,6 +78,11 @@ impl Slots<'_> {
         Ok(held.iter().zip(&moving).map(|(h, m)| h + m).collect())
     }
 
+    /// The schedules `slots` hold here, per slot, in the order given.
+    pub async fn schedules(self, slots: &[u32]) -> Result<Vec<u64>, EngineError> {
+        self.per_slot("HLEN", slots, SlotKeys::schedules).await
+    }
+
     /// The qualified queues whose jobs `slots` here have ever held (their
     /// queue tables), whether or not they hold any now.
     pub async fn queue_names(self, slots: &[u32]) -> Result<BTreeSet<String>, EngineError> {

@@ -41,6 +41,9 @@ pub struct PumpOutcome {
     pub oldest_due_ms: Option<u64>,
     /// The shard's clock when the call ran (ms).
     pub now_ms: u64,
+    /// The slot's first planned fire of a schedule (ms, shard clock),
+    /// which [`Fires::fire`](super::Fires::fire) fires.
+    pub next_fire_ms: Option<u64>,
     /// The pump's lease was not held: nothing was moved.
     pub fenced: bool,
     /// Per qualified queue touched: [made ready, retried, dead-lettered,
@@ -83,6 +86,7 @@ impl Timers<'_> {
             next_due_ms: opt(f.int()?),
             oldest_due_ms: opt(f.int()?),
             now_ms: f.uint()?,
+            next_fire_ms: opt(f.int()?),
             fenced: false,
             per_queue: {
                 let mut per = Vec::new();

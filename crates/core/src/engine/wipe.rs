@@ -8,6 +8,8 @@
 //! expire) and the wheel index (`s`); and the shard's own `sd:meta`
 //! (format, slot and lane counts, layout pins), `sd:pumps` (pump processes)
 //! and `sd:views` (gateway views, each `sd:view:*` expiring on its own).
+//! Schedules (`sc`, `sn`, `f`) move with their slots, and a shard that
+//! still holds one is not wiped.
 //! Job records and timers are gone with the last job (Redis deletes an
 //! empty hash or sorted set). Ids can outlive their job in lists: a delayed
 //! job deleted before it was due stays in the wheel list of its second
@@ -112,6 +114,12 @@ impl Shard {
                  still in a pool"
             )));
         }
+        let schedules: u64 = self.slots().schedules(all).await?.iter().sum();
+        if schedules > 0 {
+            return Err(self.refuse(format!(
+                "it still holds {schedules} schedule(s): they have not moved with their slots,                  or it is still in a pool"
+            )));
+        }
         Ok(())
     }
 
@@ -130,7 +138,8 @@ impl Shard {
                 Some(n) if n >= 0 => removed += n as u64,
                 _ => {
                     return Err(self.refuse(format!(
-                        "a job reached slot {slot} while it was wiped (a gateway or pump still \
+                        "a job or a schedule reached slot {slot} while it was wiped (a gateway \
+                         or pump still \
                          uses the shard); the slots before it are wiped, sd:meta is kept: run \
                          it again once nothing uses the shard"
                     )));

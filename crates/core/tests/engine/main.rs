@@ -2,7 +2,7 @@
 //! through the engine and, with an independent client, in what Redis holds.
 //! One module per scenario (`jobs`, `queues`, `dead_letter`, `timers`,
 //! `shard`, `leases`, `cleanup`, `admin`, `backlog`, `moves`, `usage`, `ready_age`,
-//! `listing`, `lifecycle`, `retries`, `dedup`, `priority`, `expiries`), what they share in
+//! `listing`, `lifecycle`, `retries`, `dedup`, `priority`, `expiries`, `fires`), what they share in
 //! `helpers`.
 //!
 //! The modules are one test binary on purpose: every integration test file
@@ -15,6 +15,7 @@ mod cleanup;
 mod dead_letter;
 mod dedup;
 mod expiries;
+mod fires;
 mod helpers;
 mod jobs;
 mod leases;

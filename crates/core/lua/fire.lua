@@ -1,0 +1,122 @@
+-- Fires the due schedules of one slot (see `lua/lib/fires.lua`): each due
+-- planned fire publishes its schedule's job, ready at once, with the
+-- schedule's name and the fire's time as attributes (`schedule`,
+-- `scheduled-at`), and the schedule's next planned fire is armed, in this
+-- one script, fenced by the slot's lease. A planned fire whose job id is
+-- stored already (a plan replayed) publishes nothing. A fire found later
+-- than its grace after it was due (`n`) is missed: nothing more of that
+-- schedule fires now, its plan is emptied, and the pumps plan it again,
+-- as its policy for missed fires says. A schedule left with one planned
+-- fire or none is asked to be planned; one left with none waits for its
+-- plan REPLAN_MS at a time.
+-- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
+-- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: fire zset
+-- KEYS[8]: definitions hash   KEYS[9]: fire states hash
+-- KEYS[10]: the slot's guard (never read: see `SlotKeys::guard`)
+-- ARGV[1]: slot key prefix (a queue's ready lists are named from it, as
+--          in `pump.lua`)   ARGV[2]: the most fires to publish
+-- ARGV[3]: ready channel prefix (channel = prefix .. queue)
+-- ARGV[4]: the lease owner this pump acts for ("" = no lease)
+-- ARGV[5]: timer channel   ARGV[6]: slot number (the timer channel's message)
+-- Returns {-1} and no change when ARGV[4] does not hold the lease, else
+--   {fired, next_fire_ms (-1: none; now when more are due), now_ms,
+--    n, then n quadruples (member, rev, cursor, timing) of schedules to
+--    plan, m, then m lateness values (ms after due, one per fire
+--    published), then per queue fired into: queue, fires}.
+local prefix, limit, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+if ARGV[4] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[4] then
+  return { -1 }
+end
+local now = now_ms()
+local k = { j = KEYS[1], t = KEYS[2], s = KEYS[4], prefix = prefix }
+local fkey, dkey, skey = KEYS[7], KEYS[8], KEYS[9]
+local counts = tally()
+local fired, more, wake = 0, false, nil
+local lateness, replan, per, qns = {}, {}, {}, {}
+
+-- Publishes fire `at` of schedule `d` (of `queue`, named `name`) as job `id`.
+local function publish(d, queue, id, at)
+  local qn = qns[queue]
+  if not qn then
+    qn = qn_make(KEYS[6], queue)
+    qns[queue] = qn
+  end
+  local r = fresh(queue, qn, 0, d.ttl, d.tries, now)
+  r.priority = d.priority
+  with_policy(r, d.policy)
+  r.attrs = d.attrs .. string.format(',"scheduled-at":"%d"}', at)
+  r.body = d.body
+  wake = put(k, prefix .. 'r:' .. queue, id, r, now, wake, ARGV[5], ARGV[6])
+  counts.state(READY, queue, 1)
+  counts.add('P' .. queue, 1)
+  counts.use(queue, 1, job_bytes(id, r))
+  per[queue] = (per[queue] or 0) + 1
+end
+
+-- Fires what is due of one schedule's plan; returns whether it was asked
+-- to be planned.
+local function fire_due(member, d, st)
+  local queue = string.match(member, '^[^/]+/[^/]+')
+  while #st.plan > 0 and fired < limit do
+    local at, due, id, how = planned(st.plan[1])
+    if due > now then break end
+    if at > st.cursor then
+      if how == 'n' and now - due > d.grace then
+        st.plan = {}
+        break
+      end
+      if redis.call('HEXISTS', k.j, id) == 0 then
+        publish(d, queue, id, at)
+        fired = fired + 1
+        lateness[#lateness + 1] = now - due
+        st.fired = st.fired + 1
+        st.last, st.last_at, st.last_id = string.format('%d', at), string.format('%d', now), id
+      end
+      st.cursor = at
+    end
+    table.remove(st.plan, 1)
+  end
+  if #st.plan > 0 then
+    local _, due = planned(st.plan[1])
+    redis.call('ZADD', fkey, due, member)
+    if due <= now then more = true end
+  else
+    redis.call('ZADD', fkey, now + REPLAN_MS, member)
+  end
+  redis.call('HSET', skey, member, fire_state_text(st))
+  return #st.plan <= 1
+end
+
+local due = redis.call('ZRANGEBYSCORE', fkey, '-inf', now, 'LIMIT', 0, limit)
+local defs, states = hmget_many(dkey, due), hmget_many(skey, due)
+for i, member in ipairs(due) do
+  local def, raw = defs[i], states[i]
+  if not def or not raw then
+    redis.call('ZREM', fkey, member)
+  else
+    local d, st = fire_def(def), fire_state(raw)
+    if d.paused or st.ended == '1' then
+      redis.call('ZREM', fkey, member)
+    elseif fired >= limit then
+      more = true
+    elseif fire_due(member, d, st) then
+      local n = #replan
+      replan[n + 1], replan[n + 2], replan[n + 3], replan[n + 4] =
+        member, string.format('%d', st.rev), string.format('%d', st.cursor), d.timing
+    end
+  end
+end
+counts.flush(KEYS[3])
+for queue, n in pairs(per) do announce(chan .. queue, n) end
+
+local next_fire = zmin(fkey) or -1
+if more then next_fire = now end
+local out = { fired, next_fire, now, #replan / 4 }
+for _, v in ipairs(replan) do out[#out + 1] = v end
+out[#out + 1] = #lateness
+for _, v in ipairs(lateness) do out[#out + 1] = v end
+for queue, n in pairs(per) do
+  out[#out + 1] = queue
+  out[#out + 1] = n
+end
+return out

@@ -1,0 +1,360 @@
+//! Schedules in their slots: a definition applied over an older revision
+//! only; a planned fire that comes due publishes its job once, never
+//! early, and arms the next; a fire found past its grace is missed and
+//! the schedule asks to be planned again; every write fenced by the lease.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use redis::Commands;
+use sundial_core::{FireDef, FireOutcome, JobId, Plan, PlannedFire, Shard, keys::SlotKeys};
+use sundial_tests::RedisServer;
+
+use crate::helpers::{now_sched, qn, shard};
+
+const B: u32 = 3;
+const MEMBER: &str = "ns/q/nightly";
+
+fn def(rev: u64) -> FireDef {
+    FireDef {
+        rev,
+        grace_ms: 1_000,
+        paused: false,
+        ttl_ms: 0,
+        tries: 2,
+        priority: 0,
+        policy: None,
+        attrs: r#"{"schedule":"nightly""#.to_owned(),
+        timing: r#"{"every":1}"#.to_owned(),
+        body: Bytes::from_static(b"tick"),
+    }
+}
+
+async fn fire(s: &Shard) -> FireOutcome {
+    s.fires().fire(B, 100, None).await.expect("fire")
+}
+
+/// Applies `def(1)` and returns the outcome of the fire call that finds
+/// it due to be planned.
+async fn applied(s: &Shard) -> FireOutcome {
+    let applied = s
+        .fires()
+        .apply(B, None, &[(MEMBER.to_owned(), def(1))])
+        .await;
+    assert_eq!(applied.expect("apply"), Some(vec![true]));
+    let o = fire(s).await;
+    assert_eq!(o.fired, 0);
+    assert_eq!(o.to_plan.len(), 1, "a new schedule asks for its plan");
+    assert_eq!(o.to_plan[0].member, MEMBER);
+    assert_eq!(o.to_plan[0].timing, r#"{"every":1}"#);
+    o
+}
+
+fn planned(at_ms: u64, due_ms: u64, late_ok: bool) -> PlannedFire {
+    PlannedFire {
+        at_ms,
+        due_ms,
+        id: JobId::mint(true).as_str().to_owned(),
+        late_ok,
+    }
+}
+
+fn plan(o: &FireOutcome, fires: Vec<PlannedFire>) -> Plan {
+    Plan {
+        member: MEMBER.to_owned(),
+        rev: o.to_plan[0].rev,
+        cursor_ms: o.to_plan[0].cursor_ms,
+        new_cursor_ms: o.to_plan[0].cursor_ms,
+        skipped: 0,
+        fires,
+    }
+}
+
+async fn ready(s: &Shard) -> u64 {
+    s.queues().counts(B, &qn("q")).await.expect("counts").ready
+}
+
+#[tokio::test]
+async fn a_due_fire_publishes_its_job_once_never_early_and_arms_the_next() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let o = applied(&s).await;
+    let now = o.now_ms;
+    let fires = vec![
+        planned(now + 300, now + 350, false),
+        planned(now + 600, now + 600, false),
+    ];
+    let (first, second) = (fires[0].clone(), fires[1].clone());
+    let stored = s.fires().store_plans(B, None, &[plan(&o, fires)]).await;
+    assert_eq!(stored.expect("store"), Some((Some(now + 350), vec![true])));
+    let pumped = s.timers().pump(B, 100, None).await.expect("pump");
+    assert_eq!(
+        pumped.next_fire_ms,
+        Some(now + 350),
+        "the pump sees the next fire"
+    );
+
+    // Not before it is due.
+    let early = fire(&s).await;
+    assert_eq!((early.fired, ready(&s).await), (0, 0));
+    assert_eq!(early.next_fire_ms, Some(now + 350));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let o = fire(&s).await;
+    assert_eq!(o.fired, 1);
+    assert!(o.now_ms >= now + 350, "never early");
+    assert_eq!(o.lateness_ms, vec![o.now_ms - (now + 350)]);
+    assert_eq!(o.per_queue, vec![(qn("q"), 1)]);
+    assert_eq!(o.next_fire_ms, Some(now + 600), "the next fire is armed");
+    assert_eq!(
+        o.to_plan.len(),
+        1,
+        "one planned fire left: it asks for more"
+    );
+    assert_eq!(o.to_plan[0].cursor_ms, now + 300);
+
+    let id = JobId::parse(&first.id).expect("an id");
+    let job = s
+        .jobs()
+        .peek(B, &qn("q"), &id)
+        .await
+        .expect("peek")
+        .expect("published");
+    assert_eq!(job.body, Bytes::from_static(b"tick"));
+    assert_eq!(job.tries_left, 2);
+    let attrs: serde_json::Value = serde_json::from_str(&job.attrs).expect("json");
+    assert_eq!(attrs["schedule"], "nightly");
+    assert_eq!(attrs["scheduled-at"], (now + 300).to_string());
+
+    // A plan made from the state before that fire is stale.
+    let stale = plan(
+        &applied_state(&o, now),
+        vec![planned(now + 300, now + 300, true)],
+    );
+    let stored = s
+        .fires()
+        .store_plans(B, None, &[stale])
+        .await
+        .expect("store");
+    assert_eq!(stored.map(|(_, s)| s), Some(vec![false]));
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let o = fire(&s).await;
+    assert_eq!((o.fired, ready(&s).await), (1, 2));
+    let state = s.fires().states(B).await.expect("states");
+    let st = &state[0].1;
+    assert_eq!((st.fired, st.cursor_ms), (2, now + 600));
+    assert_eq!(
+        st.last.as_ref().map(|l| l.id.as_str()),
+        Some(second.id.as_str())
+    );
+    assert!(st.plan.is_empty());
+    // Its plan is empty: it waits to be planned, asked again a second on.
+    let waits: f64 = redis::Client::open(redis.url())
+        .expect("client")
+        .get_connection()
+        .expect("conn")
+        .zscore(SlotKeys::new(B).fires(), MEMBER)
+        .expect("zscore");
+    assert_eq!(waits as u64, o.now_ms + 1_000);
+}
+
+/// The outcome as a plan from the state before the first fire would see it.
+fn applied_state(o: &FireOutcome, cursor: u64) -> FireOutcome {
+    let mut o = o.clone();
+    o.to_plan[0].cursor_ms = cursor;
+    o
+}
+
+#[tokio::test]
+async fn a_fire_past_its_grace_is_missed_unless_its_plan_says_fire_late() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let short = FireDef {
+        grace_ms: 100,
+        ..def(1)
+    };
+    let f = s.fires();
+    f.apply(B, None, &[(MEMBER.to_owned(), short)])
+        .await
+        .expect("apply");
+    let o = fire(&s).await;
+    let cursor = o.to_plan[0].cursor_ms;
+    let on_time = vec![
+        planned(cursor + 1, cursor + 1, false),
+        planned(cursor + 2, cursor + 2, false),
+    ];
+    f.store_plans(B, None, &[plan(&o, on_time)])
+        .await
+        .expect("store");
+    // Found 200 ms after it was due, with a grace of 100 ms: missed, and
+    // nothing of its plan fires.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let o = fire(&s).await;
+    assert_eq!((o.fired, ready(&s).await), (0, 0));
+    assert_eq!(o.to_plan.len(), 1, "missed: planned again");
+    assert_eq!(o.to_plan[0].cursor_ms, cursor, "the cursor stays");
+    // The plan that comes back fires them however late (the pumps'
+    // policy for missed fires chose them), and counts those it skipped.
+    let catch_up = vec![
+        planned(cursor + 1, cursor + 1, true),
+        planned(cursor + 2, cursor + 2, true),
+    ];
+    let mut p = plan(&o, catch_up);
+    p.skipped = 3;
+    f.store_plans(B, None, &[p]).await.expect("store");
+    let o = fire(&s).await;
+    assert_eq!((o.fired, ready(&s).await), (2, 2));
+    let st = &f.states(B).await.expect("states")[0].1;
+    assert_eq!((st.missed, st.fired, st.cursor_ms), (3, 2, cursor + 2));
+    // A fire at or before the cursor never fires again.
+    let again = vec![planned(cursor + 2, cursor + 2, true)];
+    f.store_plans(B, None, &[plan(&o, again)])
+        .await
+        .expect("store");
+    assert_eq!(fire(&s).await.fired, 0);
+}
+
+#[tokio::test]
+async fn a_planned_id_stored_already_publishes_nothing() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let o = applied(&s).await;
+    let at = o.to_plan[0].cursor_ms + 1;
+    let fire_at = planned(at, at, true);
+    let job = sundial_core::NewJob {
+        id: JobId::parse(&fire_at.id).expect("id"),
+        attrs: String::new(),
+        body: Bytes::from_static(b"there"),
+    };
+    s.jobs()
+        .publish(B, &qn("q"), &now_sched(1), &[job])
+        .await
+        .expect("publish");
+    s.fires()
+        .store_plans(B, None, &[plan(&o, vec![fire_at])])
+        .await
+        .expect("store");
+    let o = fire(&s).await;
+    assert_eq!((o.fired, ready(&s).await), (0, 1), "the job is not doubled");
+    let st = &s.fires().states(B).await.expect("states")[0].1;
+    assert_eq!((st.fired, st.cursor_ms), (0, at), "the fire is handled");
+}
+
+#[tokio::test]
+async fn a_definition_applies_over_an_older_revision_only() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let o = applied(&s).await;
+    let f = s.fires();
+    let member = MEMBER.to_owned();
+    assert_eq!(
+        f.apply(B, None, &[(member.clone(), def(1))])
+            .await
+            .expect("apply"),
+        Some(vec![false])
+    );
+    let paused = FireDef {
+        paused: true,
+        ..def(2)
+    };
+    assert_eq!(
+        f.apply(B, None, &[(member.clone(), paused)])
+            .await
+            .expect("apply"),
+        Some(vec![true])
+    );
+    assert_eq!(
+        f.definition(B, MEMBER)
+            .await
+            .expect("read")
+            .map(|d| d.paused),
+        Some(true)
+    );
+    let o2 = fire(&s).await;
+    assert!(
+        o2.to_plan.is_empty() && o2.next_fire_ms.is_none(),
+        "a paused schedule is not due"
+    );
+    // Resumed: its fires start after now, and its plan is made again.
+    assert_eq!(
+        f.apply(B, None, &[(member.clone(), def(3))])
+            .await
+            .expect("apply"),
+        Some(vec![true])
+    );
+    let o3 = fire(&s).await;
+    assert_eq!(o3.to_plan.len(), 1);
+    assert_eq!(o3.to_plan[0].rev, 3);
+    assert!(o3.to_plan[0].cursor_ms >= o.now_ms);
+    // Removed only up to the revision given.
+    assert_eq!(
+        f.remove(B, None, &[(member.clone(), 2)])
+            .await
+            .expect("remove"),
+        Some(vec![false])
+    );
+    assert_eq!(
+        f.remove(B, None, &[(member.clone(), 3)])
+            .await
+            .expect("remove"),
+        Some(vec![true])
+    );
+    assert!(f.states(B).await.expect("states").is_empty());
+    assert_eq!(f.definition(B, MEMBER).await.expect("read"), None);
+    assert!(fire(&s).await.next_fire_ms.is_none());
+}
+
+#[tokio::test]
+async fn every_write_is_fenced_by_the_lease() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    assert!(s.leases().claim(B, "me").await.expect("claim"));
+    let f = s.fires();
+    let defs = [(MEMBER.to_owned(), def(1))];
+    assert_eq!(f.apply(B, Some("other"), &defs).await.expect("apply"), None);
+    assert_eq!(
+        f.apply(B, Some("me"), &defs).await.expect("apply"),
+        Some(vec![true])
+    );
+    assert!(f.fire(B, 100, Some("other")).await.expect("fire").fenced);
+    let o = f.fire(B, 100, Some("me")).await.expect("fire");
+    assert!(!o.fenced);
+    let p = plan(&o, vec![planned(o.now_ms, o.now_ms, true)]);
+    let plans = std::slice::from_ref(&p);
+    assert_eq!(
+        f.store_plans(B, Some("other"), plans).await.expect("store"),
+        None
+    );
+    assert!(
+        f.store_plans(B, Some("me"), plans)
+            .await
+            .expect("store")
+            .is_some()
+    );
+    let gone = [(MEMBER.to_owned(), 1)];
+    assert_eq!(
+        f.remove(B, Some("other"), &gone).await.expect("remove"),
+        None
+    );
+}
+
+#[tokio::test]
+async fn a_plan_of_no_fire_ends_the_schedule_until_it_is_revised() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let o = applied(&s).await;
+    let stored = s
+        .fires()
+        .store_plans(B, None, &[plan(&o, Vec::new())])
+        .await;
+    assert_eq!(stored.expect("store"), Some((None, vec![true])));
+    let st = &s.fires().states(B).await.expect("states")[0].1;
+    assert!(st.ended);
+    assert!(fire(&s).await.to_plan.is_empty());
+    let f = s.fires();
+    f.apply(B, None, &[(MEMBER.to_owned(), def(2))])
+        .await
+        .expect("apply");
+    assert!(!f.states(B).await.expect("states")[0].1.ended);
+    assert_eq!(fire(&s).await.to_plan.len(), 1);
+}
