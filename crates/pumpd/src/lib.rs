@@ -18,13 +18,15 @@ mod announcements;
 mod gauges;
 mod options;
 mod permits;
+mod schedules;
 mod slot;
 mod status;
 mod supervisor;
 
 use std::sync::Arc;
 
-use sundial_router::LiveTopology;
+use sundial_router::{LiveTopology, admin::AdminStore};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use options::PumpOptions;
@@ -35,13 +37,16 @@ pub use status::{PumpStatus, ShardStatus};
 /// pumps of the old one stop and those of the new one start: each pump call
 /// is atomic, so the handover needs no coordination. A shard's loop that
 /// ends before then (it can only panic) is started again. `status` is kept
-/// up to date for health checks.
+/// up to date for health checks. With `admin`, the pumps also fire the
+/// schedules of its schedule table (`schedules/`).
 pub async fn run(
     live: Arc<LiveTopology>,
+    admin: Option<Arc<AdminStore>>,
     opts: PumpOptions,
     status: PumpStatus,
     shutdown: CancellationToken,
 ) {
+    let book = admin.map(|admin| keep_book(admin, live.clone(), shutdown.clone()));
     let mut changes = live.changes();
     // One identity per process, kept across topology changes so that its
     // leases stay its own.
@@ -55,6 +60,7 @@ pub async fn run(
             status: status.clone(),
             stop: shutdown.child_token(),
             process: shutdown.clone(),
+            book: book.clone(),
         };
         let more = generation.run(&live, &mut changes, &shutdown).await;
         if !more {
@@ -73,6 +79,7 @@ struct Generation {
     stop: CancellationToken,
     /// The process's own shutdown (this generation may stop without it).
     process: CancellationToken,
+    book: Option<watch::Receiver<Arc<schedules::Book>>>,
 }
 
 type Supervisors = tokio::task::JoinSet<()>;
@@ -136,7 +143,30 @@ impl Generation {
             self.status.clone(),
             self.stop.clone(),
             self.process.clone(),
-        );
+        )
+        .with_book(self.book.clone());
         tasks.spawn(pumps.run()).id()
     }
+}
+
+/// Keeps the book of schedules made from `admin`'s copy until `stop`,
+/// restarting its loop should it end before (it can only panic).
+fn keep_book(
+    admin: Arc<AdminStore>,
+    live: Arc<LiveTopology>,
+    stop: CancellationToken,
+) -> watch::Receiver<Arc<schedules::Book>> {
+    let (tx, rx) = watch::channel(Arc::new(schedules::Book::default()));
+    tokio::spawn(async move {
+        loop {
+            let task = schedules::book::keep(admin.clone(), live.clone(), tx.clone(), stop.clone());
+            match tokio::spawn(task).await {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::error!(error = %e, "the schedules' book loop ended; starting it again")
+                }
+            }
+        }
+    });
+    rx
 }

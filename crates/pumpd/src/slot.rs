@@ -5,10 +5,14 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sundial_core::{PumpOutcome, Shard};
-use tokio::sync::Notify;
+use tokio::{sync::Notify, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use crate::{options::PumpOptions, permits::CallPermits};
+use crate::{
+    options::PumpOptions,
+    permits::CallPermits,
+    schedules::{Fenced, SlotSchedules},
+};
 
 /// How late (ms) each held slot's last pump call found its oldest due job:
 /// written by the slot loops, read by the supervisor for
@@ -27,6 +31,9 @@ pub(crate) struct SlotPump {
     pub(crate) lag: Lags,
     /// The pump calls in flight on the slot's server ([`CallPermits`]).
     pub(crate) calls: Arc<CallPermits>,
+    /// The slot's schedules; `None` where this process has no schedule
+    /// table (a test's pumps).
+    pub(crate) schedules: Option<SlotSchedules>,
 }
 
 /// Why a slot's loop ended.
@@ -54,22 +61,21 @@ async fn pump_once(
     shard.timers().pump(slot, opts.batch, Some(owner)).await
 }
 
-/// Pumps one slot while its owner holds the lease, until `shutdown`: pump,
-/// then sleep until the next deadline or until `wake` is notified. Redis
-/// errors never end it (it retries after [`PumpOptions::retry_after`]);
-/// only a stop or a fenced call does, and it says which.
-pub(crate) async fn run(job: SlotPump, shutdown: CancellationToken) -> Ended {
-    let SlotPump {
-        pool,
-        shard,
-        slot,
-        owner,
-        wake,
-        opts,
-        lag,
-        calls,
-    } = job;
-    let key = slot;
+/// Pumps one slot while its owner holds the lease, until `shutdown`: pump
+/// (and fire the slot's due schedules), then sleep until the next
+/// deadline or until `wake` is notified. A new book of schedules makes the
+/// slot hold its page at once, without a pump call. Redis errors never end
+/// it (it retries after [`PumpOptions::retry_after`]); only a stop or a
+/// fenced call does, and it says which.
+pub(crate) async fn run(mut job: SlotPump, shutdown: CancellationToken) -> Ended {
+    let forget = |job: &SlotPump| {
+        job.lag
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&job.slot);
+    };
+    let wake = job.wake.clone();
+    let mut wake_at = Instant::now();
     loop {
         // Register for a wake-up before looking at Redis, so that an
         // announcement made while the pump call runs is not lost.
@@ -77,49 +83,121 @@ pub(crate) async fn run(job: SlotPump, shutdown: CancellationToken) -> Ended {
         tokio::pin!(notified);
         notified.as_mut().enable();
 
-        let outcome = pump_once(&calls, &shard, slot, &opts, &owner).await;
-        let pause = match outcome {
-            Ok(o) if o.fenced => {
-                lag.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+        match keep(&mut job).await {
+            Some(Fenced) => {
+                forget(&job);
                 return Ended::Fenced;
             }
-            Ok(o) => {
-                record(&pool, &o);
-                let late_ms = match (o.processed, o.oldest_due_ms) {
-                    (0, _) | (_, None) => 0,
-                    (_, Some(oldest)) => o.now_ms.saturating_sub(oldest),
-                };
-                lag.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(key, late_ms);
-                if o.processed >= u64::from(opts.batch) {
+            None if job.schedules.as_ref().is_some_and(SlotSchedules::is_stale) => {
+                wake_at = wake_at.min(Instant::now() + job.opts.retry_after);
+            }
+            None => {}
+        }
+        if Instant::now() >= wake_at {
+            let pause = match step(&job).await {
+                Step::Fenced => {
+                    forget(&job);
+                    return Ended::Fenced;
+                }
+                Step::Again => {
                     // A backlog: go again at once, yielding to other tasks.
                     tokio::task::yield_now().await;
                     continue;
                 }
-                until_next(&o, opts.idle_check)
-            }
-            Err(e) => {
-                tracing::warn!(pool, shard = shard.name(), slot, error = %e, "pump failed");
-                opts.retry_after
+                Step::Sleep(pause) => pause,
+            };
+            wake_at = Instant::now() + pause;
+        }
+        let book = async {
+            match job.schedules.as_mut() {
+                Some(s) => s.changed().await,
+                None => std::future::pending().await,
             }
         };
         tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            () = &mut notified => {}
+            () = tokio::time::sleep_until(wake_at) => {}
+            () = &mut notified => wake_at = Instant::now(),
+            () = book => {}
             () = shutdown.cancelled() => {
-                lag.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                forget(&job);
                 return Ended::Stopped;
             }
         }
     }
 }
 
-/// How long to sleep: until the next deadline, measured on the shard's
-/// clock, and no longer than `idle`.
-fn until_next(o: &PumpOutcome, idle: Duration) -> Duration {
-    match o.next_due_ms {
-        Some(due) => Duration::from_millis(due.saturating_sub(o.now_ms)).min(idle),
+/// Makes the slot hold its schedules; `Some` when the lease was lost. A
+/// Redis error leaves them stale, to be tried again.
+async fn keep(job: &mut SlotPump) -> Option<Fenced> {
+    let s = job.schedules.as_mut()?;
+    match s.keep(&job.shard).await {
+        Ok(Ok(())) => None,
+        Ok(Err(fenced)) => Some(fenced),
+        Err(e) => {
+            let (pool, slot) = (&job.pool, job.slot);
+            tracing::warn!(pool, shard = job.shard.name(), slot, error = %e, "schedules not applied");
+            None
+        }
+    }
+}
+
+/// What a loop does after one step.
+enum Step {
+    Fenced,
+    /// A backlog: step again at once.
+    Again,
+    Sleep(Duration),
+}
+
+/// One pump call of the slot, and a fire call when a schedule is due.
+async fn step(job: &SlotPump) -> Step {
+    let (pool, shard, slot, opts) = (&job.pool, &job.shard, job.slot, &job.opts);
+    let o = match pump_once(&job.calls, shard, slot, opts, &job.owner).await {
+        Ok(o) if o.fenced => return Step::Fenced,
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(pool, shard = shard.name(), slot, error = %e, "pump failed");
+            return Step::Sleep(opts.retry_after);
+        }
+    };
+    record(pool, &o);
+    let late_ms = match (o.processed, o.oldest_due_ms) {
+        (0, _) | (_, None) => 0,
+        (_, Some(oldest)) => o.now_ms.saturating_sub(oldest),
+    };
+    job.lag
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(slot, late_ms);
+    if o.processed >= u64::from(opts.batch) {
+        return Step::Again;
+    }
+    let mut pause = until_next(o.next_due_ms, o.now_ms, opts.idle_check);
+    let Some(schedules) = job.schedules.as_ref() else {
+        return Step::Sleep(pause);
+    };
+    let mut next_fire = o.next_fire_ms;
+    if next_fire.is_some_and(|at| at <= o.now_ms) {
+        next_fire = match schedules.fire(shard, opts.batch).await {
+            Ok(Ok(next)) => next,
+            Ok(Err(Fenced)) => return Step::Fenced,
+            Err(e) => {
+                tracing::warn!(pool, shard = shard.name(), slot, error = %e, "schedules not fired");
+                return Step::Sleep(opts.retry_after);
+            }
+        };
+    }
+    if next_fire.is_some() {
+        pause = pause.min(until_next(next_fire, o.now_ms, opts.idle_check));
+    }
+    Step::Sleep(pause)
+}
+
+/// How long to sleep: until the next deadline `next_ms`, measured on the
+/// shard's clock (`now_ms`), and no longer than `idle`.
+fn until_next(next_ms: Option<u64>, now_ms: u64, idle: Duration) -> Duration {
+    match next_ms {
+        Some(due) => Duration::from_millis(due.saturating_sub(now_ms)).min(idle),
         None => idle,
     }
 }
@@ -205,6 +283,7 @@ mod tests {
                 opts: PumpOptions::default(),
                 lag: Lags::default(),
                 calls: calls.clone(),
+                schedules: None,
             },
             stop.clone(),
         ));
@@ -239,17 +318,12 @@ mod tests {
     #[test]
     fn sleeps_until_the_next_deadline_but_not_past_idle() {
         let idle = Duration::from_secs(10);
-        let o = |next, now| PumpOutcome {
-            next_due_ms: next,
-            now_ms: now,
-            ..Default::default()
-        };
         assert_eq!(
-            until_next(&o(Some(1_250), 1_000), idle),
+            until_next(Some(1_250), 1_000, idle),
             Duration::from_millis(250)
         );
-        assert_eq!(until_next(&o(Some(900), 1_000), idle), Duration::ZERO);
-        assert_eq!(until_next(&o(Some(100_000), 1_000), idle), idle);
-        assert_eq!(until_next(&o(None, 1_000), idle), idle);
+        assert_eq!(until_next(Some(900), 1_000, idle), Duration::ZERO);
+        assert_eq!(until_next(Some(100_000), 1_000, idle), idle);
+        assert_eq!(until_next(None, 1_000, idle), idle);
     }
 }

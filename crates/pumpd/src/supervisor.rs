@@ -40,6 +40,7 @@ use crate::{
     gauges::{self, Backlog},
     options::PumpOptions,
     permits::CallPermits,
+    schedules::{Book, SlotSchedules},
     slot::{self, Ended, Lags},
 };
 
@@ -79,6 +80,8 @@ pub(crate) struct ShardPumps {
     status: PumpStatus,
     /// Whether timer announcements are heard (for `status`).
     subscribed: bool,
+    /// The schedules each slot should hold; `None` without a schedule table.
+    book: Option<tokio::sync::watch::Receiver<Arc<Book>>>,
 }
 
 impl ShardPumps {
@@ -109,7 +112,17 @@ impl ShardPumps {
             process,
             status,
             subscribed: false,
+            book: None,
         }
+    }
+
+    /// Its slots' loops keep and fire the schedules of `book`.
+    pub(crate) fn with_book(
+        mut self,
+        book: Option<tokio::sync::watch::Receiver<Arc<Book>>>,
+    ) -> Self {
+        self.book = book;
+        self
     }
 
     /// The shard's lease loop and the supervisor of its slot tasks, until
@@ -259,6 +272,16 @@ impl ShardPumps {
             opts: self.opts.clone(),
             lag: self.lags.clone(),
             calls: self.calls.clone(),
+            schedules: self.book.clone().map(|book| {
+                let (pool, shard) = (self.pool.clone(), self.shard.clone());
+                let home = move || {
+                    pool.placed(pool.write_layout(), slot)
+                        .flatten()
+                        .is_some_and(|s| s.same(&shard))
+                };
+                let (name, lanes) = (self.pool.name().to_owned(), self.pool.lanes());
+                SlotSchedules::new(name, slot, lanes, self.owner.clone(), book, Box::new(home))
+            }),
         };
         let task = self.tasks.spawn(slot::run(job, stop.clone())).id();
         self.running.insert(task, slot);

@@ -1,6 +1,9 @@
 //! `sundial pumpd`: the pumps alone, without the HTTP API; its admin
 //! listener serves `/live`, `/ready` and `/metrics` (lease and backlog
-//! gauges).
+//! gauges). It keeps a copy of the admin tables, as a gateway does, for
+//! the schedules its pumps fire.
+
+use anyhow::Context as _;
 
 use std::{sync::Arc, time::Duration};
 
@@ -9,13 +12,14 @@ use sundial_gateway::{http::layered, server};
 use sundial_pumpd::PumpStatus;
 use sundial_router::{
     LiveTopology,
+    admin::AdminStore,
     prepare::{STARTUP_WAIT, prepare},
 };
 
 use crate::{
     health::Readiness,
     process::{Background, Source},
-    serve::bind,
+    serve::{admin_redis, bind},
     telemetry,
 };
 
@@ -28,11 +32,23 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
     let live = Arc::new(LiveTopology::new(
         prepare(&config.pools, None, STARTUP_WAIT).await?,
     ));
+    let tables = AdminStore::new(admin_redis(config, &live).await?);
+    tables
+        .reload()
+        .await
+        .context("cannot load the admin tables (the schedules)")?;
     let mut background = Background::default();
     background.add(
         "reload",
         source.reload_loop(&source.reloader(live.clone(), None)),
     );
+    {
+        let tables = tables.clone();
+        let follow = config.admin_redis.is_none().then(|| live.clone());
+        background.add("table poller", move |stop| {
+            tables.clone().run(follow.clone(), stop)
+        });
+    }
     let background = background.start();
     let status = PumpStatus::default();
     // A lease loop runs a round every quarter of the TTL: two TTLs without
@@ -55,7 +71,7 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         config.http.admin_limits(),
         shutdown.clone(),
     ));
-    sundial_pumpd::run(live, config.pump_options(), status, shutdown).await;
+    sundial_pumpd::run(live, Some(tables), config.pump_options(), status, shutdown).await;
     background.stop().await;
     tracing::info!("sundial pumpd stopped");
     Ok(())

@@ -151,7 +151,7 @@ async fn admin_tables(config: &Config, live: &LiveTopology) -> anyhow::Result<Ar
 
 /// Where the admin tables live: `admin_redis`, else the default pool's
 /// first shard.
-async fn admin_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Shard> {
+pub(crate) async fn admin_redis(config: &Config, live: &LiveTopology) -> anyhow::Result<Shard> {
     let Some(url) = &config.admin_redis else {
         return default_shard(live).context("no default pool");
     };
@@ -234,8 +234,10 @@ fn background(
     if config.pump.enabled {
         let (live, opts) = (state.live.clone(), config.pump_options());
         let status = sundial_pumpd::PumpStatus::default();
+        let admin = state.admin.clone();
         loops.add("pumps", move |stop| {
-            sundial_pumpd::run(live.clone(), opts.clone(), status.clone(), stop)
+            let admin = Some(admin.clone());
+            sundial_pumpd::run(live.clone(), admin, opts.clone(), status.clone(), stop)
         });
     }
     loops.add("reload", source.reload_loop(reloader));

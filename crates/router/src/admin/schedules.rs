@@ -108,6 +108,34 @@ impl Schedules<'_> {
             .unwrap_or_default()
     }
 
+    /// Calls `f` with every schedule of this process's copy, in field
+    /// order; `false` (and no call) before the copy's first load.
+    pub fn for_each(&self, mut f: impl FnMut(ScheduleId<'_>, &ScheduleDef)) -> bool {
+        self.0
+            .read(|l| {
+                let Some(t) = l.get::<ScheduleTable>() else {
+                    return;
+                };
+                for (field, def) in &t.rows {
+                    let mut parts = field.splitn(4, '/');
+                    if let (Some(pool), Some(ns), Some(queue), Some(name)) =
+                        (parts.next(), parts.next(), parts.next(), parts.next())
+                    {
+                        f(
+                            ScheduleId {
+                                pool,
+                                ns,
+                                queue,
+                                name,
+                            },
+                            def,
+                        );
+                    }
+                }
+            })
+            .is_some()
+    }
+
     /// Creates schedule `id`, or revises it, as `def` says
     /// ([`ScheduleDef::revise`]) at `now_ms`, once the revised row passes
     /// [`ScheduleDef::check`]. Every process reloads it.
@@ -292,6 +320,21 @@ mod tests {
             .map(|(n, _)| n)
             .collect();
         assert_eq!(names, ["a", "b"], "the queue's own, by name");
+        let mut all = Vec::new();
+        assert!(one.schedules().for_each(|id, def| {
+            all.push((
+                format!("{}/{}/{}/{}", id.pool, id.ns, id.queue, id.name),
+                def.every,
+            ));
+        }));
+        assert_eq!(
+            all,
+            [
+                ("p/ns/q/a".to_owned(), Some(30)),
+                ("p/ns/q/b".to_owned(), Some(5)),
+                ("p/ns/q2/c".to_owned(), Some(5)),
+            ]
+        );
 
         assert_eq!(
             one.schedules()

@@ -9,6 +9,9 @@
 //! - [`spec`]: a schedule's definition as the schedule table holds it
 //!   (when, its window, jitter, grace and missed-fire policy, and the job
 //!   it publishes), checked, and revised over the row before it.
+//! - [`placed`]: a schedule as its slot holds it, for the fire script.
+//! - [`plan`]: the fires the pumps plan ahead from a slot's state: the
+//!   missed fires a policy keeps, then the next ones, with their jitter.
 //!
 //! Every calendar and daylight-saving decision is made here, in Rust, by
 //! the `croner` crate over `jiff`'s time zones, with the time zone
@@ -18,9 +21,13 @@
 //! instants. Nothing here speaks HTTP or Redis.
 
 pub mod missed;
+pub mod placed;
+pub mod plan;
 pub mod recurrence;
 pub mod spec;
 
 pub use missed::Missed;
+pub use placed::fire_def;
+pub use plan::{Planned, Timing, plan};
 pub use recurrence::{Recurrence, RecurrenceError};
 pub use spec::{JobTemplate, ScheduleDef, SpecError};

@@ -27,6 +27,9 @@ const JITTER_FIRES: usize = 100;
 /// The attributes a schedule's job may carry: two of a job's sixteen are
 /// the fire's own (its schedule, and the time it was meant for).
 pub const MAX_TEMPLATE_ATTRIBUTES: usize = 14;
+/// The attributes each fire's job carries: its schedule's name, and the
+/// time the fire was for (Unix ms, as text).
+pub const FIRE_ATTRIBUTES: [&str; 2] = ["schedule", "scheduled-at"];
 
 /// A schedule, as the schedule table holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,6 +118,10 @@ pub enum SpecError {
     Tries,
     #[error("too many attributes, cannot exceed {MAX_TEMPLATE_ATTRIBUTES}")]
     Attributes,
+    #[error("attributes schedule and scheduled-at are the fire's own")]
+    FireAttribute,
+    #[error("invalid policy: {0}")]
+    Policy(String),
     #[error("invalid schedule name: 1 to 128 of A-Z, a-z, 0-9, '-', '_' and '.'")]
     Name,
 }
@@ -131,14 +138,13 @@ pub fn check_name(name: &str) -> Result<(), SpecError> {
 impl ScheduleDef {
     /// When the schedule fires.
     pub fn recurrence(&self) -> Result<Recurrence, SpecError> {
-        let rule = match (&self.cron, self.every) {
-            (Some(_), Some(_)) => return Err(SpecError::Both),
-            (None, None) => return Err(SpecError::Neither),
-            (None, Some(_)) if self.tz.is_some() => return Err(SpecError::ZoneWithoutCron),
-            (Some(expr), None) => Recurrence::cron(expr, self.tz.as_deref().unwrap_or("UTC"))?,
-            (None, Some(secs)) => Recurrence::every(secs, self.anchor_ms)?,
-        };
-        Ok(rule.within(self.start_ms, self.end_ms)?)
+        recurrence(
+            self.cron.as_deref(),
+            self.tz.as_deref(),
+            self.every,
+            self.anchor_ms,
+            (self.start_ms, self.end_ms),
+        )
     }
 
     /// Checks the definition at `now_ms`: it must fire at least once more,
@@ -199,6 +205,26 @@ impl ScheduleDef {
     }
 }
 
+/// When a schedule of these fields fires: a cron expression in its zone
+/// (UTC when none), or an interval from `anchor_ms`, within `window`
+/// (start and end).
+pub fn recurrence(
+    cron: Option<&str>,
+    tz: Option<&str>,
+    every: Option<u64>,
+    anchor_ms: u64,
+    window: (Option<u64>, Option<u64>),
+) -> Result<Recurrence, SpecError> {
+    let rule = match (cron, every) {
+        (Some(_), Some(_)) => return Err(SpecError::Both),
+        (None, None) => return Err(SpecError::Neither),
+        (None, Some(_)) if tz.is_some() => return Err(SpecError::ZoneWithoutCron),
+        (Some(expr), None) => Recurrence::cron(expr, tz.unwrap_or("UTC"))?,
+        (None, Some(secs)) => Recurrence::every(secs, anchor_ms)?,
+    };
+    Ok(rule.within(window.0, window.1)?)
+}
+
 /// The shortest time between two of the next [`JITTER_FIRES`] fires after
 /// `now_ms` (`u64::MAX` with fewer than two).
 fn min_gap(when: &Recurrence, now_ms: u64) -> u64 {
@@ -232,6 +258,13 @@ impl JobTemplate {
         if self.attributes.len() > MAX_TEMPLATE_ATTRIBUTES {
             return Err(SpecError::Attributes);
         }
+        if FIRE_ATTRIBUTES
+            .iter()
+            .any(|a| self.attributes.contains_key(*a))
+        {
+            return Err(SpecError::FireAttribute);
+        }
+        self.policy.resolve().map_err(SpecError::Policy)?;
         Ok(())
     }
 }
@@ -414,6 +447,15 @@ pub(crate) mod tests {
         let mut def = every(1);
         def.job.attributes = (0..15).map(|i| (format!("k{i}"), "v".to_owned())).collect();
         assert_eq!(def.check(NOW).err(), Some(SpecError::Attributes));
+        let mut def = every(1);
+        def.job.attributes = [("schedule".to_owned(), "mine".to_owned())].into();
+        assert_eq!(def.check(NOW).err(), Some(SpecError::FireAttribute));
+        let mut def = every(1);
+        def.job.policy = RetryPolicy {
+            max_delay_ms: Some(u64::MAX),
+            ..RetryPolicy::default()
+        };
+        assert!(matches!(def.check(NOW).err(), Some(SpecError::Policy(_))));
         assert_eq!(
             SpecError::Recurrence(RecurrenceError::Every).to_string(),
             "invalid every: 1 to 31622400 seconds",

@@ -1,0 +1,110 @@
+//! The book: which schedules each slot should hold, made from this
+//! process's copy of the schedule table (and of the queues' retry
+//! policies, which a fire's job takes as a publish does), and made again
+//! when either changes or the topology does. Each slot's loop compares
+//! its slot with its page of the book (`slot.rs`).
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+};
+
+use sundial_core::{FireDef, keys};
+use sundial_router::{
+    LiveTopology, admin::AdminStore, policy::RetryPolicy, schedule::placed, topology::Topology,
+};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// A slot's schedules: member → its definition as the slot holds it.
+pub(crate) type Page = BTreeMap<String, Arc<FireDef>>;
+
+/// Which schedules each slot of each pool should hold.
+#[derive(Debug, Default)]
+pub(crate) struct Book {
+    slots: HashMap<(String, u32), Page>,
+    /// Made from a loaded copy of the table: a book made before the first
+    /// load is empty, and removes nothing from a slot.
+    loaded: bool,
+}
+
+impl Book {
+    /// The schedules slot `slot` of `pool` should hold; `None` before the
+    /// table was first loaded.
+    pub(crate) fn page(&self, pool: &str, slot: u32) -> Option<Page> {
+        if !self.loaded {
+            return None;
+        }
+        let key = (pool.to_owned(), slot);
+        Some(self.slots.get(&key).cloned().unwrap_or_default())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn of(pages: Vec<((String, u32), Page)>) -> Self {
+        Self {
+            slots: pages.into_iter().collect(),
+            loaded: true,
+        }
+    }
+}
+
+/// A definition made for a slot, kept while its row and its queue's
+/// policy stay the same, so that a new book remakes only what changed.
+type Made = HashMap<String, (u64, RetryPolicy, Arc<FireDef>)>;
+
+/// Makes the book from `admin`'s copy for `topology`'s pools.
+fn make(admin: &AdminStore, topology: &Topology, made: &mut Made) -> Book {
+    let mut book = Book::default();
+    let mut now_made = Made::with_capacity(made.len());
+    book.loaded = admin.schedules().for_each(|id, def| {
+        let Some(pool) = topology.pool(id.pool) else {
+            return;
+        };
+        let field = format!("{}/{}/{}/{}", id.pool, id.ns, id.queue, id.name);
+        let policy = admin.policies().get(id.pool, id.ns, id.queue);
+        let fire = match made.remove(&field) {
+            Some((rev, p, fire)) if rev == def.rev && p == policy => fire,
+            _ => match placed::fire_def(def, id.name, &policy) {
+                Ok(fire) => Arc::new(fire),
+                Err(e) => {
+                    tracing::warn!(schedule = field, error = %e, "a schedule that cannot fire; left out");
+                    return;
+                }
+            },
+        };
+        let slot = placed::slot_of(id.ns, id.queue, id.name, pool.slots(), pool.lanes());
+        book.slots
+            .entry((id.pool.to_owned(), slot))
+            .or_default()
+            .insert(keys::schedule_member(id.ns, id.queue, id.name), fire.clone());
+        now_made.insert(field, (def.rev, policy, fire));
+    });
+    *made = now_made;
+    book
+}
+
+/// Keeps `book` made from `admin`'s copy and `live`'s topology until
+/// `stop`.
+pub(crate) async fn keep(
+    admin: Arc<AdminStore>,
+    live: Arc<LiveTopology>,
+    book: watch::Sender<Arc<Book>>,
+    stop: CancellationToken,
+) {
+    let mut schedules = admin.schedules().changes();
+    let mut policies = admin.policies().changes();
+    let mut topology = live.changes();
+    let mut made = Made::new();
+    loop {
+        schedules.mark_unchanged();
+        policies.mark_unchanged();
+        topology.mark_unchanged();
+        book.send_replace(Arc::new(make(&admin, &live.topology(), &mut made)));
+        tokio::select! {
+            Ok(()) = schedules.changed() => {}
+            Ok(()) = policies.changed() => {}
+            Ok(()) = topology.changed() => {}
+            () = stop.cancelled() => return,
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! A slot's schedules, as its loop keeps them: the slot made to hold its
+//! page of the book (definitions applied over older revisions, schedules
+//! no longer in the table removed), and its due fires fired and planned.
+
+use std::{collections::HashMap, sync::Arc};
+
+use sundial_core::{
+    EngineError, FireDef, FireOutcome, JobId, Plan, PlannedFire, Shard, ToPlan, keys,
+    series::{Handle, Kind},
+};
+use sundial_router::schedule::{self, Timing};
+use tokio::sync::watch;
+
+use super::book::{Book, Page};
+
+/// The most definitions one apply call carries.
+const APPLY_BATCH: usize = 100;
+
+/// What the slot holds of a schedule, as far as its loop knows.
+#[derive(Debug, Clone)]
+enum Known {
+    /// Read from the slot: its revision.
+    Rev(u64),
+    /// Applied by this loop.
+    Def(Arc<FireDef>),
+}
+
+/// A slot's schedules: see the module's docs.
+pub(crate) struct SlotSchedules {
+    pool: String,
+    slot: u32,
+    lanes: u32,
+    owner: String,
+    /// Whether the slot's place for writes is the shard its loop pumps
+    /// (else the slot drains from there, and holds no schedule).
+    home: Box<dyn Fn() -> bool + Send + Sync>,
+    /// `home`'s answer at the last keep.
+    was_home: bool,
+    book: watch::Receiver<Arc<Book>>,
+    /// What the slot holds, as far as this loop knows: `None` until it
+    /// read the slot, and after a failed write (read again).
+    known: Option<HashMap<String, Known>>,
+    /// The slot differs from its page: the book changed, or a write failed.
+    stale: bool,
+}
+
+/// The lease was not held: the slot's loop ends.
+#[derive(Debug)]
+pub(crate) struct Fenced;
+
+impl SlotSchedules {
+    pub(crate) fn new(
+        pool: String,
+        slot: u32,
+        lanes: u32,
+        owner: String,
+        book: watch::Receiver<Arc<Book>>,
+        home: Box<dyn Fn() -> bool + Send + Sync>,
+    ) -> Self {
+        Self {
+            pool,
+            slot,
+            lanes,
+            owner,
+            home,
+            was_home: true,
+            book,
+            known: None,
+            stale: true,
+        }
+    }
+
+    /// Whether the slot may differ from its page of the book.
+    pub(crate) fn is_stale(&self) -> bool {
+        self.stale
+    }
+
+    /// Waits until the book changes (forever once it no longer can).
+    pub(crate) async fn changed(&mut self) {
+        if self.book.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        self.stale = true;
+    }
+
+    /// Makes the slot hold its page of the book, when it may differ: none
+    /// where the slot drains from (its writes go to another shard, whose
+    /// loop applies them there).
+    pub(crate) async fn keep(&mut self, shard: &Shard) -> Result<Result<(), Fenced>, EngineError> {
+        let home = (self.home)();
+        if home != self.was_home {
+            self.was_home = home;
+            self.stale = true;
+        }
+        if !self.stale {
+            return Ok(Ok(()));
+        }
+        let book = self.book.borrow_and_update().clone();
+        let Some(mut page) = book.page(&self.pool, self.slot) else {
+            return Ok(Ok(()));
+        };
+        if !home {
+            page.clear();
+        }
+        let done = self.write(shard, &page).await;
+        if !matches!(done, Ok(Ok(()))) {
+            self.known = None;
+            return done;
+        }
+        self.known = Some(page.into_iter().map(|(m, d)| (m, Known::Def(d))).collect());
+        self.stale = false;
+        Ok(Ok(()))
+    }
+
+    async fn write(
+        &mut self,
+        shard: &Shard,
+        page: &Page,
+    ) -> Result<Result<(), Fenced>, EngineError> {
+        let known = match self.known.take() {
+            Some(known) => known,
+            None => shard
+                .fires()
+                .states(self.slot)
+                .await?
+                .into_iter()
+                .map(|(m, st)| (m, Known::Rev(st.rev)))
+                .collect(),
+        };
+        let apply: Vec<(String, FireDef)> = page
+            .iter()
+            .filter(|(m, d)| match known.get(*m) {
+                None => true,
+                Some(Known::Rev(rev)) => *rev <= d.rev,
+                Some(Known::Def(had)) => !Arc::ptr_eq(had, d) && had != *d,
+            })
+            .map(|(m, d)| (m.clone(), FireDef::clone(d)))
+            .collect();
+        let remove: Vec<(String, u64)> = known
+            .iter()
+            .filter(|(m, _)| !page.contains_key(*m))
+            .map(|(m, k)| {
+                let rev = match k {
+                    Known::Rev(rev) => *rev,
+                    Known::Def(d) => d.rev,
+                };
+                (m.clone(), rev)
+            })
+            .collect();
+        let owner = Some(self.owner.as_str());
+        for part in apply.chunks(APPLY_BATCH) {
+            if shard.fires().apply(self.slot, owner, part).await?.is_none() {
+                return Ok(Err(Fenced));
+            }
+        }
+        for part in remove.chunks(APPLY_BATCH) {
+            if shard
+                .fires()
+                .remove(self.slot, owner, part)
+                .await?
+                .is_none()
+            {
+                return Ok(Err(Fenced));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// Fires the slot's due fires (up to `limit`) and plans the schedules
+    /// that asked. Returns the slot's next fire.
+    pub(crate) async fn fire(
+        &self,
+        shard: &Shard,
+        limit: u32,
+    ) -> Result<Result<Option<u64>, Fenced>, EngineError> {
+        let owner = Some(self.owner.as_str());
+        let o = shard.fires().fire(self.slot, limit, owner).await?;
+        if o.fenced {
+            return Ok(Err(Fenced));
+        }
+        self.record(&o);
+        if o.to_plan.is_empty() {
+            return Ok(Ok(o.next_fire_ms));
+        }
+        let plans: Vec<Plan> = o
+            .to_plan
+            .iter()
+            .filter_map(|t| self.plan(t, o.now_ms))
+            .collect();
+        let Some((next, stored)) = shard.fires().store_plans(self.slot, owner, &plans).await?
+        else {
+            return Ok(Err(Fenced));
+        };
+        for (p, _) in plans
+            .iter()
+            .zip(&stored)
+            .filter(|(p, s)| **s && p.skipped > 0)
+        {
+            self.count(&p.member, "missed", p.skipped);
+        }
+        // More due than one call fired: come back at once.
+        let next = match (o.next_fire_ms, next) {
+            (Some(more), _) if more <= o.now_ms => Some(more),
+            (_, next) => next,
+        };
+        Ok(Ok(next))
+    }
+
+    /// The fires of schedule `t` from its state, at `now_ms`.
+    fn plan(&self, t: &ToPlan, now_ms: u64) -> Option<Plan> {
+        let timing = serde_json::from_str::<Timing>(&t.timing)
+            .map_err(|e| e.to_string())
+            .and_then(|t| Ok((t.recurrence().map_err(|e| e.to_string())?, t)));
+        let (when, timing) = match timing {
+            Ok(t) => t,
+            Err(why) => {
+                tracing::warn!(
+                    pool = self.pool,
+                    slot = self.slot,
+                    schedule = t.member,
+                    why,
+                    "a schedule's timing does not read; not planned"
+                );
+                return None;
+            }
+        };
+        let p = schedule::plan(&timing, &when, t.cursor_ms, now_ms, |max| {
+            rand::random_range(0..=max)
+        });
+        let name = t.member.splitn(3, '/').nth(2).unwrap_or_default();
+        let lane = keys::schedule_lane(name, self.lanes);
+        let fires = p
+            .fires
+            .iter()
+            .map(|f| PlannedFire {
+                at_ms: f.at_ms,
+                due_ms: f.due_ms,
+                id: JobId::mint_in_lane(true, lane, self.lanes)
+                    .as_str()
+                    .to_owned(),
+                late_ok: f.late_ok,
+            })
+            .collect();
+        Some(Plan {
+            member: t.member.clone(),
+            rev: t.rev,
+            cursor_ms: t.cursor_ms,
+            new_cursor_ms: p.cursor_ms,
+            skipped: p.skipped,
+            fires,
+        })
+    }
+
+    fn record(&self, o: &FireOutcome) {
+        for (queue, n) in &o.per_queue {
+            self.count(queue, "fired", *n);
+        }
+        let lateness = metrics::histogram!("sundial_schedule_fire_lateness_seconds", "pool" => self.pool.clone());
+        for late in &o.lateness_ms {
+            lateness.record(*late as f64 / 1000.0);
+        }
+    }
+
+    /// Counts `n` fires of `outcome` of the queue of `member_or_queue`
+    /// (`<ns>/<queue>`, and a schedule's name after it or not).
+    fn count(&self, member_or_queue: &str, outcome: &str, n: u64) {
+        let mut parts = member_or_queue.splitn(3, '/');
+        let (Some(ns), Some(queue)) = (parts.next(), parts.next()) else {
+            return;
+        };
+        let labels = [
+            ("pool", self.pool.clone()),
+            ("namespace", ns.to_owned()),
+            ("queue", queue.to_owned()),
+            ("outcome", outcome.to_owned()),
+        ];
+        Handle::new("sundial_schedule_fires_total", &labels, Kind::Counter).increment(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use sundial_core::ShardOptions;
+    use sundial_router::schedule::Missed;
+    use tokio::sync::Notify;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::{
+        options::PumpOptions,
+        permits::CallPermits,
+        slot::{Ended, Lags, SlotPump, run},
+    };
+
+    /// An every-second schedule anchored at `anchor_ms`, as its slot holds it.
+    fn every_second(anchor_ms: u64) -> Arc<FireDef> {
+        let timing = Timing {
+            cron: None,
+            tz: None,
+            every: Some(1),
+            anchor_ms,
+            start_ms: None,
+            end_ms: None,
+            jitter_ms: 0,
+            grace_ms: 60_000,
+            missed: Missed::Skip,
+        };
+        Arc::new(FireDef {
+            rev: 1,
+            grace_ms: 60_000,
+            paused: false,
+            ttl_ms: 0,
+            tries: 1,
+            priority: 0,
+            policy: None,
+            attrs: r#"{"schedule":"tick""#.to_owned(),
+            timing: serde_json::to_string(&timing).expect("json"),
+            body: Bytes::from_static(b"tick"),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_slot_loop_fires_its_schedules_and_stops_once_they_go() {
+        let redis = sundial_tests::RedisServer::start();
+        let shard = Shard::connect("t", &ShardOptions::new(redis.url())).expect("connect");
+        shard
+            .wait_connected(Duration::from_secs(5))
+            .await
+            .expect("connected");
+        let slot = keys::slot_of("ns", "q", keys::schedule_lane("tick", 1), 8);
+        assert!(shard.leases().claim(slot, "me").await.expect("claim"));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as u64;
+        let page: Page = [("ns/q/tick".to_owned(), every_second(now))].into();
+        let (book, pages) =
+            watch::channel(Arc::new(Book::of(vec![(("p".to_owned(), slot), page)])));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(run(
+            SlotPump {
+                pool: "p".to_owned(),
+                shard: shard.clone(),
+                slot,
+                owner: "me".to_owned(),
+                wake: Arc::new(Notify::new()),
+                opts: PumpOptions::default(),
+                lag: Lags::default(),
+                calls: CallPermits::new(4),
+                schedules: Some(SlotSchedules::new(
+                    "p".to_owned(),
+                    slot,
+                    1,
+                    "me".to_owned(),
+                    pages,
+                    Box::new(|| true),
+                )),
+            },
+            stop.clone(),
+        ));
+        let ready = || async {
+            shard
+                .queues()
+                .counts(slot, "ns/q")
+                .await
+                .expect("counts")
+                .ready
+        };
+        tokio::time::sleep(Duration::from_millis(2_600)).await;
+        let fired = ready().await;
+        assert!((2..=3).contains(&fired), "fired {fired} in 2.6 s");
+        let states = shard.fires().states(slot).await.expect("states");
+        let st = &states[0].1;
+        assert_eq!(st.fired, fired);
+        let last = st.last.as_ref().expect("a last fire");
+        assert_eq!((last.at_ms - now) % 1000, 0, "on the interval");
+        assert!(last.published_ms >= last.at_ms, "never early");
+
+        // The schedule leaves the table: it leaves the slot, and fires no more.
+        book.send_replace(Arc::new(Book::of(Vec::new())));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(shard.fires().states(slot).await.expect("states").is_empty());
+        let after = ready().await;
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(ready().await, after, "no fire once it went");
+        stop.cancel();
+        assert_eq!(task.await.expect("slot task"), Ended::Stopped);
+    }
+}
