@@ -60,6 +60,7 @@ mod probes;
 mod pumpd;
 mod reload;
 mod retries;
+mod schedules;
 mod scopes;
 mod security;
 mod sentinel;

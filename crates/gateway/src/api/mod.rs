@@ -19,6 +19,7 @@ mod rate_quota;
 mod render;
 mod republish;
 mod retry;
+mod schedules;
 pub mod tenant;
 mod throttle;
 
@@ -47,6 +48,10 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
             deadletter::delete
         ))
         .routes(routes!(deadletter::size))
+        .routes(routes!(schedules::list))
+        .routes(routes!(schedules::put, schedules::get, schedules::delete))
+        .routes(routes!(schedules::pause))
+        .routes(routes!(schedules::resume))
 }
 
 /// The public API's routes (no listener, so tests can call it in process),

@@ -74,7 +74,7 @@ pub(super) fn schedule(
 }
 
 /// Refuses a schedule over the quota's delay, TTL or tries (400).
-fn check_schedule(tenant: &Tenant, quota: &Quota, s: &Schedule) -> Result<(), ApiError> {
+pub(super) fn check_schedule(tenant: &Tenant, quota: &Quota, s: &Schedule) -> Result<(), ApiError> {
     let over = |bound: Bound, value: u64, unit: &str| -> Result<(), ApiError> {
         match quota.limit(bound) {
             Some(limit) if value > limit => Err(refuse(

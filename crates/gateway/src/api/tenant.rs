@@ -252,6 +252,8 @@ fn needs(method: &Method, route: &str) -> &'static [Scope] {
         | "/api/{ns}/{queue}/stats"
         | "/api/{ns}/{queue}/deadletter"
         | "/api/{ns}/{queue}/deadletter/size"
+        | "/api/{ns}/{queue}/schedules"
+        | "/api/{ns}/{queue}/schedules/{name}"
             if read =>
         {
             READ
@@ -313,6 +315,15 @@ mod tests {
             (&put, "/api/{ns}/{queue}/deadletter", &[Scope::Manage]),
             (&del, "/api/{ns}/{queue}/deadletter", &[Scope::Manage]),
             (&get, "/api/{ns}/{queue}/something-new", &[Scope::Manage]),
+            (&get, "/api/{ns}/{queue}/schedules", &[Scope::Read]),
+            (&get, "/api/{ns}/{queue}/schedules/{name}", &[Scope::Read]),
+            (&put, "/api/{ns}/{queue}/schedules/{name}", &[Scope::Manage]),
+            (&del, "/api/{ns}/{queue}/schedules/{name}", &[Scope::Manage]),
+            (
+                &Method::POST,
+                "/api/{ns}/{queue}/schedules/{name}/pause",
+                &[Scope::Manage],
+            ),
         ];
         for (method, route, want) in cases {
             assert_eq!(needs(method, route), *want, "{method} {route}");

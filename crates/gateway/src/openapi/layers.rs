@@ -23,10 +23,11 @@ const JOB_LISTENER: &str = "http://127.0.0.1:7777";
 const ADMIN_LISTENER: &str = "http://127.0.0.1:7778";
 
 /// The shared definition of each path parameter, by its name in a route.
-const PATH_PARAMETERS: [(&str, &str); 6] = [
+const PATH_PARAMETERS: [(&str, &str); 7] = [
     ("ns", "Namespace"),
     ("queue", "Queue"),
     ("job_id", "JobIdPath"),
+    ("name", "ScheduleName"),
     ("token", "AdminToken"),
     ("pool", "PoolPath"),
     ("file", "DashboardFile"),

@@ -1,7 +1,8 @@
 //! The book: which schedules each slot should hold, made from this
 //! process's copy of the schedule table (and of the queues' retry
-//! policies, which a fire's job takes as a publish does), and made again
-//! when either changes or the topology does. Each slot's loop compares
+//! policies, which a fire's job takes as a publish does, and of the
+//! namespaces' homes: a schedule lives in the pool its namespace writes
+//! to), and made again when one of them changes or the topology does. Each slot's loop compares
 //! its slot with its page of the book (`slot.rs`).
 
 use std::{
@@ -11,7 +12,8 @@ use std::{
 
 use sundial_core::{FireDef, keys};
 use sundial_router::{
-    LiveTopology, admin::AdminStore, policy::RetryPolicy, schedule::placed, topology::Topology,
+    LiveTopology, admin::AdminStore, placement, policy::RetryPolicy, schedule::placed,
+    topology::Topology,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -57,7 +59,11 @@ fn make(admin: &AdminStore, topology: &Topology, made: &mut Made) -> Book {
     let mut book = Book::default();
     let mut now_made = Made::with_capacity(made.len());
     book.loaded = admin.schedules().for_each(|id, def| {
-        let Some(pool) = topology.pool(id.pool) else {
+        // The pool the namespace writes to: its tokens' pool, or the one
+        // it moved (or moves) to.
+        let home = admin.homes().get(id.pool, id.ns);
+        let (writes, _) = placement::route(id.pool, home.as_ref());
+        let Some(pool) = topology.pool(writes) else {
             return;
         };
         let field = format!("{}/{}/{}/{}", id.pool, id.ns, id.queue, id.name);
@@ -74,7 +80,7 @@ fn make(admin: &AdminStore, topology: &Topology, made: &mut Made) -> Book {
         };
         let slot = placed::slot_of(id.ns, id.queue, id.name, pool.slots(), pool.lanes());
         book.slots
-            .entry((id.pool.to_owned(), slot))
+            .entry((writes.to_owned(), slot))
             .or_default()
             .insert(keys::schedule_member(id.ns, id.queue, id.name), fire.clone());
         now_made.insert(field, (def.rev, policy, fire));
@@ -93,16 +99,19 @@ pub(crate) async fn keep(
 ) {
     let mut schedules = admin.schedules().changes();
     let mut policies = admin.policies().changes();
+    let mut homes = admin.homes().changes();
     let mut topology = live.changes();
     let mut made = Made::new();
     loop {
         schedules.mark_unchanged();
         policies.mark_unchanged();
+        homes.mark_unchanged();
         topology.mark_unchanged();
         book.send_replace(Arc::new(make(&admin, &live.topology(), &mut made)));
         tokio::select! {
             Ok(()) = schedules.changed() => {}
             Ok(()) = policies.changed() => {}
+            Ok(()) = homes.changed() => {}
             Ok(()) = topology.changed() => {}
             () = stop.cancelled() => return,
         }

@@ -7,7 +7,7 @@
 //! over the row it revises, so that two operators' changes are both
 //! counted and a slot can tell a newer row from one it already applied.
 
-use std::{cell::RefCell, collections::BTreeMap};
+use std::{collections::BTreeMap, sync::Mutex};
 
 use sundial_core::{EngineError, keys::AdminTable};
 use tokio::sync::watch;
@@ -149,16 +149,17 @@ impl Schedules<'_> {
         let field = id.field();
         // What the last attempt made of the row it read (an attempt runs
         // again when the row changed under it).
-        let outcome = RefCell::new(None);
+        let outcome = Mutex::new(None);
         self.0
             .update(AdminTable::Schedules, &field, |raw| {
                 let (put, row) = revise(&field, raw, def, now_ms);
-                *outcome.borrow_mut() = Some(put);
+                *outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(put);
                 row.or_else(|| raw.map(str::to_owned))
             })
             .await?;
         outcome
             .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
             .expect("an update reads the row before it answers")
     }
 
@@ -172,21 +173,22 @@ impl Schedules<'_> {
         now_ms: u64,
     ) -> Result<Option<bool>, PutError> {
         let field = id.field();
-        let found = RefCell::new(Ok(None));
+        let found = Mutex::new(Ok(None));
         let changed = self
             .0
             .update(AdminTable::Schedules, &field, |raw| {
                 // The last attempt's reading is the answer.
-                *found.borrow_mut() = Ok(None);
+                *found.lock().unwrap_or_else(|p| p.into_inner()) = Ok(None);
                 let old = match raw.map(serde_json::from_str::<ScheduleDef>) {
                     None => return None,
                     Some(Ok(old)) => old,
                     Some(Err(_)) => {
-                        *found.borrow_mut() = Err(PutError::Newer(field.clone()));
+                        *found.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Err(PutError::Newer(field.clone()));
                         return raw.map(str::to_owned);
                     }
                 };
-                *found.borrow_mut() = Ok(Some(()));
+                *found.lock().unwrap_or_else(|p| p.into_inner()) = Ok(Some(()));
                 if old.paused == paused {
                     return raw.map(str::to_owned);
                 }
@@ -201,7 +203,10 @@ impl Schedules<'_> {
                     .or_else(|| raw.map(str::to_owned))
             })
             .await?;
-        Ok(found.into_inner()?.map(|()| changed))
+        Ok(found
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())?
+            .map(|()| changed))
     }
 
     /// Deletes schedule `id`; `false` if there was none.

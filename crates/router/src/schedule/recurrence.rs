@@ -38,11 +38,11 @@ static ZONES: LazyLock<TimeZoneDatabase> = LazyLock::new(TimeZoneDatabase::bundl
 pub enum RecurrenceError {
     #[error("invalid cron: {0}")]
     Cron(String),
-    #[error("unknown time zone \"{0}\"")]
+    #[error("invalid tz: unknown time zone \"{0}\"")]
     Zone(String),
     #[error("invalid every: {MIN_EVERY_SECS} to {MAX_EVERY_SECS} seconds")]
     Every,
-    #[error("end is not after start")]
+    #[error("invalid end_ms: not after start_ms")]
     Window,
     #[error("start and end must be before the year 10000")]
     TooLate,
@@ -428,7 +428,7 @@ mod tests {
         );
         assert_eq!(
             RecurrenceError::Zone("X".to_owned()).to_string(),
-            "unknown time zone \"X\""
+            "invalid tz: unknown time zone \"X\""
         );
         for secs in [0, MAX_EVERY_SECS + 1] {
             assert_eq!(

@@ -262,6 +262,20 @@ impl Fires<'_> {
         Ok(states)
     }
 
+    /// Schedule `member`'s fire state in `slot`, if the slot holds it.
+    pub async fn state(self, slot: u32, member: &str) -> Result<Option<FireState>, EngineError> {
+        let key = SlotKeys::new(slot).fire_states();
+        let raw: Option<String> = self
+            .0
+            .conn()
+            .idempotent(&key, |c| {
+                let (key, member) = (key.clone(), member.to_owned());
+                async move { c.hget(key, member).await }
+            })
+            .await?;
+        Ok(raw.and_then(|r| FireState::parse(&r)))
+    }
+
     /// Schedule `member`'s definition in `slot`, if the slot holds it.
     pub async fn definition(self, slot: u32, member: &str) -> Result<Option<FireDef>, EngineError> {
         let key = SlotKeys::new(slot).schedules();

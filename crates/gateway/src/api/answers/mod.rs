@@ -4,6 +4,7 @@
 //! Errors are in [`errors`].
 
 pub mod errors;
+pub mod schedules;
 
 pub use errors::{ErrorBody, Msg};
 

@@ -1,0 +1,344 @@
+//! A queue's schedules on the job API (Sundial's extension): `PUT`, `GET`
+//! and `DELETE /api/{ns}/{queue}/schedules/{name}`, the listing `GET
+//! /api/{ns}/{queue}/schedules`, and `POST …/{name}/pause` and
+//! `…/resume`. The rows are the schedule table's
+//! (`sundial_router::admin::schedules`), under the token's pool; the pumps
+//! fire them (docs/OPERATIONS.md, "Schedules"). Writes need scope
+//! `manage`, reads `read`.
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    body::Body,
+    extract::{Path, State},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use sundial_router::{
+    admin::schedules::{Put, PutError, ScheduleId},
+    quota::Bound,
+    schedule::{ScheduleDef, spec::check_name},
+};
+
+use super::{
+    answers::schedules::{ScheduleAnswer, ScheduleList, ScheduleSpec},
+    error::ApiError,
+    jobs::queue,
+    quota,
+    tenant::Tenant,
+};
+use crate::{openapi::doc, state::AppState};
+use view::{answer, fires};
+
+mod view;
+
+/// The largest body a `PUT` reads: a job's largest body in base64, and
+/// room for the rest.
+const MAX_SPEC_BYTES: usize = sundial_core::job::MAX_BODY_BYTES / 3 * 4 + 64 * 1024;
+
+type NamePath = Path<(String, String, String)>;
+
+/// The schedule `name` of the tenant's queue, its name checked.
+fn schedule_id<'a>(tenant: &'a Tenant, name: &'a str) -> Result<ScheduleId<'a>, ApiError> {
+    let queue = queue(tenant)?;
+    check_name(name).map_err(|e| ApiError::bad(e.to_string()))?;
+    Ok(ScheduleId {
+        pool: &tenant.token.pool,
+        ns: &tenant.ns,
+        queue,
+        name,
+    })
+}
+
+/// Create or change a schedule
+///
+/// Creates the schedule, or revises it (an interval keeps its cadence
+/// when only its job changes; a paused schedule stays paused). In force
+/// on the pumps within about 0.5 s: its fires start after that. Answers
+/// with its next fires. Needs scope `manage`. See docs/API.md,
+/// "Schedules".
+#[utoipa::path(
+    put,
+    path = "/api/{ns}/{queue}/schedules/{name}",
+    operation_id = "putSchedule",
+    tag = "schedules",
+    request_body(content = ScheduleSpec),
+    responses(
+        (status = 201, description = "Created.", body = ScheduleAnswer),
+        (status = 200, description = "Changed, or already as asked.", body = ScheduleAnswer),
+        (status = 400, description = "Not a schedule: a bad name, cron expression, time zone or interval (`invalid every: at least 1 s`), an end before the start, no fire left, a jitter or grace out of range, a bad job (`invalid data: not base64`, `tries shouldn't be zero`, its attributes or policy), or over the namespace's quota `max_ttl` or `max_tries`. Nothing stored.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+        (status = 409, description = "The schedule was written by a newer Sundial.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 413, description = "The job's body is over 1 MiB, or over the namespace's quota `max_body`.", body = crate::api::answers::ErrorBody<'_>),
+    ),
+    extensions(("x-sundial-scopes" = json!(["manage"])), ("x-sundial-extension" = json!(true))),
+)]
+pub(super) async fn put(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path((_, _, name)): NamePath,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let id = schedule_id(&tenant, &name)?;
+    let read = crate::api::body::read(&state.bodies, body, MAX_SPEC_BYTES, "job too large").await?;
+    let spec: ScheduleSpec = serde_json::from_slice(&read.bytes)
+        .map_err(|e| ApiError::bad(format!("invalid schedule: {e}")))?;
+    let def = bounded(&state, &tenant, &spec)?;
+    let put = state
+        .admin
+        .schedules()
+        .put(id, &def, crate::api::queue::unix_ms())
+        .await
+        .map_err(|e| match e {
+            PutError::Spec(e) => ApiError::bad(e.to_string()),
+            PutError::Newer(_) => ApiError::Conflict(e.to_string()),
+            PutError::Engine(e) => e.into(),
+        })?;
+    let (code, def) = match put {
+        Put::Created(def) => (StatusCode::CREATED, def),
+        Put::Changed(def) => (StatusCode::OK, def),
+        Put::Unchanged(def) => (StatusCode::OK, def),
+    };
+    if code == StatusCode::CREATED || def.updated_ms > 0 {
+        state.admin.reload().await?;
+    }
+    tracing::info!(
+        pool = id.pool,
+        ns = id.ns,
+        queue = id.queue,
+        name,
+        rev = def.rev,
+        "schedule set"
+    );
+    Ok((code, Json(answer(&tenant, id, &def, None))).into_response())
+}
+
+/// The definition `spec` asks for, its job held to the namespace's quota
+/// as a publish's is: a TTL or tries left out take the config's default,
+/// lowered to the quota's bound; ones given over it are refused, and so
+/// is a body over 1 MiB or the quota's `max_body`.
+fn bounded(
+    state: &AppState,
+    tenant: &Tenant,
+    spec: &ScheduleSpec,
+) -> Result<ScheduleDef, ApiError> {
+    let q = quota::of(state, tenant);
+    let mut ttl = spec.job.ttl.unwrap_or(state.limits.default_ttl_secs);
+    if let Some(max) = q.limit(Bound::MaxTtl)
+        && spec.job.ttl.is_none()
+        && (ttl == 0 || u64::from(ttl) > max)
+    {
+        ttl = u32::try_from(max).unwrap_or(u32::MAX);
+    }
+    let mut tries = spec.job.tries.unwrap_or(state.limits.default_tries);
+    if let Some(max) = q.limit(Bound::MaxTries)
+        && spec.job.tries.is_none()
+    {
+        tries = tries.min(u16::try_from(max).unwrap_or(u16::MAX));
+    }
+    let def = spec.definition(ttl, tries);
+    let job = sundial_core::Schedule {
+        delay_ms: 0,
+        ttl_ms: u64::from(ttl) * 1000,
+        tries,
+        priority: def.job.priority,
+        policy: None,
+    };
+    quota::check_schedule(tenant, &q, &job)?;
+    let len = def.job.body().len();
+    if len > sundial_core::job::MAX_BODY_BYTES {
+        return Err(ApiError::TooLarge("job too large"));
+    }
+    quota::check_body(tenant, &q, len)?;
+    Ok(def)
+}
+
+/// Get a schedule
+///
+/// Its definition, its next fires, and what its slot counts: fires
+/// published and missed, and its last fire. Needs scope `read`.
+#[utoipa::path(
+    get,
+    path = "/api/{ns}/{queue}/schedules/{name}",
+    operation_id = "getSchedule",
+    tag = "schedules",
+    responses(
+        (status = 200, description = "The schedule.", body = ScheduleAnswer),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, description = "`schedule not found`, or `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+    ),
+    extensions(("x-sundial-scopes" = json!(["read"])), ("x-sundial-extension" = json!(true))),
+)]
+pub(super) async fn get(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path((_, _, name)): NamePath,
+) -> Result<Response, ApiError> {
+    let id = schedule_id(&tenant, &name)?;
+    let def = state
+        .admin
+        .schedules()
+        .get(id)
+        .ok_or(ApiError::NotFound("schedule not found"))?;
+    let fires = fires(&tenant, id).await?;
+    Ok(Json(answer(&tenant, id, &def, fires)).into_response())
+}
+
+/// List a queue's schedules
+///
+/// Each as `GET` of one answers it, by name. Needs scope `read`.
+#[utoipa::path(
+    get,
+    path = "/api/{ns}/{queue}/schedules",
+    operation_id = "listSchedules",
+    tag = "schedules",
+    responses(
+        (status = 200, description = "The queue's schedules.", body = ScheduleList),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+    ),
+    extensions(("x-sundial-scopes" = json!(["read"])), ("x-sundial-extension" = json!(true))),
+)]
+pub(super) async fn list(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+) -> Result<Response, ApiError> {
+    let queue = queue(&tenant)?;
+    let rows = state
+        .admin
+        .schedules()
+        .list(&tenant.token.pool, &tenant.ns, queue);
+    let mut schedules = Vec::with_capacity(rows.len());
+    for (name, def) in &rows {
+        let id = ScheduleId {
+            pool: &tenant.token.pool,
+            ns: &tenant.ns,
+            queue,
+            name,
+        };
+        let fires = fires(&tenant, id).await?;
+        schedules.push(answer(&tenant, id, def, fires));
+    }
+    Ok(Json(ScheduleList { schedules }).into_response())
+}
+
+/// Delete a schedule
+///
+/// It fires no more once the pumps see it gone (within about 0.5 s); jobs
+/// it published stay. Needs scope `manage`.
+#[utoipa::path(
+    delete,
+    path = "/api/{ns}/{queue}/schedules/{name}",
+    operation_id = "deleteSchedule",
+    tag = "schedules",
+    responses(
+        (status = 204, description = "Deleted."),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, description = "`schedule not found`, or `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+    ),
+    extensions(("x-sundial-scopes" = json!(["manage"])), ("x-sundial-extension" = json!(true))),
+)]
+pub(super) async fn delete(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path((_, _, name)): NamePath,
+) -> Result<Response, ApiError> {
+    let id = schedule_id(&tenant, &name)?;
+    if !state.admin.schedules().delete(id).await? {
+        return Err(ApiError::NotFound("schedule not found"));
+    }
+    state.admin.reload().await?;
+    tracing::info!(
+        pool = id.pool,
+        ns = id.ns,
+        queue = id.queue,
+        name,
+        "schedule deleted"
+    );
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Pauses (`paused`) or resumes schedule `name`, and answers it.
+async fn set_paused(
+    state: &AppState,
+    tenant: &Tenant,
+    name: &str,
+    paused: bool,
+) -> Result<Response, ApiError> {
+    let id = schedule_id(tenant, name)?;
+    let changed = state
+        .admin
+        .schedules()
+        .set_paused(id, paused, crate::api::queue::unix_ms())
+        .await
+        .map_err(|e| match e {
+            PutError::Engine(e) => e.into(),
+            other => ApiError::Conflict(other.to_string()),
+        })?
+        .ok_or(ApiError::NotFound("schedule not found"))?;
+    if changed {
+        state.admin.reload().await?;
+    }
+    let def = state
+        .admin
+        .schedules()
+        .get(id)
+        .ok_or(ApiError::NotFound("schedule not found"))?;
+    let fires = fires(tenant, id).await?;
+    Ok(Json(answer(tenant, id, &def, fires)).into_response())
+}
+
+/// Pause a schedule
+///
+/// It fires no more until resumed; its fires meanwhile are skipped, not
+/// caught up. Pausing a paused schedule changes nothing. Needs scope
+/// `manage`.
+#[utoipa::path(
+    post,
+    path = "/api/{ns}/{queue}/schedules/{name}/pause",
+    operation_id = "pauseSchedule",
+    tag = "schedules",
+    responses(
+        (status = 200, description = "The schedule as it is now.", body = ScheduleAnswer),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, description = "`schedule not found`, or `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+    ),
+    extensions(("x-sundial-scopes" = json!(["manage"])), ("x-sundial-extension" = json!(true))),
+)]
+pub(super) async fn pause(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path((_, _, name)): NamePath,
+) -> Result<Response, ApiError> {
+    set_paused(&state, &tenant, &name, true).await
+}
+
+/// Resume a schedule
+///
+/// It fires again from its next fire after now. Needs scope `manage`.
+#[utoipa::path(
+    post,
+    path = "/api/{ns}/{queue}/schedules/{name}/resume",
+    operation_id = "resumeSchedule",
+    tag = "schedules",
+    responses(
+        (status = 200, description = "The schedule as it is now.", body = ScheduleAnswer),
+        (status = 400, response = doc::BadRequest),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, description = "`schedule not found`, or `pool not found`.", body = crate::api::answers::ErrorBody<'_>),
+    ),
+    extensions(("x-sundial-scopes" = json!(["manage"])), ("x-sundial-extension" = json!(true))),
+)]
+pub(super) async fn resume(
+    State(state): State<Arc<AppState>>,
+    tenant: Tenant,
+    Path((_, _, name)): NamePath,
+) -> Result<Response, ApiError> {
+    set_paused(&state, &tenant, &name, false).await
+}

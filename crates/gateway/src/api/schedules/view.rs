@@ -1,0 +1,81 @@
+//! A schedule as the job API answers it: its definition, its next fires,
+//! and what its slot counts of it.
+
+use sundial_core::{FireState, keys};
+use sundial_router::{
+    admin::schedules::ScheduleId,
+    schedule::{ScheduleDef, placed},
+};
+
+use crate::api::{
+    answers::schedules::{JobSpec, LastFire, ScheduleAnswer},
+    error::ApiError,
+    tenant::Tenant,
+};
+
+/// The next fires an answer shows.
+const NEXT_SHOWN: usize = 5;
+
+/// The answer for schedule `id` of the tenant's queue, as `def` holds it,
+/// with its slot's `fires` when read.
+pub(super) fn answer(
+    tenant: &Tenant,
+    id: ScheduleId<'_>,
+    def: &ScheduleDef,
+    fires: Option<FireState>,
+) -> ScheduleAnswer {
+    let now = crate::api::queue::unix_ms();
+    let next_ms = match def.recurrence() {
+        Ok(when) if !def.paused => when.fires_after(now).take(NEXT_SHOWN).collect(),
+        _ => Vec::new(),
+    };
+    let job = &def.job;
+    ScheduleAnswer {
+        namespace: tenant.ns.clone(),
+        queue: id.queue.to_owned(),
+        name: id.name.to_owned(),
+        cron: def.cron.clone(),
+        tz: def.tz.clone(),
+        every: def.every,
+        start_ms: def.start_ms,
+        end_ms: def.end_ms,
+        jitter_ms: def.jitter_ms,
+        missed: def.missed.into(),
+        grace_ms: def.grace_ms,
+        paused: def.paused,
+        job: JobSpec {
+            data: job.data.clone(),
+            ttl: Some(job.ttl),
+            tries: Some(job.tries),
+            priority: job.priority,
+            attributes: job.attributes.clone(),
+            policy: job.policy,
+        },
+        rev: def.rev,
+        created_ms: def.created_ms,
+        updated_ms: def.updated_ms,
+        next_ms,
+        fired: fires.as_ref().map(|f| f.fired),
+        missed_fires: fires.as_ref().map(|f| f.missed),
+        last: fires.and_then(|f| f.last).map(|l| LastFire {
+            at_ms: l.at_ms,
+            published_ms: l.published_ms,
+            job_id: l.id,
+        }),
+    }
+}
+
+/// Schedule `id`'s fire state in its slot (where the namespace writes),
+/// if the slot holds it (of its current revision or an older one).
+pub(super) async fn fires(
+    tenant: &Tenant,
+    id: ScheduleId<'_>,
+) -> Result<Option<FireState>, ApiError> {
+    let pool = tenant.pool();
+    let slot = placed::slot_of(id.ns, id.queue, id.name, pool.slots(), pool.lanes());
+    let Some(Some(shard)) = pool.placed(pool.write_layout(), slot) else {
+        return Ok(None);
+    };
+    let member = keys::schedule_member(id.ns, id.queue, id.name);
+    Ok(shard.fires().state(slot, &member).await?)
+}

@@ -1,0 +1,241 @@
+//! Schedules end to end, over the job API against the real binary: an
+//! interval and a cron schedule in a named zone fire each second, never
+//! early, each fire once and none lost, on a standalone and on a cluster
+//! shard; a deleted schedule fires no more; a paused one fires nothing
+//! until resumed; bad definitions are refused with nothing stored; a
+//! token's scope decides who may read and who may change them.
+
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+use sundial_tests::{Api, ShardKind, started, started_on};
+
+on_every_shard_kind!(interval_and_cron_schedules_fire_once_each_never_early,);
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
+}
+
+fn body(v: Value) -> Vec<u8> {
+    serde_json::to_vec(&v).expect("json")
+}
+
+/// Consumes and acks `q`'s jobs for `span`; per schedule, the fire times
+/// (`scheduled-at`) of its jobs, each checked not received before it.
+async fn fires_for(api: &Api, q: &str, span: Duration) -> BTreeMap<String, Vec<u64>> {
+    let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let end = Instant::now() + span;
+    while Instant::now() < end {
+        let r = api.get(&format!("/api/ns/{q}?timeout=1&ttr=30")).await;
+        if r.status == 404 {
+            continue;
+        }
+        assert_eq!(r.status, 200, "{r:?}");
+        let received = now_ms();
+        let attrs = &r.json["attributes"];
+        let name = attrs["schedule"]
+            .as_str()
+            .expect("a schedule's job")
+            .to_owned();
+        let at: u64 = attrs["scheduled-at"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("its fire time");
+        assert!(received >= at, "a fire for {at} came early, at {received}");
+        let id = r.json["job_id"].as_str().expect("id");
+        assert_eq!(
+            api.delete(&format!("/api/ns/{q}/job/{id}")).await.status,
+            204
+        );
+        out.entry(name).or_default().push(at);
+    }
+    for times in out.values_mut() {
+        times.sort_unstable();
+    }
+    out
+}
+
+/// Each fire once (no time twice) and none lost (a second apart).
+fn once_each(name: &str, times: &[u64]) {
+    assert!(times.len() >= 2, "{name} fired {times:?}");
+    for w in times.windows(2) {
+        assert_eq!(w[1] - w[0], 1000, "{name}: {times:?}");
+    }
+}
+
+async fn interval_and_cron_schedules_fire_once_each_never_early(kind: ShardKind) {
+    let (_store, _gw, _token, api) = started_on(kind, "ns").await;
+    let tick = body(json!({"every": 1, "job": {"data": "dGljaw==", "ttl": 60}}));
+    let r = api.put("/api/ns/q/schedules/tick", &tick).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let next: Vec<u64> = r.json["next_ms"]
+        .as_array()
+        .expect("next fires")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert_eq!(next.len(), 5, "{r:?}");
+    assert!(next.windows(2).all(|w| w[1] - w[0] == 1000), "{next:?}");
+    let tock = body(json!({
+        "cron": "* * * * * *",
+        "tz": "Asia/Kolkata",
+        "missed": "skip",
+        "job": {"data": "dG9jaw==", "tries": 2, "attributes": {"kind": "clock"}}
+    }));
+    let r = api.put("/api/ns/q/schedules/tock", &tock).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(
+        api.put("/api/ns/q/schedules/tock", &tock).await.status,
+        200,
+        "the same again"
+    );
+
+    let seen = fires_for(&api, "q", Duration::from_millis(3_500)).await;
+    once_each("tick", &seen["tick"]);
+    once_each("tock", &seen["tock"]);
+    let r = api.get("/api/ns/q/schedules/tick").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let fired = r.json["fired"].as_u64().expect("fired");
+    assert!(fired >= seen["tick"].len() as u64, "{r:?}");
+    assert!(r.json["last"]["job_id"].is_string(), "{r:?}");
+    let list = api.get("/api/ns/q/schedules").await;
+    let names: Vec<&str> = list.json["schedules"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["tick", "tock"], "{list:?}");
+
+    // Deleted: no tick once the pumps see it gone; tock goes on.
+    assert_eq!(api.delete("/api/ns/q/schedules/tick").await.status, 204);
+    assert_eq!(api.delete("/api/ns/q/schedules/tick").await.status, 404);
+    fires_for(&api, "q", Duration::from_millis(700)).await;
+    let after = fires_for(&api, "q", Duration::from_millis(2_000)).await;
+    assert!(!after.contains_key("tick"), "{after:?}");
+    once_each("tock", &after["tock"]);
+}
+
+#[tokio::test]
+async fn a_paused_schedule_fires_nothing_until_it_resumes() {
+    let (_redis, _gw, _token, api) = started("ns").await;
+    let tick = body(json!({"every": 1, "job": {"data": ""}}));
+    assert_eq!(api.put("/api/ns/q/schedules/tick", &tick).await.status, 201);
+    let r = api.post("/api/ns/q/schedules/tick/pause").await;
+    assert_eq!(
+        (r.status, r.json["paused"].as_bool()),
+        (200, Some(true)),
+        "{r:?}"
+    );
+    assert_eq!(r.json["next_ms"], json!([]), "{r:?}");
+    // A change keeps it paused.
+    let tick2 = body(json!({"every": 1, "job": {"data": "eA=="}}));
+    let r = api.put("/api/ns/q/schedules/tick", &tick2).await;
+    assert_eq!(
+        (r.status, r.json["paused"].as_bool()),
+        (200, Some(true)),
+        "{r:?}"
+    );
+    fires_for(&api, "q", Duration::from_millis(500)).await;
+    let paused = fires_for(&api, "q", Duration::from_millis(2_000)).await;
+    assert!(paused.is_empty(), "{paused:?}");
+    let r = api.post("/api/ns/q/schedules/tick/resume").await;
+    assert_eq!(
+        (r.status, r.json["paused"].as_bool()),
+        (200, Some(false)),
+        "{r:?}"
+    );
+    let resumed = fires_for(&api, "q", Duration::from_millis(2_500)).await;
+    once_each("tick", &resumed["tick"]);
+    assert!(
+        resumed["tick"][0] >= r.json["updated_ms"].as_u64().expect("updated"),
+        "the fires while paused are skipped, not caught up"
+    );
+    assert_eq!(api.post("/api/ns/q/schedules/none/pause").await.status, 404);
+}
+
+#[tokio::test]
+async fn bad_definitions_are_refused_and_nothing_is_stored() {
+    let (_redis, gw, _token, api) = started("ns").await;
+    let now = now_ms();
+    let job = json!({"data": ""});
+    let cases = [
+        (json!({"cron": "61 * * * *", "job": job}), "invalid cron"),
+        (
+            json!({"cron": "0 8 * * *", "tz": "Mars/Olympus", "job": job}),
+            "tz",
+        ),
+        (json!({"every": 0, "job": job}), "every"),
+        (
+            json!({"every": 60, "start_ms": now + 10_000, "end_ms": now + 5_000, "job": job}),
+            "not after start_ms",
+        ),
+        (
+            json!({"every": 60, "cron": "* * * * *", "job": job}),
+            "not both",
+        ),
+        (
+            json!({"every": 60, "job": {"data": "not base64!"}}),
+            "base64",
+        ),
+        (json!({"every": 60, "job": {"tries": 0}}), "tries"),
+        (
+            json!({"every": 60, "job": {"attributes": {"schedule": "x"}}}),
+            "schedule",
+        ),
+        (
+            json!({"every": 60, "jitter_ms": 40_000, "job": job}),
+            "jitter",
+        ),
+        (json!({"every": 60, "grace_ms": 5, "job": job}), "grace_ms"),
+        (
+            json!({"every": 60, "missed": {"catch_up": 0}, "job": job}),
+            "missed",
+        ),
+        (
+            json!({"every": 60, "job": job, "color": "red"}),
+            "unknown field",
+        ),
+        (json!({"every": 60}), "job"),
+    ];
+    for (spec, says) in cases {
+        let r = api.put("/api/ns/q/schedules/s", &body(spec.clone())).await;
+        assert_eq!(r.status, 400, "{spec}: {r:?}");
+        let msg = r.json["error"].as_str().unwrap_or_default();
+        assert!(msg.contains(says), "{spec}: {msg:?} should say {says:?}");
+    }
+    let r = api
+        .put(
+            "/api/ns/q/schedules/bad%20name",
+            &body(json!({"every": 1, "job": job})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    let list = api.get("/api/ns/q/schedules").await;
+    assert_eq!(
+        list.json["schedules"],
+        json!([]),
+        "nothing stored: {list:?}"
+    );
+    assert_eq!(api.get("/api/ns/q/schedules/s").await.status, 404);
+
+    // A read token reads schedules; changing them needs `manage`.
+    let admin = Api::new(gw.admin(), None);
+    let made = admin.post("/token/ns?description=reader&scope=read").await;
+    let reader = Api::new(gw.api(), made.json["token"].as_str());
+    assert_eq!(reader.get("/api/ns/q/schedules").await.status, 200);
+    let r = reader
+        .put(
+            "/api/ns/q/schedules/s",
+            &body(json!({"every": 1, "job": job})),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{r:?}");
+    assert_eq!(reader.delete("/api/ns/q/schedules/s").await.status, 403);
+}
