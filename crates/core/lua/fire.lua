@@ -95,7 +95,7 @@ for i, member in ipairs(due) do
     redis.call('ZREM', fkey, member)
   else
     local d, st = fire_def(def), fire_state(raw)
-    if d.paused or st.ended == '1' then
+    if d.paused or st.ended ~= '0' then
       redis.call('ZREM', fkey, member)
     elseif fired >= limit then
       more = true

@@ -1,32 +1,64 @@
--- Applies schedules' definitions to their slot, or removes them (see
--- `lua/lib/fires.lua`), for the pump process that holds the slot's lease.
--- A definition replaces the slot's only when its revision is newer, so
--- that a pump with an older copy of the schedule table changes nothing. A
--- new or revised schedule's plan is emptied and it is due to be planned
--- at once: its fires start after now (a revision never fires a time that
--- passed before it), and its counts and last fire are kept. A paused one
--- leaves the fire zset.
+-- Applies schedules' definitions to their slot, parks them, or removes
+-- them (see `lua/lib/fires.lua`), for the pump process that holds the
+-- slot's lease. A definition replaces the slot's only when its revision
+-- is newer (or the same with other bytes: the queue's retry policy
+-- changed), so that a pump with an older copy of the schedule table
+-- changes nothing; over a parked state any revision applies. A schedule
+-- that is new here takes over the state it is given (`adopt`: its state
+-- parked where it lived before a move), else starts afresh; a revision
+-- empties its plan, and a newer one fires from now on (never a time that
+-- passed before it), while its counts and last fire are kept. It is then
+-- due to be planned at once; a paused one leaves the fire zset. Parking
+-- empties a schedule's plan and takes it off the fire zset, its state
+-- kept for the place it moved to.
 -- KEYS[1]: definitions hash   KEYS[2]: fire states hash   KEYS[3]: fire zset
 -- KEYS[4]: the slot's lease   KEYS[5]: the slot's guard (never read)
 -- ARGV[1]: the lease owner this pump acts for ("" = no lease)
 -- ARGV[2]: timer channel   ARGV[3]: slot number (the timer channel's message)
--- ARGV[4..]: per schedule: member, revision, then its packed definition,
---   or "" to remove the member when its revision is at most that one
+-- ARGV[4..]: per schedule: member, revision, what (its packed definition;
+--   "" to remove it when its revision is at most that one; `park` to park
+--   it), then the state to adopt ("" for none)
 -- Returns {-1} and no change when ARGV[1] does not hold the lease, else
--- per schedule 1 (written, or removed) or 0 (the slot's is as new or
--- newer, or there was none to remove).
+-- per schedule 1 (written, parked or removed), 2 (a definition the slot
+-- holds already, unchanged) or 0 (the slot's is newer, or there was none
+-- to park or remove).
 if ARGV[1] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[1] then
   return { -1 }
 end
 local now = now_ms()
 local dkey, skey, fkey = KEYS[1], KEYS[2], KEYS[3]
 local out, due = {}, false
-for i = 4, #ARGV, 3 do
-  local member, rev, def = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+-- Applies definition `def` of revision `rev` over `old` (the slot's
+-- packed one) and `raw` (its state), adopting `adopt` when new here.
+local function apply(member, rev, def, old, raw, adopt)
+  local st = raw and fire_state(raw)
+  if old and st and st.ended ~= 'p' then
+    if def_rev(old) > rev then return 0 end
+    if def_rev(old) == rev and old == def then return 2 end
+  end
+  if (not st or st.ended == 'p') and adopt ~= '' then st = fire_state(adopt) end
+  if st then
+    if rev > st.rev then st.cursor = math.max(st.cursor, now) end
+    st.rev, st.plan, st.ended = rev, {}, '0'
+  else
+    st = new_fire_state(rev, now)
+  end
+  redis.call('HSET', dkey, member, def)
+  redis.call('HSET', skey, member, fire_state_text(st))
+  if fire_def(def).paused then
+    redis.call('ZREM', fkey, member)
+  else
+    redis.call('ZADD', fkey, now, member)
+    due = true
+  end
+  return 1
+end
+for i = 4, #ARGV, 4 do
+  local member, rev, what, adopt = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
   local old = redis.call('HGET', dkey, member)
-  local old_rev = old and def_rev(old)
-  if def == '' then
-    if old and old_rev <= rev then
+  local raw = redis.call('HGET', skey, member)
+  if what == '' then
+    if old and def_rev(old) <= rev then
       redis.call('HDEL', dkey, member)
       redis.call('HDEL', skey, member)
       redis.call('ZREM', fkey, member)
@@ -34,26 +66,18 @@ for i = 4, #ARGV, 3 do
     else
       out[#out + 1] = 0
     end
-  elseif old and old_rev >= rev then
-    out[#out + 1] = 0
-  else
-    local raw = redis.call('HGET', skey, member)
-    local st
+  elseif what == 'park' then
     if raw then
-      st = fire_state(raw)
-      st.rev, st.cursor, st.plan, st.ended = rev, math.max(st.cursor, now), {}, '0'
-    else
-      st = new_fire_state(rev, now)
-    end
-    redis.call('HSET', dkey, member, def)
-    redis.call('HSET', skey, member, fire_state_text(st))
-    if fire_def(def).paused then
+      local st = fire_state(raw)
+      st.plan, st.ended = {}, 'p'
+      redis.call('HSET', skey, member, fire_state_text(st))
       redis.call('ZREM', fkey, member)
+      out[#out + 1] = 1
     else
-      redis.call('ZADD', fkey, now, member)
-      due = true
+      out[#out + 1] = 0
     end
-    out[#out + 1] = 1
+  else
+    out[#out + 1] = apply(member, rev, what, old, raw, adopt)
   end
 end
 if due then announce(ARGV[2], ARGV[3]) end

@@ -291,8 +291,6 @@ impl SlotKeys {
         format!("{}lease", self.prefix)
     }
 
-    /// Jobs taken out of the slot by the mover, on their way to the slot's
-    /// new shard (see `engine::mover`).
     /// The slot's fire zset: schedule member → its next planned fire.
     pub fn fires(&self) -> String {
         format!("{}f", self.prefix)
@@ -308,6 +306,8 @@ impl SlotKeys {
         format!("{}sn", self.prefix)
     }
 
+    /// Jobs taken out of the slot by the mover, on their way to the slot's
+    /// new shard (see `engine::mover`).
     pub fn transit(&self) -> String {
         format!("{}m", self.prefix)
     }

@@ -102,11 +102,10 @@ impl Generation {
         }));
         for pool in topology.pools() {
             for shard in pool.shards() {
-                let id = self.spawn(&mut tasks, pool, shard);
+                let id = self.spawn(&mut tasks, &topology, pool, shard);
                 shards.insert(id, (pool.clone(), shard.clone()));
             }
         }
-        drop(topology);
         let more = loop {
             tokio::select! {
                 r = changes.changed() => break r.is_ok(),
@@ -118,7 +117,7 @@ impl Generation {
                     };
                     if let Some((pool, shard)) = shards.remove(&id) {
                         tracing::error!(shard = shard.name(), error = ?ended.err(), "a shard's pump loop ended; starting it again");
-                        let id = self.spawn(&mut tasks, &pool, &shard);
+                        let id = self.spawn(&mut tasks, &topology, &pool, &shard);
                         shards.insert(id, (pool, shard));
                     }
                 }
@@ -132,6 +131,7 @@ impl Generation {
     fn spawn(
         &self,
         tasks: &mut Supervisors,
+        topology: &Arc<sundial_router::topology::Topology>,
         pool: &Arc<sundial_router::Pool>,
         shard: &sundial_core::Shard,
     ) -> tokio::task::Id {
@@ -144,7 +144,7 @@ impl Generation {
             self.stop.clone(),
             self.process.clone(),
         )
-        .with_book(self.book.clone());
+        .with_book(self.book.clone().map(|book| (book, topology.clone())));
         tasks.spawn(pumps.run()).id()
     }
 }

@@ -84,17 +84,17 @@ pub(crate) async fn run(mut job: SlotPump, shutdown: CancellationToken) -> Ended
         notified.as_mut().enable();
 
         match keep(&mut job).await {
-            Some(Fenced) => {
+            Kept::Fenced => {
                 forget(&job);
                 return Ended::Fenced;
             }
-            None if job.schedules.as_ref().is_some_and(SlotSchedules::is_stale) => {
-                wake_at = wake_at.min(Instant::now() + job.opts.retry_after);
-            }
-            None => {}
+            // New schedules are planned at once.
+            Kept::Wrote => wake_at = Instant::now(),
+            Kept::Stale => wake_at = wake_at.min(Instant::now() + job.opts.retry_after),
+            Kept::Held => {}
         }
         if Instant::now() >= wake_at {
-            let pause = match step(&job).await {
+            let pause = match step(&mut job).await {
                 Step::Fenced => {
                     forget(&job);
                     return Ended::Fenced;
@@ -126,18 +126,37 @@ pub(crate) async fn run(mut job: SlotPump, shutdown: CancellationToken) -> Ended
     }
 }
 
-/// Makes the slot hold its schedules; `Some` when the lease was lost. A
-/// Redis error leaves them stale, to be tried again.
-async fn keep(job: &mut SlotPump) -> Option<Fenced> {
-    let s = job.schedules.as_mut()?;
-    match s.keep(&job.shard).await {
-        Ok(Ok(())) => None,
-        Ok(Err(fenced)) => Some(fenced),
+/// What making the slot hold its schedules did.
+enum Kept {
+    /// The lease was lost.
+    Fenced,
+    /// It wrote to the slot.
+    Wrote,
+    /// The slot may still differ (a Redis error, or a schedule that waits
+    /// for the place it moves from): tried again soon.
+    Stale,
+    /// Nothing to do, or no schedules.
+    Held,
+}
+
+/// Makes the slot hold its schedules.
+async fn keep(job: &mut SlotPump) -> Kept {
+    let Some(s) = job.schedules.as_mut() else {
+        return Kept::Held;
+    };
+    let kept = match s.keep(&job.shard).await {
+        Ok(Ok(true)) => Kept::Wrote,
+        Ok(Ok(false)) => Kept::Held,
+        Ok(Err(Fenced)) => return Kept::Fenced,
         Err(e) => {
             let (pool, slot) = (&job.pool, job.slot);
             tracing::warn!(pool, shard = job.shard.name(), slot, error = %e, "schedules not applied");
-            None
+            Kept::Stale
         }
+    };
+    match kept {
+        Kept::Held | Kept::Wrote if s.is_stale() => Kept::Stale,
+        kept => kept,
     }
 }
 
@@ -149,8 +168,9 @@ enum Step {
     Sleep(Duration),
 }
 
-/// One pump call of the slot, and a fire call when a schedule is due.
-async fn step(job: &SlotPump) -> Step {
+/// One pump call of the slot, and a fire call when a schedule is due
+/// (backlog or not).
+async fn step(job: &mut SlotPump) -> Step {
     let (pool, shard, slot, opts) = (&job.pool, &job.shard, job.slot, &job.opts);
     let o = match pump_once(&job.calls, shard, slot, opts, &job.owner).await {
         Ok(o) if o.fenced => return Step::Fenced,
@@ -169,13 +189,20 @@ async fn step(job: &SlotPump) -> Step {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(slot, late_ms);
-    if o.processed >= u64::from(opts.batch) {
-        return Step::Again;
-    }
+    let backlog = o.processed >= u64::from(opts.batch);
     let mut pause = until_next(o.next_due_ms, o.now_ms, opts.idle_check);
-    let Some(schedules) = job.schedules.as_ref() else {
-        return Step::Sleep(pause);
+    let Some(schedules) = job.schedules.as_mut() else {
+        return if backlog {
+            Step::Again
+        } else {
+            Step::Sleep(pause)
+        };
     };
+    if o.next_fire_ms.is_none() && schedules.expects_fires() {
+        // The slot lost its schedules' keys: read it again, and write
+        // what it lacks.
+        schedules.forget();
+    }
     let mut next_fire = o.next_fire_ms;
     if next_fire.is_some_and(|at| at <= o.now_ms) {
         next_fire = match schedules.fire(shard, opts.batch).await {
@@ -183,9 +210,13 @@ async fn step(job: &SlotPump) -> Step {
             Ok(Err(Fenced)) => return Step::Fenced,
             Err(e) => {
                 tracing::warn!(pool, shard = shard.name(), slot, error = %e, "schedules not fired");
+                schedules.forget();
                 return Step::Sleep(opts.retry_after);
             }
         };
+    }
+    if backlog {
+        return Step::Again;
     }
     if next_fire.is_some() {
         pause = pause.min(until_next(next_fire, o.now_ms, opts.idle_check));

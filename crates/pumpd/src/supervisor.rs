@@ -27,7 +27,7 @@ mod leases;
 use std::{collections::HashMap, sync::Arc};
 
 use sundial_core::Shard;
-use sundial_router::Pool;
+use sundial_router::{Pool, topology::Topology};
 use tokio::{
     sync::Notify,
     task::{Id as TaskId, JoinSet},
@@ -40,7 +40,7 @@ use crate::{
     gauges::{self, Backlog},
     options::PumpOptions,
     permits::CallPermits,
-    schedules::{Book, SlotSchedules},
+    schedules::{Book, SlotSchedules, keeper::PoolPlaces},
     slot::{self, Ended, Lags},
 };
 
@@ -80,8 +80,9 @@ pub(crate) struct ShardPumps {
     status: PumpStatus,
     /// Whether timer announcements are heard (for `status`).
     subscribed: bool,
-    /// The schedules each slot should hold; `None` without a schedule table.
-    book: Option<tokio::sync::watch::Receiver<Arc<Book>>>,
+    /// The schedules each slot should hold, and the topology they live
+    /// in; `None` without a schedule table.
+    book: Option<(tokio::sync::watch::Receiver<Arc<Book>>, Arc<Topology>)>,
 }
 
 impl ShardPumps {
@@ -116,10 +117,11 @@ impl ShardPumps {
         }
     }
 
-    /// Its slots' loops keep and fire the schedules of `book`.
+    /// Its slots' loops keep and fire the schedules of `book`, in
+    /// `topology`.
     pub(crate) fn with_book(
         mut self,
-        book: Option<tokio::sync::watch::Receiver<Arc<Book>>>,
+        book: Option<(tokio::sync::watch::Receiver<Arc<Book>>, Arc<Topology>)>,
     ) -> Self {
         self.book = book;
         self
@@ -272,15 +274,22 @@ impl ShardPumps {
             opts: self.opts.clone(),
             lag: self.lags.clone(),
             calls: self.calls.clone(),
-            schedules: self.book.clone().map(|book| {
-                let (pool, shard) = (self.pool.clone(), self.shard.clone());
-                let home = move || {
-                    pool.placed(pool.write_layout(), slot)
-                        .flatten()
-                        .is_some_and(|s| s.same(&shard))
+            schedules: self.book.clone().map(|(book, topology)| {
+                let places = PoolPlaces {
+                    topology,
+                    pool: self.pool.clone(),
+                    shard: self.shard.clone(),
+                    slot,
                 };
                 let (name, lanes) = (self.pool.name().to_owned(), self.pool.lanes());
-                SlotSchedules::new(name, slot, lanes, self.owner.clone(), book, Box::new(home))
+                SlotSchedules::new(
+                    name,
+                    slot,
+                    lanes,
+                    self.owner.clone(),
+                    book,
+                    Box::new(places),
+                )
             }),
         };
         let task = self.tasks.spawn(slot::run(job, stop.clone())).id();

@@ -19,7 +19,10 @@
 --           that skipped them);
 --   last, last_at, last_id: the last fire's time, when it was published
 --           (ms), and its job's id (0, 0, `-` before the first);
---   ended   1 when the schedule has no fire left (past its end), else 0;
+--   ended   1 when the schedule has no fire left (past its end), `p` when
+--           it is parked: its slot moved (or its namespace did), the
+--           place it moved to takes its state over (`schedule_set.lua`),
+--           and it fires nothing here; else 0;
 --   a planned fire: its time, when it is due (its time plus a jitter),
 --   the id of the job it publishes, and `c` (fire however late: the plan
 --   found it due already) or `n` (missed when found later than its

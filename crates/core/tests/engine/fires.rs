@@ -39,7 +39,7 @@ async fn fire(s: &Shard) -> FireOutcome {
 async fn applied(s: &Shard) -> FireOutcome {
     let applied = s
         .fires()
-        .apply(B, None, &[(MEMBER.to_owned(), def(1))])
+        .apply(B, None, &[(MEMBER.to_owned(), def(1), None)])
         .await;
     assert_eq!(applied.expect("apply"), Some(vec![true]));
     let o = fire(s).await;
@@ -174,7 +174,7 @@ async fn a_fire_past_its_grace_is_missed_unless_its_plan_says_fire_late() {
         ..def(1)
     };
     let f = s.fires();
-    f.apply(B, None, &[(MEMBER.to_owned(), short)])
+    f.apply(B, None, &[(MEMBER.to_owned(), short, None)])
         .await
         .expect("apply");
     let o = fire(&s).await;
@@ -248,17 +248,18 @@ async fn a_definition_applies_over_an_older_revision_only() {
     let f = s.fires();
     let member = MEMBER.to_owned();
     assert_eq!(
-        f.apply(B, None, &[(member.clone(), def(1))])
+        f.apply(B, None, &[(member.clone(), def(1), None)])
             .await
             .expect("apply"),
-        Some(vec![false])
+        Some(vec![true]),
+        "the same: held already"
     );
     let paused = FireDef {
         paused: true,
         ..def(2)
     };
     assert_eq!(
-        f.apply(B, None, &[(member.clone(), paused)])
+        f.apply(B, None, &[(member.clone(), paused, None)])
             .await
             .expect("apply"),
         Some(vec![true])
@@ -270,6 +271,8 @@ async fn a_definition_applies_over_an_older_revision_only() {
             .map(|d| d.paused),
         Some(true)
     );
+    let older = f.apply(B, None, &[(member.clone(), def(1), None)]).await;
+    assert_eq!(older.expect("apply"), Some(vec![false]), "older: refused");
     let o2 = fire(&s).await;
     assert!(
         o2.to_plan.is_empty() && o2.next_fire_ms.is_none(),
@@ -277,7 +280,7 @@ async fn a_definition_applies_over_an_older_revision_only() {
     );
     // Resumed: its fires start after now, and its plan is made again.
     assert_eq!(
-        f.apply(B, None, &[(member.clone(), def(3))])
+        f.apply(B, None, &[(member.clone(), def(3), None)])
             .await
             .expect("apply"),
         Some(vec![true])
@@ -310,7 +313,7 @@ async fn every_write_is_fenced_by_the_lease() {
     let s = shard(&redis).await;
     assert!(s.leases().claim(B, "me").await.expect("claim"));
     let f = s.fires();
-    let defs = [(MEMBER.to_owned(), def(1))];
+    let defs = [(MEMBER.to_owned(), def(1), None)];
     assert_eq!(f.apply(B, Some("other"), &defs).await.expect("apply"), None);
     assert_eq!(
         f.apply(B, Some("me"), &defs).await.expect("apply"),
@@ -352,9 +355,65 @@ async fn a_plan_of_no_fire_ends_the_schedule_until_it_is_revised() {
     assert!(st.ended);
     assert!(fire(&s).await.to_plan.is_empty());
     let f = s.fires();
-    f.apply(B, None, &[(MEMBER.to_owned(), def(2))])
+    f.apply(B, None, &[(MEMBER.to_owned(), def(2), None)])
         .await
         .expect("apply");
     assert!(!f.states(B).await.expect("states")[0].1.ended);
     assert_eq!(fire(&s).await.to_plan.len(), 1);
+}
+
+#[tokio::test]
+async fn a_parked_schedule_fires_nothing_and_its_state_is_taken_over_where_it_moved() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let o = applied(&s).await;
+    let cursor = o.to_plan[0].cursor_ms;
+    let f = s.fires();
+    let due = vec![planned(cursor + 1, cursor + 1, true)];
+    f.store_plans(B, None, &[plan(&o, due)])
+        .await
+        .expect("store");
+    let o = fire(&s).await;
+    assert_eq!(o.fired, 1);
+    let before = f.states(B).await.expect("states")[0].1.clone();
+
+    // Parked: it fires nothing more here, and keeps its state.
+    let next = vec![planned(cursor + 2, cursor + 2, true)];
+    f.store_plans(B, None, &[plan(&o, next)])
+        .await
+        .expect("store");
+    let parked = f.park(B, None, &[MEMBER.to_owned()]).await.expect("park");
+    assert_eq!(parked, Some(vec![true]));
+    let o = fire(&s).await;
+    assert_eq!((o.fired, o.next_fire_ms), (0, None), "parked: not due");
+    let st = f.states(B).await.expect("states")[0].1.clone();
+    assert!(st.parked && st.plan.is_empty());
+    assert_eq!((st.fired, st.cursor_ms), (before.fired, before.cursor_ms));
+
+    // Where it moved (another slot here, as another shard would be): the
+    // same definition takes the parked state over, cursor and counts.
+    let to = B + 1;
+    let took = f
+        .apply(to, None, &[(MEMBER.to_owned(), def(1), Some(st.clone()))])
+        .await
+        .expect("apply");
+    assert_eq!(took, Some(vec![true]));
+    let there = f.states(to).await.expect("states")[0].1.clone();
+    assert!(!there.parked);
+    assert_eq!((there.fired, there.cursor_ms), (st.fired, st.cursor_ms));
+    let o = s.fires().fire(to, 100, None).await.expect("fire");
+    assert_eq!(
+        o.to_plan[0].cursor_ms, st.cursor_ms,
+        "planned from its cursor"
+    );
+    // Its own parked state comes back to life with its cursor when the
+    // definition is applied over it again.
+    let back = f
+        .apply(B, None, &[(MEMBER.to_owned(), def(1), None)])
+        .await
+        .expect("apply");
+    assert_eq!(back, Some(vec![true]));
+    let again = f.states(B).await.expect("states")[0].1.clone();
+    assert!(!again.parked);
+    assert_eq!(again.cursor_ms, st.cursor_ms);
 }

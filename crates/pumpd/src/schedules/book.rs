@@ -6,7 +6,7 @@
 //! its slot with its page of the book (`slot.rs`).
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     sync::Arc,
 };
 
@@ -18,13 +18,24 @@ use sundial_router::{
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// A slot's schedules: member → its definition as the slot holds it.
-pub(crate) type Page = BTreeMap<String, Arc<FireDef>>;
+/// A schedule on a page: its definition as the slot holds it and, while
+/// its namespace moves between pools, the pool and slot it lived in.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) def: Arc<FireDef>,
+    pub(crate) also: Option<(String, u32)>,
+}
+
+/// A slot's schedules, by member.
+pub(crate) type Page = BTreeMap<String, Entry>;
 
 /// Which schedules each slot of each pool should hold.
 #[derive(Debug, Default)]
 pub(crate) struct Book {
     slots: HashMap<(String, u32), Page>,
+    /// Every schedule's member, wherever it lives: one a slot holds that
+    /// is not on its page moved (it is parked), else it was deleted.
+    all: HashSet<String>,
     /// Made from a loaded copy of the table: a book made before the first
     /// load is empty, and removes nothing from a slot.
     loaded: bool,
@@ -41,10 +52,17 @@ impl Book {
         Some(self.slots.get(&key).cloned().unwrap_or_default())
     }
 
+    /// Whether schedule `member` is in the table, wherever it lives.
+    pub(crate) fn exists(&self, member: &str) -> bool {
+        self.all.contains(member)
+    }
+
     #[cfg(test)]
     pub(crate) fn of(pages: Vec<((String, u32), Page)>) -> Self {
+        let all = pages.iter().flat_map(|(_, p)| p.keys().cloned()).collect();
         Self {
             slots: pages.into_iter().collect(),
+            all,
             loaded: true,
         }
     }
@@ -62,7 +80,7 @@ fn make(admin: &AdminStore, topology: &Topology, made: &mut Made) -> Book {
         // The pool the namespace writes to: its tokens' pool, or the one
         // it moved (or moves) to.
         let home = admin.homes().get(id.pool, id.ns);
-        let (writes, _) = placement::route(id.pool, home.as_ref());
+        let (writes, also) = placement::route(id.pool, home.as_ref());
         let Some(pool) = topology.pool(writes) else {
             return;
         };
@@ -79,10 +97,21 @@ fn make(admin: &AdminStore, topology: &Topology, made: &mut Made) -> Book {
             },
         };
         let slot = placed::slot_of(id.ns, id.queue, id.name, pool.slots(), pool.lanes());
+        let also = also.and_then(|name| {
+            let p = topology.pool(name)?;
+            let slot = placed::slot_of(id.ns, id.queue, id.name, p.slots(), p.lanes());
+            Some((name.to_owned(), slot))
+        });
+        let member = keys::schedule_member(id.ns, id.queue, id.name);
+        book.all.insert(member.clone());
+        let entry = Entry {
+            def: fire.clone(),
+            also,
+        };
         book.slots
             .entry((writes.to_owned(), slot))
             .or_default()
-            .insert(keys::schedule_member(id.ns, id.queue, id.name), fire.clone());
+            .insert(member, entry);
         now_made.insert(field, (def.rev, policy, fire));
     });
     *made = now_made;

@@ -1,11 +1,14 @@
 //! Schedules, as the pumps keep them: the book of which schedules each
 //! slot should hold, made from this process's copy of the schedule table
-//! ([`book`]), and each held slot made to hold its page, its due fires
-//! fired and planned ahead ([`slot`]). A slot's loop (`crate::slot`) does
+//! ([`book`]), each held slot made to hold its page, schedules that moved
+//! taken over with their state ([`holding`]), and its due fires fired and
+//! planned ahead ([`slot`]). A slot's loop (`crate::slot`) does
 //! both while it holds the slot's lease; the scripts fence every write.
 
 pub(crate) mod book;
+pub(crate) mod holding;
+pub(crate) mod keeper;
 pub(crate) mod slot;
 
 pub(crate) use book::Book;
-pub(crate) use slot::{Fenced, SlotSchedules};
+pub(crate) use keeper::{Fenced, SlotSchedules};

@@ -1,171 +1,15 @@
 //! A slot's schedules, as its loop keeps them: the slot made to hold its
-//! page of the book (definitions applied over older revisions, schedules
-//! no longer in the table removed), and its due fires fired and planned.
-
-use std::{collections::HashMap, sync::Arc};
+//! page of the book (`holding.rs`), and its due fires fired and planned.
 
 use sundial_core::{
-    EngineError, FireDef, FireOutcome, JobId, Plan, PlannedFire, Shard, ToPlan, keys,
+    EngineError, FireOutcome, JobId, Plan, PlannedFire, Shard, ToPlan, keys,
     series::{Handle, Kind},
 };
 use sundial_router::schedule::{self, Timing};
-use tokio::sync::watch;
 
-use super::book::{Book, Page};
-
-/// The most definitions one apply call carries.
-const APPLY_BATCH: usize = 100;
-
-/// What the slot holds of a schedule, as far as its loop knows.
-#[derive(Debug, Clone)]
-enum Known {
-    /// Read from the slot: its revision.
-    Rev(u64),
-    /// Applied by this loop.
-    Def(Arc<FireDef>),
-}
-
-/// A slot's schedules: see the module's docs.
-pub(crate) struct SlotSchedules {
-    pool: String,
-    slot: u32,
-    lanes: u32,
-    owner: String,
-    /// Whether the slot's place for writes is the shard its loop pumps
-    /// (else the slot drains from there, and holds no schedule).
-    home: Box<dyn Fn() -> bool + Send + Sync>,
-    /// `home`'s answer at the last keep.
-    was_home: bool,
-    book: watch::Receiver<Arc<Book>>,
-    /// What the slot holds, as far as this loop knows: `None` until it
-    /// read the slot, and after a failed write (read again).
-    known: Option<HashMap<String, Known>>,
-    /// The slot differs from its page: the book changed, or a write failed.
-    stale: bool,
-}
-
-/// The lease was not held: the slot's loop ends.
-#[derive(Debug)]
-pub(crate) struct Fenced;
+use super::keeper::{Fenced, SlotSchedules};
 
 impl SlotSchedules {
-    pub(crate) fn new(
-        pool: String,
-        slot: u32,
-        lanes: u32,
-        owner: String,
-        book: watch::Receiver<Arc<Book>>,
-        home: Box<dyn Fn() -> bool + Send + Sync>,
-    ) -> Self {
-        Self {
-            pool,
-            slot,
-            lanes,
-            owner,
-            home,
-            was_home: true,
-            book,
-            known: None,
-            stale: true,
-        }
-    }
-
-    /// Whether the slot may differ from its page of the book.
-    pub(crate) fn is_stale(&self) -> bool {
-        self.stale
-    }
-
-    /// Waits until the book changes (forever once it no longer can).
-    pub(crate) async fn changed(&mut self) {
-        if self.book.changed().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-        self.stale = true;
-    }
-
-    /// Makes the slot hold its page of the book, when it may differ: none
-    /// where the slot drains from (its writes go to another shard, whose
-    /// loop applies them there).
-    pub(crate) async fn keep(&mut self, shard: &Shard) -> Result<Result<(), Fenced>, EngineError> {
-        let home = (self.home)();
-        if home != self.was_home {
-            self.was_home = home;
-            self.stale = true;
-        }
-        if !self.stale {
-            return Ok(Ok(()));
-        }
-        let book = self.book.borrow_and_update().clone();
-        let Some(mut page) = book.page(&self.pool, self.slot) else {
-            return Ok(Ok(()));
-        };
-        if !home {
-            page.clear();
-        }
-        let done = self.write(shard, &page).await;
-        if !matches!(done, Ok(Ok(()))) {
-            self.known = None;
-            return done;
-        }
-        self.known = Some(page.into_iter().map(|(m, d)| (m, Known::Def(d))).collect());
-        self.stale = false;
-        Ok(Ok(()))
-    }
-
-    async fn write(
-        &mut self,
-        shard: &Shard,
-        page: &Page,
-    ) -> Result<Result<(), Fenced>, EngineError> {
-        let known = match self.known.take() {
-            Some(known) => known,
-            None => shard
-                .fires()
-                .states(self.slot)
-                .await?
-                .into_iter()
-                .map(|(m, st)| (m, Known::Rev(st.rev)))
-                .collect(),
-        };
-        let apply: Vec<(String, FireDef)> = page
-            .iter()
-            .filter(|(m, d)| match known.get(*m) {
-                None => true,
-                Some(Known::Rev(rev)) => *rev <= d.rev,
-                Some(Known::Def(had)) => !Arc::ptr_eq(had, d) && had != *d,
-            })
-            .map(|(m, d)| (m.clone(), FireDef::clone(d)))
-            .collect();
-        let remove: Vec<(String, u64)> = known
-            .iter()
-            .filter(|(m, _)| !page.contains_key(*m))
-            .map(|(m, k)| {
-                let rev = match k {
-                    Known::Rev(rev) => *rev,
-                    Known::Def(d) => d.rev,
-                };
-                (m.clone(), rev)
-            })
-            .collect();
-        let owner = Some(self.owner.as_str());
-        for part in apply.chunks(APPLY_BATCH) {
-            if shard.fires().apply(self.slot, owner, part).await?.is_none() {
-                return Ok(Err(Fenced));
-            }
-        }
-        for part in remove.chunks(APPLY_BATCH) {
-            if shard
-                .fires()
-                .remove(self.slot, owner, part)
-                .await?
-                .is_none()
-            {
-                return Ok(Err(Fenced));
-            }
-        }
-        Ok(Ok(()))
-    }
-
     /// Fires the slot's due fires (up to `limit`) and plans the schedules
     /// that asked. Returns the slot's next fire.
     pub(crate) async fn fire(
@@ -283,12 +127,17 @@ mod tests {
     use std::time::Duration;
 
     use bytes::Bytes;
-    use sundial_core::ShardOptions;
+    use sundial_core::{FireDef, ShardOptions};
     use sundial_router::schedule::Missed;
     use tokio::sync::Notify;
     use tokio_util::sync::CancellationToken;
 
     use super::*;
+    use std::sync::Arc;
+
+    use tokio::sync::watch;
+
+    use crate::schedules::book::{Book, Entry, Page};
     use crate::{
         options::PumpOptions,
         permits::CallPermits,
@@ -336,7 +185,11 @@ mod tests {
             .duration_since(std::time::UNIX_EPOCH)
             .expect("clock")
             .as_millis() as u64;
-        let page: Page = [("ns/q/tick".to_owned(), every_second(now))].into();
+        let entry = Entry {
+            def: every_second(now),
+            also: None,
+        };
+        let page: Page = [("ns/q/tick".to_owned(), entry)].into();
         let (book, pages) =
             watch::channel(Arc::new(Book::of(vec![(("p".to_owned(), slot), page)])));
         let stop = CancellationToken::new();
@@ -356,7 +209,7 @@ mod tests {
                     1,
                     "me".to_owned(),
                     pages,
-                    Box::new(|| true),
+                    Box::new(crate::schedules::keeper::Here),
                 )),
             },
             stop.clone(),

@@ -14,6 +14,10 @@ pub const PLAN_MOST: usize = 32;
 /// fires ahead: an every-second schedule is planned about a minute ahead,
 /// an hourly one two fires ahead.
 pub const PLAN_AHEAD_MS: u64 = 60_000;
+/// The most fires late within their grace that one plan fires: older
+/// ones count as missed (a grace of hours over an every-second schedule
+/// would otherwise fire thousands at once after an outage).
+pub const LATE_MOST: usize = 100;
 /// The most missed fires one plan counts (the fires are not walked past
 /// it: an every-second schedule misses 86,400 a day).
 pub const MISSED_COUNTED_MOST: usize = 10_000;
@@ -93,8 +97,9 @@ pub struct Planned {
 
 /// Plans the fires after `cursor_ms` at `now_ms` (shard clock). A fire
 /// whose time is more than its grace and jitter before `now_ms` was
-/// missed: of those, the latest its policy keeps fire at once, the others
-/// are skipped. The later ones fire at their time plus a jitter that
+/// missed, and so is one older than the [`LATE_MOST`] latest due: of
+/// those, the latest its policy keeps fire at once, the others are
+/// skipped. The later ones fire at their time plus a jitter that
 /// `jitter(max)` draws (0 to `max`).
 pub fn plan(
     t: &Timing,
@@ -103,7 +108,11 @@ pub fn plan(
     now_ms: u64,
     mut jitter: impl FnMut(u64) -> u64,
 ) -> Planned {
-    let missed_until = now_ms.saturating_sub(t.grace_ms.saturating_add(t.jitter_ms));
+    let mut missed_until = now_ms.saturating_sub(t.grace_ms.saturating_add(t.jitter_ms));
+    let late = when.latest(missed_until.max(cursor_ms), now_ms, LATE_MOST + 1);
+    if late.len() > LATE_MOST {
+        missed_until = late[0];
+    }
     let mut out = Planned {
         cursor_ms,
         skipped: 0,
@@ -220,6 +229,19 @@ mod tests {
         let p = plan(&t, &when, T, T + day, |_| 0);
         assert_eq!(p.skipped, MISSED_COUNTED_MOST as u64 - 1);
         assert_eq!(p.fires[0].at_ms, T + day - 1_000, "the latest missed");
+    }
+
+    #[test]
+    fn a_long_grace_fires_at_most_the_latest_hundred_late_fires() {
+        let (mut t, when) = timing(1, Missed::Once);
+        t.grace_ms = 86_400_000;
+        // An hour late: 3,600 fires within the grace.
+        let p = plan(&t, &when, T, T + 3_600_500, |_| 0);
+        let hundred = LATE_MOST as u64;
+        assert_eq!(p.skipped, 3_600 - hundred - 1, "older than the latest 100");
+        assert_eq!(times(&p)[..2], [3_600 - hundred, 3_600 - hundred + 1]);
+        assert_eq!(p.fires.len(), PLAN_MOST, "the rest in the plans after");
+        assert!(p.fires.iter().all(|f| f.late_ok));
     }
 
     #[test]

@@ -11,6 +11,8 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use super::{Missed, Recurrence, RecurrenceError, missed::MAX_CATCH_UP};
+use sundial_core::job::{MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTE_VALUE_BYTES};
+
 use crate::policy::RetryPolicy;
 
 /// The longest schedule name, bytes.
@@ -118,6 +120,10 @@ pub enum SpecError {
     Tries,
     #[error("too many attributes, cannot exceed {MAX_TEMPLATE_ATTRIBUTES}")]
     Attributes,
+    #[error(
+        "invalid attributes: keys of 1 to {MAX_ATTRIBUTE_KEY_BYTES} bytes, values of at most {MAX_ATTRIBUTE_VALUE_BYTES}"
+    )]
+    AttributeSize,
     #[error("attributes schedule and scheduled-at are the fire's own")]
     FireAttribute,
     #[error("invalid policy: {0}")]
@@ -257,6 +263,11 @@ impl JobTemplate {
         }
         if self.attributes.len() > MAX_TEMPLATE_ATTRIBUTES {
             return Err(SpecError::Attributes);
+        }
+        if self.attributes.iter().any(|(k, v)| {
+            k.is_empty() || k.len() > MAX_ATTRIBUTE_KEY_BYTES || v.len() > MAX_ATTRIBUTE_VALUE_BYTES
+        }) {
+            return Err(SpecError::AttributeSize);
         }
         if FIRE_ATTRIBUTES
             .iter()
@@ -447,6 +458,9 @@ pub(crate) mod tests {
         let mut def = every(1);
         def.job.attributes = (0..15).map(|i| (format!("k{i}"), "v".to_owned())).collect();
         assert_eq!(def.check(NOW).err(), Some(SpecError::Attributes));
+        let mut def = every(1);
+        def.job.attributes = [("k".to_owned(), "v".repeat(129))].into();
+        assert_eq!(def.check(NOW).err(), Some(SpecError::AttributeSize));
         let mut def = every(1);
         def.job.attributes = [("schedule".to_owned(), "mine".to_owned())].into();
         assert_eq!(def.check(NOW).err(), Some(SpecError::FireAttribute));

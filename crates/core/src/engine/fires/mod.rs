@@ -75,21 +75,29 @@ pub struct Plan {
 }
 
 impl Fires<'_> {
-    /// Applies the definitions `defs` (member, definition) to `slot`, each
-    /// over an older revision only, for `owner` (the lease holder; `None`:
-    /// unfenced, for tests). Returns whether each was applied; `None` when
-    /// `owner` does not hold the lease.
+    /// Applies the definitions `defs` (member, definition, and the state
+    /// to take over when the schedule is new here or parked: its state
+    /// where it lived before a move) to `slot`, each over an older
+    /// revision only (or a parked state), for `owner` (the lease holder;
+    /// `None`: unfenced, for tests). Returns whether the slot holds each
+    /// (applied, or held already); `None` when `owner` does not hold the
+    /// lease.
     pub async fn apply(
         self,
         slot: u32,
         owner: Option<&str>,
-        defs: &[(String, FireDef)],
+        defs: &[(String, FireDef, Option<FireState>)],
     ) -> Result<Option<Vec<bool>>, EngineError> {
-        let args = defs.iter().flat_map(|(member, def)| {
+        let args = defs.iter().flat_map(|(member, def, adopt)| {
             [
                 member.as_str().into(),
                 def.rev.to_string().into(),
                 Value::Bytes(def.pack()),
+                adopt
+                    .as_ref()
+                    .map(FireState::text)
+                    .unwrap_or_default()
+                    .into(),
             ]
         });
         self.set(slot, owner, args.collect()).await
@@ -103,9 +111,28 @@ impl Fires<'_> {
         owner: Option<&str>,
         gone: &[(String, u64)],
     ) -> Result<Option<Vec<bool>>, EngineError> {
-        let args = gone
+        let args = gone.iter().flat_map(|(member, rev)| {
+            [
+                member.as_str().into(),
+                rev.to_string().into(),
+                "".into(),
+                "".into(),
+            ]
+        });
+        self.set(slot, owner, args.collect()).await
+    }
+
+    /// Parks the schedules `members` in `slot`: they fire nothing here, and
+    /// keep their state for the place they moved to.
+    pub async fn park(
+        self,
+        slot: u32,
+        owner: Option<&str>,
+        members: &[String],
+    ) -> Result<Option<Vec<bool>>, EngineError> {
+        let args = members
             .iter()
-            .flat_map(|(member, rev)| [member.as_str().into(), rev.to_string().into(), "".into()]);
+            .flat_map(|m| [m.as_str().into(), "0".into(), "park".into(), "".into()]);
         self.set(slot, owner, args.collect()).await
     }
 
@@ -291,14 +318,15 @@ impl Fires<'_> {
     }
 }
 
-/// A `schedule_set.lua` answer: `None` when fenced, else 1 or 0 per item.
+/// A `schedule_set.lua` answer: `None` when fenced, else per item whether
+/// the slot holds what was asked (1 written, 2 held already; not 0).
 fn answers(shard: &Shard, v: Value) -> Result<Option<Vec<bool>>, EngineError> {
     let mut f = Fields::new(shard.conn(), v)?;
     let mut out = Vec::with_capacity(f.len());
     while f.len() > 0 {
         match f.int()? {
             -1 => return Ok(None),
-            n => out.push(n == 1),
+            n => out.push(n > 0),
         }
     }
     Ok(Some(out))

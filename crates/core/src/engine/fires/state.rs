@@ -163,6 +163,9 @@ pub struct FireState {
     pub last: Option<LastFire>,
     /// No fire is left (past its end) until it is revised.
     pub ended: bool,
+    /// Parked: its slot (or namespace) moved, and the place it moved to
+    /// takes its state over; it fires nothing here.
+    pub parked: bool,
     /// Its planned fires, in due order.
     pub plan: Vec<PlannedFire>,
 }
@@ -175,7 +178,12 @@ impl FireState {
         let (rev, cursor_ms, fired, missed) = (num()?, num()?, num()?, num()?);
         let (last_at, last_pub) = (num()?, num()?);
         let last_id = w.next()?;
-        let ended = w.next()? == "1";
+        let (ended, parked) = match w.next()? {
+            "0" => (false, false),
+            "1" => (true, false),
+            "p" => (false, true),
+            _ => return None,
+        };
         let plan = w.map(PlannedFire::parse).collect::<Option<Vec<_>>>()?;
         let last = (last_id != "-").then(|| LastFire {
             at_ms: last_at,
@@ -189,8 +197,31 @@ impl FireState {
             missed,
             last,
             ended,
+            parked,
             plan,
         })
+    }
+
+    /// Written as the scripts read it (`fire_state` in `lua/lib/fires.lua`).
+    pub fn text(&self) -> String {
+        let (last_at, last_pub, last_id) = match &self.last {
+            Some(l) => (l.at_ms, l.published_ms, l.id.as_str()),
+            None => (0, 0, "-"),
+        };
+        let ended = match (self.ended, self.parked) {
+            (_, true) => "p",
+            (true, false) => "1",
+            (false, false) => "0",
+        };
+        let head = format!(
+            "{} {} {} {} {last_at} {last_pub} {last_id} {ended}",
+            self.rev, self.cursor_ms, self.fired, self.missed
+        );
+        if self.plan.is_empty() {
+            head
+        } else {
+            format!("{head} {}", PlannedFire::join(&self.plan))
+        }
     }
 }
 
@@ -234,8 +265,14 @@ mod tests {
             PlannedFire::join(&st.plan),
             "1100:1150:1XYZ:n 1200:1200:1QRS:c"
         );
+        let raw = "5 1000 2 1 900 905 1ABC 0 1100:1150:1XYZ:n 1200:1200:1QRS:c";
+        assert_eq!(st.text(), raw, "written as read");
         let fresh = FireState::parse("5 1000 0 0 0 0 - 1").expect("a state");
         assert!(fresh.last.is_none() && fresh.ended && fresh.plan.is_empty());
+        assert_eq!(fresh.text(), "5 1000 0 0 0 0 - 1");
+        let parked = FireState::parse("5 1000 0 0 0 0 - p").expect("a state");
+        assert!(parked.parked && !parked.ended);
+        assert_eq!(FireState::parse("5 1000 0 0 0 0 - x"), None);
         assert_eq!(FireState::parse("5 1000 0"), None);
     }
 }

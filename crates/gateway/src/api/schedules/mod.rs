@@ -35,7 +35,7 @@ mod view;
 
 /// The largest body a `PUT` reads: a job's largest body in base64, and
 /// room for the rest.
-const MAX_SPEC_BYTES: usize = sundial_core::job::MAX_BODY_BYTES / 3 * 4 + 64 * 1024;
+const MAX_SPEC_BYTES: usize = MAX_TEMPLATE_BODY_BYTES / 3 * 4 + 64 * 1024;
 
 type NamePath = Path<(String, String, String)>;
 
@@ -71,7 +71,7 @@ fn schedule_id<'a>(tenant: &'a Tenant, name: &'a str) -> Result<ScheduleId<'a>, 
         (status = 403, response = doc::Forbidden),
         (status = 404, response = doc::NotFound),
         (status = 409, description = "The schedule was written by a newer Sundial.", body = crate::api::answers::ErrorBody<'_>),
-        (status = 413, description = "The job's body is over 1 MiB, or over the namespace's quota `max_body`.", body = crate::api::answers::ErrorBody<'_>),
+        (status = 413, description = "The job's body is over 64 KiB (`a schedule's job body is over 64 KiB`), or over the namespace's quota `max_body`.", body = crate::api::answers::ErrorBody<'_>),
     ),
     extensions(("x-sundial-scopes" = json!(["manage"])), ("x-sundial-extension" = json!(true))),
 )]
@@ -102,7 +102,7 @@ pub(super) async fn put(
         Put::Unchanged(def) => (StatusCode::OK, def),
     };
     if code == StatusCode::CREATED || def.updated_ms > 0 {
-        state.admin.reload().await?;
+        reload(&state).await;
     }
     tracing::info!(
         pool = id.pool,
@@ -115,10 +115,23 @@ pub(super) async fn put(
     Ok((code, Json(answer(&tenant, id, &def, None))).into_response())
 }
 
+/// Reloads this gateway's copy of the tables after a change, so that its
+/// answer and its next reads show it; a failure is logged, not answered:
+/// the change is made, and the copy catches up at its next poll.
+async fn reload(state: &AppState) {
+    if let Err(e) = state.admin.reload().await {
+        tracing::warn!(error = %e, "schedule changed; this gateway's copy catches up at its next poll");
+    }
+}
+
+/// The largest body a schedule's job may have: its row is replicated into
+/// every process.
+pub(crate) const MAX_TEMPLATE_BODY_BYTES: usize = 64 * 1024;
+
 /// The definition `spec` asks for, its job held to the namespace's quota
 /// as a publish's is: a TTL or tries left out take the config's default,
 /// lowered to the quota's bound; ones given over it are refused, and so
-/// is a body over 1 MiB or the quota's `max_body`.
+/// is a body over 64 KiB or the quota's `max_body`.
 fn bounded(
     state: &AppState,
     tenant: &Tenant,
@@ -148,8 +161,8 @@ fn bounded(
     };
     quota::check_schedule(tenant, &q, &job)?;
     let len = def.job.body().len();
-    if len > sundial_core::job::MAX_BODY_BYTES {
-        return Err(ApiError::TooLarge("job too large"));
+    if len > MAX_TEMPLATE_BODY_BYTES {
+        return Err(ApiError::TooLarge("a schedule's job body is over 64 KiB"));
     }
     quota::check_body(tenant, &q, len)?;
     Ok(def)
@@ -282,7 +295,7 @@ async fn set_paused(
         })?
         .ok_or(ApiError::NotFound("schedule not found"))?;
     if changed {
-        state.admin.reload().await?;
+        reload(state).await;
     }
     let def = state
         .admin
