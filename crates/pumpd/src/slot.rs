@@ -155,7 +155,7 @@ async fn keep(job: &mut SlotPump) -> Kept {
         }
     };
     match kept {
-        Kept::Held | Kept::Wrote if s.is_stale() => Kept::Stale,
+        Kept::Held | Kept::Wrote if s.waits() => Kept::Stale,
         kept => kept,
     }
 }

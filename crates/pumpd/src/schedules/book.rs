@@ -29,6 +29,10 @@ pub(crate) struct Entry {
 /// A slot's schedules, by member.
 pub(crate) type Page = BTreeMap<String, Entry>;
 
+/// How old the copy of the tables may be (since a reload last found it
+/// current) for the book to change what slots hold: 25 polls.
+pub(crate) const STALE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Which schedules each slot of each pool should hold.
 #[derive(Debug, Default)]
 pub(crate) struct Book {
@@ -39,13 +43,23 @@ pub(crate) struct Book {
     /// Made from a loaded copy of the table: a book made before the first
     /// load is empty, and removes nothing from a slot.
     loaded: bool,
+    /// The copy it was made from, asked whether it is still current.
+    admin: Option<Arc<AdminStore>>,
 }
 
 impl Book {
     /// The schedules slot `slot` of `pool` should hold; `None` before the
-    /// table was first loaded.
+    /// table was first loaded, and while the copy it was made from is not
+    /// known to be current (its admin Redis unreachable for [`STALE`]):
+    /// a slot then keeps what it holds, rather than drop schedules made
+    /// since or bring back deleted ones.
     pub(crate) fn page(&self, pool: &str, slot: u32) -> Option<Page> {
-        if !self.loaded {
+        if !self.loaded
+            || self
+                .admin
+                .as_ref()
+                .is_some_and(|a| !a.confirmed_within(STALE))
+        {
             return None;
         }
         let key = (pool.to_owned(), slot);
@@ -64,6 +78,7 @@ impl Book {
             slots: pages.into_iter().collect(),
             all,
             loaded: true,
+            admin: None,
         }
     }
 }
@@ -73,8 +88,11 @@ impl Book {
 type Made = HashMap<String, (u64, RetryPolicy, Arc<FireDef>)>;
 
 /// Makes the book from `admin`'s copy for `topology`'s pools.
-fn make(admin: &AdminStore, topology: &Topology, made: &mut Made) -> Book {
-    let mut book = Book::default();
+fn make(admin: &Arc<AdminStore>, topology: &Topology, made: &mut Made) -> Book {
+    let mut book = Book {
+        admin: Some(admin.clone()),
+        ..Book::default()
+    };
     let mut now_made = Made::with_capacity(made.len());
     book.loaded = admin.schedules().for_each(|id, def| {
         // The pool the namespace writes to: its tokens' pool, or the one

@@ -64,6 +64,7 @@ impl SlotSchedules {
         // process's copy: what the slot holds is read again next time.
         self.known = all_applied.then_some(known);
         self.stale = w.waiting > 0;
+        self.waiting = w.waiting > 0;
         Ok(Ok(!w.apply.is_empty()
             || !w.park.is_empty()
             || !w.remove.is_empty()))

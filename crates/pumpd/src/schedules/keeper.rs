@@ -65,6 +65,8 @@ pub(crate) struct SlotSchedules {
     /// The slot may differ from its page: the book changed, a write
     /// failed, or a schedule waits for the place it moved from.
     pub(super) stale: bool,
+    /// A schedule waits for the place it moves from to park it.
+    pub(super) waiting: bool,
 }
 
 /// The lease was not held: the slot's loop ends.
@@ -90,6 +92,7 @@ impl SlotSchedules {
             book,
             known: None,
             stale: true,
+            waiting: false,
         }
     }
 
@@ -111,9 +114,10 @@ impl SlotSchedules {
         self.stale = true;
     }
 
-    /// Whether the slot may differ from its page of the book.
-    pub(crate) fn is_stale(&self) -> bool {
-        self.stale
+    /// Whether a schedule waits for the place it moves from: the slot's
+    /// loop comes back soon rather than at its next deadline.
+    pub(crate) fn waits(&self) -> bool {
+        self.waiting
     }
 
     /// Waits until the book changes (forever once it no longer can).

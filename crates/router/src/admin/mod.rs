@@ -63,6 +63,8 @@ pub const POLL: Duration = Duration::from_millis(200);
 #[derive(Debug)]
 pub struct AdminStore {
     replica: Arc<Replica>,
+    /// When a reload last found this copy current (or made it so).
+    confirmed: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl AdminStore {
@@ -79,6 +81,7 @@ impl AdminStore {
             .with::<ScheduleTable>();
         Arc::new(Self {
             replica: Arc::new(replica),
+            confirmed: std::sync::Mutex::new(None),
         })
     }
 
@@ -130,7 +133,20 @@ impl AdminStore {
     /// Loads the tables if they changed, or writes them back into an admin
     /// Redis that lost them (see [`Replica::reload`]).
     pub async fn reload(&self) -> Result<(), EngineError> {
-        self.replica.reload().await
+        self.replica.reload().await?;
+        *self.confirmed.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+        Ok(())
+    }
+
+    /// Whether a reload found this copy current within `age`: a process
+    /// whose copy is older (its admin Redis unreachable) leaves what it
+    /// writes from the tables as it is, rather than write what may have
+    /// changed since (the pumps' schedules).
+    pub fn confirmed_within(&self, age: Duration) -> bool {
+        self.confirmed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|at| at.elapsed() <= age)
     }
 
     /// Changes when the admin Redis was found to have lost its tables.

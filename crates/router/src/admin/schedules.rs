@@ -276,7 +276,11 @@ mod tests {
     #[tokio::test]
     async fn a_schedule_is_created_revised_paused_and_deleted_and_seen_on_another_gateway() {
         let redis = RedisServer::start();
+        let fresh = crate::admin::AdminStore::new(crate::admin::testing::shard(&redis, "a").await);
+        let age = std::time::Duration::from_secs(5);
+        assert!(!fresh.confirmed_within(age), "never loaded");
         let one = store(&redis).await;
+        assert!(one.confirmed_within(age), "a reload found it current");
         let (two, stop) = polling(&redis).await;
         let mut changes = two.schedules().changes();
 
