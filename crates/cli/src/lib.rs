@@ -6,7 +6,7 @@
 //!
 //! - [`client`]: the HTTP client, and how failures become messages and exit codes.
 //! - `tokens`, `limits`, `quotas`, `usage`, `queues`, `deadletter`, `pools`, `jobs`, `portable`
-//!   (namespaces: their list, move, export and import): one file per noun;
+//!   (namespaces: their list, move, export and import), `schedules`: one file per noun;
 //!   `overview` (`sundial stats`, every namespace's queues); `listing`
 //!   (`sundial job list|show`, a queue's jobs in any state).
 //! - `table`: plain-text tables and formats.
@@ -24,6 +24,7 @@ pub mod pools;
 pub mod portable;
 pub mod queues;
 pub mod quotas;
+pub mod schedules;
 mod table;
 pub mod tokens;
 pub mod usage;
@@ -61,6 +62,9 @@ pub enum Command {
     /// List namespaces; move one to another pool; export its jobs as
     /// NDJSON, or import them (admin API).
     Namespace(Group<portable::NamespaceCmd>),
+    /// A queue's schedules: set, list, show, delete, pause, resume (job
+    /// API, with a tenant's token).
+    Schedule(Group<schedules::ScheduleCmd>),
     /// Publish one job (job API; for debugging).
     Publish(jobs::Publish),
     /// Consume jobs, and optionally acknowledge them (job API; for debugging).
@@ -89,6 +93,7 @@ pub async fn run(command: Command) -> ExitCode {
         Command::Pool(g) => with(g.global, |c| pools::run(c, g.cmd)).await,
         Command::Drain(g) => with(g.global, |c| pools::run_drain(c, g.cmd)).await,
         Command::Namespace(g) => with(g.global, |c| portable::run(c, g.cmd)).await,
+        Command::Schedule(g) => with(g.global, |c| schedules::run(c, g.cmd)).await,
         Command::Stats(s) => {
             let global = s.global.clone();
             with(global, |c| overview::run(c, s)).await

@@ -390,3 +390,79 @@ async fn a_thousand_schedules_fire_once_each_second_through_pump_processes_kille
     }
     eprintln!("{total} fires of {SCHEDULES} schedules over 6 pump kills: each once");
 }
+
+#[tokio::test]
+async fn the_cli_sets_lists_shows_pauses_and_deletes_schedules() {
+    let (_redis, gw, token, _api) = started("ns").await;
+    let env = [("SUNDIAL_TOKEN", token.as_str())];
+    let set = [
+        "schedule",
+        "set",
+        "ns",
+        "q",
+        "nightly",
+        "hello",
+        "--cron",
+        "0 8 * * *",
+        "--tz",
+        "Europe/Paris",
+        "--missed",
+        "catch-up=2",
+        "--attr",
+        "team=ops",
+        "--ttl",
+        "600",
+    ];
+    let r = gw.cli(&set, &env);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("0 8 * * * (Europe/Paris)"),
+        "{}",
+        r.stdout
+    );
+    let r = gw.cli(&["schedule", "list", "ns", "q"], &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("nightly") && r.stdout.contains("active"),
+        "{}",
+        r.stdout
+    );
+    let r = gw.cli(&["schedule", "pause", "ns", "q", "nightly"], &env);
+    assert!(
+        r.code == 0 && r.stdout.contains("paused"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+    let r = gw.cli(&["schedule", "show", "ns", "q", "nightly", "--json"], &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let shown: Value = serde_json::from_str(&r.stdout).expect("json");
+    assert_eq!(shown["job"]["attributes"]["team"], "ops");
+    assert_eq!(shown["job"]["data"], "aGVsbG8=");
+    assert_eq!(shown["job"]["ttl"], 600);
+    assert_eq!(shown["missed"], json!({"catch_up": 2}));
+    assert_eq!(shown["paused"], true);
+    // Refused by the gateway, or by the command line.
+    let r = gw.cli(
+        &["schedule", "set", "ns", "q", "x", "b", "--every", "0"],
+        &env,
+    );
+    assert!(
+        r.code != 0 && r.stderr.contains("invalid every"),
+        "{}",
+        r.stderr
+    );
+    let bad = [
+        "schedule", "set", "ns", "q", "x", "b", "--every", "5", "--missed", "often",
+    ];
+    let r = gw.cli(&bad, &env);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = gw.cli(&["schedule", "delete", "ns", "q", "nightly"], &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = gw.cli(&["schedule", "show", "ns", "q", "nightly"], &env);
+    assert!(
+        r.code != 0 && r.stderr.contains("schedule not found"),
+        "{}",
+        r.stderr
+    );
+}
