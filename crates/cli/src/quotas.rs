@@ -54,6 +54,9 @@ pub struct Bounds {
     /// Queues published to.
     #[arg(long)]
     max_queues: Option<u64>,
+    /// Schedules held (1,000 unless set; 0: no bound).
+    #[arg(long)]
+    max_schedules: Option<u64>,
     /// Jobs published per second (a bulk counts each job).
     #[arg(long)]
     publish_rate: Option<u64>,
@@ -88,10 +91,11 @@ pub struct Bounds {
 }
 
 /// The bounds' names, as `--unset` takes them.
-const BOUND_NAMES: [&str; 10] = [
+const BOUND_NAMES: [&str; 11] = [
     "max_jobs",
     "max_bytes",
     "max_queues",
+    "max_schedules",
     "publish_rate",
     "consume_rate",
     "max_body",
@@ -131,6 +135,7 @@ impl Bounds {
             self.max_jobs,
             self.max_bytes,
             self.max_queues,
+            self.max_schedules,
             self.publish_rate,
             self.consume_rate,
             self.max_body,

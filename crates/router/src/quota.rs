@@ -32,6 +32,11 @@ pub struct Quota {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = u64, required = false, maximum = 9007199254740992_u64)]
     pub max_queues: Option<u64>,
+    /// Schedules the namespace may hold (403 `max_schedules` for a new
+    /// one over it); 1,000 when no level sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = u64, required = false, maximum = 9007199254740992_u64)]
+    pub max_schedules: Option<u64>,
     /// Jobs published per second, a bulk counting each job (429 over it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = u64, required = false, maximum = 10000000)]
@@ -75,6 +80,10 @@ pub struct Quota {
 /// shard takes).
 pub const MAX_RATE: u64 = 10_000_000;
 
+/// The schedules a namespace may hold when no quota level sets
+/// `max_schedules`: each is a row every gateway and pump keeps a copy of.
+pub const DEFAULT_MAX_SCHEDULES: u64 = 1_000;
+
 /// The largest weight a quota may give.
 pub const MAX_WEIGHT: u64 = 1000;
 
@@ -84,6 +93,7 @@ pub enum Bound {
     MaxJobs,
     MaxBytes,
     MaxQueues,
+    MaxSchedules,
     PublishRate,
     ConsumeRate,
     MaxBody,
@@ -95,10 +105,11 @@ pub enum Bound {
 
 impl Bound {
     /// Every bound, in the order the API lists them.
-    pub const ALL: [Bound; 10] = [
+    pub const ALL: [Bound; 11] = [
         Self::MaxJobs,
         Self::MaxBytes,
         Self::MaxQueues,
+        Self::MaxSchedules,
         Self::PublishRate,
         Self::ConsumeRate,
         Self::MaxBody,
@@ -114,6 +125,7 @@ impl Bound {
             Self::MaxJobs => "max_jobs",
             Self::MaxBytes => "max_bytes",
             Self::MaxQueues => "max_queues",
+            Self::MaxSchedules => "max_schedules",
             Self::PublishRate => "publish_rate",
             Self::ConsumeRate => "consume_rate",
             Self::MaxBody => "max_body",
@@ -143,6 +155,7 @@ impl Quota {
             Bound::MaxJobs => &mut self.max_jobs,
             Bound::MaxBytes => &mut self.max_bytes,
             Bound::MaxQueues => &mut self.max_queues,
+            Bound::MaxSchedules => &mut self.max_schedules,
             Bound::PublishRate => &mut self.publish_rate,
             Bound::ConsumeRate => &mut self.consume_rate,
             Bound::MaxBody => &mut self.max_body,
@@ -173,6 +186,16 @@ impl Quota {
     /// Whether no field is set.
     pub fn is_empty(&self) -> bool {
         *self == Quota::default()
+    }
+
+    /// The schedules the namespace may hold: its bound, or
+    /// [`DEFAULT_MAX_SCHEDULES`] when no level sets one (0 lifts it).
+    pub fn max_schedules(&self) -> Option<u64> {
+        match self.max_schedules {
+            None => Some(DEFAULT_MAX_SCHEDULES),
+            Some(0) => None,
+            Some(n) => Some(n),
+        }
     }
 
     /// The namespace's weight in the fair share of a server's calls.
@@ -213,7 +236,12 @@ impl Quota {
             }
         }
         // Counted in Lua numbers (doubles) on the admin Redis: whole up to 2^53.
-        for b in [Bound::MaxJobs, Bound::MaxBytes, Bound::MaxQueues] {
+        for b in [
+            Bound::MaxJobs,
+            Bound::MaxBytes,
+            Bound::MaxQueues,
+            Bound::MaxSchedules,
+        ] {
             if let Some(v) = self.get(b)
                 && v > MAX_COUNT
             {

@@ -227,8 +227,45 @@ async fn bad_definitions_are_refused_and_nothing_is_stored() {
     );
     assert_eq!(api.get("/api/ns/q/schedules/s").await.status, 404);
 
-    // A read token reads schedules; changing them needs `manage`.
+    // The namespace's quota bounds how many it holds: a new one over it is
+    // 403 naming the bound, a change of one it holds is not.
     let admin = Api::new(gw.admin(), None);
+    let r = admin
+        .put(
+            "/namespaces/ns/quota",
+            json!({"max_schedules": 2}).to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let one = body(json!({"every": 60, "job": job}));
+    for name in ["a", "b"] {
+        assert_eq!(
+            api.put(&format!("/api/ns/q/schedules/{name}"), &one)
+                .await
+                .status,
+            201
+        );
+    }
+    let r = api.put("/api/ns/q2/schedules/c", &one).await;
+    assert_eq!(
+        (r.status, r.json["quota"].as_str()),
+        (403, Some("max_schedules")),
+        "{r:?}"
+    );
+    assert_eq!(
+        (r.json["limit"].as_u64(), r.json["usage"].as_u64()),
+        (Some(2), Some(2)),
+        "{r:?}"
+    );
+    let changed = body(json!({"every": 30, "job": job}));
+    assert_eq!(api.put("/api/ns/q/schedules/a", &changed).await.status, 200);
+    assert_eq!(
+        api.get("/api/ns/q2/schedules/c").await.status,
+        404,
+        "nothing stored"
+    );
+
+    // A read token reads schedules; changing them needs `manage`.
     let made = admin.post("/token/ns?description=reader&scope=read").await;
     let reader = Api::new(gw.api(), made.json["token"].as_str());
     assert_eq!(reader.get("/api/ns/q/schedules").await.status, 200);

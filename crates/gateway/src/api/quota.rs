@@ -198,7 +198,7 @@ pub(super) fn headroom(state: &AppState, tenant: &Tenant, shard: &Shard) -> Resu
     Err(ApiError::Quota(Box::new(r)))
 }
 
-fn refuse(
+pub(super) fn refuse(
     tenant: &Tenant,
     status: StatusCode,
     bound: Bound,

@@ -186,6 +186,15 @@ written! {
                 "maximum": 9007199254740992u64,
                 "description": "Queues the namespace uses: holds jobs in, or published to since the last sweep of its index (403 `max_queues` for a publish to a new queue over it)."
             },
+            "max_schedules": {
+                "type": [
+                    "integer",
+                    "null"
+                ],
+                "minimum": 0,
+                "maximum": 9007199254740992u64,
+                "description": "Schedules the namespace may hold (403 `max_schedules` for a new one over it); 1,000 when no level sets it."
+            },
             "publish_rate": {
                 "type": [
                     "integer",

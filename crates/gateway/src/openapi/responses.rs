@@ -30,6 +30,8 @@ shared! {
     Forbidden,
     /// 403 of a publish: the scope, or the quota `max_queues`.
     PublishForbidden,
+    /// 403 of a schedule's `PUT`: the scope, or the quota `max_schedules`.
+    ScheduleForbidden,
     /// 404: the pool or the thing asked for.
     NotFound,
     /// 408: the body came too slowly.

@@ -68,7 +68,7 @@ fn schedule_id<'a>(tenant: &'a Tenant, name: &'a str) -> Result<ScheduleId<'a>, 
         (status = 201, description = "Created.", body = ScheduleAnswer),
         (status = 200, description = "Changed, or already as asked.", body = ScheduleAnswer),
         (status = 400, description = "Not a schedule: a bad name, cron expression, time zone or interval (`invalid every: at least 1 s`), an end before the start, no fire left, a jitter or grace out of range, a bad job (`invalid data: not base64`, `tries shouldn't be zero`, its attributes or policy), or over the namespace's quota `max_ttl` or `max_tries`. Nothing stored.", body = crate::api::answers::ErrorBody<'_>),
-        (status = 403, response = doc::Forbidden),
+        (status = 403, response = doc::ScheduleForbidden),
         (status = 404, response = doc::NotFound),
         (status = 409, description = "The schedule was written by a newer Sundial.", body = crate::api::answers::ErrorBody<'_>),
         (status = 413, description = "The job's body is over 64 KiB (`a schedule's job body is over 64 KiB`), or over the namespace's quota `max_body`.", body = crate::api::answers::ErrorBody<'_>),
@@ -86,6 +86,7 @@ pub(super) async fn put(
     let spec: ScheduleSpec = serde_json::from_slice(&read.bytes)
         .map_err(|e| ApiError::bad(format!("invalid schedule: {e}")))?;
     let def = bounded(&state, &tenant, &spec)?;
+    admit(&state, &tenant, id)?;
     let put = state
         .admin
         .schedules()
@@ -113,6 +114,37 @@ pub(super) async fn put(
         "schedule set"
     );
     Ok((code, Json(answer(&tenant, id, &def, None))).into_response())
+}
+
+/// Refuses a new schedule when the namespace holds `max_schedules`
+/// already (403), by this gateway's copy of the table: two gateways that
+/// create at once may each pass the last one.
+fn admit(state: &AppState, tenant: &Tenant, id: ScheduleId<'_>) -> Result<(), ApiError> {
+    let Some(max) = quota::of(state, tenant).max_schedules() else {
+        return Ok(());
+    };
+    let schedules = state.admin.schedules();
+    if schedules.get(id).is_some() {
+        return Ok(());
+    }
+    let mut held = 0;
+    schedules.for_each(|other, _| {
+        held += u64::from(other.pool == id.pool && other.ns == id.ns);
+    });
+    if held < max {
+        return Ok(());
+    }
+    Err(quota::refuse(
+        tenant,
+        StatusCode::FORBIDDEN,
+        Bound::MaxSchedules,
+        max,
+        held,
+        format!(
+            "the namespace holds {held} schedules: a new one would go over its quota \
+             max_schedules of {max}"
+        ),
+    ))
 }
 
 /// Reloads this gateway's copy of the tables after a change, so that its
