@@ -233,7 +233,7 @@ async fn import(c: &Client, ns: &str, pool: &str, file: Option<&str>) -> Outcome
         _ => Box::new(BufReader::new(std::io::stdin())),
     };
     let path = format!("/namespaces/{}/import?pool={}", seg(ns), seg(pool));
-    let (mut imported, mut existing) = (0u64, 0u64);
+    let (mut imported, mut existing, mut schedules) = (0u64, 0u64, 0u64);
     let mut chunk: Vec<u8> = Vec::new();
     // The input line the chunk starts at, to name a bad line as the
     // input numbers it.
@@ -264,18 +264,32 @@ async fn import(c: &Client, ns: &str, pool: &str, file: Option<&str>) -> Outcome
                 .map_err(|f| renumber(f, first, imported, existing))?;
             imported += r.json["imported"].as_u64().unwrap_or(0);
             existing += r.json["existing"].as_u64().unwrap_or(0);
+            schedules += r.json["schedules"].as_u64().unwrap_or(0);
             first = next;
         }
         if end {
             break;
         }
     }
-    let out = json!({ "pool": pool, "namespace": ns, "imported": imported, "existing": existing });
-    c.show(&out, |_| {
-        println!("{ns}: {imported} job(s) imported, {existing} there already");
-    });
+    let out = json!({ "pool": pool, "namespace": ns, "imported": imported, "existing": existing,
+        "schedules": schedules });
+    c.show(&out, print_import);
     let _ = std::io::stdout().flush();
     Ok(())
+}
+
+/// What an import stored.
+fn print_import(out: &serde_json::Value) {
+    let ns = table::cell(&out["namespace"]);
+    let (imported, existing) = (&out["imported"], &out["existing"]);
+    println!("{ns}: {imported} job(s) imported, {existing} there already");
+    let schedules = out["schedules"].as_u64().unwrap_or(0);
+    if schedules > 0 {
+        println!(
+            "{ns}: {schedules} schedule(s) imported, paused: resume each once it should fire \
+             here (sundial schedule resume)"
+        );
+    }
 }
 
 /// A failure of the chunk that starts at input line `first`: its `line N`

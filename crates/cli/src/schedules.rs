@@ -168,35 +168,8 @@ fn read_body(given: Option<&str>) -> Outcome<Vec<u8>> {
 
 /// The PUT's body for `s`, its job's body `body`.
 fn spec(s: &Set, body: &[u8]) -> Outcome<Value> {
-    let usage = |m: String| Failure::new(exit::USAGE, m);
-    let mut job = Map::new();
-    job.insert(
-        "data".into(),
-        base64::engine::general_purpose::STANDARD
-            .encode(body)
-            .into(),
-    );
-    for (k, v) in [
-        ("ttl", s.ttl),
-        ("tries", s.tries),
-        ("priority", s.priority.map(u64::from)),
-    ] {
-        if let Some(v) = v {
-            job.insert(k.into(), v.into());
-        }
-    }
-    let mut attrs = Map::new();
-    for a in &s.attrs {
-        let (k, v) = a
-            .split_once('=')
-            .ok_or_else(|| usage(format!("--attr {a:?}: give KEY=VALUE")))?;
-        attrs.insert(k.into(), v.into());
-    }
-    if !attrs.is_empty() {
-        job.insert("attributes".into(), attrs.into());
-    }
     let mut out = Map::new();
-    out.insert("job".into(), job.into());
+    out.insert("job".into(), job(s, body)?.into());
     for (k, v) in [("cron", s.cron.clone()), ("tz", s.tz.clone())] {
         if let Some(v) = v {
             out.insert(k.into(), v.into());
@@ -214,19 +187,54 @@ fn spec(s: &Set, body: &[u8]) -> Outcome<Value> {
         }
     }
     if let Some(m) = &s.missed {
-        let missed = match m.as_str() {
-            "skip" | "once" => json!(m),
-            other => match other
-                .strip_prefix("catch-up=")
-                .and_then(|n| n.parse::<u64>().ok())
-            {
-                Some(n) => json!({ "catch_up": n }),
-                None => return Err(usage(format!("--missed {m:?}: skip, once or catch-up=N"))),
-            },
-        };
-        out.insert("missed".into(), missed);
+        out.insert("missed".into(), missed(m)?);
     }
     Ok(out.into())
+}
+
+/// The job of `s`, its body `body`.
+fn job(s: &Set, body: &[u8]) -> Outcome<Map<String, Value>> {
+    let mut job = Map::new();
+    let data = base64::engine::general_purpose::STANDARD.encode(body);
+    job.insert("data".into(), data.into());
+    let numbers = [
+        ("ttl", s.ttl),
+        ("tries", s.tries),
+        ("priority", s.priority.map(u64::from)),
+    ];
+    for (k, v) in numbers {
+        if let Some(v) = v {
+            job.insert(k.into(), v.into());
+        }
+    }
+    let mut attrs = Map::new();
+    for a in &s.attrs {
+        let (k, v) = a
+            .split_once('=')
+            .ok_or_else(|| Failure::new(exit::USAGE, format!("--attr {a:?}: give KEY=VALUE")))?;
+        attrs.insert(k.into(), v.into());
+    }
+    if !attrs.is_empty() {
+        job.insert("attributes".into(), attrs.into());
+    }
+    Ok(job)
+}
+
+/// `--missed`: `skip`, `once` or `catch-up=N`, as the API takes it.
+fn missed(m: &str) -> Outcome<Value> {
+    match m {
+        "skip" | "once" => Ok(json!(m)),
+        other => match other
+            .strip_prefix("catch-up=")
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            Some(n) => Ok(json!({ "catch_up": n })),
+            None => Err(Failure::new(
+                exit::USAGE,
+                format!("--missed {m:?}: skip, once or catch-up=N"),
+            )),
+        },
+    }
 }
 
 /// When a schedule fires: its cron expression and zone, or its interval.

@@ -503,3 +503,99 @@ async fn the_cli_sets_lists_shows_pauses_and_deletes_schedules() {
         r.stderr
     );
 }
+
+#[tokio::test]
+async fn schedules_go_with_their_namespace_through_export_and_import_paused() {
+    let (_redis, gw, _token, api) = started("ns").await;
+    let admin = Api::new(gw.admin(), None);
+    let nightly = json!({"cron": "0 8 * * *", "tz": "Europe/Paris", "missed": {"catch_up": 2},
+        "job": {"data": "aGk=", "ttl": 600, "attributes": {"team": "ops"}}});
+    assert_eq!(
+        api.put("/api/ns/q/schedules/nightly", &body(nightly))
+            .await
+            .status,
+        201
+    );
+    let tick = json!({"every": 30, "job": {"data": ""}});
+    assert_eq!(
+        api.put("/api/ns/r/schedules/tick", &body(tick))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(api.post("/api/ns/r/schedules/tick/pause").await.status, 200);
+    api.publish("ns", "q", "", b"a job").await;
+
+    let r = admin.get("/namespaces/ns/export?pool=default").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let text = r.json.as_str().map(str::to_owned).unwrap_or_default();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(lines.len(), 3, "two schedules and a job: {text}");
+    assert_eq!(
+        (lines[0]["schedule"].as_str(), lines[0]["queue"].as_str()),
+        (Some("nightly"), Some("q"))
+    );
+    assert_eq!(lines[1]["paused"], true);
+    assert!(
+        lines[2]["job_id"].is_string(),
+        "the jobs after the schedules"
+    );
+
+    let token2 = sundial_tests::create_token(&gw.admin(), "ns2").await;
+    let api2 = Api::new(gw.api(), Some(&token2));
+    let import = || async {
+        admin
+            .call(
+                reqwest::Method::POST,
+                "/namespaces/ns2/import?pool=default",
+                Some(text.clone().into_bytes()),
+                &[],
+            )
+            .await
+    };
+    let r = import().await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        (r.json["imported"].as_u64(), r.json["schedules"].as_u64()),
+        (Some(1), Some(2)),
+        "{r:?}"
+    );
+    let got = api2.get("/api/ns2/q/schedules/nightly").await;
+    assert_eq!(got.status, 200, "{got:?}");
+    assert_eq!(got.json["paused"], true, "imported paused: {got:?}");
+    assert_eq!(got.json["missed"], json!({"catch_up": 2}));
+    assert_eq!(got.json["job"]["attributes"]["team"], "ops");
+    assert_eq!(got.json["tz"], "Europe/Paris");
+    assert_eq!(
+        api2.get("/api/ns2/r/schedules/tick").await.json["every"],
+        30
+    );
+    // Again: the same schedules, the job there already.
+    let r = import().await;
+    assert_eq!(
+        (r.json["existing"].as_u64(), r.json["schedules"].as_u64()),
+        (Some(1), Some(2)),
+        "{r:?}"
+    );
+    // A schedule's line that is not one is refused, naming its line.
+    let bad = "{\"schedule\":\"x\",\"queue\":\"q\",\"spec\":{\"every\":0,\"job\":{}}}\n";
+    let r = admin
+        .call(
+            reqwest::Method::POST,
+            "/namespaces/ns2/import?pool=default",
+            Some(bad.as_bytes().to_vec()),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(
+        r.json["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("line 1: invalid every"),
+        "{r:?}"
+    );
+}

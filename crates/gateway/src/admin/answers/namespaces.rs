@@ -16,6 +16,8 @@ pub struct ImportResult<'a> {
     /// Jobs skipped: their id was there already (or the mover copied it
     /// there in the last two minutes).
     pub existing: u64,
+    /// Schedules stored, paused (a schedule of the same name is revised).
+    pub schedules: u64,
 }
 
 /// A namespace's move to another pool.

@@ -120,7 +120,9 @@ async fn lists(
 ///
 /// Streams every job of the namespace in the pool, one JSON object per line
 /// (`PortableJob`), for backups and for moving a tenant to another installation
-/// or pool (`POST /namespaces/{ns}/import`). Per slot: delayed and reserved
+/// or pool (`POST /namespaces/{ns}/import`). Its schedules come first, a line
+/// each (`ScheduleLine`: `{"schedule","queue","spec","paused"}`, the spec as
+/// `PUT /api/{ns}/{queue}/schedules/{name}` takes it). Per slot: delayed and reserved
 /// jobs, then each queue's ready and dead jobs newest first (an import keeps
 /// their order). Read a page (at most 200 records, and about 8 MiB) at a time,
 /// each page one read-only script, at the pace the client reads: the gateway
@@ -156,7 +158,11 @@ pub(in crate::admin) async fn export(
     let places = places(&state, &pool, &ns).await?;
     // A few chunks in flight: the walk goes at the pace the client reads.
     let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let schedules = super::schedule_line::lines(&state, pool.name(), &ns);
     tokio::spawn(async move {
+        if !schedules.is_empty() && tx.send(Ok(schedules)).await.is_err() {
+            return;
+        }
         let mut jobs = 0;
         for (shard, slot, queues) in &places {
             match export_place(&tx, shard, *slot, &ns, queues).await {

@@ -13,7 +13,7 @@ use axum::{
 use bytes::BytesMut;
 use http_body_util::BodyExt;
 use sundial_core::{JobId, PortableJob, Shard, job::MAX_BODY_BYTES, key_lane, keys};
-use sundial_router::Pool;
+use sundial_router::{Pool, admin::schedules::PutError};
 
 use super::{line::Line, places::wholly_in};
 use crate::admin::answers::namespaces::ImportResult;
@@ -37,6 +37,8 @@ const INDEX_EVERY: usize = 100;
 struct Imported {
     imported: u64,
     existing: u64,
+    /// Schedules stored (paused), new or over one of the same name.
+    schedules: u64,
 }
 
 /// Jobs read but not stored yet, per place.
@@ -124,19 +126,26 @@ async fn read_lines(
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        if super::schedule_line::is_schedule(text) {
+            let now = crate::api::queue::unix_ms();
+            let stored = super::schedule_line::import(state, held.pool.name(), ns, text, now)
+                .await
+                .map_err(|e| match e {
+                    PutError::Engine(e) => ApiError::from(e),
+                    other => ApiError::Conflict(other.to_string()),
+                })?;
+            match stored {
+                Ok(_) => held.done.schedules += 1,
+                Err(why) => return Err(refused(held, line_no, &why).await),
+            }
+            continue;
+        }
         let parsed = serde_json::from_slice::<Line>(text)
             .map_err(|e| e.to_string())
             .and_then(|l| l.job(ns));
         let (id, job) = match parsed {
             Ok(j) => j,
-            Err(why) => {
-                // The lines before it are stored first, to be counted.
-                held.store(None).await?;
-                return Err(ApiError::bad(format!(
-                    "line {line_no}: {why} ({} job(s) of the lines before it imported, {} there already)",
-                    held.done.imported, held.done.existing
-                )));
-            }
+            Err(why) => return Err(refused(held, line_no, &why).await),
         };
         if let Some((_, q)) = keys::parse_qualified(&job.queue)
             && !queues.contains(q)
@@ -151,6 +160,18 @@ async fn read_lines(
         }
     }
     Ok(())
+}
+
+/// The 400 of line `line_no`, refused for `why`, once the lines before it
+/// are stored (to be counted).
+async fn refused(held: &mut Held<'_>, line_no: u64, why: &str) -> ApiError {
+    if let Err(e) = held.store(None).await {
+        return e;
+    }
+    ApiError::bad(format!(
+        "line {line_no}: {why} ({} job(s) of the lines before it imported, {} there already)",
+        held.done.imported, held.done.existing
+    ))
 }
 
 /// An import body cut into lines as its chunks arrive.
@@ -215,7 +236,10 @@ async fn index(
 /// slot and batch), in bounded memory; each chunk of the body must arrive
 /// within `http.body_timeout_ms` of the one before. A line that is not a valid
 /// job stops the import: 400 naming the line, the lines before it stored (and
-/// counted in the message). Blank lines are skipped.
+/// counted in the message). Blank lines are skipped. A schedule's line (it
+/// starts with its `schedule` field, as an export writes it) stores that
+/// schedule, paused, over one of the same name: resume it once it should
+/// fire here (`POST /api/{ns}/{queue}/schedules/{name}/resume`).
 #[utoipa::path(
     post,
     path = "/namespaces/{ns}/import",
@@ -273,6 +297,7 @@ pub(in crate::admin) async fn import(
         namespace: &ns,
         imported: held.done.imported,
         existing: held.done.existing,
+        schedules: held.done.schedules,
     })
     .into_response())
 }

@@ -22,10 +22,16 @@
 //! (so it may be run again after a failure, or over an export that holds a
 //! job twice, as one taken while jobs change state may).
 //!
-//! `line.rs` holds a line and its checks, `places.rs` where a namespace's
-//! jobs are, `export.rs` and `import.rs` the two routes.
+//! The namespace's schedules come first, a line each
+//! (`schedule_line.rs`: `{"schedule","queue","spec","paused"}`, the spec as
+//! `PUT /api/{ns}/{queue}/schedules/{name}` takes it); an import stores
+//! them paused.
+//!
+//! `line.rs` holds a job's line and its checks, `places.rs` where a
+//! namespace's jobs are, `export.rs` and `import.rs` the two routes.
 
 pub(super) mod export;
 pub(super) mod import;
 pub(crate) mod line;
 mod places;
+mod schedule_line;

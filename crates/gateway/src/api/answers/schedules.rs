@@ -69,39 +69,68 @@ pub struct JobSpec {
     pub policy: RetryPolicy,
 }
 
+impl JobSpec {
+    /// A schedule's job as the API shows it: TTL and tries filled in.
+    pub fn of(job: &JobTemplate) -> Self {
+        Self {
+            data: job.data.clone(),
+            ttl: Some(job.ttl),
+            tries: Some(job.tries),
+            priority: job.priority,
+            attributes: job.attributes.clone(),
+            policy: job.policy,
+        }
+    }
+}
+
 /// A schedule, as `PUT` takes it: `cron` (5 or 6 fields, with `tz`, an
 /// IANA time zone, UTC when absent) or `every` (seconds, at least 1),
 /// never both.
-#[derive(Debug, Clone, PartialEq, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleSpec {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tz: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every: Option<u64>,
     /// No fire before this time (Unix ms); an interval counts from it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_ms: Option<u64>,
     /// No fire after this time (Unix ms).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_ms: Option<u64>,
     /// Each fire waits a random 0 to this many ms after its time (at most
     /// an hour, and under half the time between fires).
     #[serde(default)]
     pub jitter_ms: u64,
     /// For fires missed longer than `grace_ms`: `"once"` when absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missed: Option<MissedPolicy>,
     /// How late a fire may be and still fire (1,000 to 86,400,000 ms;
     /// 60,000 when absent); later, it is missed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace_ms: Option<u64>,
     pub job: JobSpec,
 }
 
 impl ScheduleSpec {
+    /// What `PUT` takes to make `def` again (an export writes it).
+    pub fn of(def: &ScheduleDef) -> Self {
+        Self {
+            cron: def.cron.clone(),
+            tz: def.tz.clone(),
+            every: def.every,
+            start_ms: def.start_ms,
+            end_ms: def.end_ms,
+            jitter_ms: def.jitter_ms,
+            missed: Some(def.missed.into()),
+            grace_ms: Some(def.grace_ms),
+            job: JobSpec::of(&def.job),
+        }
+    }
+
     /// The definition this asks for, `ttl` and `tries` as given (the
     /// handler fills in what is absent first).
     pub fn definition(&self, ttl: u32, tries: u16) -> ScheduleDef {

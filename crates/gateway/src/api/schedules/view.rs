@@ -29,7 +29,6 @@ pub(super) fn answer(
         Ok(when) if !def.paused => when.fires_after(now).take(NEXT_SHOWN).collect(),
         _ => Vec::new(),
     };
-    let job = &def.job;
     ScheduleAnswer {
         namespace: tenant.ns.clone(),
         queue: id.queue.to_owned(),
@@ -43,14 +42,7 @@ pub(super) fn answer(
         missed: def.missed.into(),
         grace_ms: def.grace_ms,
         paused: def.paused,
-        job: JobSpec {
-            data: job.data.clone(),
-            ttl: Some(job.ttl),
-            tries: Some(job.tries),
-            priority: job.priority,
-            attributes: job.attributes.clone(),
-            policy: job.policy,
-        },
+        job: JobSpec::of(&def.job),
         rev: def.rev,
         created_ms: def.created_ms,
         updated_ms: def.updated_ms,
