@@ -28,13 +28,16 @@
 //   PAUSE=1             only pause QUEUE (in NAMESPACE) on its page, check
 //                       that the namespace's page marks it, and resume it;
 //                       then pause and resume NAMESPACE on its page
+//   SCHEDULE=<name>     only find that schedule of QUEUE (in NAMESPACE) on
+//                       the queue's page, pause it and resume it
 //   SCREENSHOTS         a folder to save the pages in (optional)
 //   CHROMIUM            the browser (default /usr/bin/chromium)
 //
 // Prints `respawned <id>` (or `drain pending=<slots> jobs_left=<n>`, the
 // move's line, `quota publish_rate=<n> usage jobs=<n>`, `policy <JSON>`, or
 // `pause paused=<bool> listed=<bool> resumed=<bool> ns_paused=<bool>
-// ns_resumed=<bool>`)
+// ns_resumed=<bool>`, or `schedule <name> next=<bool> paused=<bool>
+// resumed=<bool>`)
 // and exits 0, or prints why and exits 1.
 import http from "node:http";
 import { chromium } from "playwright-core";
@@ -50,6 +53,7 @@ const move = process.env.MOVE;
 const quota = process.env.QUOTA;
 const policy = process.env.POLICY;
 const pause = process.env.PAUSE === "1";
+const schedule = process.env.SCHEDULE;
 const shots = process.env.SCREENSHOTS;
 const PREFIX = "/sundial";
 const target = new URL(admin);
@@ -114,6 +118,7 @@ try {
     : quota ? await setsQuota(page, quota, shot)
     : policy ? await setsPolicy(page, policy, shot)
     : pause ? await pausesAndResumes(page, shot)
+    : schedule ? await pausesASchedule(page, schedule, shot)
     : await respawnOne(page, shot);
 } catch (e) {
   problems.push(e.stack || String(e));
@@ -221,6 +226,29 @@ async function pausesAndResumes(page, shot) {
   const nsResumed = !(await nsState());
   await clean(page, "queue");
   return `pause paused=${paused} listed=${listed} resumed=${resumed} ns_paused=${nsPaused} ns_resumed=${nsResumed}`;
+}
+
+/** The queue's page lists schedule `name` with its next fire; Pause,
+ *  then Resume, each read back from the admin API. */
+async function pausesASchedule(page, name, shot) {
+  const ns = env("NAMESPACE");
+  const queue = env("QUEUE");
+  const state = () => page.evaluate(async ([n, q, s]) => {
+    const r = await fetch(`../namespaces/${encodeURIComponent(n)}/queues/${encodeURIComponent(q)}/schedules`);
+    return (await r.json()).schedules.find((x) => x.name === s)?.paused;
+  }, [ns, queue, name]);
+  await page.goto(`${base}/dashboard/#/ns/${encodeURIComponent(ns)}/${encodeURIComponent(queue)}`);
+  const row = page.locator(`tr[data-schedule="${name}"]`);
+  await row.waitFor();
+  const next = !(await row.locator("td").nth(3).innerText()).includes("–");
+  await row.locator('[data-schedule-pause="pause"]').click();
+  await page.locator(`tr[data-schedule="${name}"][data-paused="yes"]`).waitFor();
+  const paused = await state();
+  await shot("schedule-paused");
+  await page.locator(`tr[data-schedule="${name}"] [data-schedule-pause="resume"]`).click();
+  await page.locator(`tr[data-schedule="${name}"][data-paused="no"]`).waitFor();
+  const resumed = (await state()) === false;
+  return `schedule ${name} next=${next} paused=${paused} resumed=${resumed}`;
 }
 
 /** The queue's page: a policy the gateway refuses (the page says why),

@@ -477,3 +477,24 @@ async fn an_operator_pauses_and_resumes_a_queue_from_the_dashboard_in_a_real_bro
     let got = api.get("/api/shop/emails?timeout=0").await;
     assert_eq!(got.status, 200, "resumed: {got:?}");
 }
+
+#[tokio::test]
+async fn an_operator_pauses_and_resumes_a_schedule_from_the_dashboard_in_a_real_browser() {
+    let (_redis, gw, token) = gateway().await;
+    let api = Api::new(gw.api(), Some(&token));
+    let spec = br#"{"every": 60, "job": {"data": ""}}"#;
+    let r = api.put("/api/shop/emails/schedules/digest", spec).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let env = [
+        ("SCHEDULE", "digest"),
+        ("NAMESPACE", "shop"),
+        ("QUEUE", "emails"),
+    ];
+    let stdout = drive(&gw, &env).await;
+    assert!(
+        stdout.contains("schedule digest next=true paused=true resumed=true"),
+        "{stdout}"
+    );
+    let got = api.get("/api/shop/emails/schedules/digest").await;
+    assert_eq!(got.json["paused"], false, "resumed: {got:?}");
+}

@@ -1,7 +1,7 @@
 //! The web dashboard, on the admin listener behind the same basic auth:
 //! one page and its scripts and style, embedded at build time, that read
 //! the admin API (namespaces, queues, history, dead letters, quotas,
-//! retry policies, pools, drains). Nothing is fetched from elsewhere: the page's
+//! retry policies, schedules, pools, drains). Nothing is fetched from elsewhere: the page's
 //! `Content-Security-Policy` allows only this origin.
 
 use axum::{
@@ -17,6 +17,7 @@ const INDEX: &str = include_str!("dashboard/index.html");
 const LIB: &str = include_str!("dashboard/lib.js");
 const QUOTA: &str = include_str!("dashboard/quota.js");
 const RETRY: &str = include_str!("dashboard/policy.js");
+const SCHEDULES: &str = include_str!("dashboard/schedules.js");
 const JOBS: &str = include_str!("dashboard/jobs.js");
 const SCRIPT: &str = include_str!("dashboard/app.js");
 const STYLE: &str = include_str!("dashboard/app.css");
@@ -110,6 +111,7 @@ pub(super) async fn file(Path(file): Path<String>) -> Result<Response, ApiError>
         "lib.js" => Ok(asset(JS, LIB)),
         "quota.js" => Ok(asset(JS, QUOTA)),
         "policy.js" => Ok(asset(JS, RETRY)),
+        "schedules.js" => Ok(asset(JS, SCHEDULES)),
         "jobs.js" => Ok(asset(JS, JOBS)),
         "app.js" => Ok(asset(JS, SCRIPT)),
         "app.css" => Ok(asset("text/css; charset=utf-8", STYLE)),

@@ -21,6 +21,7 @@ pub(crate) mod portable;
 mod queues;
 mod quotas;
 mod reload;
+mod schedules;
 mod tokens;
 mod usage;
 
@@ -152,6 +153,9 @@ fn queue_routes() -> OpenApiRouter<Arc<AppState>> {
             pauses::pause_queue,
             pauses::resume_queue
         ))
+        .routes(routes!(schedules::list))
+        .routes(routes!(schedules::pause))
+        .routes(routes!(schedules::resume))
 }
 
 async fn not_found() -> ApiError {

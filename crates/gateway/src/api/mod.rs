@@ -19,7 +19,7 @@ mod rate_quota;
 mod render;
 mod republish;
 mod retry;
-mod schedules;
+pub(crate) mod schedules;
 pub mod tenant;
 mod throttle;
 

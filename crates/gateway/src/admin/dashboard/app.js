@@ -237,12 +237,15 @@ async function queue(gen, ns, q) {
       h("div", { id: "queue-live" }),
       h("h2", {}, "Jobs"),
       h("div", { id: "jobs" }),
+      h("h2", {}, "Schedules"),
+      h("div", { id: "schedules" }),
       h("h2", {}, "Retry policy"),
       h("div", { id: "policy" }));
     jobsPanel(document.getElementById("jobs"), ns, q);
     // Drawn once: the form stays between refreshes, so that an edit survives.
     loadPolicy(ns, q);
   }
+  loadSchedules(ns, q);
   const live = document.getElementById("queue-live");
   live.replaceChildren(
     pauseBar(base, stats.paused, () => show()),

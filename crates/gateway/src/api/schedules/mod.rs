@@ -31,7 +31,7 @@ use super::{
 use crate::{openapi::doc, state::AppState};
 use view::{answer, fires};
 
-mod view;
+pub(crate) mod view;
 
 /// The largest body a `PUT` reads: a job's largest body in base64, and
 /// room for the rest.
@@ -113,7 +113,7 @@ pub(super) async fn put(
         rev = def.rev,
         "schedule set"
     );
-    Ok((code, Json(answer(&tenant, id, &def, None))).into_response())
+    Ok((code, Json(answer(id, &def, None))).into_response())
 }
 
 /// Refuses a new schedule when the namespace holds `max_schedules`
@@ -228,8 +228,8 @@ pub(super) async fn get(
         .schedules()
         .get(id)
         .ok_or(ApiError::NotFound("schedule not found"))?;
-    let fires = fires(&tenant, id).await?;
-    Ok(Json(answer(&tenant, id, &def, fires)).into_response())
+    let fires = fires(tenant.pool(), id).await?;
+    Ok(Json(answer(id, &def, fires)).into_response())
 }
 
 /// List a queue's schedules
@@ -265,8 +265,8 @@ pub(super) async fn list(
             queue,
             name,
         };
-        let fires = fires(&tenant, id).await?;
-        schedules.push(answer(&tenant, id, def, fires));
+        let fires = fires(tenant.pool(), id).await?;
+        schedules.push(answer(id, def, fires));
     }
     Ok(Json(ScheduleList { schedules }).into_response())
 }
@@ -334,8 +334,8 @@ async fn set_paused(
         .schedules()
         .get(id)
         .ok_or(ApiError::NotFound("schedule not found"))?;
-    let fires = fires(tenant, id).await?;
-    Ok(Json(answer(tenant, id, &def, fires)).into_response())
+    let fires = fires(tenant.pool(), id).await?;
+    Ok(Json(answer(id, &def, fires)).into_response())
 }
 
 /// Pause a schedule

@@ -7,19 +7,19 @@ use sundial_router::{
     schedule::{ScheduleDef, placed},
 };
 
+use sundial_router::Pool;
+
 use crate::api::{
     answers::schedules::{JobSpec, LastFire, ScheduleAnswer},
     error::ApiError,
-    tenant::Tenant,
 };
 
 /// The next fires an answer shows.
 const NEXT_SHOWN: usize = 5;
 
-/// The answer for schedule `id` of the tenant's queue, as `def` holds it,
-/// with its slot's `fires` when read.
-pub(super) fn answer(
-    tenant: &Tenant,
+/// The answer for schedule `id`, as `def` holds it, with its slot's
+/// `fires` when read.
+pub(crate) fn answer(
     id: ScheduleId<'_>,
     def: &ScheduleDef,
     fires: Option<FireState>,
@@ -30,7 +30,7 @@ pub(super) fn answer(
         _ => Vec::new(),
     };
     ScheduleAnswer {
-        namespace: tenant.ns.clone(),
+        namespace: id.ns.to_owned(),
         queue: id.queue.to_owned(),
         name: id.name.to_owned(),
         cron: def.cron.clone(),
@@ -57,13 +57,9 @@ pub(super) fn answer(
     }
 }
 
-/// Schedule `id`'s fire state in its slot (where the namespace writes),
-/// if the slot holds it (of its current revision or an older one).
-pub(super) async fn fires(
-    tenant: &Tenant,
-    id: ScheduleId<'_>,
-) -> Result<Option<FireState>, ApiError> {
-    let pool = tenant.pool();
+/// Schedule `id`'s fire state in its slot in `pool` (where its namespace
+/// writes), if the slot holds it (of its current revision or an older one).
+pub(crate) async fn fires(pool: &Pool, id: ScheduleId<'_>) -> Result<Option<FireState>, ApiError> {
     let slot = placed::slot_of(id.ns, id.queue, id.name, pool.slots(), pool.lanes());
     let Some(Some(shard)) = pool.placed(pool.write_layout(), slot) else {
         return Ok(None);
