@@ -16,8 +16,9 @@
 -- ARGV[1]: the lease owner this pump acts for ("" = no lease)
 -- ARGV[2]: timer channel   ARGV[3]: slot number (the timer channel's message)
 -- ARGV[4..]: per schedule: member, revision, what (its packed definition;
---   "" to remove it when its revision is at most that one; `park` to park
---   it), then the state to adopt ("" for none)
+--   "" to remove it when its revision is at most that one; `drop` to
+--   remove it so only while it is parked, as the place it moved to does
+--   once it took it over; `park` to park it), then the state to adopt ("" for none)
 -- Returns {-1} and no change when ARGV[1] does not hold the lease, else
 -- per schedule 1 (written, parked or removed), 2 (a definition the slot
 -- holds already, unchanged) or 0 (the slot's is newer, or there was none
@@ -57,8 +58,9 @@ for i = 4, #ARGV, 4 do
   local member, rev, what, adopt = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
   local old = redis.call('HGET', dkey, member)
   local raw = redis.call('HGET', skey, member)
-  if what == '' then
-    if old and def_rev(old) <= rev then
+  if what == '' or what == 'drop' then
+    local parked = raw and fire_state(raw).ended == 'p'
+    if old and def_rev(old) <= rev and (what == '' or parked) then
       redis.call('HDEL', dkey, member)
       redis.call('HDEL', skey, member)
       redis.call('ZREM', fkey, member)

@@ -573,8 +573,19 @@ async fn schedules_go_with_their_namespace_through_export_and_import_paused() {
         api2.get("/api/ns2/r/schedules/tick").await.json["every"],
         30
     );
-    // Again: the same schedules, the job there already.
+    // Again, over a schedule resumed meanwhile: paused again; the job
+    // there already.
+    assert_eq!(
+        api2.post("/api/ns2/q/schedules/nightly/resume")
+            .await
+            .status,
+        200
+    );
     let r = import().await;
+    assert_eq!(
+        api2.get("/api/ns2/q/schedules/nightly").await.json["paused"],
+        true
+    );
     assert_eq!(
         (r.json["existing"].as_u64(), r.json["schedules"].as_u64()),
         (Some(1), Some(2)),

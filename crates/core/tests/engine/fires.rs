@@ -416,4 +416,18 @@ async fn a_parked_schedule_fires_nothing_and_its_state_is_taken_over_where_it_mo
     let again = f.states(B).await.expect("states")[0].1.clone();
     assert!(!again.parked);
     assert_eq!(again.cursor_ms, st.cursor_ms);
+    // The place it moved to drops a parked copy only: this one is active
+    // again, and stays.
+    let gone = [(MEMBER.to_owned(), 1)];
+    assert_eq!(
+        f.drop_parked(B, &gone).await.expect("drop"),
+        Some(vec![false])
+    );
+    assert_eq!(f.states(B).await.expect("states").len(), 1);
+    f.park(B, None, &[MEMBER.to_owned()]).await.expect("park");
+    assert_eq!(
+        f.drop_parked(B, &gone).await.expect("drop"),
+        Some(vec![true])
+    );
+    assert!(f.states(B).await.expect("states").is_empty());
 }

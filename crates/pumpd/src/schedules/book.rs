@@ -2,8 +2,9 @@
 //! process's copy of the schedule table (and of the queues' retry
 //! policies, which a fire's job takes as a publish does, and of the
 //! namespaces' homes: a schedule lives in the pool its namespace writes
-//! to), and made again when one of them changes or the topology does. Each slot's loop compares
-//! its slot with its page of the book (`slot.rs`).
+//! to), and made again when one of them changes or the topology does.
+//! Each slot's loop compares its slot with its page of the book
+//! (`holding.rs`).
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
@@ -98,7 +99,13 @@ fn make(admin: &Arc<AdminStore>, topology: &Topology, made: &mut Made) -> Book {
         // The pool the namespace writes to: its tokens' pool, or the one
         // it moved (or moves) to.
         let home = admin.homes().get(id.pool, id.ns);
-        let (writes, also) = placement::route(id.pool, home.as_ref());
+        let (writes, _) = placement::route(id.pool, home.as_ref());
+        // The pool it moved from, or moves to, even once its jobs moved:
+        // a schedule parked there is taken over from there.
+        let also = home
+            .as_ref()
+            .map(|h| if h.writes() == h.to { h.from.as_str() } else { h.to.as_str() })
+            .filter(|other| *other != writes);
         let Some(pool) = topology.pool(writes) else {
             return;
         };

@@ -19,6 +19,10 @@ use super::{
 /// The most schedules one write call carries.
 const BATCH: usize = 100;
 
+/// Other places' schedules, read once per keep: `None` for a place that
+/// could not be read.
+type Elsewhere = HashMap<(String, u32), Option<HashMap<String, FireState>>>;
+
 /// The writes that make a slot hold its page.
 #[derive(Default)]
 struct Writes {
@@ -81,7 +85,7 @@ impl SlotSchedules {
         known: &HashMap<String, Known>,
     ) -> Result<Writes, EngineError> {
         let mut w = Writes::default();
-        let mut elsewhere: HashMap<(String, u32), HashMap<String, FireState>> = HashMap::new();
+        let mut elsewhere: Elsewhere = HashMap::new();
         for (m, entry) in page.iter().filter(|_| home) {
             let def = &entry.def;
             match known.get(m) {
@@ -128,25 +132,27 @@ impl SlotSchedules {
         def: &Arc<FireDef>,
         own: Option<FireState>,
         others: &[(Shard, u32)],
-        elsewhere: &mut HashMap<(String, u32), HashMap<String, FireState>>,
+        elsewhere: &mut Elsewhere,
         w: &mut Writes,
     ) {
         let mut parked = Vec::new();
         for (other, slot) in others {
             let key = (other.name().to_owned(), *slot);
             if !elsewhere.contains_key(&key) {
-                match other.fires().states(*slot).await {
-                    Ok(states) => {
-                        elsewhere.insert(key.clone(), states.into_iter().collect());
-                    }
+                let read = match other.fires().states(*slot).await {
+                    Ok(states) => Some(states.into_iter().collect()),
                     Err(e) => {
-                        tracing::warn!(schedule = m, shard = other.name(), slot, error = %e, "where a schedule lived cannot be read; it waits");
-                        w.waiting += 1;
-                        return;
+                        tracing::warn!(shard = other.name(), slot, error = %e, "where schedules lived cannot be read; they wait");
+                        None
                     }
-                }
+                };
+                elsewhere.insert(key.clone(), read);
             }
-            match elsewhere[&key].get(m) {
+            let Some(states) = &elsewhere[&key] else {
+                w.waiting += 1;
+                return;
+            };
+            match states.get(m) {
                 Some(st) if !st.parked => {
                     w.waiting += 1;
                     return;
@@ -219,13 +225,14 @@ fn note(known: &mut HashMap<String, Known>, w: &Writes, page: &Page) {
     }
 }
 
-/// Removes the parked copies that `w` took over from their old places
-/// (unfenced: a parked copy fires nothing, and its place's lease may be
-/// another process's); a copy left behind is logged.
+/// Removes the parked copies that `w` took over from their old places,
+/// each only while still parked (unfenced: a parked copy fires nothing,
+/// and its place's lease may be another process's); a copy left behind
+/// is logged.
 async fn cleanup(w: &Writes) {
     for (other, slot, m, rev) in &w.cleanup {
         let gone = [(m.clone(), *rev)];
-        if let Err(e) = other.fires().remove(*slot, None, &gone).await {
+        if let Err(e) = other.fires().drop_parked(*slot, &gone).await {
             tracing::warn!(schedule = m, shard = other.name(), slot, error = %e, "a parked schedule left behind");
         }
     }

@@ -122,6 +122,26 @@ impl Fires<'_> {
         self.set(slot, owner, args.collect()).await
     }
 
+    /// Removes the schedules `gone` (member, revision) from `slot` only
+    /// while they are parked there (and of that revision or older): what
+    /// the place a schedule moved to does once it took its state over, so
+    /// that a copy made active again meanwhile stays.
+    pub async fn drop_parked(
+        self,
+        slot: u32,
+        gone: &[(String, u64)],
+    ) -> Result<Option<Vec<bool>>, EngineError> {
+        let args = gone.iter().flat_map(|(member, rev)| {
+            [
+                member.as_str().into(),
+                rev.to_string().into(),
+                "drop".into(),
+                "".into(),
+            ]
+        });
+        self.set(slot, None, args.collect()).await
+    }
+
     /// Parks the schedules `members` in `slot`: they fire nothing here, and
     /// keep their state for the place they moved to.
     pub async fn park(

@@ -127,17 +127,7 @@ async fn read_lines(
             continue;
         }
         if super::schedule_line::is_schedule(text) {
-            let now = crate::api::queue::unix_ms();
-            let stored = super::schedule_line::import(state, held.pool.name(), ns, text, now)
-                .await
-                .map_err(|e| match e {
-                    PutError::Engine(e) => ApiError::from(e),
-                    other => ApiError::Conflict(other.to_string()),
-                })?;
-            match stored {
-                Ok(_) => held.done.schedules += 1,
-                Err(why) => return Err(refused(held, line_no, &why).await),
-            }
+            schedule(state, ns, text, line_no, held).await?;
             continue;
         }
         let parsed = serde_json::from_slice::<Line>(text)
@@ -160,6 +150,33 @@ async fn read_lines(
         }
     }
     Ok(())
+}
+
+/// Stores the schedule of line `line_no` (`text`), paused, counting it
+/// in `held`; a line that is not one is 400 as a job's is.
+async fn schedule(
+    state: &AppState,
+    ns: &str,
+    text: &[u8],
+    line_no: u64,
+    held: &mut Held<'_>,
+) -> Result<(), ApiError> {
+    let now = crate::api::queue::unix_ms();
+    match super::schedule_line::import(state, held.pool.name(), ns, text, now).await {
+        Ok(Ok(_)) => {
+            held.done.schedules += 1;
+            Ok(())
+        }
+        Ok(Err(why)) => Err(refused(held, line_no, &why).await),
+        Err(e) => {
+            // The lines before it are stored first, as for a line refused.
+            held.store(None).await?;
+            Err(match e {
+                PutError::Engine(e) => ApiError::from(e),
+                other => ApiError::Conflict(other.to_string()),
+            })
+        }
+    }
 }
 
 /// The 400 of line `line_no`, refused for `why`, once the lines before it

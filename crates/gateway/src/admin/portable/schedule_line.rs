@@ -12,7 +12,10 @@ use sundial_router::{
     schedule::spec::check_name,
 };
 
-use crate::{api::answers::schedules::ScheduleSpec, state::AppState};
+use crate::{
+    api::{answers::schedules::ScheduleSpec, schedules::MAX_TEMPLATE_BODY_BYTES},
+    state::AppState,
+};
 
 /// A schedule's line in an export. It starts with its `schedule` field,
 /// which is how an import tells it from a job's line.
@@ -55,8 +58,11 @@ pub(super) fn lines(state: &AppState, pool: &str, ns: &str) -> Bytes {
 }
 
 /// Stores the schedule of line `text` in `ns` under `pool`'s tokens,
-/// paused; `Ok(true)` when it is new. The error says why the line is not
-/// one (400).
+/// paused (over one of the same name too), its job's body at most 64 KiB
+/// as a `PUT` takes it (the namespace's quota is not applied: an operator
+/// imports); `Ok(true)` when it is new. The inner error says why the line
+/// is not one (400). An interval counts from the import unless its spec
+/// gives a start.
 pub(super) async fn import(
     state: &AppState,
     pool: &str,
@@ -78,6 +84,9 @@ pub(super) async fn import(
     let ttl = job.ttl.unwrap_or(state.limits.default_ttl_secs);
     let tries = job.tries.unwrap_or(state.limits.default_tries);
     let mut def = line.spec.definition(ttl, tries);
+    if def.job.body().len() > MAX_TEMPLATE_BODY_BYTES {
+        return Ok(Err("a schedule's job body is over 64 KiB".to_owned()));
+    }
     def.paused = true;
     let id = ScheduleId {
         pool,
@@ -85,9 +94,15 @@ pub(super) async fn import(
         queue: &line.queue,
         name: &line.schedule,
     };
-    match state.admin.schedules().put(id, &def, now_ms).await {
+    let schedules = state.admin.schedules();
+    match schedules.put(id, &def, now_ms).await {
         Ok(Put::Created(_)) => Ok(Ok(true)),
-        Ok(_) => Ok(Ok(false)),
+        // One of the same name keeps its pause as a change does: paused
+        // here too.
+        Ok(_) => schedules
+            .set_paused(id, true, now_ms)
+            .await
+            .map(|_| Ok(false)),
         Err(PutError::Spec(e)) => Ok(Err(e.to_string())),
         Err(e) => Err(e),
     }
