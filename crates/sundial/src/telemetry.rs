@@ -261,6 +261,18 @@ const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
         "How late pump calls found the earliest due entry they handled",
     ),
     (
+        Kind::Counter,
+        "sundial_schedule_fires_total",
+        None,
+        "Fires of a queue's schedules: a job published, or a fire missed and skipped",
+    ),
+    (
+        Kind::Histogram,
+        "sundial_schedule_fire_lateness_seconds",
+        Some(Unit::Seconds),
+        "How long after it was due each schedule's fire published its job",
+    ),
+    (
         Kind::Gauge,
         "sundial_build_info",
         None,
