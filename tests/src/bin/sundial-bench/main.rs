@@ -10,6 +10,7 @@
 //! sundial-bench retries  --rate 1000 --secs 10                 # failed jobs' lateness
 //! sundial-bench memory   --redis redis://127.0.0.1:6390 --jobs 100000
 //! sundial-bench noisy    --secs 10 --concurrency 24
+//! sundial-bench schedules --redis redis://127.0.0.1:6390 --counts 0,1000,10000 --firing 1000
 //! ```
 //! Each run creates its own token (admin API) and a fresh namespace, and
 //! stops by itself: loops are bounded in count and time.
@@ -31,6 +32,7 @@ mod priority;
 mod publish;
 mod rebalance;
 mod retries;
+mod schedules;
 mod served;
 mod wire;
 
@@ -186,6 +188,23 @@ enum Cmd {
         #[arg(long, default_value_t = 10)]
         secs: u64,
     },
+    /// What schedules cost: idle (`counts` schedules whose next fire is
+    /// months away: Redis commands/s and CPU over `secs`), and `firing`
+    /// schedules every second for `secs` (lateness at the consumers, Redis
+    /// CPU per fire).
+    Schedules {
+        #[arg(long)]
+        redis: String,
+        /// The pool's slot count (the bench's default pool: 128).
+        #[arg(long, default_value_t = 128)]
+        slots: u32,
+        #[arg(long, value_delimiter = ',', default_values_t = [0, 1_000, 10_000])]
+        counts: Vec<u64>,
+        #[arg(long, default_value_t = 1_000)]
+        firing: u64,
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
+    },
     /// What idle keep-alive connections cost the gateway's memory, open
     /// and after they close (needs `--gateway-pid`).
     Connections {
@@ -315,6 +334,16 @@ async fn main() -> anyhow::Result<()> {
             secs,
         } => idle::idle(ctx, &cli.admin, &redis, namespaces, secs, cli.concurrency).await,
         Cmd::Connections { count, kind } => connections::connections(ctx, count, kind).await,
+        Cmd::Schedules {
+            redis,
+            slots,
+            counts,
+            firing,
+            secs,
+        } => {
+            let c = cli.concurrency;
+            schedules::schedules(ctx, &redis, slots, &counts, firing, secs, c).await
+        }
     }
 }
 

@@ -1,0 +1,210 @@
+//! `schedules`: what schedules cost.
+//!
+//! - Idle: for each count of `counts`, that many schedules whose next
+//!   fire is months away (`0 0 1 1 *`); once the pumps hold and planned
+//!   them, Redis's commands per second and CPU over `secs` in which
+//!   nothing fires and no client sends anything: an idle schedule should
+//!   cost what none costs.
+//! - Firing: `firing` schedules firing every second, on the same second,
+//!   for `secs`, taken and acknowledged by long-polling consumers: how late
+//!   each fire reaches them after the time it was for (its `scheduled-at`;
+//!   never early), and Redis's CPU per fire.
+//!
+//! The schedules are written straight into the admin table (`sd:schedules`)
+//! and its version bumped, as that many `PUT`s would leave it: each `PUT`
+//! makes every process read every table again, so that 10,000 of them
+//! take far longer than what is measured here.
+//!
+//! Length: each measurement is one function, top to bottom, so that its
+//! method (what is timed, from where to where) reads in one place.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::bail;
+use hdrhistogram::Histogram;
+use tokio::sync::Mutex;
+
+use crate::{Ctx, now_ms};
+
+/// The admin table of schedules, and the tables' version (standalone keys).
+const TABLE: &str = "sd:schedules";
+const VERSION: &str = "sd:tokens:version";
+/// How long the pumps may take to hold and plan the schedules.
+const SETTLE: Duration = Duration::from_secs(180);
+
+pub(crate) async fn schedules(
+    ctx: Arc<Ctx>,
+    redis: &str,
+    slots: u32,
+    counts: &[u64],
+    firing: u64,
+    secs: u64,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    let mut c = redis::Client::open(redis)?.get_connection()?;
+    for &n in counts {
+        let started = Instant::now();
+        write(&mut c, &ctx.ns, n, |_| r#""cron":"0 0 1 1 *""#.to_owned())?;
+        settle(&mut c, slots, n).await?;
+        let held_in = started.elapsed();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let (commands0, cpu0) = (commands(&mut c)?, ctx.cpu.sample());
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        let commands1 = commands(&mut c)?;
+        println!(
+            "schedules idle: {n} schedules (held and planned {:.1} s after they were written): Redis {:.1} commands/s over {secs} s; {}",
+            held_in.as_secs_f64(),
+            (commands1 - commands0) as f64 / secs as f64,
+            ctx.cpu.share(cpu0, secs as f64),
+        );
+        clear(&mut c, slots).await?;
+    }
+    if firing > 0 {
+        fire(&ctx, &mut c, slots, firing, secs, concurrency).await?;
+    }
+    Ok(())
+}
+
+/// `firing` schedules every second, on the same second, for `secs`.
+async fn fire(
+    ctx: &Arc<Ctx>,
+    c: &mut redis::Connection,
+    slots: u32,
+    firing: u64,
+    secs: u64,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    let anchor = (now_ms() / 1000 + 1) * 1000;
+    write(c, &ctx.ns, firing, |_| r#""every":1"#.to_owned())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let hist = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
+    let (early, received) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let counting = Arc::new(AtomicBool::new(false));
+    let requests = Arc::new(AtomicU64::new(0));
+    let mut consumers = Vec::new();
+    for _ in 0..concurrency {
+        let (ctx, stop, hist) = (ctx.clone(), stop.clone(), hist.clone());
+        let (early, received, counting) = (early.clone(), received.clone(), counting.clone());
+        let requests = requests.clone();
+        consumers.push(tokio::spawn(async move {
+            let mut local = Histogram::<u64>::new(3).expect("histogram");
+            while !stop.load(Ordering::Relaxed) {
+                let Some((arrived, jobs)) = crate::lateness::take(&ctx, "q").await else {
+                    continue;
+                };
+                for j in jobs {
+                    let at: u64 = j["attributes"]["scheduled-at"]
+                        .as_str()
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(0);
+                    if counting.load(Ordering::Relaxed) {
+                        requests.fetch_add(2, Ordering::Relaxed);
+                        received.fetch_add(1, Ordering::Relaxed);
+                        if arrived < at {
+                            early.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            let _ = local.record((arrived - at) * 1000);
+                        }
+                    }
+                    let id = j["job_id"].as_str().unwrap_or_default();
+                    let _ = ctx
+                        .http
+                        .delete(format!("{}/api/{}/q/job/{id}", ctx.api, ctx.ns))
+                        .header("X-Token", &ctx.token)
+                        .send()
+                        .await;
+                }
+            }
+            let _ = hist.lock().await.add(&local);
+        }));
+    }
+    settle(c, slots, firing).await?;
+    // A few seconds of fires first, then the measured window.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let cpu = ctx.cpu.sample();
+    counting.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    counting.store(false, Ordering::Relaxed);
+    let report = ctx.cpu.report(cpu, requests.load(Ordering::Relaxed), received.load(Ordering::Relaxed));
+    stop.store(true, Ordering::Relaxed);
+    for t in consumers {
+        t.await?;
+    }
+    clear(c, slots).await?;
+    let h = hist.lock().await;
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    println!(
+        "schedules firing: {firing} schedules every second (anchored at {anchor}, all on the same second) for {secs} s: {} fires received, {} early; late by p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        received.load(Ordering::Relaxed),
+        early.load(Ordering::Relaxed),
+        ms(0.5),
+        ms(0.99),
+        h.max() as f64 / 1000.0
+    );
+    println!("  {report} (a job here is a fire: its publish, consume and ack)");
+    Ok(())
+}
+
+/// Writes `n` schedules of queue `q` of `ns` into the admin table, each
+/// timed by `when(i)` (JSON fields), and bumps the tables' version.
+fn write(c: &mut redis::Connection, ns: &str, n: u64, when: impl Fn(u64) -> String) -> anyhow::Result<()> {
+    let now = now_ms();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(TABLE);
+        for i in chunk {
+            let row = format!(
+                r#"{{"rev":{now},{},"anchor_ms":{},"missed":"skip","grace_ms":60000,"job":{{"data":"eA==","ttl":600,"tries":1}},"created_ms":{now},"updated_ms":{now}}}"#,
+                when(*i),
+                (now / 1000 + 1) * 1000
+            );
+            cmd.arg(format!("default/{ns}/q/s{i}")).arg(row);
+        }
+        let _: () = cmd.query(c)?;
+    }
+    let _: () = redis::cmd("INCR").arg(VERSION).query(c)?;
+    Ok(())
+}
+
+/// Removes every schedule, bumps the version, and waits until the slots
+/// hold none.
+async fn clear(c: &mut redis::Connection, slots: u32) -> anyhow::Result<()> {
+    let _: () = redis::cmd("DEL").arg(TABLE).query(c)?;
+    let _: () = redis::cmd("INCR").arg(VERSION).query(c)?;
+    settle(c, slots, 0).await
+}
+
+/// Waits until the slots hold `n` schedules, each planned (on the fire
+/// zsets), at most [`SETTLE`].
+async fn settle(c: &mut redis::Connection, slots: u32, n: u64) -> anyhow::Result<()> {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let (mut held, mut armed) = (0u64, 0u64);
+        for s in 0..slots {
+            held += redis::cmd("HLEN").arg(format!("sd:{{{s}}}:sn")).query::<u64>(c)?;
+            armed += redis::cmd("ZCARD").arg(format!("sd:{{{s}}}:f")).query::<u64>(c)?;
+        }
+        if held == n && armed == n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the slots hold {held} schedules ({armed} armed), not {n}, after {SETTLE:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The commands clients have sent so far (`total_commands_processed`).
+fn commands(c: &mut redis::Connection) -> anyhow::Result<u64> {
+    let info: String = redis::cmd("INFO").arg("stats").query(c)?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no total_commands_processed"))
+}
