@@ -50,7 +50,10 @@ pub(crate) async fn schedules(
     let mut c = redis::Client::open(redis)?.get_connection()?;
     for &n in counts {
         let started = Instant::now();
-        write(&mut c, &ctx.ns, n, |_| r#""cron":"0 0 1 1 *""#.to_owned())?;
+        let anchor = start(0);
+        write(&mut c, &ctx.ns, n, |_| {
+            format!(r#""cron":"0 0 1 1 *","anchor_ms":{anchor}"#)
+        })?;
         settle(&mut c, slots, n).await?;
         let held_in = started.elapsed();
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -66,22 +69,28 @@ pub(crate) async fn schedules(
         clear(&mut c, slots).await?;
     }
     if firing > 0 {
-        fire(&ctx, &mut c, slots, firing, secs, concurrency).await?;
+        for spread in [false, true] {
+            fire(&ctx, &mut c, (slots, firing, spread), secs, concurrency).await?;
+        }
     }
     Ok(())
 }
 
-/// `firing` schedules every second, on the same second, for `secs`.
+/// `firing` schedules every second for `secs`: all on the same second, or
+/// (`spread`) each on its own millisecond of it (schedule `i` at
+/// `i × 1000 / firing` ms past the second).
 async fn fire(
     ctx: &Arc<Ctx>,
     c: &mut redis::Connection,
-    slots: u32,
-    firing: u64,
+    (slots, firing, spread): (u32, u64, bool),
     secs: u64,
     concurrency: usize,
 ) -> anyhow::Result<()> {
-    let anchor = (now_ms() / 1000 + 1) * 1000;
-    write(c, &ctx.ns, firing, |_| r#""every":1"#.to_owned())?;
+    let offset = |i: u64| if spread { i * 1000 / firing } else { 0 };
+    let at = start(0);
+    write(c, &ctx.ns, firing, |i| {
+        format!(r#""every":1,"anchor_ms":{}"#, at + offset(i))
+    })?;
     let stop = Arc::new(AtomicBool::new(false));
     let hist = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
     let (early, received) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -131,7 +140,11 @@ async fn fire(
     counting.store(true, Ordering::Relaxed);
     tokio::time::sleep(Duration::from_secs(secs)).await;
     counting.store(false, Ordering::Relaxed);
-    let report = ctx.cpu.report(cpu, requests.load(Ordering::Relaxed), received.load(Ordering::Relaxed));
+    let report = ctx.cpu.report(
+        cpu,
+        requests.load(Ordering::Relaxed),
+        received.load(Ordering::Relaxed),
+    );
     stop.store(true, Ordering::Relaxed);
     for t in consumers {
         t.await?;
@@ -140,7 +153,12 @@ async fn fire(
     let h = hist.lock().await;
     let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
     println!(
-        "schedules firing: {firing} schedules every second (anchored at {anchor}, all on the same second) for {secs} s: {} fires received, {} early; late by p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "schedules firing: {firing} schedules every second ({}) for {secs} s: {} fires received, {} early; late by p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        if spread {
+            "spread over the second"
+        } else {
+            "all on the same second"
+        },
         received.load(Ordering::Relaxed),
         early.load(Ordering::Relaxed),
         ms(0.5),
@@ -151,18 +169,29 @@ async fn fire(
     Ok(())
 }
 
+/// A whole second a few seconds ahead, and `offset` ms (Unix ms): what an
+/// interval counts from (its anchor).
+fn start(offset: u64) -> u64 {
+    (now_ms() / 1000 + 3) * 1000 + offset
+}
+
 /// Writes `n` schedules of queue `q` of `ns` into the admin table, each
-/// timed by `when(i)` (JSON fields), and bumps the tables' version.
-fn write(c: &mut redis::Connection, ns: &str, n: u64, when: impl Fn(u64) -> String) -> anyhow::Result<()> {
+/// timed by `when(i)` (JSON fields: the rule and `anchor_ms`), and bumps
+/// the tables' version.
+fn write(
+    c: &mut redis::Connection,
+    ns: &str,
+    n: u64,
+    when: impl Fn(u64) -> String,
+) -> anyhow::Result<()> {
     let now = now_ms();
     for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
         let mut cmd = redis::cmd("HSET");
         cmd.arg(TABLE);
         for i in chunk {
             let row = format!(
-                r#"{{"rev":{now},{},"anchor_ms":{},"missed":"skip","grace_ms":60000,"job":{{"data":"eA==","ttl":600,"tries":1}},"created_ms":{now},"updated_ms":{now}}}"#,
-                when(*i),
-                (now / 1000 + 1) * 1000
+                r#"{{"rev":{now},{},"missed":"skip","grace_ms":60000,"job":{{"data":"eA==","ttl":600,"tries":1}},"created_ms":{now},"updated_ms":{now}}}"#,
+                when(*i)
             );
             cmd.arg(format!("default/{ns}/q/s{i}")).arg(row);
         }
@@ -187,8 +216,12 @@ async fn settle(c: &mut redis::Connection, slots: u32, n: u64) -> anyhow::Result
     loop {
         let (mut held, mut armed) = (0u64, 0u64);
         for s in 0..slots {
-            held += redis::cmd("HLEN").arg(format!("sd:{{{s}}}:sn")).query::<u64>(c)?;
-            armed += redis::cmd("ZCARD").arg(format!("sd:{{{s}}}:f")).query::<u64>(c)?;
+            held += redis::cmd("HLEN")
+                .arg(format!("sd:{{{s}}}:sn"))
+                .query::<u64>(c)?;
+            armed += redis::cmd("ZCARD")
+                .arg(format!("sd:{{{s}}}:f"))
+                .query::<u64>(c)?;
         }
         if held == n && armed == n {
             return Ok(());
