@@ -1,7 +1,7 @@
 //! A slot's schedules as its loop holds them: what it knows the slot
 //! holds, where else they may live, and whether the slot may differ from
 //! its page of the book. `holding.rs` makes the slot hold its page,
-//! `slot.rs` fires and plans.
+//! `firing.rs` fires and plans.
 
 use std::{collections::HashMap, sync::Arc};
 

@@ -1,5 +1,6 @@
-//! A slot's schedules, as its loop keeps them: the slot made to hold its
-//! page of the book (`holding.rs`), and its due fires fired and planned.
+//! A slot's due fires, fired, and the schedules that ask planned: the
+//! missed fires their policies keep and the fires ahead, with job ids in
+//! the slot's lane; and the fires counted in the metrics.
 
 use sundial_core::{
     EngineError, FireOutcome, JobId, Plan, PlannedFire, Shard, ToPlan, keys,
