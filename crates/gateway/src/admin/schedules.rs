@@ -12,19 +12,14 @@ use axum::{
     http::Uri,
     response::{IntoResponse, Response},
 };
-use sundial_router::{
-    Pool,
-    admin::schedules::{PutError, ScheduleId},
-    placement,
-    schedule::spec::check_name,
-};
+use sundial_router::{Pool, admin::schedules::ScheduleId, placement, schedule::spec::check_name};
 
 use super::queues::queue_route;
 use crate::{
     api::{
         answers::schedules::ScheduleList,
         error::ApiError,
-        schedules::view::{answer, fires},
+        schedules::view::{answer, fires, set_paused},
     },
     openapi::doc,
     state::AppState,
@@ -94,27 +89,9 @@ async fn set(
         queue: &queue,
         name: &name,
     };
-    let schedules = state.admin.schedules();
-    let changed = schedules
-        .set_paused(id, paused, crate::api::queue::unix_ms())
-        .await
-        .map_err(|e| match e {
-            PutError::Engine(e) => e.into(),
-            other => ApiError::Conflict(other.to_string()),
-        })?
-        .ok_or(ApiError::NotFound("schedule not found"))?;
-    if changed {
-        if let Err(e) = state.admin.reload().await {
-            tracing::warn!(error = %e, "schedule changed; this gateway's copy catches up at its next poll");
-        }
-        let what = if paused { "paused" } else { "resumed" };
-        tracing::info!(pool = pool.name(), ns, queue, name, "schedule {what}");
-    }
-    let def = schedules
-        .get(id)
-        .ok_or(ApiError::NotFound("schedule not found"))?;
     let data = writes(state, &pool, &ns)?;
-    Ok(Json(answer(id, &def, fires(&data, id).await?)).into_response())
+    let answer = set_paused(state, id, &data, paused).await?;
+    Ok(Json(answer).into_response())
 }
 
 /// Pause a schedule

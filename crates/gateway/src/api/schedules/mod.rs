@@ -29,7 +29,7 @@ use super::{
     tenant::Tenant,
 };
 use crate::{openapi::doc, state::AppState};
-use view::{answer, fires};
+use view::{answer, fires, reload};
 
 pub(crate) mod view;
 
@@ -145,15 +145,6 @@ fn admit(state: &AppState, tenant: &Tenant, id: ScheduleId<'_>) -> Result<(), Ap
              max_schedules of {max}"
         ),
     ))
-}
-
-/// Reloads this gateway's copy of the tables after a change, so that its
-/// answer and its next reads show it; a failure is logged, not answered:
-/// the change is made, and the copy catches up at its next poll.
-async fn reload(state: &AppState) {
-    if let Err(e) = state.admin.reload().await {
-        tracing::warn!(error = %e, "schedule changed; this gateway's copy catches up at its next poll");
-    }
 }
 
 /// The largest body a schedule's job may have: its row is replicated into
@@ -297,7 +288,7 @@ pub(super) async fn delete(
     if !state.admin.schedules().delete(id).await? {
         return Err(ApiError::NotFound("schedule not found"));
     }
-    state.admin.reload().await?;
+    reload(&state).await;
     tracing::info!(
         pool = id.pool,
         ns = id.ns,
@@ -308,7 +299,7 @@ pub(super) async fn delete(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// Pauses (`paused`) or resumes schedule `name`, and answers it.
+/// Pauses or resumes the tenant's schedule `name`, and answers it.
 async fn set_paused(
     state: &AppState,
     tenant: &Tenant,
@@ -316,26 +307,8 @@ async fn set_paused(
     paused: bool,
 ) -> Result<Response, ApiError> {
     let id = schedule_id(tenant, name)?;
-    let changed = state
-        .admin
-        .schedules()
-        .set_paused(id, paused, crate::api::queue::unix_ms())
-        .await
-        .map_err(|e| match e {
-            PutError::Engine(e) => e.into(),
-            other => ApiError::Conflict(other.to_string()),
-        })?
-        .ok_or(ApiError::NotFound("schedule not found"))?;
-    if changed {
-        reload(state).await;
-    }
-    let def = state
-        .admin
-        .schedules()
-        .get(id)
-        .ok_or(ApiError::NotFound("schedule not found"))?;
-    let fires = fires(tenant.pool(), id).await?;
-    Ok(Json(answer(id, &def, fires)).into_response())
+    let answer = view::set_paused(state, id, tenant.pool(), paused).await?;
+    Ok(Json(answer).into_response())
 }
 
 /// Pause a schedule

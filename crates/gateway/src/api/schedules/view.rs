@@ -1,17 +1,21 @@
-//! A schedule as the job API answers it: its definition, its next fires,
-//! and what its slot counts of it.
+//! A schedule as the job API and the admin API answer it (its definition,
+//! its next fires, and what its slot counts of it), and what both do to
+//! change one: pause or resume it, and reload the gateway's copy.
 
 use sundial_core::{FireState, keys};
 use sundial_router::{
-    admin::schedules::ScheduleId,
+    admin::schedules::{PutError, ScheduleId},
     schedule::{ScheduleDef, placed},
 };
 
 use sundial_router::Pool;
 
-use crate::api::{
-    answers::schedules::{JobSpec, LastFire, ScheduleAnswer},
-    error::ApiError,
+use crate::{
+    api::{
+        answers::schedules::{JobSpec, LastFire, ScheduleAnswer},
+        error::ApiError,
+    },
+    state::AppState,
 };
 
 /// The next fires an answer shows.
@@ -66,4 +70,42 @@ pub(crate) async fn fires(pool: &Pool, id: ScheduleId<'_>) -> Result<Option<Fire
     };
     let member = keys::schedule_member(id.ns, id.queue, id.name);
     Ok(shard.fires().state(slot, &member).await?)
+}
+
+/// Reloads this gateway's copy of the tables after a change, so that its
+/// answer and its next reads show it; a failure is logged, not answered:
+/// the change is made, and the copy catches up at its next poll.
+pub(crate) async fn reload(state: &AppState) {
+    if let Err(e) = state.admin.reload().await {
+        tracing::warn!(error = %e, "schedule changed; this gateway's copy catches up at its next poll");
+    }
+}
+
+/// Pauses or resumes schedule `id` (whose slot is in `data`, the pool its
+/// namespace writes to), and answers it as it is now.
+pub(crate) async fn set_paused(
+    state: &AppState,
+    id: ScheduleId<'_>,
+    data: &Pool,
+    paused: bool,
+) -> Result<ScheduleAnswer, ApiError> {
+    let schedules = state.admin.schedules();
+    let changed = schedules
+        .set_paused(id, paused, crate::api::queue::unix_ms())
+        .await
+        .map_err(|e| match e {
+            PutError::Engine(e) => e.into(),
+            other => ApiError::Conflict(other.to_string()),
+        })?
+        .ok_or(ApiError::NotFound("schedule not found"))?;
+    if changed {
+        reload(state).await;
+        let what = if paused { "paused" } else { "resumed" };
+        let (pool, ns, queue, name) = (id.pool, id.ns, id.queue, id.name);
+        tracing::info!(pool, ns, queue, name, "schedule {what}");
+    }
+    let def = schedules
+        .get(id)
+        .ok_or(ApiError::NotFound("schedule not found"))?;
+    Ok(answer(id, &def, fires(data, id).await?))
 }
