@@ -31,11 +31,22 @@ local now = now_ms()
 local k = { j = KEYS[1], t = KEYS[2], s = KEYS[4], prefix = prefix }
 local fkey, dkey, skey = KEYS[7], KEYS[8], KEYS[9]
 local counts = tally()
-local fired, more, wake = 0, false, nil
+local fired, more = 0, false
 local lateness, replan, per, qns = {}, {}, {}, {}
+-- Writes gathered over the call and made once per key at the end, as a
+-- publish of many jobs makes them: job records, ready ids per list, their
+-- expiries (`expiries`), fire states and fire zset entries.
+local records, ready, lists, ex, expiring = {}, {}, {}, expiries(k, now), false
+local texts, arms = {}, {}
+-- One record template and packer per kind of job (queue, TTL, tries,
+-- priority, policy): schedules alike share one.
+local kinds = {}
 
--- Publishes fire `at` of schedule `d` (of `queue`, named `name`) as job `id`.
-local function publish(d, queue, id, at)
+-- The packer, ready list and priority of the jobs of schedule `d` of `queue`.
+local function kind_of(d, queue)
+  local name = string.format('%s %d %d %d %s', queue, d.ttl, d.tries, d.priority, d.policy)
+  local kind = kinds[name]
+  if kind then return kind end
   local qn = qns[queue]
   if not qn then
     qn = qn_make(KEYS[6], queue)
@@ -44,12 +55,30 @@ local function publish(d, queue, id, at)
   local r = fresh(queue, qn, 0, d.ttl, d.tries, now)
   r.priority = d.priority
   with_policy(r, d.policy)
-  r.attrs = d.attrs .. string.format(',"scheduled-at":"%d"}', at)
-  r.body = d.body
-  wake = put(k, prefix .. 'r:' .. queue, id, r, now, wake, ARGV[5], ARGV[6])
+  local list = ready_list(prefix .. 'r:' .. queue, d.priority)
+  if not ready[list] then
+    ready[list] = {}
+    lists[#lists + 1] = { list, prefix .. 'r:' .. queue, d.priority }
+  end
+  kind = { pack = packer(r), expire = r.expire, list = list }
+  kinds[name] = kind
+  return kind
+end
+
+-- Publishes fire `at` of schedule `d` (of `queue`) as job `id`.
+local function publish(d, queue, id, at)
+  local kind = kind_of(d, queue)
+  local record = kind.pack(d.attrs .. string.format(',"scheduled-at":"%d"}', at), d.body)
+  records[#records + 1], records[#records + 2] = id, record
+  local ids = ready[kind.list]
+  ids[#ids + 1] = id
+  if kind.expire > 0 then
+    ex.add(id, kind.expire)
+    expiring = true
+  end
   counts.state(READY, queue, 1)
   counts.add('P' .. queue, 1)
-  counts.use(queue, 1, job_bytes(id, r))
+  counts.use(queue, 1, #id + #record)
   per[queue] = (per[queue] or 0) + 1
 end
 
@@ -57,12 +86,12 @@ end
 -- to be planned.
 local function fire_due(member, d, st)
   local queue = string.match(member, '^[^/]+/[^/]+')
-  while #st.plan > 0 and fired < limit do
-    local at, due, id, how = planned(st.plan[1])
+  while st.plan ~= '' and fired < limit do
+    local at, due, id, how = planned(st.plan)
     if due > now then break end
     if at > st.cursor then
       if how == 'n' and now - due > d.grace then
-        st.plan = {}
+        st.plan = ''
         break
       end
       if redis.call('HEXISTS', k.j, id) == 0 then
@@ -74,17 +103,18 @@ local function fire_due(member, d, st)
       end
       st.cursor = at
     end
-    table.remove(st.plan, 1)
+    st.plan = plan_rest(st.plan)
   end
-  if #st.plan > 0 then
-    local _, due = planned(st.plan[1])
-    redis.call('ZADD', fkey, due, member)
+  local n = #arms
+  if st.plan ~= '' then
+    local _, due = planned(st.plan)
+    arms[n + 1], arms[n + 2] = due, member
     if due <= now then more = true end
   else
-    redis.call('ZADD', fkey, now + REPLAN_MS, member)
+    arms[n + 1], arms[n + 2] = now + REPLAN_MS, member
   end
-  redis.call('HSET', skey, member, fire_state_text(st))
-  return #st.plan <= 1
+  texts[#texts + 1], texts[#texts + 2] = member, fire_state_text(st)
+  return not string.find(st.plan, ' ', 1, true)
 end
 
 local due = redis.call('ZRANGEBYSCORE', fkey, '-inf', now, 'LIMIT', 0, limit)
@@ -106,6 +136,21 @@ for i, member in ipairs(due) do
     end
   end
 end
+call_many('HSET', k.j, records, 2)
+for _, l in ipairs(lists) do
+  local list, rkey, p = l[1], l[2], l[3]
+  call_many('LPUSH', list, ready[list], 1)
+  if p > 0 then mark_level(rkey, p) end
+end
+if expiring then
+  -- Their expiries wake a sleeping pump as due times do, when one needs it
+  -- sooner than the slot's next wake-up.
+  local before = next_wake(k.t, k.s)
+  local at = ex.write()
+  if before == nil or at < before then announce(ARGV[5], ARGV[6]) end
+end
+call_many('HSET', skey, texts, 2)
+call_many('ZADD', fkey, arms, 2)
 counts.flush(KEYS[3])
 for queue, n in pairs(per) do announce(chan .. queue, n) end
 

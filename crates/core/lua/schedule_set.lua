@@ -40,7 +40,7 @@ local function apply(member, rev, def, old, raw, adopt)
   if (not st or st.ended == 'p') and adopt ~= '' then st = fire_state(adopt) end
   if st then
     if rev > st.rev then st.cursor = math.max(st.cursor, now) end
-    st.rev, st.plan, st.ended = rev, {}, '0'
+    st.rev, st.plan, st.ended = rev, '', '0'
   else
     st = new_fire_state(rev, now)
   end
@@ -71,7 +71,7 @@ for i = 4, #ARGV, 4 do
   elseif what == 'park' then
     if raw then
       local st = fire_state(raw)
-      st.plan, st.ended = {}, 'p'
+      st.plan, st.ended = '', 'p'
       redis.call('HSET', skey, member, fire_state_text(st))
       redis.call('ZREM', fkey, member)
       out[#out + 1] = 1

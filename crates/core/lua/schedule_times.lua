@@ -30,13 +30,12 @@ for i = 2, #ARGV, 6 do
   else
     st.cursor = math.max(st.cursor, tonumber(ARGV[i + 3]))
     st.missed = st.missed + tonumber(ARGV[i + 4])
-    st.plan = {}
-    for entry in string.gmatch(ARGV[i + 5], '%S+') do st.plan[#st.plan + 1] = entry end
-    if #st.plan == 0 then
+    st.plan = plan_text(ARGV[i + 5])
+    if st.plan == '' then
       st.ended = '1'
       redis.call('ZREM', fkey, member)
     else
-      local _, due = planned(st.plan[1])
+      local _, due = planned(st.plan)
       redis.call('ZADD', fkey, due, member)
     end
     redis.call('HSET', skey, member, fire_state_text(st))

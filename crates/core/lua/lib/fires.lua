@@ -31,38 +31,56 @@
 -- `schedule`), a few at a time (`schedule_times.lua`); the fire script
 -- (`fire.lua`) publishes them and asks for more when few are left.
 
-local FIRE_HEAD = 8
 -- How long a schedule waiting for its plan waits before it is asked for
 -- again (a pump that asked and died before it planned).
 local REPLAN_MS = 1000
 
+-- A state read: its head's fields, and its planned fires (`plan`) kept as
+-- the text they are stored as ("" for none). The fire script takes one
+-- planned fire at a time from the front (`planned`, `plan_rest`), so
+-- a fire costs the same however many fires are planned after it: a plan
+-- split into one string per entry would cost a fire every entry's.
 local function fire_state(raw)
-  local t = {}
-  for w in string.gmatch(raw, '%S+') do t[#t + 1] = w end
-  local st = { rev = tonumber(t[1]), cursor = tonumber(t[2]), fired = tonumber(t[3]),
-               missed = tonumber(t[4]), last = t[5], last_at = t[6], last_id = t[7],
-               ended = t[8], plan = {} }
-  for i = FIRE_HEAD + 1, #t do st.plan[#st.plan + 1] = t[i] end
-  return st
+  local rev, cursor, fired, missed, last, last_at, last_id, ended, plan =
+    string.match(raw, '^(%d+) (%d+) (%d+) (%d+) (%S+) (%S+) (%S+) (%S+) ?(.*)$')
+  return { rev = tonumber(rev), cursor = tonumber(cursor), fired = tonumber(fired),
+           missed = tonumber(missed), last = last, last_at = last_at, last_id = last_id,
+           ended = ended, plan = plan }
 end
 
 -- A fresh state at revision `rev`, whose fires start after `now`.
 local function new_fire_state(rev, now)
   return { rev = rev, cursor = now, fired = 0, missed = 0, last = '0', last_at = '0', last_id = '-',
-           ended = '0', plan = {} }
+           ended = '0', plan = '' }
 end
 
--- The planned fire `entry`: its time, due time, job id and how.
+-- The planned fire `entry`, or the first of plan text `entry`: its time,
+-- due time, job id and how.
 local function planned(entry)
-  local at, due, id, how = string.match(entry, '^(%d+):(%d+):([^:]+):(%a)$')
+  local at, due, id, how = string.match(entry, '^(%d+):(%d+):([^:]+):(%a)')
   return tonumber(at), tonumber(due), id, how
+end
+
+-- Plan text `plan` without its first planned fire.
+local function plan_rest(plan)
+  local gap = string.find(plan, ' ', 1, true)
+  if not gap then return '' end
+  return string.sub(plan, gap + 1)
+end
+
+-- Plan text of the planned fires `entries` (each `<time>:<due>:<id>:<how>`,
+-- separated by any white space).
+local function plan_text(entries)
+  local t = {}
+  for entry in string.gmatch(entries, '%S+') do t[#t + 1] = entry end
+  return table.concat(t, ' ')
 end
 
 local function fire_state_text(st)
   local head = string.format('%d %d %d %d %s %s %s %s', st.rev, st.cursor, st.fired, st.missed,
     st.last, st.last_at, st.last_id, st.ended)
-  if #st.plan == 0 then return head end
-  return head .. ' ' .. table.concat(st.plan, ' ')
+  if st.plan == '' then return head end
+  return head .. ' ' .. st.plan
 end
 
 -- The revision of packed definition `def`.

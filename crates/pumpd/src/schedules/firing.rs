@@ -2,6 +2,8 @@
 //! missed fires their policies keep and the fires ahead, with job ids in
 //! the slot's lane; and the fires counted in the metrics.
 
+use std::collections::HashSet;
+
 use sundial_core::{
     EngineError, FireOutcome, JobId, Plan, PlannedFire, Shard, ToPlan, keys,
     series::{Handle, Kind},
@@ -10,38 +12,49 @@ use sundial_router::schedule::{self, Timing};
 
 use super::keeper::{Fenced, SlotSchedules};
 
+/// The most fire calls of `limit` fires each that one step makes before it
+/// plans: fires due together are all published before the plans they ask
+/// for are made and stored, which can wait a second for an every-second
+/// schedule (it asks with one fire still planned).
+const FIRE_CALLS_MOST: u32 = 4;
+/// The most plans one call stores: a call holds Redis for about 20 µs a
+/// plan, and a thousand schedules due together ask together.
+const PLANS_PER_CALL: usize = 100;
+
 impl SlotSchedules {
-    /// Fires the slot's due fires (up to `limit`) and plans the schedules
-    /// that asked. Returns the slot's next fire.
+    /// Fires the slot's due fires (up to [`FIRE_CALLS_MOST`] calls of
+    /// `limit`) and plans the schedules that asked. Returns the slot's next
+    /// fire.
     pub(crate) async fn fire(
         &self,
         shard: &Shard,
         limit: u32,
     ) -> Result<Result<Option<u64>, Fenced>, EngineError> {
         let owner = Some(self.owner.as_str());
-        let o = shard.fires().fire(self.slot, limit, owner).await?;
-        if o.fenced {
+        let Some((o, to_plan)) = self.fire_due(shard, limit).await? else {
             return Ok(Err(Fenced));
-        }
-        self.record(&o);
-        if o.to_plan.is_empty() {
+        };
+        if to_plan.is_empty() {
             return Ok(Ok(o.next_fire_ms));
         }
-        let plans: Vec<Plan> = o
-            .to_plan
+        let plans: Vec<Plan> = to_plan
             .iter()
             .filter_map(|t| self.plan(t, o.now_ms))
             .collect();
-        let Some((next, stored)) = shard.fires().store_plans(self.slot, owner, &plans).await?
-        else {
-            return Ok(Err(Fenced));
-        };
-        for (p, _) in plans
-            .iter()
-            .zip(&stored)
-            .filter(|(p, s)| **s && p.skipped > 0)
-        {
-            self.count(&p.member, "missed", p.skipped);
+        let mut next = None;
+        for chunk in plans.chunks(PLANS_PER_CALL) {
+            let Some((after, stored)) = shard.fires().store_plans(self.slot, owner, chunk).await?
+            else {
+                return Ok(Err(Fenced));
+            };
+            next = after;
+            for (p, _) in chunk
+                .iter()
+                .zip(&stored)
+                .filter(|(p, s)| **s && p.skipped > 0)
+            {
+                self.count(&p.member, "missed", p.skipped);
+            }
         }
         // More due than one call fired: come back at once.
         let next = match (o.next_fire_ms, next) {
@@ -49,6 +62,41 @@ impl SlotSchedules {
             (_, next) => next,
         };
         Ok(Ok(next))
+    }
+
+    /// Fires what is due, a call of `limit` at a time, while more are due
+    /// (at most [`FIRE_CALLS_MOST`] calls). Returns the last call's
+    /// outcome and the schedules to plan, each with the state it asked
+    /// with last; or `None` when the lease was lost.
+    async fn fire_due(
+        &self,
+        shard: &Shard,
+        limit: u32,
+    ) -> Result<Option<(FireOutcome, Vec<ToPlan>)>, EngineError> {
+        let owner = Some(self.owner.as_str());
+        let mut asked: Vec<ToPlan> = Vec::new();
+        let mut calls = 0;
+        loop {
+            let mut o = shard.fires().fire(self.slot, limit, owner).await?;
+            if o.fenced {
+                return Ok(None);
+            }
+            calls += 1;
+            self.record(&o);
+            asked.append(&mut o.to_plan);
+            let more = o.next_fire_ms.is_some_and(|at| at <= o.now_ms);
+            if !more || calls >= FIRE_CALLS_MOST {
+                // A schedule that asked twice asks with its later state.
+                let mut seen = HashSet::new();
+                let mut to_plan: Vec<ToPlan> = asked
+                    .into_iter()
+                    .rev()
+                    .filter(|t| seen.insert(t.member.clone()))
+                    .collect();
+                to_plan.reverse();
+                return Ok(Some((o, to_plan)));
+            }
+        }
     }
 
     /// The fires of schedule `t` from its state, at `now_ms`.
