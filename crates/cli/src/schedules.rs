@@ -90,6 +90,13 @@ pub struct Set {
     /// An attribute of the job, `key=value` (repeatable).
     #[arg(long = "attr", value_name = "KEY=VALUE")]
     attrs: Vec<String>,
+    /// An idempotency key for the job: a fire while the key names a job
+    /// (until it is done, or for --dedup-ttl) publishes nothing.
+    #[arg(long)]
+    dedup: Option<String>,
+    /// With --dedup: seconds the key holds after each publish.
+    #[arg(long, requires = "dedup")]
+    dedup_ttl: Option<u64>,
 }
 
 pub(crate) async fn run(c: Client, cmd: ScheduleCmd) -> Outcome {
@@ -201,6 +208,7 @@ fn job(s: &Set, body: &[u8]) -> Outcome<Map<String, Value>> {
         ("ttl", s.ttl),
         ("tries", s.tries),
         ("priority", s.priority.map(u64::from)),
+        ("dedup_ttl", s.dedup_ttl),
     ];
     for (k, v) in numbers {
         if let Some(v) = v {
@@ -216,6 +224,9 @@ fn job(s: &Set, body: &[u8]) -> Outcome<Map<String, Value>> {
     }
     if !attrs.is_empty() {
         job.insert("attributes".into(), attrs.into());
+    }
+    if let Some(key) = &s.dedup {
+        job.insert("dedup".into(), key.as_str().into());
     }
     Ok(job)
 }

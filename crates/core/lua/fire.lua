@@ -8,7 +8,10 @@
 -- schedule fires now, its plan is emptied, and the pumps plan it again,
 -- as its policy for missed fires says. A schedule left with one planned
 -- fire or none is asked to be planned; one left with none waits for its
--- plan REPLAN_MS at a time.
+-- plan REPLAN_MS at a time. A schedule whose job has an idempotency key
+-- publishes it with the key (as a publish does: `lua/lib/keys.lua`); a
+-- fire while the key names a job (or its window is open) publishes
+-- nothing, and counts as a duplicate.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
 -- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: fire zset
 -- KEYS[8]: definitions hash   KEYS[9]: fire states hash
@@ -20,9 +23,10 @@
 -- ARGV[5]: timer channel   ARGV[6]: slot number (the timer channel's message)
 -- Returns {-1} and no change when ARGV[4] does not hold the lease, else
 --   {fired, next_fire_ms (-1: none; now when more are due), now_ms,
---    n, then n quadruples (member, rev, cursor, timing) of schedules to
---    plan, m, then m lateness values (ms after due, one per fire
---    published), then per queue fired into: queue, fires}.
+--    n, then n quintuples (member, rev, cursor, timing, key) of schedules
+--    to plan, m, then m lateness values (ms after due, one per fire
+--    published), then per queue fired into: queue, fires published,
+--    fires a key answered}.
 local prefix, limit, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if ARGV[4] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[4] then
   return { -1 }
@@ -37,10 +41,23 @@ local lateness, replan, per, qns = {}, {}, {}, {}
 -- publish of many jobs makes them: job records, ready ids per list, their
 -- expiries (`expiries`), fire states and fire zset entries.
 local records, ready, lists, ex, expiring = {}, {}, {}, expiries(k, now), false
-local texts, arms = {}, {}
+local texts, arms, key_sets = {}, {}, {}
+-- Key index field → the id it names (false: none), as this call found or
+-- made it.
+local claimed = {}
 -- One record template and packer per kind of job (queue, TTL, tries,
 -- priority, policy): schedules alike share one.
 local kinds = {}
+
+-- The fires of `queue` published, and answered by a key, so far.
+local function per_queue(queue)
+  local n = per[queue]
+  if not n then
+    n = { 0, 0 }
+    per[queue] = n
+  end
+  return n
+end
 
 -- The packer, ready list and priority of the jobs of schedule `d` of `queue`.
 local function kind_of(d, queue)
@@ -60,15 +77,39 @@ local function kind_of(d, queue)
     ready[list] = {}
     lists[#lists + 1] = { list, prefix .. 'r:' .. queue, d.priority }
   end
-  kind = { pack = packer(r), expire = r.expire, list = list }
+  kind = { pack = packer(r), kpack = key_packer(r), qn = qn, expire = r.expire, list = list }
   kinds[name] = kind
   return kind
 end
 
--- Publishes fire `at` of schedule `d` (of `queue`) as job `id`.
+-- The job the key index `field` (of `key`, in `queue`) names, or false.
+local function named_by(field, key, queue)
+  local was = claimed[field]
+  if was == nil then
+    was = keys_named(prefix, k.j, queue, { field }, { key }, now)[field] or false
+    claimed[field] = was
+  end
+  return was
+end
+
+-- Publishes fire `at` of schedule `d` (of `queue`) as job `id`; with an
+-- idempotency key that names a job already, publishes nothing. Returns
+-- whether it published.
 local function publish(d, queue, id, at)
   local kind = kind_of(d, queue)
-  local record = kind.pack(d.attrs .. string.format(',"scheduled-at":"%d"}', at), d.body)
+  local attrs = d.attrs .. string.format(',"scheduled-at":"%d"}', at)
+  local record
+  if d.key == '' then
+    record = kind.pack(attrs, d.body)
+  else
+    local field = key_field(kind.qn, d.key)
+    if named_by(field, d.key, queue) then return false end
+    local keyend = 0
+    if d.window > 0 then keyend = now + d.window end
+    record = kind.kpack(d.key, keyend, attrs, d.body)
+    key_sets[#key_sets + 1], key_sets[#key_sets + 2] = field, id
+    claimed[field] = id
+  end
   records[#records + 1], records[#records + 2] = id, record
   local ids = ready[kind.list]
   ids[#ids + 1] = id
@@ -79,7 +120,9 @@ local function publish(d, queue, id, at)
   counts.state(READY, queue, 1)
   counts.add('P' .. queue, 1)
   counts.use(queue, 1, #id + #record)
-  per[queue] = (per[queue] or 0) + 1
+  local n = per_queue(queue)
+  n[1] = n[1] + 1
+  return true
 end
 
 -- Fires what is due of one schedule's plan; returns whether it was asked
@@ -94,8 +137,12 @@ local function fire_due(member, d, st)
         st.plan = ''
         break
       end
-      if redis.call('HEXISTS', k.j, id) == 0 then
-        publish(d, queue, id, at)
+      if redis.call('HEXISTS', k.j, id) == 1 then
+        -- A plan replayed: this fire's job is stored already.
+      elseif not publish(d, queue, id, at) then
+        local n = per_queue(queue)
+        n[2] = n[2] + 1
+      else
         fired = fired + 1
         lateness[#lateness + 1] = now - due
         st.fired = st.fired + 1
@@ -131,12 +178,13 @@ for i, member in ipairs(due) do
       more = true
     elseif fire_due(member, d, st) then
       local n = #replan
-      replan[n + 1], replan[n + 2], replan[n + 3], replan[n + 4] =
-        member, string.format('%d', st.rev), string.format('%d', st.cursor), d.timing
+      replan[n + 1], replan[n + 2], replan[n + 3], replan[n + 4], replan[n + 5] =
+        member, string.format('%d', st.rev), string.format('%d', st.cursor), d.timing, d.key
     end
   end
 end
 call_many('HSET', k.j, records, 2)
+call_many('HSET', prefix .. 'k', key_sets, 2)
 for _, l in ipairs(lists) do
   local list, rkey, p = l[1], l[2], l[3]
   call_many('LPUSH', list, ready[list], 1)
@@ -152,16 +200,19 @@ end
 call_many('HSET', skey, texts, 2)
 call_many('ZADD', fkey, arms, 2)
 counts.flush(KEYS[3])
-for queue, n in pairs(per) do announce(chan .. queue, n) end
+for queue, n in pairs(per) do
+  if n[1] > 0 then announce(chan .. queue, n[1]) end
+end
 
 local next_fire = zmin(fkey) or -1
 if more then next_fire = now end
-local out = { fired, next_fire, now, #replan / 4 }
+local out = { fired, next_fire, now, #replan / 5 }
 for _, v in ipairs(replan) do out[#out + 1] = v end
 out[#out + 1] = #lateness
 for _, v in ipairs(lateness) do out[#out + 1] = v end
 for queue, n in pairs(per) do
   out[#out + 1] = queue
-  out[#out + 1] = n
+  out[#out + 1] = n[1]
+  out[#out + 1] = n[2]
 end
 return out

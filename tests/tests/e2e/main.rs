@@ -60,6 +60,7 @@ mod probes;
 mod pumpd;
 mod reload;
 mod retries;
+mod schedule_keys;
 mod schedules;
 mod scopes;
 mod security;

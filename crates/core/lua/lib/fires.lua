@@ -1,11 +1,14 @@
 -- The shared helpers, part 7 of 7: a schedule as its slot holds it.
 -- A schedule (`<ns>/<queue>/<name>`, its member) lives in the slot of its
--- queue's lane (see `src/keys.rs`) in three keys:
+-- queue's lane (see `src/keys.rs`; the lane of its job's idempotency key
+-- when it has one) in three keys:
 --   `sd:T:sc` hash: member → its definition, packed with `struct`:
 --     rev I6, grace_ms I4, paused B, ttl_ms I6, tries H, priority B,
 --     policy Bc0, attributes Hc0 (the JSON object of its job's attributes
 --     without its closing brace: the fire's time is appended), timing Hc0
---     (JSON, read by the pumps' Rust only), then the job's body;
+--     (JSON, read by the pumps' Rust only), the job's idempotency key Hc0
+--     ("" for none: see `lua/lib/keys.lua`) and its window I6 (ms; 0:
+--     until the job is done), then the job's body;
 --   `sd:T:sn` hash: member → its fire state (text, below);
 --   `sd:T:f` zset: member → when its next planned fire is due (ms), or
 --     when the pumps should plan its fires (its plan is empty).
@@ -90,8 +93,9 @@ end
 
 -- Unpacks definition `def`: its fields, and its body.
 local function fire_def(def)
-  local rev, grace, paused, ttl, tries, priority, policy, attrs, timing, pos =
-    struct.unpack('>I6I4BI6HBBc0Hc0Hc0', def)
+  local rev, grace, paused, ttl, tries, priority, policy, attrs, timing, key, window, pos =
+    struct.unpack('>I6I4BI6HBBc0Hc0Hc0Hc0I6', def)
   return { rev = rev, grace = grace, paused = paused == 1, ttl = ttl, tries = tries, priority = priority,
-           policy = policy, attrs = attrs, timing = timing, body = string.sub(def, pos) }
+           policy = policy, attrs = attrs, timing = timing, key = key, window = window,
+           body = string.sub(def, pos) }
 end

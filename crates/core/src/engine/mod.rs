@@ -62,8 +62,9 @@ pub use dead_letter::{DeadJob, DeadLetter, DeadPage};
 pub use decode::{Delivery, JobView, state};
 pub use fires::{FireDef, FireOutcome, FireState, Fires, LastFire, Plan, PlannedFire, ToPlan};
 pub use jobs::{
-    Ack, Acked, BadKey, Jobs, KeyHit, KeyMode, Keys, MAX_KEY_BYTES, NewJob, Outcome, PackedPolicy,
-    Publication, Release, Released, Schedule, Served, Touch, Touched, Want, check_key, key_lane,
+    Ack, Acked, BadKey, Jobs, KeyHit, KeyMode, Keys, MAX_KEY_BYTES, MAX_KEY_WINDOW_SECS, NewJob,
+    Outcome, PackedPolicy, Publication, Release, Released, Schedule, Served, Touch, Touched, Want,
+    check_key, key_lane,
 };
 pub use layouts::Layouts;
 pub use leases::{Leases, PumpProcess};

@@ -26,6 +26,8 @@ fn def(rev: u64) -> FireDef {
         policy: None,
         attrs: r#"{"schedule":"nightly""#.to_owned(),
         timing: r#"{"every":1}"#.to_owned(),
+        key: String::new(),
+        key_window_ms: 0,
         body: Bytes::from_static(b"tick"),
     }
 }
@@ -103,7 +105,7 @@ async fn a_due_fire_publishes_its_job_once_never_early_and_arms_the_next() {
     assert_eq!(o.fired, 1);
     assert!(o.now_ms >= now + 350, "never early");
     assert_eq!(o.lateness_ms, vec![o.now_ms - (now + 350)]);
-    assert_eq!(o.per_queue, vec![(qn("q"), 1)]);
+    assert_eq!(o.per_queue, vec![(qn("q"), 1, 0)]);
     assert_eq!(o.next_fire_ms, Some(now + 600), "the next fire is armed");
     assert_eq!(
         o.to_plan.len(),
@@ -430,4 +432,48 @@ async fn a_parked_schedule_fires_nothing_and_its_state_is_taken_over_where_it_mo
         Some(vec![true])
     );
     assert!(f.states(B).await.expect("states").is_empty());
+}
+
+#[tokio::test]
+async fn a_fire_whose_key_names_a_live_job_publishes_nothing_until_it_is_done() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let keyed = FireDef {
+        key: "report".to_owned(),
+        ..def(1)
+    };
+    let f = s.fires();
+    f.apply(B, None, &[(MEMBER.to_owned(), keyed, None)])
+        .await
+        .expect("apply");
+    let o = fire(&s).await;
+    let now = o.now_ms;
+    let fires = vec![
+        planned(now + 100, now + 100, true),
+        planned(now + 200, now + 200, true),
+        planned(now + 900, now + 900, true),
+    ];
+    let (first, third) = (fires[0].clone(), fires[2].clone());
+    f.store_plans(B, None, &[plan(&o, fires)])
+        .await
+        .expect("store");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The first fire publishes with the key; the second finds it named.
+    let o = fire(&s).await;
+    assert_eq!(o.fired, 1);
+    assert_eq!(o.per_queue, vec![(qn("q"), 1, 1)]);
+    assert_eq!(ready(&s).await, 1);
+    let st = f.state(B, MEMBER).await.expect("state").expect("held");
+    assert_eq!(st.cursor_ms, now + 200, "the duplicate fire is handled");
+    assert_eq!(st.last.map(|l| l.id), Some(first.id.clone()));
+
+    // Once that job is done, the key is free: the next fire publishes.
+    let id = JobId::parse(&first.id).expect("an id");
+    assert!(s.jobs().delete(B, &qn("q"), &id).await.expect("delete"));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let o = fire(&s).await;
+    assert_eq!(o.per_queue, vec![(qn("q"), 1, 0)]);
+    let st = f.state(B, MEMBER).await.expect("state").expect("held");
+    assert_eq!(st.last.map(|l| l.id), Some(third.id));
 }

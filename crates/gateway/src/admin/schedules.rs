@@ -69,7 +69,7 @@ pub(super) async fn list(
             queue: &queue,
             name,
         };
-        schedules.push(answer(id, def, fires(&data, id).await?));
+        schedules.push(answer(id, def, fires(&data, id, def).await?));
     }
     Ok(Json(ScheduleList { schedules }).into_response())
 }

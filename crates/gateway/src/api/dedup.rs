@@ -8,7 +8,7 @@ use sundial_core::{KeyMode, Keys, check_key};
 use super::{error::ApiError, params::Params};
 
 /// The longest window of a key, `dedup_ttl`: 30 days.
-pub(super) const MAX_DEDUP_TTL_SECS: u64 = 30 * 24 * 3600;
+pub(super) const MAX_DEDUP_TTL_SECS: u64 = sundial_core::MAX_KEY_WINDOW_SECS;
 
 /// The header that carries a publish's key.
 const HEADER: &str = "idempotency-key";

@@ -121,10 +121,11 @@ fn make(admin: &Arc<AdminStore>, topology: &Topology, made: &mut Made) -> Book {
                 }
             },
         };
-        let slot = placed::slot_of(id.ns, id.queue, id.name, pool.slots(), pool.lanes());
+        let at = (id.name, def.job.dedup.as_deref());
+        let slot = placed::slot_of(id.ns, id.queue, at, pool.slots(), pool.lanes());
         let also = also.and_then(|name| {
             let p = topology.pool(name)?;
-            let slot = placed::slot_of(id.ns, id.queue, id.name, p.slots(), p.lanes());
+            let slot = placed::slot_of(id.ns, id.queue, at, p.slots(), p.lanes());
             Some((name.to_owned(), slot))
         });
         let member = keys::schedule_member(id.ns, id.queue, id.name);

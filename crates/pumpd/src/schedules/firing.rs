@@ -5,10 +5,10 @@
 use std::collections::HashSet;
 
 use sundial_core::{
-    EngineError, FireOutcome, JobId, Plan, PlannedFire, Shard, ToPlan, keys,
+    EngineError, FireOutcome, JobId, Plan, PlannedFire, Shard, ToPlan,
     series::{Handle, Kind},
 };
-use sundial_router::schedule::{self, Timing};
+use sundial_router::schedule::{self, Timing, placed};
 
 use super::keeper::{Fenced, SlotSchedules};
 
@@ -121,7 +121,9 @@ impl SlotSchedules {
             rand::random_range(0..=max)
         });
         let name = t.member.splitn(3, '/').nth(2).unwrap_or_default();
-        let lane = keys::schedule_lane(name, self.lanes);
+        // The lane the slot's definition was placed by: its key's, or its
+        // name's.
+        let lane = placed::lane_of(name, Some(t.key.as_str()), self.lanes);
         let fires = p
             .fires
             .iter()
@@ -145,8 +147,13 @@ impl SlotSchedules {
     }
 
     fn record(&self, o: &FireOutcome) {
-        for (queue, n) in &o.per_queue {
-            self.count(queue, "fired", *n);
+        for (queue, fired, duplicates) in &o.per_queue {
+            if *fired > 0 {
+                self.count(queue, "fired", *fired);
+            }
+            if *duplicates > 0 {
+                self.count(queue, "duplicate", *duplicates);
+            }
         }
         let lateness = metrics::histogram!("sundial_schedule_fire_lateness_seconds", "pool" => self.pool.clone());
         for late in &o.lateness_ms {
@@ -176,7 +183,7 @@ mod tests {
     use std::time::Duration;
 
     use bytes::Bytes;
-    use sundial_core::{FireDef, ShardOptions};
+    use sundial_core::{FireDef, ShardOptions, keys};
     use sundial_router::schedule::Missed;
     use tokio::sync::Notify;
     use tokio_util::sync::CancellationToken;
@@ -216,6 +223,8 @@ mod tests {
             policy: None,
             attrs: r#"{"schedule":"tick""#.to_owned(),
             timing: serde_json::to_string(&timing).expect("json"),
+            key: String::new(),
+            key_window_ms: 0,
             body: Bytes::from_static(b"tick"),
         })
     }

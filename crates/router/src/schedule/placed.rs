@@ -9,11 +9,28 @@ use sundial_core::{FireDef, keys};
 use super::{ScheduleDef, SpecError, Timing, spec::FIRE_ATTRIBUTES};
 use crate::policy::RetryPolicy;
 
+/// The lane, among `lanes`, of schedule `name` whose job has idempotency
+/// key `key` or none: the key's (where the key's index is, so that the
+/// key answers publishes and fires alike), else the name's
+/// ([`keys::schedule_lane`]). Its fires' jobs go there.
+pub fn lane_of(name: &str, key: Option<&str>, lanes: u32) -> u32 {
+    match key {
+        Some(k) if !k.is_empty() => sundial_core::key_lane(k, lanes),
+        _ => keys::schedule_lane(name, lanes),
+    }
+}
+
 /// The slot, among a pool's `slots` and `lanes`, of schedule `name` of
-/// `queue` in `ns`: its lane's ([`keys::schedule_lane`]), where its fires'
-/// jobs go.
-pub fn slot_of(ns: &str, queue: &str, name: &str, slots: u32, lanes: u32) -> u32 {
-    keys::slot_of(ns, queue, keys::schedule_lane(name, lanes), slots)
+/// `queue` in `ns` whose job has idempotency key `key` or none: its
+/// lane's ([`lane_of`]).
+pub fn slot_of(
+    ns: &str,
+    queue: &str,
+    (name, key): (&str, Option<&str>),
+    slots: u32,
+    lanes: u32,
+) -> u32 {
+    keys::slot_of(ns, queue, lane_of(name, key, lanes), slots)
 }
 
 /// The definition of schedule `name` as its slot holds it: the job's
@@ -54,6 +71,8 @@ pub fn fire_def(
         // time and closes it.
         attrs: json[..json.len() - 1].to_owned(),
         timing,
+        key: def.job.dedup.clone().unwrap_or_default(),
+        key_window_ms: def.job.dedup_ttl.unwrap_or(0) * 1000,
         body: Bytes::from(def.job.body()),
     })
 }
@@ -95,9 +114,28 @@ mod tests {
         let lanes = 4;
         let lane = keys::schedule_lane("nightly", lanes);
         assert_eq!(
-            slot_of("ns", "q", "nightly", 128, lanes),
+            slot_of("ns", "q", ("nightly", None), 128, lanes),
             keys::slot_of("ns", "q", lane, 128)
         );
         assert_eq!(keys::schedule_lane("anything", 1), 0);
+        // With a key, the key's lane: where a publish with it goes.
+        let keyed = sundial_core::key_lane("report", lanes);
+        assert_eq!(lane_of("nightly", Some("report"), lanes), keyed);
+        assert_eq!(
+            slot_of("ns", "q", ("nightly", Some("report")), 128, lanes),
+            keys::slot_of("ns", "q", keyed, 128)
+        );
+        assert_eq!(lane_of("nightly", Some(""), lanes), lane);
+    }
+
+    #[test]
+    fn a_key_and_its_window_go_with_the_definition() {
+        let mut def = every(60);
+        def.job.dedup = Some("report".to_owned());
+        def.job.dedup_ttl = Some(3600);
+        let fd = fire_def(&def, "nightly", &RetryPolicy::default()).expect("a slot's form");
+        assert_eq!((fd.key.as_str(), fd.key_window_ms), ("report", 3_600_000));
+        let plain = fire_def(&every(60), "n", &RetryPolicy::default()).expect("a slot's form");
+        assert_eq!((plain.key.as_str(), plain.key_window_ms), ("", 0));
     }
 }

@@ -11,7 +11,10 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use super::{Missed, Recurrence, RecurrenceError, missed::MAX_CATCH_UP};
-use sundial_core::job::{MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTE_VALUE_BYTES};
+use sundial_core::{
+    MAX_KEY_WINDOW_SECS, check_key,
+    job::{MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTE_VALUE_BYTES},
+};
 
 use crate::policy::RetryPolicy;
 
@@ -91,6 +94,14 @@ pub struct JobTemplate {
     /// Over the queue's retry policy, as a publish's fields are.
     #[serde(default, skip_serializing_if = "RetryPolicy::is_empty")]
     pub policy: RetryPolicy,
+    /// The idempotency key each fire's job is published with: a fire
+    /// while the key names a job (until that job is done, or for
+    /// `dedup_ttl` seconds after each publish) publishes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<String>,
+    /// Seconds the key holds after each publish, however its job ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_ttl: Option<u64>,
 }
 
 /// Why a definition was refused; the text is the API's 400 message.
@@ -128,6 +139,10 @@ pub enum SpecError {
     FireAttribute,
     #[error("invalid policy: {0}")]
     Policy(String),
+    #[error("invalid dedup: {0}")]
+    Dedup(String),
+    #[error("invalid dedup_ttl: 1 to {MAX_KEY_WINDOW_SECS} seconds, with a dedup")]
+    DedupTtl,
     #[error("invalid schedule name: 1 to 128 of A-Z, a-z, 0-9, '-', '_' and '.'")]
     Name,
 }
@@ -276,6 +291,14 @@ impl JobTemplate {
             return Err(SpecError::FireAttribute);
         }
         self.policy.resolve().map_err(SpecError::Policy)?;
+        if let Some(key) = &self.dedup {
+            check_key(key).map_err(|why| SpecError::Dedup(why.to_string()))?;
+        }
+        if let Some(ttl) = self.dedup_ttl
+            && (self.dedup.is_none() || !(1..=MAX_KEY_WINDOW_SECS).contains(&ttl))
+        {
+            return Err(SpecError::DedupTtl);
+        }
         Ok(())
     }
 }
@@ -470,6 +493,23 @@ pub(crate) mod tests {
             ..RetryPolicy::default()
         };
         assert!(matches!(def.check(NOW).err(), Some(SpecError::Policy(_))));
+        let mut def = every(1);
+        def.job.dedup = Some(String::new());
+        assert_eq!(
+            def.check(NOW).map_err(|e| e.to_string()).err().as_deref(),
+            Some("invalid dedup: empty")
+        );
+        def.job.dedup = Some("k".repeat(257));
+        assert!(matches!(def.check(NOW).err(), Some(SpecError::Dedup(_))));
+        let mut def = every(1);
+        def.job.dedup_ttl = Some(60);
+        assert_eq!(def.check(NOW).err(), Some(SpecError::DedupTtl), "no key");
+        def.job.dedup = Some("report".to_owned());
+        assert_eq!(def.check(NOW).map(|_| ()), Ok(()));
+        for bad in [0, 2_592_001] {
+            def.job.dedup_ttl = Some(bad);
+            assert_eq!(def.check(NOW).err(), Some(SpecError::DedupTtl), "{bad}");
+        }
         assert_eq!(
             SpecError::Recurrence(RecurrenceError::Every).to_string(),
             "invalid every: 1 to 31622400 seconds",

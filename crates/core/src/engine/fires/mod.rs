@@ -37,6 +37,9 @@ pub struct ToPlan {
     pub cursor_ms: u64,
     /// Its timing, as its definition holds it.
     pub timing: String,
+    /// Its job's idempotency key, as its definition holds it ("" for
+    /// none): the lane it was placed by, where its jobs' ids go.
+    pub key: String,
 }
 
 /// What one fire call did.
@@ -54,8 +57,9 @@ pub struct FireOutcome {
     pub to_plan: Vec<ToPlan>,
     /// How late each fire was published after it was due (ms).
     pub lateness_ms: Vec<u64>,
-    /// Jobs published per qualified queue.
-    pub per_queue: Vec<(String, u64)>,
+    /// Per qualified queue fired into: jobs published, and fires that
+    /// published nothing because their job's idempotency key named a job.
+    pub per_queue: Vec<(String, u64, u64)>,
 }
 
 /// The fires planned for one schedule, from the state it asked with.
@@ -230,13 +234,14 @@ impl Fires<'_> {
                     .parse()
                     .map_err(|_| self.0.conn().bad_reply("a cursor"))?,
                 timing: f.string()?,
+                key: f.string()?,
             });
         }
         for _ in 0..f.uint()? {
             out.lateness_ms.push(f.uint()?);
         }
-        while f.len() >= 2 {
-            out.per_queue.push((f.string()?, f.uint()?));
+        while f.len() >= 3 {
+            out.per_queue.push((f.string()?, f.uint()?, f.uint()?));
         }
         Ok(out)
     }

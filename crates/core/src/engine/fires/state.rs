@@ -29,6 +29,12 @@ pub struct FireDef {
     pub attrs: String,
     /// When it fires, for the pumps (JSON).
     pub timing: String,
+    /// The idempotency key each fire's job is published with ("" for
+    /// none): a fire while the key names a job publishes nothing.
+    pub key: String,
+    /// How long the key holds after a publish (ms), as a publish's
+    /// `dedup_ttl`; 0: until the job is done.
+    pub key_window_ms: u64,
     pub body: Bytes,
 }
 
@@ -36,8 +42,9 @@ impl FireDef {
     /// Packed as `lua/lib/fires.lua` reads it (`fire_def`).
     pub fn pack(&self) -> Bytes {
         let policy: &[u8] = self.policy.as_ref().map_or(&[], |p| p.as_slice());
-        let mut out =
-            Vec::with_capacity(40 + self.attrs.len() + self.timing.len() + self.body.len());
+        let mut out = Vec::with_capacity(
+            48 + self.attrs.len() + self.timing.len() + self.key.len() + self.body.len(),
+        );
         out.extend_from_slice(&self.rev.to_be_bytes()[2..]);
         out.extend_from_slice(&self.grace_ms.to_be_bytes());
         out.push(u8::from(self.paused));
@@ -46,11 +53,12 @@ impl FireDef {
         out.push(self.priority);
         out.push(policy.len() as u8);
         out.extend_from_slice(policy);
-        for text in [&self.attrs, &self.timing] {
+        for text in [&self.attrs, &self.timing, &self.key] {
             let len = u16::try_from(text.len()).unwrap_or(u16::MAX);
             out.extend_from_slice(&len.to_be_bytes());
             out.extend_from_slice(&text.as_bytes()[..usize::from(len)]);
         }
+        out.extend_from_slice(&self.key_window_ms.to_be_bytes()[2..]);
         out.extend_from_slice(&self.body);
         Bytes::from(out)
     }
@@ -73,6 +81,9 @@ impl FireDef {
         let attrs = String::from_utf8(r.take(attrs_len)?.to_vec()).ok()?;
         let timing_len = r.uint(2)? as usize;
         let timing = String::from_utf8(r.take(timing_len)?.to_vec()).ok()?;
+        let key_len = r.uint(2)? as usize;
+        let key = String::from_utf8(r.take(key_len)?.to_vec()).ok()?;
+        let key_window_ms = r.uint(6)?;
         Some(Self {
             rev,
             grace_ms,
@@ -83,6 +94,8 @@ impl FireDef {
             policy,
             attrs,
             timing,
+            key,
+            key_window_ms,
             body: Bytes::copy_from_slice(r.0),
         })
     }
@@ -241,11 +254,15 @@ mod tests {
             policy: Some([9; 16]),
             attrs: r#"{"schedule":"nightly""#.to_owned(),
             timing: r#"{"every":60}"#.to_owned(),
+            key: "nightly-report".to_owned(),
+            key_window_ms: 3_600_000,
             body: Bytes::from_static(b"\x00body\xff"),
         };
         assert_eq!(FireDef::unpack(&def.pack()), Some(def.clone()));
         let bare = FireDef {
             policy: None,
+            key: String::new(),
+            key_window_ms: 0,
             ..def
         };
         assert_eq!(FireDef::unpack(&bare.pack()), Some(bare));

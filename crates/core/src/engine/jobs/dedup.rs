@@ -6,6 +6,8 @@ use crate::{JobId, job::fnv1a64};
 
 /// The longest key, in bytes.
 pub const MAX_KEY_BYTES: usize = 256;
+/// The longest window of a key ([`KeyMode::Window`]): 30 days, in seconds.
+pub const MAX_KEY_WINDOW_SECS: u64 = 30 * 24 * 3600;
 
 /// How long a key names its job, and what a later publish with it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

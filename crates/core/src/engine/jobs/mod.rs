@@ -14,7 +14,9 @@ use super::{
 };
 use crate::{EngineError, JobId, Shard, keys::SlotKeys, scripts::SCRIPTS};
 
-pub use dedup::{BadKey, KeyHit, KeyMode, Keys, MAX_KEY_BYTES, Outcome, check_key, key_lane};
+pub use dedup::{
+    BadKey, KeyHit, KeyMode, Keys, MAX_KEY_BYTES, MAX_KEY_WINDOW_SECS, Outcome, check_key, key_lane,
+};
 pub use publish::{NewJob, PackedPolicy, Publication, Schedule};
 pub use release::{Release, Released};
 pub use serve::{Ack, Acked, Served, Touch, Touched, Want};

@@ -67,6 +67,16 @@ pub struct JobSpec {
     /// Over the queue's retry policy, as a publish's fields are.
     #[serde(default, skip_serializing_if = "RetryPolicy::is_empty")]
     pub policy: RetryPolicy,
+    /// An idempotency key (as a publish's `dedup`) each fire's job is
+    /// published with: a fire while the key names a job publishes
+    /// nothing. The schedule then lives in the key's lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<String>,
+    /// Seconds the key holds after each publish, however the job ended (1
+    /// to 2,592,000; as a publish's `dedup_ttl`); until the job is done
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_ttl: Option<u64>,
 }
 
 impl JobSpec {
@@ -79,6 +89,8 @@ impl JobSpec {
             priority: job.priority,
             attributes: job.attributes.clone(),
             policy: job.policy,
+            dedup: job.dedup.clone(),
+            dedup_ttl: job.dedup_ttl,
         }
     }
 }
@@ -153,6 +165,8 @@ impl ScheduleSpec {
                 priority: self.job.priority,
                 attributes: self.job.attributes.clone(),
                 policy: self.job.policy,
+                dedup: self.job.dedup.clone(),
+                dedup_ttl: self.job.dedup_ttl,
             },
             created_ms: 0,
             updated_ms: 0,

@@ -219,7 +219,7 @@ pub(super) async fn get(
         .schedules()
         .get(id)
         .ok_or(ApiError::NotFound("schedule not found"))?;
-    let fires = fires(tenant.pool(), id).await?;
+    let fires = fires(tenant.pool(), id, &def).await?;
     Ok(Json(answer(id, &def, fires)).into_response())
 }
 
@@ -256,7 +256,7 @@ pub(super) async fn list(
             queue,
             name,
         };
-        let fires = fires(tenant.pool(), id).await?;
+        let fires = fires(tenant.pool(), id, def).await?;
         schedules.push(answer(id, def, fires));
     }
     Ok(Json(ScheduleList { schedules }).into_response())

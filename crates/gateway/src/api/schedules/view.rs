@@ -62,9 +62,15 @@ pub(crate) fn answer(
 }
 
 /// Schedule `id`'s fire state in its slot in `pool` (where its namespace
-/// writes), if the slot holds it (of its current revision or an older one).
-pub(crate) async fn fires(pool: &Pool, id: ScheduleId<'_>) -> Result<Option<FireState>, ApiError> {
-    let slot = placed::slot_of(id.ns, id.queue, id.name, pool.slots(), pool.lanes());
+/// writes), if the slot holds it (of its current revision or an older
+/// one); `def` is its definition, whose job's key may place it.
+pub(crate) async fn fires(
+    pool: &Pool,
+    id: ScheduleId<'_>,
+    def: &ScheduleDef,
+) -> Result<Option<FireState>, ApiError> {
+    let at = (id.name, def.job.dedup.as_deref());
+    let slot = placed::slot_of(id.ns, id.queue, at, pool.slots(), pool.lanes());
     let Some(Some(shard)) = pool.placed(pool.write_layout(), slot) else {
         return Ok(None);
     };
@@ -107,5 +113,5 @@ pub(crate) async fn set_paused(
     let def = schedules
         .get(id)
         .ok_or(ApiError::NotFound("schedule not found"))?;
-    Ok(answer(id, &def, fires(data, id).await?))
+    Ok(answer(id, &def, fires(data, id, &def).await?))
 }
