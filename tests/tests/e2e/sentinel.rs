@@ -1,5 +1,6 @@
 //! A pool whose shard is a Sentinel-managed master: the gateway follows a
-//! failover without a restart.
+//! failover without a restart, and its schedules fire each time through
+//! it.
 //!
 //! Length: each test is one scenario, written top to bottom as an operator
 //! would run it (start, act, break something, check what Redis and clients
@@ -128,4 +129,75 @@ async fn a_master_failover_is_followed_without_a_restart() {
         || async { admin.get("/ready").await.json["status"] == "ready" },
     )
     .await;
+}
+
+/// Schedules through a master failover: no fire time is lost, and a fire
+/// is doubled only in the replication window. A fire's job and its fire
+/// state are one script's writes, which reach the replica together: a
+/// fire the replica had not received when the master died is lost whole,
+/// and the new master fires it again (within the schedule's grace), so a
+/// consumer that took its job from the old master sees that time twice
+/// (docs/OPERATIONS.md, "Schedules").
+#[tokio::test]
+async fn schedules_fire_each_time_through_a_master_failover() {
+    let mut set = SentinelSet::start();
+    let mut cfg = SundialConfig::new("unused");
+    cfg.pools = Some(sentinel_pool(&set));
+    let gw = Sundial::start(&cfg);
+    let api = Api::new(gw.api(), Some(&create_token(&gw.admin(), "ns").await));
+    let spec = br#"{"every": 1, "job": {"data": "dGljaw==", "ttl": 600}}"#;
+    let r = api.put("/api/ns/q/schedules/tick", spec).await;
+    assert_eq!(r.status, 201, "{r:?}");
+
+    // A consumer takes and acks every fire, noting the time it was for.
+    let stop = Arc::new(AtomicBool::new(false));
+    let times: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let consumer = {
+        let (api, stop, times) = (api.clone(), stop.clone(), times.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let r = api.get("/api/ns/q?timeout=1&ttr=30").await;
+                if r.status != 200 {
+                    continue;
+                }
+                let at = r.json["attributes"]["scheduled-at"]
+                    .as_str()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .expect("a fire time");
+                times.lock().expect("lock").push(at);
+                let id = r.json["job_id"].as_str().expect("id");
+                let _ = api.delete(&format!("/api/ns/q/job/{id}")).await;
+            }
+        })
+    };
+    let count = || times.lock().expect("lock").len();
+    wait_until_async(Duration::from_secs(10), "fires before the kill", || {
+        std::future::ready(count() >= 3)
+    })
+    .await;
+    let old = set.master_port().expect("a master");
+    set.master().kill();
+    let new = set.wait_failover(old, Duration::from_secs(30));
+    assert_ne!(new, old);
+    let at_failover = count();
+    wait_until_async(Duration::from_secs(30), "fires after the failover", || {
+        std::future::ready(count() >= at_failover + 4)
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    consumer.await.expect("consumer");
+
+    let mut seen = times.lock().expect("lock").clone();
+    seen.sort_unstable();
+    let all = seen.len();
+    seen.dedup();
+    let doubled = all - seen.len();
+    eprintln!("{all} fires taken, {doubled} twice, new master on port {new}");
+    for w in seen.windows(2) {
+        assert_eq!(w[1] - w[0], 1000, "a fire time lost: {seen:?}");
+    }
+    assert!(
+        doubled <= 2,
+        "{doubled} fires twice: more than a replication window's"
+    );
 }
