@@ -61,7 +61,9 @@ end
 
 -- The packer, ready list and priority of the jobs of schedule `d` of `queue`.
 local function kind_of(d, queue)
-  local name = string.format('%s %d %d %d %s', queue, d.ttl, d.tries, d.priority, d.policy)
+  -- Concatenated, not formatted: Lua 5.1's `%s` stops at a NUL byte, which
+  -- a packed policy holds.
+  local name = queue .. ' ' .. d.ttl .. ' ' .. d.tries .. ' ' .. d.priority .. ' ' .. d.policy
   local kind = kinds[name]
   if kind then return kind end
   local qn = qns[queue]

@@ -477,3 +477,65 @@ async fn a_fire_whose_key_names_a_live_job_publishes_nothing_until_it_is_done() 
     let st = f.state(B, MEMBER).await.expect("state").expect("held");
     assert_eq!(st.last.map(|l| l.id), Some(third.id));
 }
+
+#[tokio::test]
+async fn schedules_of_one_queue_fired_together_keep_their_own_retry_policies() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    // Two packed policies that differ only after a NUL byte.
+    let policies = [
+        [1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7],
+        [1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8],
+    ];
+    let members = ["ns/q/a", "ns/q/b"];
+    let defs: Vec<_> = members
+        .iter()
+        .zip(policies)
+        .map(|(m, p)| {
+            (
+                (*m).to_owned(),
+                FireDef {
+                    policy: Some(p),
+                    ..def(1)
+                },
+                None,
+            )
+        })
+        .collect();
+    let f = s.fires();
+    f.apply(B, None, &defs).await.expect("apply");
+    let o = fire(&s).await;
+    let now = o.now_ms;
+    let plans: Vec<Plan> = o
+        .to_plan
+        .iter()
+        .map(|t| Plan {
+            member: t.member.clone(),
+            rev: t.rev,
+            cursor_ms: t.cursor_ms,
+            new_cursor_ms: t.cursor_ms,
+            skipped: 0,
+            fires: vec![planned(now + 100, now + 100, true)],
+        })
+        .collect();
+    assert_eq!(plans.len(), 2);
+    f.store_plans(B, None, &plans).await.expect("store");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(fire(&s).await.fired, 2, "both in one call");
+
+    let mut c = redis::Client::open(redis.url())
+        .expect("client")
+        .get_connection()
+        .expect("conn");
+    for p in &plans {
+        let i = members.iter().position(|m| *m == p.member).expect("member");
+        let record: Vec<u8> = c
+            .hget(SlotKeys::new(B).jobs(), &p.fires[0].id)
+            .expect("hget");
+        assert!(
+            record.windows(16).any(|w| w == policies[i]),
+            "{} was published with its own policy",
+            p.member
+        );
+    }
+}
