@@ -154,7 +154,9 @@ pub fn schedule_member(ns: &str, queue: &str, name: &str) -> String {
 
 /// The lane of a queue's schedule `name` among `lanes`: a queue's
 /// schedules spread over its lanes by name, and each fires its jobs into
-/// its lane's slot, where it lives.
+/// its lane's slot, where it lives; one whose job has an idempotency key
+/// lives in its key's lane instead (`sundial_router`'s
+/// `schedule::placed::lane_of`).
 pub fn schedule_lane(name: &str, lanes: u32) -> u32 {
     (xxh3_64(name.as_bytes()) % u64::from(lanes.max(1))) as u32
 }

@@ -29,6 +29,21 @@ async fn a_keyed_schedule_publishes_nothing_while_its_job_is_pending() {
     assert_eq!(r.status, 201, "{r:?}");
     assert_eq!(r.json["job"]["dedup"], "tick");
     assert_eq!(r.json["job"].get("dedup_ttl"), None);
+    // The key places the schedule: it cannot change.
+    let other = json!({"every": 1, "job": {"data": "dGljaw==", "ttl": 60, "dedup": "tock"}});
+    let r = api
+        .put(
+            "/api/ns/q/schedules/pulse",
+            &serde_json::to_vec(&other).expect("json"),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert!(
+        r.json["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("job.dedup cannot change")),
+        "{r:?}"
+    );
 
     // The first fire publishes; the fires after it find the key taken.
     let size = || async { api.get("/api/ns/q/size").await.json["size"].clone() };

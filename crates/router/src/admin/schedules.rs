@@ -69,6 +69,12 @@ pub enum PutError {
     /// keep.
     #[error("schedule {0} was written by a newer Sundial: change it there")]
     Newer(String),
+    /// The job's idempotency key would change: it places the schedule (in
+    /// its key's lane), and a schedule is not carried to another slot.
+    #[error(
+        "a schedule's job.dedup cannot change (it decides where the schedule lives): delete the schedule and create it again"
+    )]
+    KeyChange,
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
@@ -241,6 +247,9 @@ fn revise(
     };
     if let Err(e) = new.check(now_ms) {
         return (Err(e.into()), None);
+    }
+    if old.as_ref().is_some_and(|o| o.job.dedup != new.job.dedup) {
+        return (Err(PutError::KeyChange), None);
     }
     let row = serde_json::to_string(&new).ok();
     let put = if old.is_some() {
@@ -453,5 +462,45 @@ mod tests {
             Some(newer),
             "kept as it was"
         );
+    }
+
+    #[tokio::test]
+    async fn a_schedules_key_cannot_change_once_it_is_made() {
+        let redis = RedisServer::start();
+        let one = store(&redis).await;
+        let mut keyed = every(60);
+        keyed.job.dedup = Some("report".to_owned());
+        let s = one.schedules();
+        assert!(matches!(
+            s.put(id("k"), &keyed, NOW).await,
+            Ok(Put::Created(_))
+        ));
+        let mut other = keyed.clone();
+        other.job.dedup = Some("other".to_owned());
+        let mut none = keyed.clone();
+        none.job.dedup = None;
+        for (what, def) in [("another key", &other), ("no key", &none)] {
+            let refused = s.put(id("k"), def, NOW + 1).await;
+            assert!(
+                matches!(refused, Err(PutError::KeyChange)),
+                "{what}: {refused:?}"
+            );
+        }
+        assert!(matches!(
+            s.put(id("n"), &every(60), NOW).await,
+            Ok(Put::Created(_))
+        ));
+        let refused = s.put(id("n"), &keyed, NOW + 1).await;
+        assert!(
+            matches!(refused, Err(PutError::KeyChange)),
+            "a key added: {refused:?}"
+        );
+        // The same key with another interval is a change like any other.
+        let mut faster = keyed.clone();
+        faster.every = Some(30);
+        assert!(matches!(
+            s.put(id("k"), &faster, NOW + 2).await,
+            Ok(Put::Changed(_))
+        ));
     }
 }

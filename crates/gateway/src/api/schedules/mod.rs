@@ -94,7 +94,7 @@ pub(super) async fn put(
         .await
         .map_err(|e| match e {
             PutError::Spec(e) => ApiError::bad(e.to_string()),
-            PutError::Newer(_) => ApiError::Conflict(e.to_string()),
+            PutError::Newer(_) | PutError::KeyChange => ApiError::Conflict(e.to_string()),
             PutError::Engine(e) => e.into(),
         })?;
     let (code, def) = match put {
