@@ -23,7 +23,7 @@ mod slot;
 mod status;
 mod supervisor;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use sundial_router::{LiveTopology, admin::AdminStore};
 use tokio::sync::watch;
@@ -46,7 +46,12 @@ pub async fn run(
     status: PumpStatus,
     shutdown: CancellationToken,
 ) {
-    let book = admin.map(|admin| keep_book(admin, live.clone(), shutdown.clone()));
+    // The book's loop ends with this call, however it ends (a panic that
+    // its owner restarts included), not only at shutdown: a restarted
+    // call starts a book of its own.
+    let book_stop = shutdown.child_token();
+    let _book_guard = book_stop.clone().drop_guard();
+    let book = admin.map(|admin| keep_book(admin, live.clone(), book_stop));
     let mut changes = live.changes();
     // One identity per process, kept across topology changes so that its
     // leases stay its own.
@@ -149,8 +154,12 @@ impl Generation {
     }
 }
 
+/// How long a book loop that ended waits before it starts again.
+const BOOK_RESTART_AFTER: Duration = Duration::from_secs(1);
+
 /// Keeps the book of schedules made from `admin`'s copy until `stop`,
-/// restarting its loop should it end before (it can only panic).
+/// restarting its loop a second after it ends before (it can only
+/// panic), so that a panic that comes back does not spin.
 fn keep_book(
     admin: Arc<AdminStore>,
     live: Arc<LiveTopology>,
@@ -163,7 +172,11 @@ fn keep_book(
             match tokio::spawn(task).await {
                 Ok(()) => return,
                 Err(e) => {
-                    tracing::error!(error = %e, "the schedules' book loop ended; starting it again")
+                    tracing::error!(error = %e, "the schedules' book loop ended; starting it again");
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(BOOK_RESTART_AFTER) => {}
+                    }
                 }
             }
         }

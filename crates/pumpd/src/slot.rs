@@ -177,6 +177,11 @@ async fn step(job: &mut SlotPump) -> Step {
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(pool, shard = shard.name(), slot, error = %e, "pump failed");
+            // The shard may come back without what the slot held (a
+            // failover, a restart from an older log): read it again then.
+            if let Some(s) = job.schedules.as_mut() {
+                s.forget();
+            }
             return Step::Sleep(opts.retry_after);
         }
     };
