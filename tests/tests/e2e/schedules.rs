@@ -264,6 +264,25 @@ async fn bad_definitions_are_refused_and_nothing_is_stored() {
         404,
         "nothing stored"
     );
+    // Its fires publish into its queue: a schedule on a new queue counts
+    // against max_queues as a publish to it would.
+    let r = admin
+        .put(
+            "/namespaces/ns/quota",
+            json!({"max_schedules": 10, "max_queues": 1})
+                .to_string()
+                .as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(api.put("/api/ns/q4/schedules/e", &one).await.status, 201);
+    let r = api.put("/api/ns/q3/schedules/d", &one).await;
+    assert_eq!(
+        (r.status, r.json["quota"].as_str()),
+        (403, Some("max_queues")),
+        "{r:?}"
+    );
+    assert_eq!(api.get("/api/ns/q3/schedules/d").await.status, 404);
 
     // A read token reads schedules; changing them needs `manage`.
     let made = admin.post("/token/ns?description=reader&scope=read").await;

@@ -127,6 +127,19 @@ impl From<EngineError> for ApiError {
     }
 }
 
+/// A refused write of the schedule table: a definition refused is 400;
+/// a row a newer build wrote, or a key that would change, 409.
+impl From<sundial_router::admin::schedules::PutError> for ApiError {
+    fn from(e: sundial_router::admin::schedules::PutError) -> Self {
+        use sundial_router::admin::schedules::PutError;
+        match e {
+            PutError::Spec(e) => Self::bad(e.to_string()),
+            PutError::Engine(e) => e.into(),
+            other @ (PutError::Newer(_) | PutError::KeyChange) => Self::Conflict(other.to_string()),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let retry_after_ms = match &self {

@@ -13,7 +13,7 @@ use axum::{
 use bytes::BytesMut;
 use http_body_util::BodyExt;
 use sundial_core::{JobId, PortableJob, Shard, job::MAX_BODY_BYTES, key_lane, keys};
-use sundial_router::{Pool, admin::schedules::PutError};
+use sundial_router::Pool;
 
 use super::{line::Line, places::wholly_in};
 use crate::admin::answers::namespaces::ImportResult;
@@ -171,10 +171,7 @@ async fn schedule(
         Err(e) => {
             // The lines before it are stored first, as for a line refused.
             held.store(None).await?;
-            Err(match e {
-                PutError::Engine(e) => ApiError::from(e),
-                other => ApiError::Conflict(other.to_string()),
-            })
+            Err(e.into())
         }
     }
 }

@@ -16,8 +16,8 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use sundial_router::{
-    admin::schedules::{Put, PutError, ScheduleId},
-    quota::Bound,
+    admin::schedules::{Put, ScheduleId},
+    quota::{Bound, Quota},
     schedule::{ScheduleDef, spec::check_name},
 };
 
@@ -82,27 +82,26 @@ pub(super) async fn put(
     body: Body,
 ) -> Result<Response, ApiError> {
     let id = schedule_id(&tenant, &name)?;
-    let read = crate::api::body::read(&state.bodies, body, MAX_SPEC_BYTES, "job too large").await?;
+    let too_large = "a schedule's definition is over 149 KiB";
+    let read = crate::api::body::read(&state.bodies, body, MAX_SPEC_BYTES, too_large).await?;
     let spec: ScheduleSpec = serde_json::from_slice(&read.bytes)
         .map_err(|e| ApiError::bad(format!("invalid schedule: {e}")))?;
-    let def = bounded(&state, &tenant, &spec)?;
-    admit(&state, &tenant, id)?;
+    let q = quota::of(&state, &tenant);
+    let def = bounded(&state, &tenant, &q, &spec)?;
+    admit(&state, &tenant, &q, id)?;
+    // Its fires publish into the queue: a new queue counts as a publish's does.
+    quota::admit_queue(&state, &tenant, &q, id.queue).await?;
     let put = state
         .admin
         .schedules()
         .put(id, &def, crate::api::queue::unix_ms())
-        .await
-        .map_err(|e| match e {
-            PutError::Spec(e) => ApiError::bad(e.to_string()),
-            PutError::Newer(_) | PutError::KeyChange => ApiError::Conflict(e.to_string()),
-            PutError::Engine(e) => e.into(),
-        })?;
-    let (code, def) = match put {
-        Put::Created(def) => (StatusCode::CREATED, def),
-        Put::Changed(def) => (StatusCode::OK, def),
-        Put::Unchanged(def) => (StatusCode::OK, def),
+        .await?;
+    let (code, def, changed) = match put {
+        Put::Created(def) => (StatusCode::CREATED, def, true),
+        Put::Changed(def) => (StatusCode::OK, def, true),
+        Put::Unchanged(def) => (StatusCode::OK, def, false),
     };
-    if code == StatusCode::CREATED || def.updated_ms > 0 {
+    if changed {
         reload(&state).await;
     }
     tracing::info!(
@@ -119,8 +118,8 @@ pub(super) async fn put(
 /// Refuses a new schedule when the namespace holds `max_schedules`
 /// already (403), by this gateway's copy of the table: two gateways that
 /// create at once may each pass the last one.
-fn admit(state: &AppState, tenant: &Tenant, id: ScheduleId<'_>) -> Result<(), ApiError> {
-    let Some(max) = quota::of(state, tenant).max_schedules() else {
+fn admit(state: &AppState, tenant: &Tenant, q: &Quota, id: ScheduleId<'_>) -> Result<(), ApiError> {
+    let Some(max) = q.max_schedules() else {
         return Ok(());
     };
     let schedules = state.admin.schedules();
@@ -158,9 +157,9 @@ pub(crate) const MAX_TEMPLATE_BODY_BYTES: usize = 64 * 1024;
 fn bounded(
     state: &AppState,
     tenant: &Tenant,
+    q: &Quota,
     spec: &ScheduleSpec,
 ) -> Result<ScheduleDef, ApiError> {
-    let q = quota::of(state, tenant);
     let mut ttl = spec.job.ttl.unwrap_or(state.limits.default_ttl_secs);
     if let Some(max) = q.limit(Bound::MaxTtl)
         && spec.job.ttl.is_none()
@@ -182,12 +181,12 @@ fn bounded(
         priority: def.job.priority,
         policy: None,
     };
-    quota::check_schedule(tenant, &q, &job)?;
+    quota::check_schedule(tenant, q, &job)?;
     let len = def.job.body().len();
     if len > MAX_TEMPLATE_BODY_BYTES {
         return Err(ApiError::TooLarge("a schedule's job body is over 64 KiB"));
     }
-    quota::check_body(tenant, &q, len)?;
+    quota::check_body(tenant, q, len)?;
     Ok(def)
 }
 

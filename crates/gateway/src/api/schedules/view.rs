@@ -4,7 +4,7 @@
 
 use sundial_core::{FireState, keys};
 use sundial_router::{
-    admin::schedules::{PutError, ScheduleId},
+    admin::schedules::ScheduleId,
     schedule::{ScheduleDef, placed},
 };
 
@@ -98,11 +98,7 @@ pub(crate) async fn set_paused(
     let schedules = state.admin.schedules();
     let changed = schedules
         .set_paused(id, paused, crate::api::queue::unix_ms())
-        .await
-        .map_err(|e| match e {
-            PutError::Engine(e) => e.into(),
-            other => ApiError::Conflict(other.to_string()),
-        })?
+        .await?
         .ok_or(ApiError::NotFound("schedule not found"))?;
     if changed {
         reload(state).await;
