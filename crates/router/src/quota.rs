@@ -178,24 +178,19 @@ impl Quota {
         out
     }
 
-    /// The bound a field sets: `None` when unset or 0.
+    /// The bound a field sets: `None` when unset or 0; but
+    /// `max_schedules` is [`DEFAULT_MAX_SCHEDULES`] when unset (0 lifts
+    /// it), so that what a namespace is shown held to is what holds it.
     pub fn limit(&self, bound: Bound) -> Option<u64> {
-        self.get(bound).filter(|&n| n > 0)
+        match (bound, self.get(bound)) {
+            (Bound::MaxSchedules, None) => Some(DEFAULT_MAX_SCHEDULES),
+            (_, set) => set.filter(|&n| n > 0),
+        }
     }
 
     /// Whether no field is set.
     pub fn is_empty(&self) -> bool {
         *self == Quota::default()
-    }
-
-    /// The schedules the namespace may hold: its bound, or
-    /// [`DEFAULT_MAX_SCHEDULES`] when no level sets one (0 lifts it).
-    pub fn max_schedules(&self) -> Option<u64> {
-        match self.max_schedules {
-            None => Some(DEFAULT_MAX_SCHEDULES),
-            Some(0) => None,
-            Some(n) => Some(n),
-        }
     }
 
     /// The namespace's weight in the fair share of a server's calls.
@@ -405,6 +400,16 @@ mod tests {
         assert_eq!(q.limit(Bound::MaxBody), Some(4_096), "inherited");
         assert_eq!(q.limit(Bound::PublishRate), Some(50));
         assert_eq!(q.limit(Bound::MaxTries), None, "set nowhere");
+        assert_eq!(
+            q.limit(Bound::MaxSchedules),
+            Some(DEFAULT_MAX_SCHEDULES),
+            "max_schedules has a default"
+        );
+        let lifted = Quota {
+            max_schedules: Some(0),
+            ..Quota::default()
+        };
+        assert_eq!(lifted.limit(Bound::MaxSchedules), None, "0 lifts it");
     }
 
     #[test]

@@ -119,7 +119,7 @@ pub(super) async fn put(
 /// already (403), by this gateway's copy of the table: two gateways that
 /// create at once may each pass the last one.
 fn admit(state: &AppState, tenant: &Tenant, q: &Quota, id: ScheduleId<'_>) -> Result<(), ApiError> {
-    let Some(max) = q.max_schedules() else {
+    let Some(max) = q.limit(Bound::MaxSchedules) else {
         return Ok(());
     };
     let schedules = state.admin.schedules();
