@@ -86,9 +86,11 @@ fn query(pairs: &[(&str, Option<u64>)]) -> String {
     }
 }
 
-pub(crate) async fn publish(c: Client, p: Publish) -> Outcome {
-    let body = match p.body.as_deref() {
-        Some(b) if b != "-" => b.as_bytes().to_vec(),
+/// A job's body given on the command line, or read from stdin when it
+/// is `-` or left out.
+pub(crate) fn read_body(given: Option<&str>) -> Outcome<Vec<u8>> {
+    match given {
+        Some(b) if b != "-" => Ok(b.as_bytes().to_vec()),
         _ => {
             let mut buf = Vec::new();
             std::io::stdin().read_to_end(&mut buf).map_err(|e| {
@@ -97,9 +99,13 @@ pub(crate) async fn publish(c: Client, p: Publish) -> Outcome {
                     format!("cannot read the body from stdin: {e}"),
                 )
             })?;
-            buf
+            Ok(buf)
         }
-    };
+    }
+}
+
+pub(crate) async fn publish(c: Client, p: Publish) -> Outcome {
+    let body = read_body(p.body.as_deref())?;
     let mut path = format!(
         "/api/{}/{}{}",
         seg(&p.namespace),

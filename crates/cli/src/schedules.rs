@@ -2,8 +2,6 @@
 //! schedules over the job API, with a tenant's token (`--token` or
 //! `SUNDIAL_TOKEN`: scope `manage` to change them, `read` to list them).
 
-use std::io::Read as _;
-
 use base64::Engine as _;
 use clap::{Args, Subcommand};
 use reqwest::Method;
@@ -11,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     client::{Client, Failure, JSON, Listener, Outcome, exit, seg},
+    jobs::read_body,
     table,
 };
 
@@ -155,22 +154,6 @@ async fn set(c: &Client, s: Set) -> Outcome {
         .await?;
     c.show(&r.json, print_one);
     Ok(())
-}
-
-fn read_body(given: Option<&str>) -> Outcome<Vec<u8>> {
-    match given {
-        Some(b) if b != "-" => Ok(b.as_bytes().to_vec()),
-        _ => {
-            let mut buf = Vec::new();
-            std::io::stdin().read_to_end(&mut buf).map_err(|e| {
-                Failure::new(
-                    exit::FAILED,
-                    format!("cannot read the body from stdin: {e}"),
-                )
-            })?;
-            Ok(buf)
-        }
-    }
 }
 
 /// The PUT's body for `s`, its job's body `body`.

@@ -121,7 +121,7 @@ local function publish(d, queue, id, at)
   end
   counts.state(READY, queue, 1)
   counts.add('P' .. queue, 1)
-  counts.use(queue, 1, #id + #record)
+  counts.use(queue, 1, job_bytes(id, record))
   local n = per_queue(queue)
   n[1] = n[1] + 1
   return true

@@ -12,7 +12,8 @@
 -- ARGV[1]: the lease owner this pump acts for ("" = no lease)
 -- ARGV[2..]: per schedule: member, revision and cursor planned from, the
 --   new cursor, the missed fires skipped, then the planned fires
---   (`<time>:<due>:<id>:<how>`, space-separated, in due order; "" for none)
+--   (`<time>:<due>:<id>:<how>`, separated by single spaces as
+--   `PlannedFire::join` writes them, in due order; "" for none)
 -- Returns {-1} and no change when ARGV[1] does not hold the lease, else
 -- the slot's next fire (ms; -1: none), then per schedule 1 (stored) or 0
 -- (stale, or the schedule is gone).
@@ -30,7 +31,7 @@ for i = 2, #ARGV, 6 do
   else
     st.cursor = math.max(st.cursor, tonumber(ARGV[i + 3]))
     st.missed = st.missed + tonumber(ARGV[i + 4])
-    st.plan = plan_text(ARGV[i + 5])
+    st.plan = ARGV[i + 5]
     if st.plan == '' then
       st.ended = '1'
       redis.call('ZREM', fkey, member)

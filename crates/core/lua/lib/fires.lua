@@ -71,14 +71,6 @@ local function plan_rest(plan)
   return string.sub(plan, gap + 1)
 end
 
--- Plan text of the planned fires `entries` (each `<time>:<due>:<id>:<how>`,
--- separated by any white space).
-local function plan_text(entries)
-  local t = {}
-  for entry in string.gmatch(entries, '%S+') do t[#t + 1] = entry end
-  return table.concat(t, ' ')
-end
-
 local function fire_state_text(st)
   local head = string.format('%d %d %d %d %s %s %s %s', st.rev, st.cursor, st.fired, st.missed,
     st.last, st.last_at, st.last_id, st.ended)

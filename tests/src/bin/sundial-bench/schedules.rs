@@ -110,6 +110,10 @@ async fn fire(
                 let Some((arrived, jobs)) = crate::lateness::take(&ctx, "q").await else {
                     continue;
                 };
+                // A take (of up to 10 jobs), then an ack per job.
+                if counting.load(Ordering::Relaxed) {
+                    requests.fetch_add(1 + jobs.len() as u64, Ordering::Relaxed);
+                }
                 for j in jobs {
                     let at: u64 = j["attributes"]["scheduled-at"]
                         .as_str()
@@ -117,7 +121,6 @@ async fn fire(
                         .unwrap_or(0);
                     let published = arrived.saturating_sub(j["elapsed_ms"].as_u64().unwrap_or(0));
                     if counting.load(Ordering::Relaxed) {
-                        requests.fetch_add(2, Ordering::Relaxed);
                         received.fetch_add(1, Ordering::Relaxed);
                         if published < at {
                             early.fetch_add(1, Ordering::Relaxed);
