@@ -50,6 +50,16 @@ struct Room {
 /// A namespace's weight in a pool (`pool`, `ns`): its quota's `weight`.
 pub type Weight = Arc<dyn Fn(&str, &str) -> u64 + Send + Sync>;
 
+/// Each namespace's weight in a pool, as its quota sets it over the
+/// pool's, from `admin`'s copy of the quota table.
+pub fn weights(live: Arc<LiveTopology>, admin: Arc<crate::admin::AdminStore>) -> Weight {
+    Arc::new(move |pool: &str, ns: &str| {
+        let topology = live.topology();
+        let pool_quota = topology.pool(pool).map(|p| *p.quota()).unwrap_or_default();
+        admin.quotas().effective(pool, ns, &pool_quota).weight()
+    })
+}
+
 /// Why a publish is refused: the namespace holds `held` bytes on a shard
 /// over `percent`% of its `maxmemory`, more than its `share`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

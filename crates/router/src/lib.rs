@@ -8,6 +8,8 @@
 //!   table set them.
 //! - [`usage`]: what namespaces hold in a pool (jobs, bytes), from the
 //!   slots.
+//! - [`backlog`]: a namespace's backlog quota admitted before a write, on
+//!   snapshots of its usage.
 //! - [`scope`]: what a token may do, and on which queues.
 //! - [`schedule`]: when a schedule fires (cron in a time zone, or an
 //!   interval), and what it does with fires it missed.
@@ -43,6 +45,7 @@
 
 pub mod admin;
 mod announce;
+pub mod backlog;
 pub mod config;
 pub mod drain;
 pub mod headroom;

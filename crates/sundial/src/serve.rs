@@ -178,7 +178,7 @@ fn tenant_loops(loops: &mut Background, state: &Arc<AppState>, config: &Config) 
     {
         let (live, headroom) = (state.live.clone(), state.headroom.clone());
         let percent = config.headroom.share_above_percent;
-        let weight = weights(state);
+        let weight = sundial_router::headroom::weights(state.live.clone(), state.admin.clone());
         loops.add("headroom", move |stop| {
             let held = (headroom.clone(), weight.clone());
             sundial_router::headroom::run(live.clone(), held, percent, stop)
@@ -188,17 +188,6 @@ fn tenant_loops(loops: &mut Background, state: &Arc<AppState>, config: &Config) 
     loops.add("quota refusals", move |stop| {
         sundial_gateway::refusals::keep_flushed(admin.clone(), stop)
     });
-}
-
-/// Each namespace's weight in a pool, as its quota sets it over the pool's
-/// (for the headroom's shares).
-fn weights(state: &Arc<AppState>) -> sundial_router::headroom::Weight {
-    let (live, admin) = (state.live.clone(), state.admin.clone());
-    Arc::new(move |pool: &str, ns: &str| {
-        let topology = live.topology();
-        let pool_quota = topology.pool(pool).map(|p| *p.quota()).unwrap_or_default();
-        admin.quotas().effective(pool, ns, &pool_quota).weight()
-    })
 }
 
 /// The gateway's background loops. Each gets its own handles to what the
