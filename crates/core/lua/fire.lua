@@ -11,7 +11,10 @@
 -- plan REPLAN_MS at a time. A schedule whose job has an idempotency key
 -- publishes it with the key (as a publish does: `lua/lib/keys.lua`); a
 -- fire while the key names a job (or its window is open) publishes
--- nothing, and counts as a duplicate.
+-- nothing, and counts as a duplicate. A namespace whose backlog quota the
+-- pump held to a quota gets as many fires as it admitted in this call
+-- (the rest stay due, for the pump to admit); one it refused fires
+-- nothing now: its due fires are handled and count as refused.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
 -- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: fire zset
 -- KEYS[8]: definitions hash   KEYS[9]: fire states hash
@@ -21,12 +24,15 @@
 -- ARGV[3]: ready channel prefix (channel = prefix .. queue)
 -- ARGV[4]: the lease owner this pump acts for ("" = no lease)
 -- ARGV[5]: timer channel   ARGV[6]: slot number (the timer channel's message)
+-- ARGV[7..]: pairs of a namespace held to a quota and the fires the pump
+--   admitted for it in this call (0: none yet, its fires stay due; -1:
+--   refused); a namespace not named is not held.
 -- Returns {-1} and no change when ARGV[4] does not hold the lease, else
 --   {fired, next_fire_ms (-1: none; now when more are due), now_ms,
 --    n, then n quintuples (member, rev, cursor, timing, key) of schedules
 --    to plan, m, then m lateness values (ms after due, one per fire
 --    published), then per queue fired into: queue, fires published,
---    fires a key answered}.
+--    fires a key answered, fires a quota refused}.
 local prefix, limit, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if ARGV[4] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[4] then
   return { -1 }
@@ -36,6 +42,12 @@ local k = { j = KEYS[1], t = KEYS[2], s = KEYS[4], prefix = prefix }
 local fkey, dkey, skey = KEYS[7], KEYS[8], KEYS[9]
 local counts = tally()
 local fired, more = 0, false
+-- Namespace → { admitted (-1: refused), left } for those held to a quota.
+local rooms = {}
+for i = 7, #ARGV, 2 do
+  local n = tonumber(ARGV[i + 1])
+  rooms[ARGV[i]] = { n, n }
+end
 local lateness, replan, per, qns = {}, {}, {}, {}
 -- Writes gathered over the call and made once per key at the end, as a
 -- publish of many jobs makes them: job records, ready ids per list, their
@@ -49,11 +61,12 @@ local claimed = {}
 -- priority, policy): schedules alike share one.
 local kinds = {}
 
--- The fires of `queue` published, and answered by a key, so far.
+-- The fires of `queue` published, answered by a key, and refused by a
+-- quota, so far.
 local function per_queue(queue)
   local n = per[queue]
   if not n then
-    n = { 0, 0 }
+    n = { 0, 0, 0 }
     per[queue] = n
   end
   return n
@@ -131,6 +144,7 @@ end
 -- to be planned.
 local function fire_due(member, d, st)
   local queue = string.match(member, '^[^/]+/[^/]+')
+  local room = rooms[string.match(queue, '^[^/]+')]
   while st.plan ~= '' and fired < limit do
     local at, due, id, how = planned(st.plan)
     if due > now then break end
@@ -139,13 +153,19 @@ local function fire_due(member, d, st)
         st.plan = ''
         break
       end
+      -- The fires admitted are used up: the rest stay due.
+      if room and room[2] == 0 then break end
       if redis.call('HEXISTS', k.j, id) == 1 then
         -- A plan replayed: this fire's job is stored already.
+      elseif room and room[1] < 0 then
+        local n = per_queue(queue)
+        n[3] = n[3] + 1
       elseif not publish(d, queue, id, at) then
         local n = per_queue(queue)
         n[2] = n[2] + 1
       else
         fired = fired + 1
+        if room then room[2] = room[2] - 1 end
         lateness[#lateness + 1] = now - due
         st.fired = st.fired + 1
         st.last, st.last_at, st.last_id = string.format('%d', at), string.format('%d', now), id
@@ -216,5 +236,6 @@ for queue, n in pairs(per) do
   out[#out + 1] = queue
   out[#out + 1] = n[1]
   out[#out + 1] = n[2]
+  out[#out + 1] = n[3]
 end
 return out

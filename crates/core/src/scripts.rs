@@ -114,6 +114,7 @@ scripts! {
     dead_pick: "#!lua flags=allow-oom",
     pump: "#!lua flags=allow-oom",
     fire: "#!lua",
+    fires_due: "#!lua flags=no-writes",
     schedule_set: "#!lua",
     schedule_times: "#!lua flags=allow-oom",
     rate: "#!lua flags=allow-oom",

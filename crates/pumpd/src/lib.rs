@@ -25,7 +25,7 @@ mod supervisor;
 
 use std::{sync::Arc, time::Duration};
 
-use sundial_router::{LiveTopology, admin::AdminStore};
+use sundial_router::{LiveTopology, admin::AdminStore, headroom::Headroom};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -37,11 +37,12 @@ pub use status::{PumpStatus, ShardStatus};
 /// pumps of the old one stop and those of the new one start: each pump call
 /// is atomic, so the handover needs no coordination. A shard's loop that
 /// ends before then (it can only panic) is started again. `status` is kept
-/// up to date for health checks. With `admin`, the pumps also fire the
-/// schedules of its schedule table (`schedules/`).
+/// up to date for health checks. With `tables`, the pumps also fire the
+/// schedules of the admin's schedule table (`schedules/`), held to the
+/// quotas of its quota table and to the shards' headroom.
 pub async fn run(
     live: Arc<LiveTopology>,
-    admin: Option<Arc<AdminStore>>,
+    tables: Option<Tables>,
     opts: PumpOptions,
     status: PumpStatus,
     shutdown: CancellationToken,
@@ -51,7 +52,7 @@ pub async fn run(
     // call starts a book of its own.
     let book_stop = shutdown.child_token();
     let _book_guard = book_stop.clone().drop_guard();
-    let book = admin.map(|admin| keep_book(admin, live.clone(), book_stop));
+    let book = tables.map(|t| keep_book(t, live.clone(), book_stop));
     let mut changes = live.changes();
     // One identity per process, kept across topology changes so that its
     // leases stay its own.
@@ -157,18 +158,32 @@ impl Generation {
 /// How long a book loop that ended waits before it starts again.
 const BOOK_RESTART_AFTER: Duration = Duration::from_secs(1);
 
-/// Keeps the book of schedules made from `admin`'s copy until `stop`,
+/// The tables the pumps fire schedules from: the admin's copy, and the
+/// shards' headroom as this process reads it.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    pub admin: Arc<AdminStore>,
+    pub headroom: Headroom,
+}
+
+/// Keeps the book of schedules made from `tables` until `stop`,
 /// restarting its loop a second after it ends before (it can only
 /// panic), so that a panic that comes back does not spin.
 fn keep_book(
-    admin: Arc<AdminStore>,
+    tables: Tables,
     live: Arc<LiveTopology>,
     stop: CancellationToken,
 ) -> watch::Receiver<Arc<schedules::Book>> {
+    let quotas = Arc::new(schedules::quotas::FireQuotas::new(
+        tables.admin,
+        live.clone(),
+        tables.headroom,
+    ));
     let (tx, rx) = watch::channel(Arc::new(schedules::Book::default()));
     tokio::spawn(async move {
         loop {
-            let task = schedules::book::keep(admin.clone(), live.clone(), tx.clone(), stop.clone());
+            let task =
+                schedules::book::keep(quotas.clone(), live.clone(), tx.clone(), stop.clone());
             match tokio::spawn(task).await {
                 Ok(()) => return,
                 Err(e) => {

@@ -21,6 +21,9 @@ use crate::placement::NamespacePools;
 pub const REFRESH: Duration = Duration::from_secs(1);
 /// A refusal on a snapshot older than this takes a new one first.
 pub const FRESH: Duration = Duration::from_millis(250);
+/// A pending admission whose write was never said to end is let go after
+/// this long (its jobs are in the slots by then, if stored).
+pub const STALE_MS: u64 = 60_000;
 
 /// What an admission found.
 #[derive(Debug, Clone)]

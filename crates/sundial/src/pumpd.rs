@@ -49,6 +49,7 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
             tables.clone().run(follow.clone(), stop)
         });
     }
+    let headroom = headroom_loop(&mut background, &live, &tables, config);
     let background = background.start();
     let status = PumpStatus::default();
     // A lease loop runs a round every quarter of the TTL: two TTLs without
@@ -71,10 +72,33 @@ pub async fn run(source: Source) -> anyhow::Result<()> {
         config.http.admin_limits(),
         shutdown.clone(),
     ));
+    let tables = sundial_pumpd::Tables {
+        admin: tables,
+        headroom,
+    };
     sundial_pumpd::run(live, Some(tables), config.pump_options(), status, shutdown).await;
     background.stop().await;
     tracing::info!("sundial pumpd stopped");
     Ok(())
+}
+
+/// Adds the loop that reads the shards' headroom, as a gateway does: fires
+/// are held to it as publishes are. Returns what it keeps.
+fn headroom_loop(
+    background: &mut Background,
+    live: &Arc<LiveTopology>,
+    tables: &Arc<AdminStore>,
+    config: &crate::config::Config,
+) -> sundial_router::headroom::Headroom {
+    let headroom = sundial_router::headroom::Headroom::default();
+    let (live, held) = (live.clone(), headroom.clone());
+    let weight = sundial_router::headroom::weights(live.clone(), tables.clone());
+    let percent = config.headroom.share_above_percent;
+    background.add("headroom", move |stop| {
+        let held = (held.clone(), weight.clone());
+        sundial_router::headroom::run(live.clone(), held, percent, stop)
+    });
+    headroom
 }
 
 /// 200 while every shard's lease loop runs and at least one shard answers;

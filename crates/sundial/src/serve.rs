@@ -223,10 +223,13 @@ fn background(
     if config.pump.enabled {
         let (live, opts) = (state.live.clone(), config.pump_options());
         let status = sundial_pumpd::PumpStatus::default();
-        let admin = state.admin.clone();
+        let tables = sundial_pumpd::Tables {
+            admin: state.admin.clone(),
+            headroom: state.headroom.clone(),
+        };
         loops.add("pumps", move |stop| {
-            let admin = Some(admin.clone());
-            sundial_pumpd::run(live.clone(), admin, opts.clone(), status.clone(), stop)
+            let tables = Some(tables.clone());
+            sundial_pumpd::run(live.clone(), tables, opts.clone(), status.clone(), stop)
         });
     }
     loops.add("reload", source.reload_loop(reloader));

@@ -264,7 +264,7 @@ const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
         Kind::Counter,
         "sundial_schedule_fires_total",
         None,
-        "Fires of a queue's schedules: a job published, a fire missed and skipped, or a fire whose job's idempotency key named a job already",
+        "Fires of a queue's schedules: a job published, a fire missed and skipped, a fire whose job's idempotency key named a job already, or a fire its namespace's quota refused",
     ),
     (
         Kind::Histogram,

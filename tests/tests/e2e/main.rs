@@ -61,6 +61,7 @@ mod pumpd;
 mod reload;
 mod retries;
 mod schedule_keys;
+mod schedule_quotas;
 mod schedules;
 mod scopes;
 mod security;

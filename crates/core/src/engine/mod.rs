@@ -60,7 +60,9 @@ pub use backlog::{Admission, BacklogAsk};
 pub use checks::ShardCheck;
 pub use dead_letter::{DeadJob, DeadLetter, DeadPage};
 pub use decode::{Delivery, JobView, state};
-pub use fires::{FireDef, FireOutcome, FireState, Fires, LastFire, Plan, PlannedFire, ToPlan};
+pub use fires::{
+    FireDef, FireOutcome, FireState, Fires, LastFire, Plan, PlannedFire, QueueFires, Room, ToPlan,
+};
 pub use jobs::{
     Ack, Acked, BadKey, Jobs, KeyHit, KeyMode, Keys, MAX_KEY_BYTES, MAX_KEY_WINDOW_SECS, NewJob,
     Outcome, PackedPolicy, Publication, Release, Released, Schedule, Served, Touch, Touched, Want,

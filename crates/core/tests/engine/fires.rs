@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use redis::Commands;
-use sundial_core::{FireDef, FireOutcome, JobId, Plan, PlannedFire, Shard, keys::SlotKeys};
+use sundial_core::{
+    FireDef, FireOutcome, JobId, Plan, PlannedFire, QueueFires, Room, Shard, keys::SlotKeys,
+};
 use sundial_tests::RedisServer;
 
 use crate::helpers::{now_sched, qn, shard};
@@ -33,7 +35,7 @@ fn def(rev: u64) -> FireDef {
 }
 
 async fn fire(s: &Shard) -> FireOutcome {
-    s.fires().fire(B, 100, None).await.expect("fire")
+    s.fires().fire(B, 100, None, &[]).await.expect("fire")
 }
 
 /// Applies `def(1)` and returns the outcome of the fire call that finds
@@ -72,6 +74,16 @@ fn plan(o: &FireOutcome, fires: Vec<PlannedFire>) -> Plan {
     }
 }
 
+/// What a call's fires did in `queue`.
+fn per(queue: &str, fired: u64, duplicates: u64, refused: u64) -> QueueFires {
+    QueueFires {
+        queue: queue.to_owned(),
+        fired,
+        duplicates,
+        refused,
+    }
+}
+
 async fn ready(s: &Shard) -> u64 {
     s.queues().counts(B, &qn("q")).await.expect("counts").ready
 }
@@ -105,7 +117,7 @@ async fn a_due_fire_publishes_its_job_once_never_early_and_arms_the_next() {
     assert_eq!(o.fired, 1);
     assert!(o.now_ms >= now + 350, "never early");
     assert_eq!(o.lateness_ms, vec![o.now_ms - (now + 350)]);
-    assert_eq!(o.per_queue, vec![(qn("q"), 1, 0)]);
+    assert_eq!(o.per_queue, vec![per("ns/q", 1, 0, 0)]);
     assert_eq!(o.next_fire_ms, Some(now + 600), "the next fire is armed");
     assert_eq!(
         o.to_plan.len(),
@@ -321,8 +333,13 @@ async fn every_write_is_fenced_by_the_lease() {
         f.apply(B, Some("me"), &defs).await.expect("apply"),
         Some(vec![true])
     );
-    assert!(f.fire(B, 100, Some("other")).await.expect("fire").fenced);
-    let o = f.fire(B, 100, Some("me")).await.expect("fire");
+    assert!(
+        f.fire(B, 100, Some("other"), &[])
+            .await
+            .expect("fire")
+            .fenced
+    );
+    let o = f.fire(B, 100, Some("me"), &[]).await.expect("fire");
     assert!(!o.fenced);
     let p = plan(&o, vec![planned(o.now_ms, o.now_ms, true)]);
     let plans = std::slice::from_ref(&p);
@@ -403,7 +420,7 @@ async fn a_parked_schedule_fires_nothing_and_its_state_is_taken_over_where_it_mo
     let there = f.states(to).await.expect("states")[0].1.clone();
     assert!(!there.parked);
     assert_eq!((there.fired, there.cursor_ms), (st.fired, st.cursor_ms));
-    let o = s.fires().fire(to, 100, None).await.expect("fire");
+    let o = s.fires().fire(to, 100, None, &[]).await.expect("fire");
     assert_eq!(
         o.to_plan[0].cursor_ms, st.cursor_ms,
         "planned from its cursor"
@@ -462,7 +479,7 @@ async fn a_fire_whose_key_names_a_live_job_publishes_nothing_until_it_is_done() 
     // The first fire publishes with the key; the second finds it named.
     let o = fire(&s).await;
     assert_eq!(o.fired, 1);
-    assert_eq!(o.per_queue, vec![(qn("q"), 1, 1)]);
+    assert_eq!(o.per_queue, vec![per("ns/q", 1, 1, 0)]);
     assert_eq!(ready(&s).await, 1);
     let st = f.state(B, MEMBER).await.expect("state").expect("held");
     assert_eq!(st.cursor_ms, now + 200, "the duplicate fire is handled");
@@ -473,7 +490,7 @@ async fn a_fire_whose_key_names_a_live_job_publishes_nothing_until_it_is_done() 
     assert!(s.jobs().delete(B, &qn("q"), &id).await.expect("delete"));
     tokio::time::sleep(Duration::from_millis(700)).await;
     let o = fire(&s).await;
-    assert_eq!(o.per_queue, vec![(qn("q"), 1, 0)]);
+    assert_eq!(o.per_queue, vec![per("ns/q", 1, 0, 0)]);
     let st = f.state(B, MEMBER).await.expect("state").expect("held");
     assert_eq!(st.last.map(|l| l.id), Some(third.id));
 }
@@ -538,4 +555,83 @@ async fn schedules_of_one_queue_fired_together_keep_their_own_retry_policies() {
             p.member
         );
     }
+}
+
+#[tokio::test]
+async fn a_namespace_held_to_a_quota_fires_what_the_pump_admitted_and_none_when_refused() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let members = ["ns/q/a", "ns/q/b", "ns/q/c", "other/q/d"];
+    let defs: Vec<_> = members
+        .iter()
+        .map(|m| ((*m).to_owned(), def(1), None))
+        .collect();
+    let f = s.fires();
+    f.apply(B, None, &defs).await.expect("apply");
+    let o = fire(&s).await;
+    let now = o.now_ms;
+    let plans: Vec<Plan> = o
+        .to_plan
+        .iter()
+        .map(|t| Plan {
+            member: t.member.clone(),
+            rev: t.rev,
+            cursor_ms: t.cursor_ms,
+            new_cursor_ms: t.cursor_ms,
+            skipped: 0,
+            fires: vec![planned(now + 100, now + 100, true)],
+        })
+        .collect();
+    f.store_plans(B, None, &plans).await.expect("store");
+    assert!(f.due(B, 100).await.expect("due").is_empty(), "none due yet");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut due = f.due(B, 100).await.expect("due");
+    due.sort();
+    assert_eq!(due, members, "what the pump counts before it admits");
+
+    // None admitted yet: the held namespace's fires stay due, the other's fire.
+    let held = |room| vec![("ns".to_owned(), room)];
+    let o = f
+        .fire(B, 100, None, &held(Room::Admitted(0)))
+        .await
+        .expect("fire");
+    assert_eq!(o.per_queue, vec![per("other/q", 1, 0, 0)]);
+    assert_eq!(
+        o.next_fire_ms,
+        Some(o.now_ms),
+        "more are due: come back at once"
+    );
+    assert_eq!(f.due(B, 100).await.expect("due").len(), 3);
+
+    // Two admitted: two fire, the third stays due.
+    let o = f
+        .fire(B, 100, None, &held(Room::Admitted(2)))
+        .await
+        .expect("fire");
+    assert_eq!(
+        (o.fired, o.per_queue.clone()),
+        (2, vec![per("ns/q", 2, 0, 0)])
+    );
+    assert_eq!(o.next_fire_ms, Some(o.now_ms));
+    let left = f.due(B, 100).await.expect("due");
+    assert_eq!(left.len(), 1);
+
+    // Refused: the last is handled, published nothing, and counts refused.
+    let o = f
+        .fire(B, 100, None, &held(Room::Refused))
+        .await
+        .expect("fire");
+    assert_eq!(
+        (o.fired, o.per_queue.clone()),
+        (0, vec![per("ns/q", 0, 0, 1)])
+    );
+    assert!(f.due(B, 100).await.expect("due").is_empty());
+    assert_eq!(ready(&s).await, 2, "only the admitted fires were published");
+    let st = f.state(B, &left[0]).await.expect("state").expect("held");
+    assert_eq!(
+        st.cursor_ms,
+        now + 100,
+        "the refused fire is not fired again"
+    );
+    assert_eq!((st.fired, st.last), (0, None));
 }

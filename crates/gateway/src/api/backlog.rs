@@ -16,9 +16,6 @@ use sundial_router::{
 use super::{error::ApiError, quota, tenant::Tenant};
 use crate::state::AppState;
 
-/// A pending admission whose gateway never said how its write ended is
-/// let go after this long (its jobs are in the slots by then, if stored).
-const STALE_MS: u64 = 60_000;
 /// The record header of a stored job (see `lua/lib/record.lua`).
 const RECORD_HEAD: u64 = 26;
 
@@ -70,7 +67,7 @@ pub(super) async fn admit(
         },
         max_jobs: max_jobs.unwrap_or(0),
         max_bytes: max_bytes.unwrap_or(0),
-        stale_ms: STALE_MS,
+        stale_ms: backlog::STALE_MS,
     };
     // Boxed: see `quota::take_rate`.
     Box::pin(admit_within(state, tenant, ask)).await

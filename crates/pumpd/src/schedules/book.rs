@@ -19,12 +19,16 @@ use sundial_router::{
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::quotas::FireQuotas;
+
 /// A schedule on a page: its definition as the slot holds it and, while
 /// its namespace moves between pools, the pool and slot it lived in.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub(crate) def: Arc<FireDef>,
     pub(crate) also: Option<(String, u32)>,
+    /// The pool its namespace's tokens name, which its quota is set under.
+    pub(crate) quota_pool: Arc<str>,
 }
 
 /// A slot's schedules, by member.
@@ -46,6 +50,8 @@ pub(crate) struct Book {
     loaded: bool,
     /// The copy it was made from, asked whether it is still current.
     admin: Option<Arc<AdminStore>>,
+    /// What holds fires to their namespaces' quotas.
+    quotas: Option<Arc<FireQuotas>>,
 }
 
 impl Book {
@@ -55,6 +61,12 @@ impl Book {
     /// a slot then keeps what it holds, rather than drop schedules made
     /// since or bring back deleted ones.
     pub(crate) fn page(&self, pool: &str, slot: u32) -> Option<Page> {
+        self.page_ref(pool, slot)
+            .map(|p| p.cloned().unwrap_or_default())
+    }
+
+    /// [`Book::page`], borrowed: `Some(None)` for an empty page.
+    pub(crate) fn page_ref(&self, pool: &str, slot: u32) -> Option<Option<&Page>> {
         if !self.loaded
             || self
                 .admin
@@ -63,8 +75,12 @@ impl Book {
         {
             return None;
         }
-        let key = (pool.to_owned(), slot);
-        Some(self.slots.get(&key).cloned().unwrap_or_default())
+        Some(self.slots.get(&(pool.to_owned(), slot)))
+    }
+
+    /// What holds fires to their namespaces' quotas (none in tests).
+    pub(crate) fn quotas(&self) -> Option<&Arc<FireQuotas>> {
+        self.quotas.as_ref()
     }
 
     /// Whether schedule `member` is in the table, wherever it lives.
@@ -80,6 +96,7 @@ impl Book {
             all,
             loaded: true,
             admin: None,
+            quotas: None,
         }
     }
 }
@@ -88,10 +105,12 @@ impl Book {
 /// policy stay the same, so that a new book remakes only what changed.
 type Made = HashMap<String, (u64, RetryPolicy, Arc<FireDef>)>;
 
-/// Makes the book from `admin`'s copy for `topology`'s pools.
-fn make(admin: &Arc<AdminStore>, topology: &Topology, made: &mut Made) -> Book {
+/// Makes the book from the admin's copy for `topology`'s pools.
+fn make(quotas: &Arc<FireQuotas>, topology: &Topology, made: &mut Made) -> Book {
+    let admin = quotas.admin();
     let mut book = Book {
         admin: Some(admin.clone()),
+        quotas: Some(quotas.clone()),
         ..Book::default()
     };
     let mut now_made = Made::with_capacity(made.len());
@@ -133,6 +152,7 @@ fn make(admin: &Arc<AdminStore>, topology: &Topology, made: &mut Made) -> Book {
         let entry = Entry {
             def: fire.clone(),
             also,
+            quota_pool: id.pool.into(),
         };
         book.slots
             .entry((writes.to_owned(), slot))
@@ -145,13 +165,14 @@ fn make(admin: &Arc<AdminStore>, topology: &Topology, made: &mut Made) -> Book {
 }
 
 /// Keeps `book` made from `admin`'s copy and `live`'s topology until
-/// `stop`.
+/// `stop`; its fires held to their quotas by `quotas`.
 pub(crate) async fn keep(
-    admin: Arc<AdminStore>,
+    quotas: Arc<FireQuotas>,
     live: Arc<LiveTopology>,
     book: watch::Sender<Arc<Book>>,
     stop: CancellationToken,
 ) {
+    let admin = quotas.admin();
     let mut schedules = admin.schedules().changes();
     let mut policies = admin.policies().changes();
     let mut homes = admin.homes().changes();
@@ -162,7 +183,7 @@ pub(crate) async fn keep(
         policies.mark_unchanged();
         homes.mark_unchanged();
         topology.mark_unchanged();
-        book.send_replace(Arc::new(make(&admin, &live.topology(), &mut made)));
+        book.send_replace(Arc::new(make(&quotas, &live.topology(), &mut made)));
         tokio::select! {
             Ok(()) = schedules.changed() => {}
             Ok(()) = policies.changed() => {}

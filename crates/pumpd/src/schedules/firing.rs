@@ -10,7 +10,10 @@ use sundial_core::{
 };
 use sundial_router::schedule::{self, Timing, placed};
 
-use super::keeper::{Fenced, SlotSchedules};
+use super::{
+    keeper::{Fenced, SlotSchedules},
+    quotas::Rooms,
+};
 
 /// The most fire calls of `limit` fires each that one step makes before it
 /// plans: fires due together are all published before the plans they ask
@@ -64,6 +67,24 @@ impl SlotSchedules {
         Ok(Ok(next))
     }
 
+    /// The rooms of the slot's namespaces held to a quota, for a fire call
+    /// of `limit` (none while the book is not current).
+    async fn rooms(&self, shard: &Shard, limit: u32) -> Result<Rooms, EngineError> {
+        let (quotas, held) = {
+            let book = self.book.borrow();
+            let (Some(quotas), Some(Some(page))) =
+                (book.quotas(), book.page_ref(&self.pool, self.slot))
+            else {
+                return Ok(Rooms::default());
+            };
+            let page = page
+                .iter()
+                .map(|(m, e)| (m.as_str(), &e.quota_pool, &*e.def));
+            (quotas.clone(), quotas.held(shard, &self.pool, page))
+        };
+        quotas.rooms(shard, self.slot, held, limit).await
+    }
+
     /// Fires what is due, a call of `limit` at a time, while more are due
     /// (at most [`FIRE_CALLS_MOST`] calls). Returns the last call's
     /// outcome and the schedules to plan, each with the state it asked
@@ -77,7 +98,13 @@ impl SlotSchedules {
         let mut asked: Vec<ToPlan> = Vec::new();
         let mut calls = 0;
         loop {
-            let mut o = shard.fires().fire(self.slot, limit, owner).await?;
+            let rooms = self.rooms(shard, limit).await?;
+            let o = shard
+                .fires()
+                .fire(self.slot, limit, owner, &rooms.rooms)
+                .await;
+            rooms.ended(o.as_ref().map_or(true, |o| !o.fenced));
+            let mut o = o?;
             if o.fenced {
                 return Ok(None);
             }
@@ -147,12 +174,15 @@ impl SlotSchedules {
     }
 
     fn record(&self, o: &FireOutcome) {
-        for (queue, fired, duplicates) in &o.per_queue {
-            if *fired > 0 {
-                self.count(queue, "fired", *fired);
-            }
-            if *duplicates > 0 {
-                self.count(queue, "duplicate", *duplicates);
+        for q in &o.per_queue {
+            for (outcome, n) in [
+                ("fired", q.fired),
+                ("duplicate", q.duplicates),
+                ("refused", q.refused),
+            ] {
+                if n > 0 {
+                    self.count(&q.queue, outcome, n);
+                }
             }
         }
         let lateness = metrics::histogram!("sundial_schedule_fire_lateness_seconds", "pool" => self.pool.clone());
@@ -246,6 +276,7 @@ mod tests {
         let entry = Entry {
             def: every_second(now),
             also: None,
+            quota_pool: "p".into(),
         };
         let page: Page = [("ns/q/tick".to_owned(), entry)].into();
         let (book, pages) =

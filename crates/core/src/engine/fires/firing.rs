@@ -1,4 +1,6 @@
-//! A slot's due fires, fired ([`Fires::fire`]): the call and its answer.
+//! A slot's due fires, fired ([`Fires::fire`]): the call and its answer;
+//! and which schedules are due ([`Fires::due`]), for a pump to admit their
+//! fires under their namespaces' quotas first.
 
 use fred::types::Value;
 
@@ -40,21 +42,46 @@ pub struct FireOutcome {
     pub to_plan: Vec<ToPlan>,
     /// How late each fire was published after it was due (ms).
     pub lateness_ms: Vec<u64>,
-    /// Per qualified queue fired into: jobs published, and fires that
-    /// published nothing because their job's idempotency key named a job.
-    pub per_queue: Vec<(String, u64, u64)>,
+    /// Per qualified queue fired into: what its fires did.
+    pub per_queue: Vec<QueueFires>,
+}
+
+/// What a fire call's fires did in one queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueFires {
+    /// `<ns>/<queue>`.
+    pub queue: String,
+    /// Jobs published.
+    pub fired: u64,
+    /// Fires that published nothing because their job's idempotency key
+    /// named a job.
+    pub duplicates: u64,
+    /// Fires that published nothing because a quota of their namespace
+    /// refused them.
+    pub refused: u64,
+}
+
+/// How a fire call holds a namespace to its quotas: at most `Admitted(n)`
+/// fires now (0: its fires stay due), or none, each counted refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Room {
+    Admitted(u64),
+    Refused,
 }
 
 impl Fires<'_> {
-    /// Fires up to `limit` due fires of `slot`'s schedules, for `owner`.
+    /// Fires up to `limit` due fires of `slot`'s schedules, for `owner`;
+    /// the namespaces named in `rooms` only as their room says (the
+    /// others freely).
     pub async fn fire(
         self,
         slot: u32,
         limit: u32,
         owner: Option<&str>,
+        rooms: &[(String, Room)],
     ) -> Result<FireOutcome, EngineError> {
         let k = SlotKeys::new(slot);
-        let args: Vec<Value> = vec![
+        let mut args: Vec<Value> = vec![
             k.prefix().into(),
             i64::from(limit).into(),
             self.0.ready_channel_prefix(slot).into(),
@@ -62,11 +89,23 @@ impl Fires<'_> {
             self.0.timer_channel(slot).into(),
             i64::from(slot).into(),
         ];
+        for (ns, room) in rooms {
+            let n = match room {
+                Room::Admitted(n) => i64::try_from(*n).unwrap_or(i64::MAX),
+                Room::Refused => -1,
+            };
+            args.extend([ns.as_str().into(), n.into()]);
+        }
         let v = self
             .0
             .conn()
             .eval(&SCRIPTS.fire, keysets::fire(&k), args)
             .await?;
+        self.outcome(v)
+    }
+
+    /// A `fire.lua` answer read.
+    fn outcome(self, v: Value) -> Result<FireOutcome, EngineError> {
         let mut f = Fields::new(self.0.conn(), v)?;
         if f.len() == 1 {
             return Ok(FireOutcome {
@@ -98,8 +137,34 @@ impl Fires<'_> {
         for _ in 0..f.uint()? {
             out.lateness_ms.push(f.uint()?);
         }
-        while f.len() >= 3 {
-            out.per_queue.push((f.string()?, f.uint()?, f.uint()?));
+        while f.len() >= 4 {
+            out.per_queue.push(QueueFires {
+                queue: f.string()?,
+                fired: f.uint()?,
+                duplicates: f.uint()?,
+                refused: f.uint()?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The members (`<ns>/<queue>/<name>`) of up to `limit` of `slot`'s
+    /// schedules whose next planned fire is due, by due time.
+    pub async fn due(self, slot: u32, limit: u32) -> Result<Vec<String>, EngineError> {
+        let k = SlotKeys::new(slot);
+        let v = self
+            .0
+            .conn()
+            .eval(
+                &SCRIPTS.fires_due,
+                vec![k.fires()],
+                vec![i64::from(limit).into()],
+            )
+            .await?;
+        let mut f = Fields::new(self.0.conn(), v)?;
+        let mut out = Vec::with_capacity(f.len());
+        while f.len() > 0 {
+            out.push(f.string()?);
         }
         Ok(out)
     }
