@@ -19,7 +19,7 @@ use sundial_router::{
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::quotas::FireQuotas;
+use super::quotas::{FireQuotas, PageNamespaces, page_namespaces};
 
 /// A schedule on a page: its definition as the slot holds it and, while
 /// its namespace moves between pools, the pool and slot it lived in.
@@ -52,6 +52,8 @@ pub(crate) struct Book {
     admin: Option<Arc<AdminStore>>,
     /// What holds fires to their namespaces' quotas.
     quotas: Option<Arc<FireQuotas>>,
+    /// Each page's namespaces, for the quotas.
+    spaces: HashMap<(String, u32), Arc<PageNamespaces>>,
 }
 
 impl Book {
@@ -78,9 +80,18 @@ impl Book {
         Some(self.slots.get(&(pool.to_owned(), slot)))
     }
 
-    /// What holds fires to their namespaces' quotas (none in tests).
-    pub(crate) fn quotas(&self) -> Option<&Arc<FireQuotas>> {
-        self.quotas.as_ref()
+    /// What holds fires to their namespaces' quotas (none in tests), and
+    /// the namespaces of slot `slot` of `pool` (none while the book is not
+    /// current, as [`Book::page`]).
+    pub(crate) fn quotas(
+        &self,
+        pool: &str,
+        slot: u32,
+    ) -> Option<(Arc<FireQuotas>, Arc<PageNamespaces>)> {
+        let spaces = self
+            .page_ref(pool, slot)?
+            .and(self.spaces.get(&(pool.to_owned(), slot)))?;
+        Some((self.quotas.clone()?, spaces.clone()))
     }
 
     /// Whether schedule `member` is in the table, wherever it lives.
@@ -97,6 +108,7 @@ impl Book {
             loaded: true,
             admin: None,
             quotas: None,
+            spaces: HashMap::new(),
         }
     }
 }
@@ -161,7 +173,19 @@ fn make(quotas: &Arc<FireQuotas>, topology: &Topology, made: &mut Made) -> Book 
         now_made.insert(field, (def.rev, policy, fire));
     });
     *made = now_made;
+    index_namespaces(&mut book);
     book
+}
+
+/// Notes each page's namespaces in `book`.
+fn index_namespaces(book: &mut Book) {
+    for (at, page) in &book.slots {
+        let page = page
+            .iter()
+            .map(|(m, e)| (m.as_str(), &e.quota_pool, &*e.def));
+        book.spaces
+            .insert(at.clone(), Arc::new(page_namespaces(page)));
+    }
 }
 
 /// Keeps `book` made from `admin`'s copy and `live`'s topology until

@@ -70,18 +70,10 @@ impl SlotSchedules {
     /// The rooms of the slot's namespaces held to a quota, for a fire call
     /// of `limit` (none while the book is not current).
     async fn rooms(&self, shard: &Shard, limit: u32) -> Result<Rooms, EngineError> {
-        let (quotas, held) = {
-            let book = self.book.borrow();
-            let (Some(quotas), Some(Some(page))) =
-                (book.quotas(), book.page_ref(&self.pool, self.slot))
-            else {
-                return Ok(Rooms::default());
-            };
-            let page = page
-                .iter()
-                .map(|(m, e)| (m.as_str(), &e.quota_pool, &*e.def));
-            (quotas.clone(), quotas.held(shard, &self.pool, page))
+        let Some((quotas, spaces)) = self.book.borrow().quotas(&self.pool, self.slot) else {
+            return Ok(Rooms::default());
         };
+        let held = quotas.held(shard, &self.pool, &spaces);
         quotas.rooms(shard, self.slot, held, limit).await
     }
 

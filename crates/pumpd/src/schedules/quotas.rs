@@ -8,7 +8,10 @@
 //! schedule's next fire asks again. As for a publish, fires go uncounted
 //! while the admin Redis cannot count.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+};
 
 use sundial_core::{BacklogAsk, EngineError, FireDef, Room, Shard, Usage};
 use sundial_router::{
@@ -56,13 +59,43 @@ pub(crate) type HeldNamespaces = BTreeMap<String, Held>;
 
 /// A namespace of a slot held to a quota, and its due fires.
 pub(crate) struct Held {
-    quota_pool: Arc<str>,
+    space: Arc<PageNamespace>,
     over_share: bool,
     max_jobs: Option<u64>,
     max_bytes: Option<u64>,
     due: Usage,
-    /// Per member of its schedules on the slot's page: a fire's bytes.
-    bytes: BTreeMap<String, u64>,
+}
+
+/// A namespace's schedules on a slot's page: the pool its quota is set
+/// under and, per member, the bytes a fire may add. Made with the book,
+/// so that a fire call looks at each namespace of its slot, not at each
+/// schedule.
+#[derive(Debug)]
+pub(crate) struct PageNamespace {
+    pub(crate) ns: String,
+    pub(crate) quota_pool: Arc<str>,
+    pub(crate) bytes: HashMap<String, u64>,
+}
+
+/// The namespaces of a slot's page.
+pub(crate) type PageNamespaces = Vec<Arc<PageNamespace>>;
+
+/// The namespaces of `page` (member, the pool its quota is set under,
+/// definition).
+pub(crate) fn page_namespaces<'a>(
+    page: impl Iterator<Item = (&'a str, &'a Arc<str>, &'a FireDef)>,
+) -> PageNamespaces {
+    let mut by_ns: BTreeMap<&str, PageNamespace> = BTreeMap::new();
+    for (member, quota_pool, def) in page {
+        let ns = member.split('/').next().unwrap_or_default();
+        let space = by_ns.entry(ns).or_insert_with(|| PageNamespace {
+            ns: ns.to_owned(),
+            quota_pool: quota_pool.clone(),
+            bytes: HashMap::new(),
+        });
+        space.bytes.insert(member.to_owned(), fire_bytes(def));
+    }
+    by_ns.into_values().map(Arc::new).collect()
 }
 
 /// The rooms of one fire call, and the admissions to end after it.
@@ -92,40 +125,36 @@ fn fire_bytes(def: &FireDef) -> u64 {
 }
 
 impl FireQuotas {
-    /// The namespaces of `page` (a slot's schedules on `shard`, of `pool`:
-    /// member, the pool its quota is set under, definition) held to a
-    /// quota: a backlog bound, or a shard over its headroom.
-    pub(crate) fn held<'a>(
+    /// The namespaces of a slot's page (`spaces`, on `shard`, of `pool`)
+    /// held to a quota now: a backlog bound, or a shard over its headroom.
+    pub(crate) fn held(
         &self,
         shard: &Shard,
         pool: &str,
-        page: impl Iterator<Item = (&'a str, &'a Arc<str>, &'a FireDef)>,
+        spaces: &PageNamespaces,
     ) -> HeldNamespaces {
         let topology = self.live.topology();
         let pool_quota = topology.pool(pool).map(|p| *p.quota()).unwrap_or_default();
-        let mut held: BTreeMap<String, Option<Held>> = BTreeMap::new();
-        for (member, quota_pool, def) in page {
-            let ns = member.split('/').next().unwrap_or_default();
-            let h = held.entry(ns.to_owned()).or_insert_with(|| {
-                let q = self.admin.quotas().effective(quota_pool, ns, &pool_quota);
-                let (max_jobs, max_bytes) = (q.limit(Bound::MaxJobs), q.limit(Bound::MaxBytes));
-                let over_share = self.headroom.check(shard.name(), ns).is_some();
-                (over_share || max_jobs.is_some() || max_bytes.is_some()).then(|| Held {
-                    quota_pool: quota_pool.clone(),
+        let mut held = HeldNamespaces::new();
+        for space in spaces {
+            let q = self
+                .admin
+                .quotas()
+                .effective(&space.quota_pool, &space.ns, &pool_quota);
+            let (max_jobs, max_bytes) = (q.limit(Bound::MaxJobs), q.limit(Bound::MaxBytes));
+            let over_share = self.headroom.check(shard.name(), &space.ns).is_some();
+            if over_share || max_jobs.is_some() || max_bytes.is_some() {
+                let h = Held {
+                    space: space.clone(),
                     over_share,
                     max_jobs,
                     max_bytes,
                     due: Usage::default(),
-                    bytes: BTreeMap::new(),
-                })
-            });
-            if let Some(h) = h {
-                h.bytes.insert(member.to_owned(), fire_bytes(def));
+                };
+                held.insert(space.ns.clone(), h);
             }
         }
-        held.into_iter()
-            .filter_map(|(ns, h)| Some((ns, h?)))
-            .collect()
+        held
     }
 
     /// The rooms for a fire call of up to `limit` fires of `slot` on
@@ -145,7 +174,12 @@ impl FireQuotas {
         for member in shard.fires().due(slot, limit).await? {
             let ns = member.split('/').next().unwrap_or_default();
             if let Some(h) = held.get_mut(ns) {
-                let bytes = h.bytes.get(&member).copied().unwrap_or(UNLISTED_BYTES);
+                let bytes = h
+                    .space
+                    .bytes
+                    .get(&member)
+                    .copied()
+                    .unwrap_or(UNLISTED_BYTES);
                 h.due.add(Usage { jobs: 1, bytes });
             }
         }
@@ -171,9 +205,10 @@ impl FireQuotas {
     /// Admits the due fires of `ns` under its backlog bounds: `None` (not
     /// held) when the admin Redis cannot count them.
     async fn admit(&self, ns: &str, h: &Held, out: &mut Rooms) -> Option<Room> {
-        let home = self.admin.homes().get(&h.quota_pool, ns);
+        let quota_pool = &h.space.quota_pool;
+        let home = self.admin.homes().get(quota_pool, ns);
         let pools =
-            NamespacePools::resolve(&self.live.topology(), &h.quota_pool, home.as_ref()).ok()?;
+            NamespacePools::resolve(&self.live.topology(), quota_pool, home.as_ref()).ok()?;
         let ask = BacklogAsk {
             add: h.due,
             max_jobs: h.max_jobs.unwrap_or(0),
@@ -181,10 +216,10 @@ impl FireQuotas {
             stale_ms: backlog::STALE_MS,
         };
         let redis = self.admin.redis();
-        match backlog::admit(&redis, &h.quota_pool, ns, &pools, ask).await {
+        match backlog::admit(&redis, quota_pool, ns, &pools, ask).await {
             Ok(Admitted::Yes { entry }) => {
                 out.admitted
-                    .push((h.quota_pool.clone(), ns.to_owned(), entry));
+                    .push((quota_pool.clone(), ns.to_owned(), entry));
                 Some(Room::Admitted(h.due.jobs))
             }
             Ok(Admitted::Refused { .. }) => Some(Room::Refused),
