@@ -1,12 +1,13 @@
 -- A namespace's backlog quota (`max_jobs`, `max_bytes`), on the admin
--- Redis, so that it holds across gateways. What the namespace holds is
+-- Redis, so that it holds across gateways and the pumps that fire its
+-- schedules. What the namespace holds is
 -- kept in the slots of its pool (`use` in `lua/lib/counts.lua`), where no one script
 -- can read it whole; so this keeps:
 -- - a snapshot of that usage (`jobs`, `bytes`), read from the slots after
 --   `at` (µs, this Redis's clock: `begin`);
 -- - the admissions that the snapshot may not hold yet, each an entry
 --   `e:<id>` → "<jobs> <bytes>", summed in `oj` and `ob`: pending (in
---   KEYS[2], by admission time, ms) until the gateway says the write ended
+--   KEYS[2], by admission time, ms) until the writer says the write ended
 --   (`done`), then in KEYS[3] by the time it ended (µs), until a snapshot
 --   that began after that time holds it.
 -- The estimate, snapshot + open entries, is never under what the slots
@@ -23,7 +24,9 @@
 --     (admitted; the estimate before it), {0, 'max_jobs' or 'max_bytes',
 --     jobs, bytes, age ms} (refused, nothing kept), or {-1} (no snapshot).
 --   'done', ARGV[2..3]: entry id, '1' when the write stored its jobs (or
---     may have), '0' when it stored nothing. Returns 1.
+--     may have), '0' when it stored nothing; with ARGV[4..5], the jobs and
+--     bytes it stored, when fewer than admitted (a pump's fires: the entry
+--     keeps no more than those). Returns 1.
 --   'begin': returns this Redis's time, µs.
 --   'snapshot', ARGV[2..4]: the time `begin` gave, jobs, bytes. Returns 1,
 --     or 0 when a snapshot that began later is there already.
@@ -71,6 +74,18 @@ end
 if mode == 'done' then
   local id = ARGV[2]
   if redis.call('ZREM', pending, id) == 0 then return 1 end
+  if ARGV[3] == '1' and ARGV[4] then
+    local v = redis.call('HGET', h, 'e:' .. id)
+    if v then
+      local jobs, bytes = string.match(v, '^(%d+) (%d+)$')
+      jobs, bytes = tonumber(jobs), tonumber(bytes)
+      local kj = math.min(jobs, tonumber(ARGV[4]))
+      local kb = math.min(bytes, tonumber(ARGV[5]))
+      redis.call('HINCRBY', h, 'oj', kj - jobs)
+      redis.call('HINCRBY', h, 'ob', kb - bytes)
+      redis.call('HSET', h, 'e:' .. id, kj .. ' ' .. kb)
+    end
+  end
   if ARGV[3] == '1' then
     redis.call('ZADD', ended, micros(), id)
   else

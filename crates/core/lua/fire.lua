@@ -24,15 +24,17 @@
 -- ARGV[3]: ready channel prefix (channel = prefix .. queue)
 -- ARGV[4]: the lease owner this pump acts for ("" = no lease)
 -- ARGV[5]: timer channel   ARGV[6]: slot number (the timer channel's message)
--- ARGV[7..]: pairs of a namespace held to a quota and the fires the pump
---   admitted for it in this call (0: none yet, its fires stay due; -1:
---   refused); a namespace not named is not held.
+-- ARGV[7..]: triples of a namespace held to a quota, and the jobs and
+--   bytes the pump admitted for it in this call (a fire that does not fit
+--   what is left stays due; jobs -1: refused); a namespace not named is
+--   not held.
 -- Returns {-1} and no change when ARGV[4] does not hold the lease, else
 --   {fired, next_fire_ms (-1: none; now when more are due), now_ms,
 --    n, then n quintuples (member, rev, cursor, timing, key) of schedules
 --    to plan, m, then m lateness values (ms after due, one per fire
---    published), then per queue fired into: queue, fires published,
---    fires a key answered, fires a quota refused}.
+--    published), h, then h triples (namespace, jobs, bytes) of what each
+--    held namespace's fires stored, then per queue fired into: queue,
+--    fires published, fires a key answered, fires a quota refused}.
 local prefix, limit, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if ARGV[4] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[4] then
   return { -1 }
@@ -42,11 +44,14 @@ local k = { j = KEYS[1], t = KEYS[2], s = KEYS[4], prefix = prefix }
 local fkey, dkey, skey = KEYS[7], KEYS[8], KEYS[9]
 local counts = tally()
 local fired, more = 0, false
--- Namespace → { admitted (-1: refused), left } for those held to a quota.
-local rooms = {}
-for i = 7, #ARGV, 2 do
-  local n = tonumber(ARGV[i + 1])
-  rooms[ARGV[i]] = { n, n }
+-- Namespace → what is left of what the pump admitted, and what its fires
+-- used, for those held to a quota.
+local rooms, held = {}, {}
+for i = 7, #ARGV, 3 do
+  local jobs = tonumber(ARGV[i + 1])
+  rooms[ARGV[i]] = { refused = jobs < 0, jobs = jobs, bytes = tonumber(ARGV[i + 2]), used_jobs = 0,
+                     used_bytes = 0 }
+  held[#held + 1] = ARGV[i]
 end
 local lateness, replan, per, qns = {}, {}, {}, {}
 -- Writes gathered over the call and made once per key at the end, as a
@@ -107,21 +112,30 @@ local function named_by(field, key, queue)
   return was
 end
 
--- Publishes fire `at` of schedule `d` (of `queue`) as job `id`; with an
--- idempotency key that names a job already, publishes nothing. Returns
--- whether it published.
-local function publish(d, queue, id, at)
+-- Publishes fire `at` of schedule `d` (of `queue`) as job `id`, within
+-- its namespace's `room` when it is held to a quota; with an idempotency
+-- key that names a job already, publishes nothing. Returns whether it
+-- published, or nil when the room has no place for it.
+local function publish(d, queue, id, at, room)
   local kind = kind_of(d, queue)
   local attrs = d.attrs .. string.format(',"scheduled-at":"%d"}', at)
-  local record
+  local record, field
   if d.key == '' then
     record = kind.pack(attrs, d.body)
   else
-    local field = key_field(kind.qn, d.key)
+    field = key_field(kind.qn, d.key)
     if named_by(field, d.key, queue) then return false end
     local keyend = 0
     if d.window > 0 then keyend = now + d.window end
     record = kind.kpack(d.key, keyend, attrs, d.body)
+  end
+  local bytes = job_bytes(id, record)
+  if room then
+    if room.jobs < 1 or bytes > room.bytes then return nil end
+    room.jobs, room.bytes = room.jobs - 1, room.bytes - bytes
+    room.used_jobs, room.used_bytes = room.used_jobs + 1, room.used_bytes + bytes
+  end
+  if field then
     key_sets[#key_sets + 1], key_sets[#key_sets + 2] = field, id
     claimed[field] = id
   end
@@ -134,7 +148,7 @@ local function publish(d, queue, id, at)
   end
   counts.state(READY, queue, 1)
   counts.add('P' .. queue, 1)
-  counts.use(queue, 1, job_bytes(id, record))
+  counts.use(queue, 1, bytes)
   local n = per_queue(queue)
   n[1] = n[1] + 1
   return true
@@ -153,22 +167,24 @@ local function fire_due(member, d, st)
         st.plan = ''
         break
       end
-      -- The fires admitted are used up: the rest stay due.
-      if room and room[2] == 0 then break end
       if redis.call('HEXISTS', k.j, id) == 1 then
         -- A plan replayed: this fire's job is stored already.
-      elseif room and room[1] < 0 then
+      elseif room and room.refused then
         local n = per_queue(queue)
         n[3] = n[3] + 1
-      elseif not publish(d, queue, id, at) then
-        local n = per_queue(queue)
-        n[2] = n[2] + 1
       else
-        fired = fired + 1
-        if room then room[2] = room[2] - 1 end
-        lateness[#lateness + 1] = now - due
-        st.fired = st.fired + 1
-        st.last, st.last_at, st.last_id = string.format('%d', at), string.format('%d', now), id
+        local published = publish(d, queue, id, at, room)
+        -- Nothing left of what was admitted fits it: it stays due.
+        if published == nil then break end
+        if published then
+          fired = fired + 1
+          lateness[#lateness + 1] = now - due
+          st.fired = st.fired + 1
+          st.last, st.last_at, st.last_id = string.format('%d', at), string.format('%d', now), id
+        else
+          local n = per_queue(queue)
+          n[2] = n[2] + 1
+        end
       end
       st.cursor = at
     end
@@ -232,6 +248,13 @@ local out = { fired, next_fire, now, #replan / 5 }
 for _, v in ipairs(replan) do out[#out + 1] = v end
 out[#out + 1] = #lateness
 for _, v in ipairs(lateness) do out[#out + 1] = v end
+out[#out + 1] = #held
+for _, ns in ipairs(held) do
+  local room = rooms[ns]
+  out[#out + 1] = ns
+  out[#out + 1] = room.used_jobs
+  out[#out + 1] = room.used_bytes
+end
 for queue, n in pairs(per) do
   out[#out + 1] = queue
   out[#out + 1] = n[1]

@@ -72,6 +72,40 @@ pub async fn admit(
     Ok(Admitted::Uncounted)
 }
 
+/// One admission of `ask` as `entry`, for a caller that does not wait for
+/// a snapshot (a pump, on its slot's fire path): one is taken in the
+/// background when the estimate has none, when it is older than
+/// [`REFRESH`], and when it refused on one older than [`FRESH`].
+pub async fn admit_once(
+    redis: &Arc<Shard>,
+    (pool, ns): (&str, &str),
+    pools: &NamespacePools,
+    entry: &str,
+    ask: BacklogAsk,
+) -> Result<Admission, EngineError> {
+    let found = redis.admin().backlog_admit(pool, ns, entry, ask).await?;
+    let stale = match &found {
+        Admission::Admitted { age_ms, .. } => *age_ms > REFRESH.as_millis() as u64,
+        Admission::Refused { age_ms, .. } => *age_ms > FRESH.as_millis() as u64,
+        Admission::Unknown => true,
+    };
+    if stale {
+        snapshot_in_background(redis.clone(), pool, ns, pools);
+    }
+    Ok(found)
+}
+
+/// Says that the write admitted as `entry` stored `stored` (what it was
+/// admitted for, or less), in the background.
+pub fn stored(redis: Arc<Shard>, pool: String, ns: String, entry: String, stored: Usage) {
+    tokio::spawn(async move {
+        let admin = redis.admin();
+        if let Err(e) = admin.backlog_stored(&pool, &ns, &entry, stored).await {
+            tracing::debug!(error = %e, "cannot say what a write admitted by a backlog quota stored");
+        }
+    });
+}
+
 /// Says how the write admitted as `entry` ended, in the background: one
 /// that surely stored nothing gives its jobs back at once.
 pub fn done(redis: Arc<Shard>, pool: String, ns: String, entry: String, stored: bool) {

@@ -2,13 +2,14 @@
 //! (`[headroom] share_above_percent`, 90 by default) takes publishes only
 //! from namespaces that hold no more than their share of it, so that a
 //! namespace that fills a shard is refused before the shard refuses
-//! everyone (a Redis at its `maxmemory` refuses every publish: 503).
+//! everyone (a Redis at its `maxmemory` refuses every publish: 503). The
+//! pumps hold a namespace's schedules' fires to the same share.
 //!
 //! A namespace's share is what the namespaces holding jobs on the shard
 //! hold there in all (bytes of ids and records, from the slots' usage
 //! hashes), split by their quotas' `weight` (equal unless set): one that
 //! holds more than its share is refused; one that holds less, or nothing
-//! yet, is not. Every gateway reads each shard's
+//! yet, is not. Every gateway (and `sundial pumpd`) reads each shard's
 //! `INFO memory` every [`EVERY`] (for a cluster shard, its fullest
 //! primary), and, while a shard is over the bound, what each namespace
 //! holds there (one `HGETALL` per slot it holds); every [`NEAR_EVERY`]

@@ -1,17 +1,19 @@
 //! A schedule's fires are held to its namespace's quotas as publishes are:
-//! while the namespace holds its `max_jobs`, or more than its share of a
-//! shard near its `maxmemory`, a fire publishes nothing and counts as
-//! refused; once consumers make room, the next fire publishes again; and
-//! another namespace's schedules fire all along.
+//! fires due together take what room is left, and while the namespace
+//! holds its `max_jobs`, or more than its share of a shard near its
+//! `maxmemory`, a fire publishes nothing and counts as refused; once
+//! consumers make room, the next fires publish again; and another
+//! namespace's schedules fire all along.
 
 use std::time::Duration;
 
 use serde_json::json;
 use sundial_tests::{Api, RedisServer, Sundial, SundialConfig, create_token, wait_until_async};
 
-/// Makes an every-second schedule `name` on `ns/queue`.
+/// Makes an every-second schedule `name` on `ns/queue`, on the second
+/// (cron), so that a queue's schedules are due together.
 async fn every_second(api: &Api, ns: &str, queue: &str, name: &str) {
-    let spec = json!({"every": 1, "job": {"data": "dGljaw==", "ttl": 600}});
+    let spec = json!({"cron": "* * * * * *", "job": {"data": "dGljaw==", "ttl": 600}});
     let path = format!("/api/{ns}/{queue}/schedules/{name}");
     let r = api.put(&path, spec.to_string().as_bytes()).await;
     assert_eq!(r.status, 201, "{r:?}");
@@ -36,7 +38,7 @@ async fn refused(gw: &Sundial, ns: &str) -> u64 {
 }
 
 #[tokio::test]
-async fn fires_stop_at_the_backlog_quota_and_start_again_once_jobs_leave() {
+async fn fires_fill_the_backlog_quota_and_start_again_once_jobs_leave() {
     let redis = RedisServer::start();
     let gw = Sundial::start(&SundialConfig::new(redis.url()));
     let api = Api::new(gw.api(), Some(&create_token(&gw.admin(), "ns").await));
@@ -45,7 +47,7 @@ async fn fires_stop_at_the_backlog_quota_and_start_again_once_jobs_leave() {
     let r = admin
         .put(
             "/namespaces/ns/quota",
-            json!({"max_jobs": 3}).to_string().as_bytes(),
+            json!({"max_jobs": 5}).to_string().as_bytes(),
         )
         .await;
     assert_eq!(r.status, 200, "{r:?}");
@@ -53,12 +55,16 @@ async fn fires_stop_at_the_backlog_quota_and_start_again_once_jobs_leave() {
         api.put("/api/ns/held?delay=600", b"by hand").await.status,
         201
     );
-    every_second(&api, "ns", "s", "tick").await;
+    // Three schedules of one queue, in one slot: they fire together.
+    for name in ["a", "b", "c"] {
+        every_second(&api, "ns", "s", name).await;
+    }
     every_second(&other, "other", "s", "tick").await;
 
-    // Two fires fill the bound; the fires after them are refused.
-    wait_until_async(Duration::from_secs(10), "two fires", || async {
-        ready(&api, "ns", "s").await == 2
+    // Three fires, then one of the next three fills the bound (the room
+    // left takes what fits); the fires after them are refused.
+    wait_until_async(Duration::from_secs(10), "four fires", || async {
+        ready(&api, "ns", "s").await == 4
     })
     .await;
     wait_until_async(Duration::from_secs(10), "a refused fire", || async {
@@ -66,7 +72,7 @@ async fn fires_stop_at_the_backlog_quota_and_start_again_once_jobs_leave() {
     })
     .await;
     tokio::time::sleep(Duration::from_millis(2_500)).await;
-    assert_eq!(ready(&api, "ns", "s").await, 2, "held to max_jobs 3");
+    assert_eq!(ready(&api, "ns", "s").await, 4, "held to max_jobs 5");
     let r = api.put("/api/ns/s", b"by hand").await;
     assert_eq!(
         (r.status, &r.json["quota"]),
@@ -74,7 +80,7 @@ async fn fires_stop_at_the_backlog_quota_and_start_again_once_jobs_leave() {
         "{r:?}"
     );
     // The other namespace's schedule fired all along.
-    assert!(ready(&other, "other", "s").await >= 4);
+    assert!(ready(&other, "other", "s").await >= 3);
     assert_eq!(refused(&gw, "other").await, 0);
 
     // A consumer makes room: the next fires publish again.
@@ -86,7 +92,7 @@ async fn fires_stop_at_the_backlog_quota_and_start_again_once_jobs_leave() {
         assert_eq!(r.status, 204, "{r:?}");
     }
     wait_until_async(Duration::from_secs(10), "fires again", || async {
-        ready(&api, "ns", "s").await == 2
+        ready(&api, "ns", "s").await == 4
     })
     .await;
 }

@@ -3,8 +3,9 @@
 //! snapshot of the namespace's usage (read from its pool's slots: see
 //! `engine::usage`) plus the admissions the snapshot may not hold yet.
 //!
-//! A gateway admits a publication's jobs and bytes before it stores them,
-//! says how the write ended ([`Admin::backlog_done`]), and takes a snapshot
+//! A gateway admits a publication's jobs and bytes before it stores them
+//! (a pump, a slot's due fires), says how the write ended
+//! ([`Admin::backlog_done`], [`Admin::backlog_stored`]), and takes a snapshot
 //! when the one there is old ([`Admin::backlog_begin`], read the slots,
 //! then [`Admin::backlog_snapshot`]).
 
@@ -102,6 +103,30 @@ impl Admin<'_> {
         let flag = if stored { "1" } else { "0" };
         self.backlog(pool, ns, vec!["done".into(), entry.into(), flag.into()])
             .await?;
+        Ok(())
+    }
+
+    /// Says that the write of admission `entry` stored `stored`, which may
+    /// be less than it was admitted for (a pump's fire call): the entry
+    /// keeps no more than that, and nothing when it stored nothing.
+    pub async fn backlog_stored(
+        self,
+        pool: &str,
+        ns: &str,
+        entry: &str,
+        stored: Usage,
+    ) -> Result<(), EngineError> {
+        if stored.jobs == 0 {
+            return self.backlog_done(pool, ns, entry, false).await;
+        }
+        let args = vec![
+            "done".into(),
+            entry.into(),
+            "1".into(),
+            (stored.jobs as i64).into(),
+            (stored.bytes as i64).into(),
+        ];
+        self.backlog(pool, ns, args).await?;
         Ok(())
     }
 

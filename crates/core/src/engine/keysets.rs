@@ -151,6 +151,11 @@ pub(crate) fn pump(k: &SlotKeys) -> Vec<String> {
     ]
 }
 
+/// `fires_due.lua`: the slot's fire zset.
+pub(crate) fn fires_due(k: &SlotKeys) -> Vec<String> {
+    vec![k.fires()]
+}
+
 /// `fire.lua`: a pump's keys, then the schedules' definitions and fire
 /// states, before the guard.
 pub(crate) fn fire(k: &SlotKeys) -> Vec<String> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use redis::Commands;
 use sundial_core::{
-    FireDef, FireOutcome, JobId, Plan, PlannedFire, QueueFires, Room, Shard, keys::SlotKeys,
+    FireDef, FireOutcome, JobId, Plan, PlannedFire, QueueFires, Room, Shard, Usage, keys::SlotKeys,
 };
 use sundial_tests::RedisServer;
 
@@ -558,7 +558,7 @@ async fn schedules_of_one_queue_fired_together_keep_their_own_retry_policies() {
 }
 
 #[tokio::test]
-async fn a_namespace_held_to_a_quota_fires_what_the_pump_admitted_and_none_when_refused() {
+async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothing_when_refused() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
     let members = ["ns/q/a", "ns/q/b", "ns/q/c", "other/q/d"];
@@ -579,40 +579,55 @@ async fn a_namespace_held_to_a_quota_fires_what_the_pump_admitted_and_none_when_
             cursor_ms: t.cursor_ms,
             new_cursor_ms: t.cursor_ms,
             skipped: 0,
-            fires: vec![planned(now + 100, now + 100, true)],
+            fires: vec![planned(now + 500, now + 500, true)],
         })
         .collect();
     f.store_plans(B, None, &plans).await.expect("store");
     assert!(f.due(B, 100).await.expect("due").is_empty(), "none due yet");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
     let mut due = f.due(B, 100).await.expect("due");
     due.sort();
     assert_eq!(due, members, "what the pump counts before it admits");
+    let held = |room| vec![("ns".to_owned(), room)];
+    let room = |jobs, bytes| Room::Admitted(Usage { jobs, bytes });
+    let stored = |o: &FireOutcome| o.stored.clone();
+    let ns_usage = || async { s.slots().namespace_usage(&[B], "ns").await.expect("usage") };
 
     // None admitted yet: the held namespace's fires stay due, the other's fire.
-    let held = |room| vec![("ns".to_owned(), room)];
-    let o = f
-        .fire(B, 100, None, &held(Room::Admitted(0)))
-        .await
-        .expect("fire");
+    let o = f.fire(B, 100, None, &held(room(0, 0))).await.expect("fire");
     assert_eq!(o.per_queue, vec![per("other/q", 1, 0, 0)]);
-    assert_eq!(
-        o.next_fire_ms,
-        Some(o.now_ms),
-        "more are due: come back at once"
-    );
+    assert_eq!(stored(&o), vec![("ns".to_owned(), Usage::default())]);
+    assert_eq!(o.next_fire_ms, Some(o.now_ms), "more are due");
     assert_eq!(f.due(B, 100).await.expect("due").len(), 3);
 
-    // Two admitted: two fire, the third stays due.
+    // Two jobs admitted: two fire, the third stays due; the call says what
+    // they stored, as the slot counts it.
     let o = f
-        .fire(B, 100, None, &held(Room::Admitted(2)))
+        .fire(B, 100, None, &held(room(2, 1 << 20)))
         .await
         .expect("fire");
     assert_eq!(
         (o.fired, o.per_queue.clone()),
         (2, vec![per("ns/q", 2, 0, 0)])
     );
-    assert_eq!(o.next_fire_ms, Some(o.now_ms));
+    let two = o.stored[0].1;
+    assert_eq!(two.jobs, 2);
+    assert_eq!(
+        ns_usage().await,
+        two,
+        "what the fires stored, as the slot counts it"
+    );
+    assert_eq!(f.due(B, 100).await.expect("due").len(), 1);
+
+    // Bytes for less than one fire: it stays due, whatever the jobs.
+    let o = f
+        .fire(B, 100, None, &held(room(5, two.bytes / 2 - 1)))
+        .await
+        .expect("fire");
+    assert_eq!(
+        (o.fired, stored(&o)),
+        (0, vec![("ns".to_owned(), Usage::default())])
+    );
     let left = f.due(B, 100).await.expect("due");
     assert_eq!(left.len(), 1);
 
@@ -630,7 +645,7 @@ async fn a_namespace_held_to_a_quota_fires_what_the_pump_admitted_and_none_when_
     let st = f.state(B, &left[0]).await.expect("state").expect("held");
     assert_eq!(
         st.cursor_ms,
-        now + 100,
+        now + 500,
         "the refused fire is not fired again"
     );
     assert_eq!((st.fired, st.last), (0, None));

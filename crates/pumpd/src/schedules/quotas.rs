@@ -1,25 +1,27 @@
-//! A slot's fires held to their namespaces' quotas, as a publish is: a
-//! namespace with `max_jobs` or `max_bytes` gets, in each fire call, the
-//! fires of its due schedules that the admin Redis admits
-//! (`sundial_router::backlog`, which a gateway's publish goes through
-//! too), and none while it is over a bound; a namespace over its share of
-//! a shard near its `maxmemory` (`sundial_router::headroom`) gets none. A
-//! fire refused is not published: it counts as `refused`, and the
-//! schedule's next fire asks again. As for a publish, fires go uncounted
-//! while the admin Redis cannot count.
+//! A slot's fires held to their namespaces' quotas, as a publish is. A
+//! namespace over its share of a shard near its `maxmemory`
+//! (`sundial_router::headroom`) gets no fire. One with `max_jobs` or
+//! `max_bytes` gets, in each fire call, what the admin Redis admits for
+//! its due fires (`sundial_router::backlog`, which a gateway's publish
+//! goes through too): all of them, or as many as its room holds, or none
+//! while it holds its bound. The fire script stores no more than was
+//! admitted (a fire that does not fit stays due), and the admission keeps
+//! only what the call stored. A fire refused is not published: it counts
+//! as `refused`, and the schedule's next fire asks again. A pump never
+//! waits for a snapshot of a namespace's usage: it takes one in the
+//! background, refuses on an old one (never under what the namespace
+//! holds), and, while a namespace has none yet, leaves its fires due. As
+//! for a publish, fires go uncounted while the admin Redis cannot count.
 
 use std::{
     collections::{BTreeMap, HashMap},
     sync::Arc,
+    time::Duration,
 };
 
-use sundial_core::{BacklogAsk, EngineError, FireDef, Room, Shard, Usage};
+use sundial_core::{Admission, BacklogAsk, EngineError, FireDef, FireOutcome, Room, Shard, Usage};
 use sundial_router::{
-    LiveTopology,
-    admin::AdminStore,
-    backlog::{self, Admitted},
-    headroom::Headroom,
-    placement::NamespacePools,
+    LiveTopology, admin::AdminStore, backlog, headroom::Headroom, placement::NamespacePools,
     quota::Bound,
 };
 
@@ -27,9 +29,13 @@ use sundial_router::{
 /// body and key: its id, record header, fire time and key window, with
 /// room to spare (the estimate is never to be under what is stored).
 const FIRE_BYTES_OVER: u64 = 128;
-/// A due schedule that the book does not list (it is leaving the slot):
-/// counted as a fire of this many bytes.
-const UNLISTED_BYTES: u64 = 4096;
+/// A due schedule that the book does not list (it is leaving the slot, or
+/// this process's copy is behind): counted as the largest fire a
+/// definition allows (149 KiB, the gateway's bound on one).
+const UNLISTED_BYTES: u64 = 149 * 1024 + FIRE_BYTES_OVER;
+/// How long an admission may take: past it, the call's fires of that
+/// namespace go uncounted, as when the admin Redis does not answer.
+const ADMIT_WITHIN: Duration = Duration::from_millis(250);
 
 /// The admin tables and the shards' headroom, which the fires of every
 /// slot of this process are held to.
@@ -38,20 +44,6 @@ pub(crate) struct FireQuotas {
     admin: Arc<AdminStore>,
     live: Arc<LiveTopology>,
     headroom: Headroom,
-}
-
-impl FireQuotas {
-    pub(crate) fn new(admin: Arc<AdminStore>, live: Arc<LiveTopology>, headroom: Headroom) -> Self {
-        Self {
-            admin,
-            live,
-            headroom,
-        }
-    }
-
-    pub(crate) fn admin(&self) -> &Arc<AdminStore> {
-        &self.admin
-    }
 }
 
 /// The namespaces of a slot held to a quota, by name ([`FireQuotas::held`]).
@@ -64,6 +56,8 @@ pub(crate) struct Held {
     max_jobs: Option<u64>,
     max_bytes: Option<u64>,
     due: Usage,
+    /// The smallest due fire's bytes.
+    least: u64,
 }
 
 /// A namespace's schedules on a slot's page: the pool its quota is set
@@ -98,33 +92,77 @@ pub(crate) fn page_namespaces<'a>(
     by_ns.into_values().map(Arc::new).collect()
 }
 
-/// The rooms of one fire call, and the admissions to end after it.
-#[derive(Default)]
-pub(crate) struct Rooms {
-    pub(crate) rooms: Vec<(String, Room)>,
-    admitted: Vec<(Arc<str>, String, String)>,
-    admin: Option<Arc<AdminStore>>,
-}
-
-impl Rooms {
-    /// Ends the call's admissions: `stored` unless it surely stored
-    /// nothing (its lease was not held).
-    pub(crate) fn ended(self, stored: bool) {
-        let Some(admin) = self.admin else {
-            return;
-        };
-        for (pool, ns, entry) in self.admitted {
-            backlog::done(admin.redis(), pool.to_string(), ns, entry, stored);
-        }
-    }
-}
-
 /// The bytes fire `def` may add.
 fn fire_bytes(def: &FireDef) -> u64 {
     (def.attrs.len() + def.body.len() + def.key.len()) as u64 + FIRE_BYTES_OVER
 }
 
+/// An admission of one fire call: its namespace, under the pool its quota
+/// is set under, and its entry.
+struct Entry {
+    pool: Arc<str>,
+    ns: String,
+    entry: String,
+}
+
+/// The rooms of one fire call, and the admissions to end after it (when
+/// dropped unended, they end as stored in full).
+#[derive(Default)]
+pub(crate) struct Rooms {
+    pub(crate) rooms: Vec<(String, Room)>,
+    admitted: Vec<Entry>,
+    admin: Option<Arc<AdminStore>>,
+}
+
+impl Rooms {
+    /// Ends the call's admissions, each with what the call stored of it:
+    /// nothing when its lease was not held or Redis refused it for memory;
+    /// all it was admitted for when it may have stored without saying.
+    pub(crate) fn ended(mut self, call: Result<&FireOutcome, &EngineError>) {
+        let Some(admin) = self.admin.clone() else {
+            return;
+        };
+        for e in std::mem::take(&mut self.admitted) {
+            let (pool, redis) = (e.pool.to_string(), admin.redis());
+            match call {
+                Ok(o) if !o.fenced => {
+                    let stored = o.stored.iter().find(|(ns, _)| *ns == e.ns);
+                    let stored = stored.map(|(_, u)| *u).unwrap_or_default();
+                    backlog::stored(redis, pool, e.ns, e.entry, stored);
+                }
+                Ok(_) | Err(EngineError::OutOfMemory { .. }) => {
+                    backlog::done(redis, pool, e.ns, e.entry, false);
+                }
+                Err(_) => backlog::done(redis, pool, e.ns, e.entry, true),
+            }
+        }
+    }
+}
+
+impl Drop for Rooms {
+    fn drop(&mut self) {
+        let Some(admin) = &self.admin else {
+            return;
+        };
+        for e in std::mem::take(&mut self.admitted) {
+            backlog::done(admin.redis(), e.pool.to_string(), e.ns, e.entry, true);
+        }
+    }
+}
+
 impl FireQuotas {
+    pub(crate) fn new(admin: Arc<AdminStore>, live: Arc<LiveTopology>, headroom: Headroom) -> Self {
+        Self {
+            admin,
+            live,
+            headroom,
+        }
+    }
+
+    pub(crate) fn admin(&self) -> &Arc<AdminStore> {
+        &self.admin
+    }
+
     /// The namespaces of a slot's page (`spaces`, on `shard`, of `pool`)
     /// held to a quota now: a backlog bound, or a shard over its headroom.
     pub(crate) fn held(
@@ -150,6 +188,7 @@ impl FireQuotas {
                     max_jobs,
                     max_bytes,
                     due: Usage::default(),
+                    least: u64::MAX,
                 };
                 held.insert(space.ns.clone(), h);
             }
@@ -158,9 +197,9 @@ impl FireQuotas {
     }
 
     /// The rooms for a fire call of up to `limit` fires of `slot` on
-    /// `shard`, whose `held` namespaces are held to a quota: none when it
-    /// has none; else, after a read of which schedules are due, one per
-    /// held namespace.
+    /// `shard`, whose `held` namespaces are held to a quota: refused over
+    /// a headroom share; for a backlog bound, after a read of which
+    /// schedules are due, what the admin Redis admits of their fires.
     pub(crate) async fn rooms(
         &self,
         shard: &Shard,
@@ -168,8 +207,19 @@ impl FireQuotas {
         mut held: HeldNamespaces,
         limit: u32,
     ) -> Result<Rooms, EngineError> {
+        let mut out = Rooms {
+            rooms: Vec::new(),
+            admitted: Vec::new(),
+            admin: Some(self.admin.clone()),
+        };
+        held.retain(|ns, h| {
+            if h.over_share {
+                out.rooms.push((ns.clone(), Room::Refused));
+            }
+            !h.over_share
+        });
         if held.is_empty() {
-            return Ok(Rooms::default());
+            return Ok(out);
         }
         for member in shard.fires().due(slot, limit).await? {
             let ns = member.split('/').next().unwrap_or_default();
@@ -181,53 +231,90 @@ impl FireQuotas {
                     .copied()
                     .unwrap_or(UNLISTED_BYTES);
                 h.due.add(Usage { jobs: 1, bytes });
+                h.least = h.least.min(bytes);
             }
         }
-        let mut out = Rooms {
-            admin: Some(self.admin.clone()),
-            ..Rooms::default()
-        };
-        for (ns, h) in held {
-            let room = if h.over_share {
-                Some(Room::Refused)
-            } else if h.max_jobs.is_none() && h.max_bytes.is_none() {
-                None
-            } else if h.due.jobs == 0 {
-                Some(Room::Admitted(0))
-            } else {
-                self.admit(&ns, &h, &mut out).await
-            };
-            out.rooms.extend(room.map(|r| (ns, r)));
+        let asks = held.iter().map(|(ns, h)| self.admit(ns, h));
+        for (room, entry) in futures::future::join_all(asks).await {
+            out.rooms.extend(room);
+            out.admitted.extend(entry);
         }
         Ok(out)
     }
 
-    /// Admits the due fires of `ns` under its backlog bounds: `None` (not
-    /// held) when the admin Redis cannot count them.
-    async fn admit(&self, ns: &str, h: &Held, out: &mut Rooms) -> Option<Room> {
-        let quota_pool = &h.space.quota_pool;
-        let home = self.admin.homes().get(quota_pool, ns);
-        let pools =
-            NamespacePools::resolve(&self.live.topology(), quota_pool, home.as_ref()).ok()?;
-        let ask = BacklogAsk {
+    /// Admits what fits of the due fires of `ns` under its backlog bounds:
+    /// its room (none when it has no room for its smallest fire; nothing
+    /// yet while its usage is read again), and the admission to end after
+    /// the call; no room (not held) when the admin Redis cannot count.
+    async fn admit(&self, ns: &str, h: &Held) -> (Option<(String, Room)>, Option<Entry>) {
+        let room = |r: Room| Some((ns.to_owned(), r));
+        if h.due.jobs == 0 {
+            return (room(Room::Admitted(Usage::default())), None);
+        }
+        let pool = &h.space.quota_pool;
+        let home = self.admin.homes().get(pool, ns);
+        let pools = match NamespacePools::resolve(&self.live.topology(), pool, home.as_ref()) {
+            Ok(pools) => pools,
+            Err(e) => {
+                tracing::warn!(ns, error = %e, "cannot place a namespace to count its fires against its backlog quota; letting them through");
+                return (None, None);
+            }
+        };
+        let mut ask = BacklogAsk {
             add: h.due,
             max_jobs: h.max_jobs.unwrap_or(0),
             max_bytes: h.max_bytes.unwrap_or(0),
             stale_ms: backlog::STALE_MS,
         };
         let redis = self.admin.redis();
-        match backlog::admit(&redis, quota_pool, ns, &pools, ask).await {
-            Ok(Admitted::Yes { entry }) => {
-                out.admitted
-                    .push((quota_pool.clone(), ns.to_owned(), entry));
-                Some(Room::Admitted(h.due.jobs))
-            }
-            Ok(Admitted::Refused { .. }) => Some(Room::Refused),
-            Ok(Admitted::Uncounted) => None,
-            Err(e) => {
-                tracing::warn!(ns, error = %e, "cannot count fires against a backlog quota; letting them through");
-                None
+        for _ in 0..2 {
+            let entry = format!("{:016x}", rand::random::<u64>());
+            let found = backlog::admit_once(&redis, (pool, ns), &pools, &entry, ask);
+            let found = match tokio::time::timeout(ADMIT_WITHIN, found).await {
+                Ok(Ok(found)) => found,
+                Ok(Err(e)) => {
+                    tracing::warn!(ns, error = %e, "cannot count fires against a backlog quota; letting them through");
+                    return (None, None);
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        ns,
+                        "the admin Redis did not count fires against a backlog quota in time; letting them through"
+                    );
+                    return (None, None);
+                }
+            };
+            let held = match found {
+                Admission::Admitted { .. } => {
+                    let (pool, ns) = (pool.clone(), ns.to_owned());
+                    return (
+                        room(Room::Admitted(ask.add)),
+                        Some(Entry { pool, ns, entry }),
+                    );
+                }
+                // No estimate yet: one is read in the background, and
+                // the fires wait for it.
+                Admission::Unknown => return (room(Room::Admitted(Usage::default())), None),
+                // An old estimate is read again in the background; it is
+                // never under what the namespace holds.
+                Admission::Refused { held, .. } => held,
+            };
+            match fits(h, &ask, held) {
+                Some(less) => ask.add = less,
+                None => break,
             }
         }
+        (room(Room::Refused), None)
     }
+}
+
+/// What fits of `ask` beside the `held` usage under `h`'s bounds, when it
+/// is less than asked and holds `h`'s smallest due fire.
+fn fits(h: &Held, ask: &BacklogAsk, held: Usage) -> Option<Usage> {
+    let left = |max: Option<u64>, held: u64| max.map_or(u64::MAX, |m| m.saturating_sub(held));
+    let fits = Usage {
+        jobs: ask.add.jobs.min(left(h.max_jobs, held.jobs)),
+        bytes: ask.add.bytes.min(left(h.max_bytes, held.bytes)),
+    };
+    (fits != ask.add && fits.jobs > 0 && fits.bytes >= h.least).then_some(fits)
 }

@@ -6,7 +6,7 @@ use fred::types::Value;
 
 use super::Fires;
 use crate::{
-    EngineError,
+    EngineError, Usage,
     engine::{decode::Fields, keysets},
     keys::SlotKeys,
     scripts::SCRIPTS,
@@ -42,6 +42,9 @@ pub struct FireOutcome {
     pub to_plan: Vec<ToPlan>,
     /// How late each fire was published after it was due (ms).
     pub lateness_ms: Vec<u64>,
+    /// Per namespace held to a quota (named in the call's rooms, and not
+    /// refused): what its fires stored.
+    pub stored: Vec<(String, Usage)>,
     /// Per qualified queue fired into: what its fires did.
     pub per_queue: Vec<QueueFires>,
 }
@@ -61,11 +64,12 @@ pub struct QueueFires {
     pub refused: u64,
 }
 
-/// How a fire call holds a namespace to its quotas: at most `Admitted(n)`
-/// fires now (0: its fires stay due), or none, each counted refused.
+/// How a fire call holds a namespace to its quotas: fires that store at
+/// most the jobs and bytes admitted (one that does not fit what is left
+/// stays due), or none, each handled and counted refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Room {
-    Admitted(u64),
+    Admitted(Usage),
     Refused,
 }
 
@@ -89,12 +93,13 @@ impl Fires<'_> {
             self.0.timer_channel(slot).into(),
             i64::from(slot).into(),
         ];
+        let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         for (ns, room) in rooms {
-            let n = match room {
-                Room::Admitted(n) => i64::try_from(*n).unwrap_or(i64::MAX),
-                Room::Refused => -1,
+            let (jobs, bytes) = match room {
+                Room::Admitted(u) => (int(u.jobs), int(u.bytes)),
+                Room::Refused => (-1, 0),
             };
-            args.extend([ns.as_str().into(), n.into()]);
+            args.extend([ns.as_str().into(), jobs.into(), bytes.into()]);
         }
         let v = self
             .0
@@ -137,6 +142,11 @@ impl Fires<'_> {
         for _ in 0..f.uint()? {
             out.lateness_ms.push(f.uint()?);
         }
+        for _ in 0..f.uint()? {
+            let ns = f.string()?;
+            let (jobs, bytes) = (f.uint()?, f.uint()?);
+            out.stored.push((ns, Usage { jobs, bytes }));
+        }
         while f.len() >= 4 {
             out.per_queue.push(QueueFires {
                 queue: f.string()?,
@@ -157,7 +167,7 @@ impl Fires<'_> {
             .conn()
             .eval(
                 &SCRIPTS.fires_due,
-                vec![k.fires()],
+                keysets::fires_due(&k),
                 vec![i64::from(limit).into()],
             )
             .await?;
