@@ -11,10 +11,12 @@
 -- plan REPLAN_MS at a time. A schedule whose job has an idempotency key
 -- publishes it with the key (as a publish does: `lua/lib/keys.lua`); a
 -- fire while the key names a job (or its window is open) publishes
--- nothing, and counts as a duplicate. A namespace whose backlog quota the
--- pump held to a quota gets as many fires as it admitted in this call
--- (the rest stay due, for the pump to admit); one it refused fires
--- nothing now: its due fires are handled and count as refused.
+-- nothing, and counts as a duplicate. A namespace that the pump holds to
+-- a quota stores no more jobs and bytes than the pump admitted for it in
+-- this call: a schedule whose fire does not fit what is left waits
+-- ROOM_WAIT_MS (its fire zset entry moved, nothing else written) for the
+-- pump to admit it again; one the pump refused fires nothing now: its due
+-- fires are handled and count as refused.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
 -- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: fire zset
 -- KEYS[8]: definitions hash   KEYS[9]: fire states hash
@@ -25,9 +27,8 @@
 -- ARGV[4]: the lease owner this pump acts for ("" = no lease)
 -- ARGV[5]: timer channel   ARGV[6]: slot number (the timer channel's message)
 -- ARGV[7..]: triples of a namespace held to a quota, and the jobs and
---   bytes the pump admitted for it in this call (a fire that does not fit
---   what is left stays due; jobs -1: refused); a namespace not named is
---   not held.
+--   bytes the pump admitted for it in this call (jobs -1: refused); a
+--   namespace not named is not held (one named twice: its first triple).
 -- Returns {-1} and no change when ARGV[4] does not hold the lease, else
 --   {fired, next_fire_ms (-1: none; now when more are due), now_ms,
 --    n, then n quintuples (member, rev, cursor, timing, key) of schedules
@@ -49,9 +50,20 @@ local fired, more = 0, false
 local rooms, held = {}, {}
 for i = 7, #ARGV, 3 do
   local jobs = tonumber(ARGV[i + 1])
-  rooms[ARGV[i]] = { refused = jobs < 0, jobs = jobs, bytes = tonumber(ARGV[i + 2]), used_jobs = 0,
-                     used_bytes = 0 }
-  held[#held + 1] = ARGV[i]
+  if not rooms[ARGV[i]] then
+    rooms[ARGV[i]] = { refused = jobs < 0, jobs = jobs, bytes = tonumber(ARGV[i + 2]), used_jobs = 0,
+                       used_bytes = 0 }
+    held[#held + 1] = ARGV[i]
+  end
+end
+-- How long a schedule whose fire finds no room waits for the pump to
+-- admit it again.
+local ROOM_WAIT_MS = 25
+-- Whether schedule `member`'s namespace has nothing left of what the pump
+-- admitted for it.
+local function no_room(member)
+  local room = rooms[string.match(member, '^[^/]+')]
+  return room ~= nil and not room.refused and room.jobs < 1
 end
 local lateness, replan, per, qns = {}, {}, {}, {}
 -- Writes gathered over the call and made once per key at the end, as a
@@ -159,6 +171,7 @@ end
 local function fire_due(member, d, st)
   local queue = string.match(member, '^[^/]+/[^/]+')
   local room = rooms[string.match(queue, '^[^/]+')]
+  local wait = false
   while st.plan ~= '' and fired < limit do
     local at, due, id, how = planned(st.plan)
     if due > now then break end
@@ -174,8 +187,11 @@ local function fire_due(member, d, st)
         n[3] = n[3] + 1
       else
         local published = publish(d, queue, id, at, room)
-        -- Nothing left of what was admitted fits it: it stays due.
-        if published == nil then break end
+        -- Nothing left of what was admitted fits it: it waits.
+        if published == nil then
+          wait = true
+          break
+        end
         if published then
           fired = fired + 1
           lateness[#lateness + 1] = now - due
@@ -191,7 +207,9 @@ local function fire_due(member, d, st)
     st.plan = plan_rest(st.plan)
   end
   local n = #arms
-  if st.plan ~= '' then
+  if wait then
+    arms[n + 1], arms[n + 2] = now + ROOM_WAIT_MS, member
+  elseif st.plan ~= '' then
     local _, due = planned(st.plan)
     arms[n + 1], arms[n + 2] = due, member
     if due <= now then more = true end
@@ -208,6 +226,9 @@ for i, member in ipairs(due) do
   local def, raw = defs[i], states[i]
   if not def or not raw then
     redis.call('ZREM', fkey, member)
+  elseif no_room(member) then
+    local n = #arms
+    arms[n + 1], arms[n + 2] = now + ROOM_WAIT_MS, member
   else
     local d, st = fire_def(def), fire_state(raw)
     if d.paused or st.ended ~= '0' then

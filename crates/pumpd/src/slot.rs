@@ -195,7 +195,7 @@ async fn step(job: &mut SlotPump) -> Step {
         .unwrap_or_else(|p| p.into_inner())
         .insert(slot, late_ms);
     let backlog = o.processed >= u64::from(opts.batch);
-    let mut pause = until_next(o.next_due_ms, o.now_ms, opts.idle_check);
+    let pause = until_next(o.next_due_ms, o.now_ms, opts.idle_check);
     let Some(schedules) = job.schedules.as_mut() else {
         return if backlog {
             Step::Again
@@ -208,25 +208,52 @@ async fn step(job: &mut SlotPump) -> Step {
         // what it lacks.
         schedules.forget();
     }
-    let mut next_fire = o.next_fire_ms;
-    if next_fire.is_some_and(|at| at <= o.now_ms) {
-        next_fire = match schedules.fire(shard, opts.batch).await {
-            Ok(Ok(next)) => next,
-            Ok(Err(Fenced)) => return Step::Fenced,
-            Err(e) => {
-                tracing::warn!(pool, shard = shard.name(), slot, error = %e, "schedules not fired");
-                schedules.forget();
-                return Step::Sleep(opts.retry_after);
-            }
-        };
-    }
+    let pause = match fire(schedules, (pool, shard, slot), opts, &o, pause).await {
+        Ok(pause) => pause,
+        Err(step) => return step,
+    };
     if backlog {
         return Step::Again;
     }
-    if next_fire.is_some() {
-        pause = pause.min(until_next(next_fire, o.now_ms, opts.idle_check));
-    }
     Step::Sleep(pause)
+}
+
+/// Fires the slot's schedules when one is due, as the pump call `o`
+/// found; returns the pause `pause` (counted from that call) made no
+/// longer than the next fire, or the step to end with.
+async fn fire(
+    schedules: &mut SlotSchedules,
+    (pool, shard, slot): (&str, &Shard, u32),
+    opts: &PumpOptions,
+    o: &PumpOutcome,
+    pause: Duration,
+) -> Result<Duration, Step> {
+    if o.next_fire_ms.is_none_or(|at| at > o.now_ms) {
+        let next = until_next(o.next_fire_ms, o.now_ms, opts.idle_check);
+        return Ok(if o.next_fire_ms.is_some() {
+            pause.min(next)
+        } else {
+            pause
+        });
+    }
+    // The fire step's time is taken from the pump call's pause, and the
+    // next fire counts from the step's last fire call.
+    let began = Instant::now();
+    let fired = match schedules.fire(shard, opts.batch).await {
+        Ok(Ok(fired)) => fired,
+        Ok(Err(Fenced)) => return Err(Step::Fenced),
+        Err(e) => {
+            tracing::warn!(pool, shard = shard.name(), slot, error = %e, "schedules not fired");
+            schedules.forget();
+            return Err(Step::Sleep(opts.retry_after));
+        }
+    };
+    let mut pause = pause.saturating_sub(began.elapsed());
+    if fired.next_ms.is_some() {
+        let next = until_next(fired.next_ms, fired.now_ms, opts.idle_check);
+        pause = pause.min(next.saturating_sub(fired.at.elapsed()));
+    }
+    Ok(pause)
 }
 
 /// How long to sleep: until the next deadline `next_ms`, measured on the

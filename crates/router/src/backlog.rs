@@ -95,17 +95,6 @@ pub async fn admit_once(
     Ok(found)
 }
 
-/// Says that the write admitted as `entry` stored `stored` (what it was
-/// admitted for, or less), in the background.
-pub fn stored(redis: Arc<Shard>, pool: String, ns: String, entry: String, stored: Usage) {
-    tokio::spawn(async move {
-        let admin = redis.admin();
-        if let Err(e) = admin.backlog_stored(&pool, &ns, &entry, stored).await {
-            tracing::debug!(error = %e, "cannot say what a write admitted by a backlog quota stored");
-        }
-    });
-}
-
 /// Says how the write admitted as `entry` ended, in the background: one
 /// that surely stored nothing gives its jobs back at once.
 pub fn done(redis: Arc<Shard>, pool: String, ns: String, entry: String, stored: bool) {
@@ -118,7 +107,7 @@ pub fn done(redis: Arc<Shard>, pool: String, ns: String, entry: String, stored: 
 }
 
 /// Per namespace (`<pool>/<ns>`): when this process last took its
-/// snapshot, under a lock that one snapshot holds at a time.
+/// snapshot (or tried to), under a lock that one snapshot holds at a time.
 type Snapshots = Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Instant>>>>>;
 static SNAPSHOTS: LazyLock<Snapshots> = LazyLock::new(Snapshots::default);
 
@@ -127,8 +116,8 @@ fn snapshot_lock(pool: &str, ns: &str) -> Arc<tokio::sync::Mutex<Option<Instant>
     all.entry(format!("{pool}/{ns}")).or_default().clone()
 }
 
-/// Takes the namespace's snapshot unless this process took one within
-/// [`FRESH`] (a caller that waited for another's gets that one).
+/// Takes the namespace's snapshot unless this process took one (or tried
+/// to) within [`FRESH`] (a caller that waited for another's gets that one).
 async fn snapshot(redis: Arc<Shard>, pool: &str, ns: &str, pools: &NamespacePools) {
     let lock = snapshot_lock(pool, ns);
     let mut last = lock.lock().await;
@@ -140,12 +129,12 @@ async fn snapshot(redis: Arc<Shard>, pool: &str, ns: &str, pools: &NamespacePool
         let usage = crate::usage::namespace(pools, ns).await?;
         redis.admin().backlog_snapshot(pool, ns, began, usage).await
     };
-    match taken.await {
-        Ok(_) => *last = Some(Instant::now()),
-        Err(e) => {
-            tracing::warn!(pool, ns, error = %e, "cannot take a snapshot of a namespace's usage")
-        }
+    if let Err(e) = taken.await {
+        tracing::warn!(pool, ns, error = %e, "cannot take a snapshot of a namespace's usage");
     }
+    // A failed one too: the next try waits as long, rather than read the
+    // pools again at once for every caller.
+    *last = Some(Instant::now());
 }
 
 /// [`snapshot`], in the background, unless one is under way.

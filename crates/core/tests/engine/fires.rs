@@ -593,14 +593,20 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
     let stored = |o: &FireOutcome| o.stored.clone();
     let ns_usage = || async { s.slots().namespace_usage(&[B], "ns").await.expect("usage") };
 
-    // None admitted yet: the held namespace's fires stay due, the other's fire.
+    // None admitted yet: the held namespace's schedules wait 25 ms (for
+    // the pump to admit them again), the other's fires.
     let o = f.fire(B, 100, None, &held(room(0, 0))).await.expect("fire");
     assert_eq!(o.per_queue, vec![per("other/q", 1, 0, 0)]);
     assert_eq!(stored(&o), vec![("ns".to_owned(), Usage::default())]);
-    assert_eq!(o.next_fire_ms, Some(o.now_ms), "more are due");
+    assert_eq!(
+        o.next_fire_ms,
+        Some(o.now_ms + 25),
+        "they wait, not at once"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(f.due(B, 100).await.expect("due").len(), 3);
 
-    // Two jobs admitted: two fire, the third stays due; the call says what
+    // Two jobs admitted: two fire, the third waits; the call says what
     // they stored, as the slot counts it.
     let o = f
         .fire(B, 100, None, &held(room(2, 1 << 20)))
@@ -617,9 +623,11 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
         two,
         "what the fires stored, as the slot counts it"
     );
+    assert_eq!(o.next_fire_ms, Some(o.now_ms + 25), "the third waits");
+    tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(f.due(B, 100).await.expect("due").len(), 1);
 
-    // Bytes for less than one fire: it stays due, whatever the jobs.
+    // Bytes for less than one fire: it waits, whatever the jobs.
     let o = f
         .fire(B, 100, None, &held(room(5, two.bytes / 2 - 1)))
         .await
@@ -628,6 +636,7 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
         (o.fired, stored(&o)),
         (0, vec![("ns".to_owned(), Usage::default())])
     );
+    tokio::time::sleep(Duration::from_millis(50)).await;
     let left = f.due(B, 100).await.expect("due");
     assert_eq!(left.len(), 1);
 

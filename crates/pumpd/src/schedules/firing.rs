@@ -12,7 +12,7 @@ use sundial_router::schedule::{self, Timing, placed};
 
 use super::{
     keeper::{Fenced, SlotSchedules},
-    quotas::Rooms,
+    rooms::Rooms,
 };
 
 /// The most fire calls of `limit` fires each that one step makes before it
@@ -23,9 +23,15 @@ const FIRE_CALLS_MOST: u32 = 4;
 /// The most plans one call stores: a call holds Redis for about 20 µs a
 /// plan, and a thousand schedules due together ask together.
 const PLANS_PER_CALL: usize = 100;
-/// How soon a step whose due fires all wait for room (a namespace's
-/// usage read in the background) comes back, rather than at once.
-const ROOM_WAIT_MS: u64 = 25;
+
+/// What a step fired: the slot's next fire, on the shard's clock, as of
+/// `now_ms` (its last fire call's), which was when `at` was.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fired {
+    pub(crate) next_ms: Option<u64>,
+    pub(crate) now_ms: u64,
+    pub(crate) at: std::time::Instant,
+}
 
 impl SlotSchedules {
     /// Fires the slot's due fires (up to [`FIRE_CALLS_MOST`] calls of
@@ -35,13 +41,18 @@ impl SlotSchedules {
         &self,
         shard: &Shard,
         limit: u32,
-    ) -> Result<Result<Option<u64>, Fenced>, EngineError> {
+    ) -> Result<Result<Fired, Fenced>, EngineError> {
         let owner = Some(self.owner.as_str());
-        let Some((o, to_plan, waits)) = self.fire_due(shard, limit).await? else {
+        let Some((o, to_plan, at)) = self.fire_due(shard, limit).await? else {
             return Ok(Err(Fenced));
         };
+        let fired = |next_ms| Fired {
+            next_ms,
+            now_ms: o.now_ms,
+            at,
+        };
         if to_plan.is_empty() {
-            return Ok(Ok(o.next_fire_ms));
+            return Ok(Ok(fired(o.next_fire_ms)));
         }
         let plans: Vec<Plan> = to_plan
             .iter()
@@ -62,13 +73,12 @@ impl SlotSchedules {
                 self.count(&p.member, "missed", p.skipped);
             }
         }
-        // More due than one call fired: come back at once; what waits for
-        // room, soon.
+        // More due than one call fired: come back at once.
         let next = match (o.next_fire_ms, next) {
-            (Some(more), _) if more <= o.now_ms || waits => Some(more),
+            (Some(more), _) if more <= o.now_ms => Some(more),
             (_, next) => next,
         };
-        Ok(Ok(next))
+        Ok(Ok(fired(next)))
     }
 
     /// The rooms of the slot's namespaces held to a quota, for a fire call
@@ -83,26 +93,24 @@ impl SlotSchedules {
 
     /// Fires what is due, a call of `limit` at a time, while more are due
     /// (at most [`FIRE_CALLS_MOST`] calls). Returns the last call's
-    /// outcome (its next fire [`ROOM_WAIT_MS`] ahead when what is due
-    /// waits for room), the schedules to plan, each with the state it
-    /// asked with last, and whether what is due waits for room; or `None`
-    /// when the lease was lost.
+    /// outcome and when it came, and the schedules to plan, each with the
+    /// state it asked with last; or `None` when the lease was lost.
     async fn fire_due(
         &self,
         shard: &Shard,
         limit: u32,
-    ) -> Result<Option<(FireOutcome, Vec<ToPlan>, bool)>, EngineError> {
+    ) -> Result<Option<(FireOutcome, Vec<ToPlan>, std::time::Instant)>, EngineError> {
         let owner = Some(self.owner.as_str());
         let mut asked: Vec<ToPlan> = Vec::new();
         let mut calls = 0;
         loop {
             let rooms = self.rooms(shard, limit).await?;
-            let held = !rooms.rooms.is_empty();
             let o = shard
                 .fires()
                 .fire(self.slot, limit, owner, &rooms.rooms)
                 .await;
-            rooms.ended(o.as_ref());
+            let at = std::time::Instant::now();
+            rooms.ended(o.as_ref()).await;
             let mut o = o?;
             if o.fenced {
                 return Ok(None);
@@ -111,13 +119,7 @@ impl SlotSchedules {
             self.record(&o);
             asked.append(&mut o.to_plan);
             let more = o.next_fire_ms.is_some_and(|at| at <= o.now_ms);
-            let idle = o.fired == 0 && o.per_queue.iter().all(|q| q.refused + q.duplicates == 0);
-            let waits = more && held && idle;
-            if waits {
-                // What is due waits for room: not again at once.
-                o.next_fire_ms = Some(o.now_ms + ROOM_WAIT_MS);
-            }
-            if !more || waits || calls >= FIRE_CALLS_MOST {
+            if !more || calls >= FIRE_CALLS_MOST {
                 // A schedule that asked twice asks with its later state.
                 let mut seen = HashSet::new();
                 let mut to_plan: Vec<ToPlan> = asked
@@ -126,7 +128,7 @@ impl SlotSchedules {
                     .filter(|t| seen.insert(t.member.clone()))
                     .collect();
                 to_plan.reverse();
-                return Ok(Some((o, to_plan, waits)));
+                return Ok(Some((o, to_plan, at)));
             }
         }
     }

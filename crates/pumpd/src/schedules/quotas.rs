@@ -1,29 +1,26 @@
 //! A slot's fires held to their namespaces' quotas, as a publish is. A
 //! namespace over its share of a shard near its `maxmemory`
 //! (`sundial_router::headroom`) gets no fire. One with `max_jobs` or
-//! `max_bytes` gets, in each fire call, what the admin Redis admits for
-//! its due fires (`sundial_router::backlog`, which a gateway's publish
-//! goes through too): all of them, or as many as its room holds, or none
-//! while it holds its bound. The fire script stores no more than was
-//! admitted (a fire that does not fit stays due), and the admission keeps
-//! only what the call stored. A fire refused is not published: it counts
-//! as `refused`, and the schedule's next fire asks again. A pump never
-//! waits for a snapshot of a namespace's usage: it takes one in the
-//! background, refuses on an old one (never under what the namespace
-//! holds), and, while a namespace has none yet, leaves its fires due. As
-//! for a publish, fires go uncounted while the admin Redis cannot count.
+//! `max_bytes` gets, in each fire call, what the admin Redis admits of its
+//! due fires (`rooms.rs`, through `sundial_router::backlog`, which a
+//! gateway's publish goes through too): all of them, or what fits of them,
+//! or none while it holds its bound. The fire script stores no more than
+//! was admitted (a schedule whose fire does not fit waits 25 ms for the
+//! next admission), and the admission keeps only what the call stored. A
+//! fire refused is not published: it counts as `refused`, and the
+//! schedule's next fire asks again.
 
 use std::{
     collections::{BTreeMap, HashMap},
     sync::Arc,
-    time::Duration,
 };
 
-use sundial_core::{Admission, BacklogAsk, EngineError, FireDef, FireOutcome, Room, Shard, Usage};
+use sundial_core::{EngineError, FireDef, Room, Shard, Usage};
 use sundial_router::{
-    LiveTopology, admin::AdminStore, backlog, headroom::Headroom, placement::NamespacePools,
-    quota::Bound,
+    LiveTopology, admin::AdminStore, headroom::Headroom, placement::NamespacePools, quota::Bound,
 };
+
+use super::rooms::{self, Ask, Rooms, Waiting};
 
 /// The bytes a fire's job may hold once stored, over its attributes,
 /// body and key: its id, record header, fire time and key window, with
@@ -33,9 +30,6 @@ const FIRE_BYTES_OVER: u64 = 128;
 /// this process's copy is behind): counted as the largest fire a
 /// definition allows (149 KiB, the gateway's bound on one).
 const UNLISTED_BYTES: u64 = 149 * 1024 + FIRE_BYTES_OVER;
-/// How long an admission may take: past it, the call's fires of that
-/// namespace go uncounted, as when the admin Redis does not answer.
-const ADMIT_WITHIN: Duration = Duration::from_millis(250);
 
 /// The admin tables and the shards' headroom, which the fires of every
 /// slot of this process are held to.
@@ -44,6 +38,8 @@ pub(crate) struct FireQuotas {
     admin: Arc<AdminStore>,
     live: Arc<LiveTopology>,
     headroom: Headroom,
+    /// Namespaces whose fires wait for a snapshot of their usage.
+    waiting: Waiting,
 }
 
 /// The namespaces of a slot held to a quota, by name ([`FireQuotas::held`]).
@@ -56,8 +52,9 @@ pub(crate) struct Held {
     max_jobs: Option<u64>,
     max_bytes: Option<u64>,
     due: Usage,
-    /// The smallest due fire's bytes.
+    /// The smallest and the largest due fire's bytes.
     least: u64,
+    most: u64,
 }
 
 /// A namespace's schedules on a slot's page: the pool its quota is set
@@ -97,65 +94,13 @@ fn fire_bytes(def: &FireDef) -> u64 {
     (def.attrs.len() + def.body.len() + def.key.len()) as u64 + FIRE_BYTES_OVER
 }
 
-/// An admission of one fire call: its namespace, under the pool its quota
-/// is set under, and its entry.
-struct Entry {
-    pool: Arc<str>,
-    ns: String,
-    entry: String,
-}
-
-/// The rooms of one fire call, and the admissions to end after it (when
-/// dropped unended, they end as stored in full).
-#[derive(Default)]
-pub(crate) struct Rooms {
-    pub(crate) rooms: Vec<(String, Room)>,
-    admitted: Vec<Entry>,
-    admin: Option<Arc<AdminStore>>,
-}
-
-impl Rooms {
-    /// Ends the call's admissions, each with what the call stored of it:
-    /// nothing when its lease was not held or Redis refused it for memory;
-    /// all it was admitted for when it may have stored without saying.
-    pub(crate) fn ended(mut self, call: Result<&FireOutcome, &EngineError>) {
-        let Some(admin) = self.admin.clone() else {
-            return;
-        };
-        for e in std::mem::take(&mut self.admitted) {
-            let (pool, redis) = (e.pool.to_string(), admin.redis());
-            match call {
-                Ok(o) if !o.fenced => {
-                    let stored = o.stored.iter().find(|(ns, _)| *ns == e.ns);
-                    let stored = stored.map(|(_, u)| *u).unwrap_or_default();
-                    backlog::stored(redis, pool, e.ns, e.entry, stored);
-                }
-                Ok(_) | Err(EngineError::OutOfMemory { .. }) => {
-                    backlog::done(redis, pool, e.ns, e.entry, false);
-                }
-                Err(_) => backlog::done(redis, pool, e.ns, e.entry, true),
-            }
-        }
-    }
-}
-
-impl Drop for Rooms {
-    fn drop(&mut self) {
-        let Some(admin) = &self.admin else {
-            return;
-        };
-        for e in std::mem::take(&mut self.admitted) {
-            backlog::done(admin.redis(), e.pool.to_string(), e.ns, e.entry, true);
-        }
-    }
-}
-
 impl FireQuotas {
     pub(crate) fn new(admin: Arc<AdminStore>, live: Arc<LiveTopology>, headroom: Headroom) -> Self {
         Self {
             admin,
             live,
             headroom,
+            waiting: Waiting::default(),
         }
     }
 
@@ -189,6 +134,7 @@ impl FireQuotas {
                     max_bytes,
                     due: Usage::default(),
                     least: u64::MAX,
+                    most: 0,
                 };
                 held.insert(space.ns.clone(), h);
             }
@@ -199,7 +145,8 @@ impl FireQuotas {
     /// The rooms for a fire call of up to `limit` fires of `slot` on
     /// `shard`, whose `held` namespaces are held to a quota: refused over
     /// a headroom share; for a backlog bound, after a read of which
-    /// schedules are due, what the admin Redis admits of their fires.
+    /// schedules are due, what the admin Redis admits of their fires (the
+    /// namespaces together).
     pub(crate) async fn rooms(
         &self,
         shard: &Shard,
@@ -207,11 +154,7 @@ impl FireQuotas {
         mut held: HeldNamespaces,
         limit: u32,
     ) -> Result<Rooms, EngineError> {
-        let mut out = Rooms {
-            rooms: Vec::new(),
-            admitted: Vec::new(),
-            admin: Some(self.admin.clone()),
-        };
+        let mut out = Rooms::new(self.admin.clone());
         held.retain(|ns, h| {
             if h.over_share {
                 out.rooms.push((ns.clone(), Room::Refused));
@@ -231,90 +174,54 @@ impl FireQuotas {
                     .copied()
                     .unwrap_or(UNLISTED_BYTES);
                 h.due.add(Usage { jobs: 1, bytes });
-                h.least = h.least.min(bytes);
+                (h.least, h.most) = (h.least.min(bytes), h.most.max(bytes));
             }
         }
-        let asks = held.iter().map(|(ns, h)| self.admit(ns, h));
-        for (room, entry) in futures::future::join_all(asks).await {
-            out.rooms.extend(room);
-            out.admitted.extend(entry);
+        let asks = self.asks(held, &mut out);
+        let mut each: Vec<Rooms> = asks.iter().map(|_| Rooms::default()).collect();
+        let admits = asks
+            .iter()
+            .zip(each.iter_mut())
+            .map(|((ask, pools), o)| rooms::admit(&self.admin, &self.waiting, ask, pools, o));
+        futures::future::join_all(admits).await;
+        for o in each {
+            out.merge(o);
         }
         Ok(out)
     }
 
-    /// Admits what fits of the due fires of `ns` under its backlog bounds:
-    /// its room (none when it has no room for its smallest fire; nothing
-    /// yet while its usage is read again), and the admission to end after
-    /// the call; no room (not held) when the admin Redis cannot count.
-    async fn admit(&self, ns: &str, h: &Held) -> (Option<(String, Room)>, Option<Entry>) {
-        let room = |r: Room| Some((ns.to_owned(), r));
-        if h.due.jobs == 0 {
-            return (room(Room::Admitted(Usage::default())), None);
-        }
-        let pool = &h.space.quota_pool;
-        let home = self.admin.homes().get(pool, ns);
-        let pools = match NamespacePools::resolve(&self.live.topology(), pool, home.as_ref()) {
-            Ok(pools) => pools,
-            Err(e) => {
-                tracing::warn!(ns, error = %e, "cannot place a namespace to count its fires against its backlog quota; letting them through");
-                return (None, None);
+    /// What to admit of the `held` namespaces' due fires; a namespace with
+    /// none seen due gets no room for now (what comes due meanwhile waits).
+    fn asks(&self, held: HeldNamespaces, out: &mut Rooms) -> Vec<(Ask, NamespacePools)> {
+        let topology = self.live.topology();
+        let mut asks = Vec::new();
+        for (ns, h) in held {
+            if h.due.jobs == 0 {
+                out.rooms.push((ns, Room::Admitted(Usage::default())));
+                continue;
             }
-        };
-        let mut ask = BacklogAsk {
-            add: h.due,
-            max_jobs: h.max_jobs.unwrap_or(0),
-            max_bytes: h.max_bytes.unwrap_or(0),
-            stale_ms: backlog::STALE_MS,
-        };
-        let redis = self.admin.redis();
-        for _ in 0..2 {
-            let entry = format!("{:016x}", rand::random::<u64>());
-            let found = backlog::admit_once(&redis, (pool, ns), &pools, &entry, ask);
-            let found = match tokio::time::timeout(ADMIT_WITHIN, found).await {
-                Ok(Ok(found)) => found,
-                Ok(Err(e)) => {
-                    tracing::warn!(ns, error = %e, "cannot count fires against a backlog quota; letting them through");
-                    return (None, None);
-                }
-                Err(_) => {
-                    tracing::warn!(
+            let pool = h.space.quota_pool.clone();
+            let home = self.admin.homes().get(&pool, &ns);
+            match NamespacePools::resolve(&topology, &pool, home.as_ref()) {
+                Ok(pools) => {
+                    let (due, least, most) = (h.due, h.least, h.most);
+                    let (max_jobs, max_bytes) = (h.max_jobs, h.max_bytes);
+                    let ask = Ask {
                         ns,
-                        "the admin Redis did not count fires against a backlog quota in time; letting them through"
-                    );
-                    return (None, None);
+                        pool,
+                        due,
+                        least,
+                        most,
+                        max_jobs,
+                        max_bytes,
+                    };
+                    asks.push((ask, pools));
                 }
-            };
-            let held = match found {
-                Admission::Admitted { .. } => {
-                    let (pool, ns) = (pool.clone(), ns.to_owned());
-                    return (
-                        room(Room::Admitted(ask.add)),
-                        Some(Entry { pool, ns, entry }),
-                    );
+                Err(e) => {
+                    tracing::warn!(ns, error = %e, "cannot place a namespace to count its fires against its backlog quota; letting them through");
                 }
-                // No estimate yet: one is read in the background, and
-                // the fires wait for it.
-                Admission::Unknown => return (room(Room::Admitted(Usage::default())), None),
-                // An old estimate is read again in the background; it is
-                // never under what the namespace holds.
-                Admission::Refused { held, .. } => held,
-            };
-            match fits(h, &ask, held) {
-                Some(less) => ask.add = less,
-                None => break,
             }
         }
-        (room(Room::Refused), None)
+        asks
     }
-}
-
-/// What fits of `ask` beside the `held` usage under `h`'s bounds, when it
-/// is less than asked and holds `h`'s smallest due fire.
-fn fits(h: &Held, ask: &BacklogAsk, held: Usage) -> Option<Usage> {
-    let left = |max: Option<u64>, held: u64| max.map_or(u64::MAX, |m| m.saturating_sub(held));
-    let fits = Usage {
-        jobs: ask.add.jobs.min(left(h.max_jobs, held.jobs)),
-        bytes: ask.add.bytes.min(left(h.max_bytes, held.bytes)),
-    };
-    (fits != ask.add && fits.jobs > 0 && fits.bytes >= h.least).then_some(fits)
 }

@@ -204,6 +204,10 @@ enum Cmd {
         firing: u64,
         #[arg(long, default_value_t = 10)]
         secs: u64,
+        /// Holds the namespace to this `max_jobs` while it fires (each
+        /// fire call then admits its fires on the admin Redis).
+        #[arg(long)]
+        max_jobs: Option<u64>,
     },
     /// What idle keep-alive connections cost the gateway's memory, open
     /// and after they close (needs `--gateway-pid`).
@@ -340,9 +344,17 @@ async fn main() -> anyhow::Result<()> {
             counts,
             firing,
             secs,
+            max_jobs,
         } => {
-            let c = cli.concurrency;
-            schedules::schedules(ctx, &redis, slots, &counts, firing, secs, c).await
+            let run = schedules::Run {
+                redis,
+                slots,
+                firing,
+                secs,
+                concurrency: cli.concurrency,
+                max_jobs,
+            };
+            schedules::schedules(ctx, &cli.admin, &run, &counts).await
         }
     }
 }

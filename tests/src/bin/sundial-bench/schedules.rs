@@ -12,6 +12,9 @@
 //!   Redis's CPU per fire. A fire's publish is read from its job: the time
 //!   it arrived less its `elapsed_ms` (which Redis's clock counts from the
 //!   publish), so that the time the answer took counts as lateness too.
+//!   With `max_jobs`, the namespace is held to that backlog quota while
+//!   it fires (set high, so that every fire is admitted): what holding
+//!   fires to a quota costs.
 //!
 //! The schedules are written straight into the admin table (`sd:schedules`)
 //! and its version bumped, as that many `PUT`s would leave it: each `PUT`
@@ -41,16 +44,25 @@ const VERSION: &str = "sd:tokens:version";
 /// How long the pumps may take to hold and plan the schedules.
 const SETTLE: Duration = Duration::from_secs(180);
 
+/// What to run.
+pub(crate) struct Run {
+    pub(crate) redis: String,
+    /// The pool's slot count.
+    pub(crate) slots: u32,
+    pub(crate) firing: u64,
+    pub(crate) secs: u64,
+    pub(crate) concurrency: usize,
+    pub(crate) max_jobs: Option<u64>,
+}
+
 pub(crate) async fn schedules(
     ctx: Arc<Ctx>,
-    redis: &str,
-    slots: u32,
+    admin: &str,
+    run: &Run,
     counts: &[u64],
-    firing: u64,
-    secs: u64,
-    concurrency: usize,
 ) -> anyhow::Result<()> {
-    let mut c = redis::Client::open(redis)?.get_connection()?;
+    let (slots, firing, secs, concurrency) = (run.slots, run.firing, run.secs, run.concurrency);
+    let mut c = redis::Client::open(run.redis.as_str())?.get_connection()?;
     for &n in counts {
         let started = Instant::now();
         let anchor = start(0);
@@ -70,6 +82,15 @@ pub(crate) async fn schedules(
             ctx.cpu.share(cpu0, secs as f64),
         );
         clear(&mut c, slots).await?;
+    }
+    if let Some(max_jobs) = run.max_jobs {
+        let quota = serde_json::json!({ "max_jobs": max_jobs }).to_string();
+        let url = format!("{admin}/namespaces/{}/quota", ctx.ns);
+        let r = ctx.http.put(url).body(quota).send().await?;
+        if !r.status().is_success() {
+            bail!("cannot set the namespace's quota: {}", r.status());
+        }
+        println!("schedules firing: the namespace is held to max_jobs {max_jobs}");
     }
     if firing > 0 {
         for spread in [false, true] {
