@@ -583,9 +583,14 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
         })
         .collect();
     f.store_plans(B, None, &plans).await.expect("store");
-    assert!(f.due(B, 100).await.expect("due").is_empty(), "none due yet");
+    assert!(
+        f.due(B, 100, 0).await.expect("due").is_empty(),
+        "none due yet"
+    );
+    let ahead = f.due(B, 100, 2_000).await.expect("due");
+    assert_eq!(ahead.len(), 4, "due within 2 s");
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let mut due = f.due(B, 100).await.expect("due");
+    let mut due = f.due(B, 100, 0).await.expect("due");
     due.sort();
     assert_eq!(due, members, "what the pump counts before it admits");
     let held = |room| vec![("ns".to_owned(), room)];
@@ -604,7 +609,7 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
         "they wait, not at once"
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(f.due(B, 100).await.expect("due").len(), 3);
+    assert_eq!(f.due(B, 100, 0).await.expect("due").len(), 3);
 
     // Two jobs admitted: two fire, the third waits; the call says what
     // they stored, as the slot counts it.
@@ -625,7 +630,7 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
     );
     assert_eq!(o.next_fire_ms, Some(o.now_ms + 25), "the third waits");
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(f.due(B, 100).await.expect("due").len(), 1);
+    assert_eq!(f.due(B, 100, 0).await.expect("due").len(), 1);
 
     // Bytes for less than one fire: it waits, whatever the jobs.
     let o = f
@@ -637,7 +642,7 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
         (0, vec![("ns".to_owned(), Usage::default())])
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let left = f.due(B, 100).await.expect("due");
+    let left = f.due(B, 100, 0).await.expect("due");
     assert_eq!(left.len(), 1);
 
     // Refused: the last is handled, published nothing, and counts refused.
@@ -649,7 +654,7 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
         (o.fired, o.per_queue.clone()),
         (0, vec![per("ns/q", 0, 0, 1)])
     );
-    assert!(f.due(B, 100).await.expect("due").is_empty());
+    assert!(f.due(B, 100, 0).await.expect("due").is_empty());
     assert_eq!(ready(&s).await, 2, "only the admitted fires were published");
     let st = f.state(B, &left[0]).await.expect("state").expect("held");
     assert_eq!(

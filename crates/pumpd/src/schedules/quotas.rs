@@ -26,6 +26,10 @@ use super::rooms::{self, Ask, Rooms, Waiting};
 /// body and key: its id, record header, fire time and key window, with
 /// room to spare (the estimate is never to be under what is stored).
 const FIRE_BYTES_OVER: u64 = 128;
+/// How far ahead of now a fire call's admission counts fires: those that
+/// come due between the read of what is due and the call are admitted too
+/// (what the call does not store is given back when it ends).
+const DUE_AHEAD_MS: u64 = 100;
 /// A due schedule that the book does not list (it is leaving the slot, or
 /// this process's copy is behind): counted as the largest fire a
 /// definition allows (149 KiB, the gateway's bound on one).
@@ -164,7 +168,7 @@ impl FireQuotas {
         if held.is_empty() {
             return Ok(out);
         }
-        for member in shard.fires().due(slot, limit).await? {
+        for member in shard.fires().due(slot, limit, DUE_AHEAD_MS).await? {
             let ns = member.split('/').next().unwrap_or_default();
             if let Some(h) = held.get_mut(ns) {
                 let bytes = h

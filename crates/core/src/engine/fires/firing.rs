@@ -159,8 +159,14 @@ impl Fires<'_> {
     }
 
     /// The members (`<ns>/<queue>/<name>`) of up to `limit` of `slot`'s
-    /// schedules whose next planned fire is due, by due time.
-    pub async fn due(self, slot: u32, limit: u32) -> Result<Vec<String>, EngineError> {
+    /// schedules whose next planned fire is due, or comes due within
+    /// `ahead_ms`, by due time.
+    pub async fn due(
+        self,
+        slot: u32,
+        limit: u32,
+        ahead_ms: u64,
+    ) -> Result<Vec<String>, EngineError> {
         let k = SlotKeys::new(slot);
         let v = self
             .0
@@ -168,7 +174,7 @@ impl Fires<'_> {
             .eval(
                 &SCRIPTS.fires_due,
                 keysets::fires_due(&k),
-                vec![i64::from(limit).into()],
+                vec![i64::from(limit).into(), ahead_ms.to_string().into()],
             )
             .await?;
         let mut f = Fields::new(self.0.conn(), v)?;
