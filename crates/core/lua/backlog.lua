@@ -13,7 +13,7 @@
 -- The estimate, snapshot + open entries, is never under what the slots
 -- hold (a write that ended before a snapshot began was read by it), and
 -- over it only by what left since the snapshot and writes that ended
--- after it began. A pending entry whose gateway never said how its write
+-- after it began. A pending entry whose writer never said how its write
 -- ended is taken as ended after ARGV's stale time (so it stays counted
 -- until a snapshot begun after that holds it).
 -- KEYS[1]: the namespace's hash   KEYS[2]: pending entries (zset)

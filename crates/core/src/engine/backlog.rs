@@ -36,7 +36,7 @@ pub struct BacklogAsk {
     pub add: Usage,
     pub max_jobs: u64,
     pub max_bytes: u64,
-    /// A pending admission whose gateway never said how it ended goes
+    /// A pending admission whose writer never said how it ended goes
     /// after this long.
     pub stale_ms: u64,
 }

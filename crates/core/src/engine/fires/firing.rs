@@ -42,8 +42,8 @@ pub struct FireOutcome {
     pub to_plan: Vec<ToPlan>,
     /// How late each fire was published after it was due (ms).
     pub lateness_ms: Vec<u64>,
-    /// Per namespace held to a quota (named in the call's rooms, and not
-    /// refused): what its fires stored.
+    /// Per namespace held to a quota (named in the call's rooms): what its
+    /// fires stored (nothing for one refused).
     pub stored: Vec<(String, Usage)>,
     /// Per qualified queue fired into: what its fires did.
     pub per_queue: Vec<QueueFires>,
