@@ -321,6 +321,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Vec<String>)> {
         ("dead_pick", dead_pick(&k, &q)),
         ("pump", pump(&k)),
         ("fire", fire(&k)),
+        ("fires_due", fires_due(&k)),
         ("schedule_set", schedule_set(&k)),
         ("schedule_times", schedule_times(&k)),
         ("claim", claim(&k)),
