@@ -38,7 +38,9 @@ pub enum Admitted {
 }
 
 /// Admits `ask` for namespace `ns` of `pool` (its tokens' pool), whose
-/// jobs `pools` hold, on the admin Redis `redis`.
+/// jobs `pools` hold, on the admin Redis `redis`: asked again once a
+/// snapshot was taken when the one it was checked against was missing or
+/// old (a publish, which can wait for it).
 pub async fn admit(
     redis: &Arc<Shard>,
     pool: &str,
@@ -48,25 +50,13 @@ pub async fn admit(
 ) -> Result<Admitted, EngineError> {
     let entry = format!("{:016x}", rand::random::<u64>());
     for first in [true, false] {
-        let found = redis.admin().backlog_admit(pool, ns, &entry, ask).await?;
+        let found = admit_once(redis, (pool, ns), pools, &entry, ask).await?;
         match found {
-            Admission::Admitted { age_ms, .. } => {
-                if age_ms > REFRESH.as_millis() as u64 {
-                    snapshot_in_background(redis.clone(), pool, ns, pools);
-                }
-                return Ok(Admitted::Yes { entry });
-            }
-            Admission::Unknown | Admission::Refused { .. } if first => {
-                let age = match found {
-                    Admission::Refused { age_ms, .. } => Duration::from_millis(age_ms),
-                    _ => Duration::MAX,
-                };
-                if age > FRESH {
-                    snapshot(redis.clone(), pool, ns, pools).await;
-                }
-            }
-            Admission::Unknown => break,
+            Admission::Admitted { .. } => return Ok(Admitted::Yes { entry }),
+            // The snapshot `admit_once` started: wait for it, then ask again.
+            _ if first && stale(&found) => snapshot(redis.clone(), pool, ns, pools).await,
             Admission::Refused { bound, held, .. } => return Ok(Admitted::Refused { bound, held }),
+            Admission::Unknown => break,
         }
     }
     Ok(Admitted::Uncounted)
@@ -74,8 +64,8 @@ pub async fn admit(
 
 /// One admission of `ask` as `entry`, for a caller that does not wait for
 /// a snapshot (a pump, on its slot's fire path): one is taken in the
-/// background when the estimate has none, when it is older than
-/// [`REFRESH`], and when it refused on one older than [`FRESH`].
+/// background when the estimate has none, is older than [`REFRESH`], or
+/// refused on one older than [`FRESH`].
 pub async fn admit_once(
     redis: &Arc<Shard>,
     (pool, ns): (&str, &str),
@@ -84,15 +74,22 @@ pub async fn admit_once(
     ask: BacklogAsk,
 ) -> Result<Admission, EngineError> {
     let found = redis.admin().backlog_admit(pool, ns, entry, ask).await?;
-    let stale = match &found {
-        Admission::Admitted { age_ms, .. } => *age_ms > REFRESH.as_millis() as u64,
-        Admission::Refused { age_ms, .. } => *age_ms > FRESH.as_millis() as u64,
-        Admission::Unknown => true,
-    };
-    if stale {
+    let old =
+        matches!(found, Admission::Admitted { age_ms, .. } if age_ms > REFRESH.as_millis() as u64);
+    if old || stale(&found) {
         snapshot_in_background(redis.clone(), pool, ns, pools);
     }
     Ok(found)
+}
+
+/// Whether `found` was answered without a snapshot, or refused on one
+/// older than [`FRESH`]: one taken now may answer otherwise.
+pub fn stale(found: &Admission) -> bool {
+    match found {
+        Admission::Admitted { .. } => false,
+        Admission::Refused { age_ms, .. } => *age_ms > FRESH.as_millis() as u64,
+        Admission::Unknown => true,
+    }
 }
 
 /// Says how the write admitted as `entry` ended, in the background: one

@@ -10,11 +10,7 @@ use std::{
 };
 
 use sundial_core::{Admission, BacklogAsk, EngineError, FireOutcome, Room, Usage};
-use sundial_router::{
-    admin::AdminStore,
-    backlog::{self, FRESH},
-    placement::NamespacePools,
-};
+use sundial_router::{admin::AdminStore, backlog, placement::NamespacePools};
 
 /// How long a namespace's admission may take, all its rounds together:
 /// past it, the call's fires of that namespace go uncounted, as when the
@@ -169,23 +165,20 @@ pub(crate) async fn admit(
             // Refused once: the bound holds; else, uncounted.
             break refused.then_some(Room::Refused);
         };
+        // While the snapshot `admit_once` started is taken, the fires wait
+        // (at most SNAPSHOT_WAIT).
+        if backlog::stale(&found) && !refused && waiting.may_wait(&key) {
+            break Some(Room::Admitted(Usage::default()));
+        }
         match found {
             Admission::Admitted { .. } => {
                 waiting.over(&key);
                 out.admitted(ask, entry);
                 break Some(Room::Admitted(room_of(ask, want.add)));
             }
-            Admission::Unknown if waiting.may_wait(&key) => {
-                break Some(Room::Admitted(Usage::default()));
-            }
-            Admission::Unknown => break None,
-            Admission::Refused { age_ms, .. }
-                if age_ms > FRESH.as_millis() as u64 && !refused && waiting.may_wait(&key) =>
-            {
-                break Some(Room::Admitted(Usage::default()));
-            }
-            Admission::Refused { held, age_ms, .. } => {
-                if age_ms <= FRESH.as_millis() as u64 {
+            Admission::Unknown => break refused.then_some(Room::Refused),
+            Admission::Refused { held, .. } => {
+                if !backlog::stale(&found) {
                     waiting.over(&key);
                 }
                 match fits(ask, &want, held) {
