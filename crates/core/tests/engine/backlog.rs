@@ -157,29 +157,24 @@ async fn a_write_that_stored_less_than_admitted_keeps_only_that_counted() {
     assert!(snapshot(&s, 2, 20).await);
     // A pump's fire call: admitted for 5 jobs, it stored 2 of 30 bytes.
     assert_eq!(held(&admit(&s, "fires", 5, 500).await), (true, 2, 20));
-    let stored = |jobs, bytes| Usage { jobs, bytes };
-    s.admin()
-        .backlog_stored("p", "ns", "fires", stored(2, 30))
-        .await
-        .expect("stored");
+    let shard = &s;
+    let stored = |entry: &'static str, jobs, bytes| async move {
+        let stored = Usage { jobs, bytes };
+        let a = shard.admin();
+        a.backlog_stored("p", "ns", entry, stored)
+            .await
+            .expect("stored");
+    };
+    stored("fires", 2, 30).await;
     assert_eq!(held(&admit(&s, "x", 0, 0).await), (true, 4, 50));
     // Never more than admitted: a larger report keeps the admission.
     assert_eq!(held(&admit(&s, "more", 1, 10).await), (true, 4, 50));
-    s.admin()
-        .backlog_stored("p", "ns", "more", stored(9, 900))
-        .await
-        .expect("stored");
+    stored("more", 9, 900).await;
     assert_eq!(held(&admit(&s, "y", 0, 0).await), (true, 5, 60));
     // A call that stored nothing gives its admission back at once; one
     // already ended is left as it was.
     assert_eq!(held(&admit(&s, "none", 3, 30).await), (true, 5, 60));
-    s.admin()
-        .backlog_stored("p", "ns", "none", stored(0, 0))
-        .await
-        .expect("stored");
-    s.admin()
-        .backlog_stored("p", "ns", "fires", stored(0, 0))
-        .await
-        .expect("stored twice");
+    stored("none", 0, 0).await;
+    stored("fires", 0, 0).await;
     assert_eq!(held(&admit(&s, "z", 0, 0).await), (true, 5, 60));
 }

@@ -74,6 +74,21 @@ fn plan(o: &FireOutcome, fires: Vec<PlannedFire>) -> Plan {
     }
 }
 
+/// A plan of one fire at `at_ms` for each schedule that `o` asked to plan.
+fn one_fire_each(o: &FireOutcome, at_ms: u64) -> Vec<Plan> {
+    o.to_plan
+        .iter()
+        .map(|t| Plan {
+            member: t.member.clone(),
+            rev: t.rev,
+            cursor_ms: t.cursor_ms,
+            new_cursor_ms: t.cursor_ms,
+            skipped: 0,
+            fires: vec![planned(at_ms, at_ms, true)],
+        })
+        .collect()
+}
+
 /// What a call's fires did in `queue`.
 fn per(queue: &str, fired: u64, duplicates: u64, refused: u64) -> QueueFires {
     QueueFires {
@@ -523,18 +538,7 @@ async fn schedules_of_one_queue_fired_together_keep_their_own_retry_policies() {
     f.apply(B, None, &defs).await.expect("apply");
     let o = fire(&s).await;
     let now = o.now_ms;
-    let plans: Vec<Plan> = o
-        .to_plan
-        .iter()
-        .map(|t| Plan {
-            member: t.member.clone(),
-            rev: t.rev,
-            cursor_ms: t.cursor_ms,
-            new_cursor_ms: t.cursor_ms,
-            skipped: 0,
-            fires: vec![planned(now + 100, now + 100, true)],
-        })
-        .collect();
+    let plans = one_fire_each(&o, now + 100);
     assert_eq!(plans.len(), 2);
     f.store_plans(B, None, &plans).await.expect("store");
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -570,18 +574,7 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
     f.apply(B, None, &defs).await.expect("apply");
     let o = fire(&s).await;
     let now = o.now_ms;
-    let plans: Vec<Plan> = o
-        .to_plan
-        .iter()
-        .map(|t| Plan {
-            member: t.member.clone(),
-            rev: t.rev,
-            cursor_ms: t.cursor_ms,
-            new_cursor_ms: t.cursor_ms,
-            skipped: 0,
-            fires: vec![planned(now + 500, now + 500, true)],
-        })
-        .collect();
+    let plans = one_fire_each(&o, now + 500);
     f.store_plans(B, None, &plans).await.expect("store");
     assert!(
         f.due(B, 100, 0).await.expect("due").is_empty(),
