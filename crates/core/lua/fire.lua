@@ -17,6 +17,14 @@
 -- ROOM_WAIT_MS (its fire zset entry moved, nothing else written) for the
 -- pump to admit it again; one the pump refused fires nothing now: its due
 -- fires are handled and count as refused.
+-- A planned fire that comes due within ARGV[7] ms is written ahead: its
+-- job is stored now as a delayed job, due at the fire's due time, which
+-- the slot's timer makes ready as it does any delayed job (`pump.lua`).
+-- So the work of a fire is done before its time, and what is left at that
+-- time is the timer's move to ready, a fraction of it: many fires due at
+-- one instant are ready together. Such a job counts from its fire's due
+-- time, as if published then (its `elapsed_ms` and TTL, and its key's
+-- window); its key is checked and taken when it is written.
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
 -- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: fire zset
 -- KEYS[8]: definitions hash   KEYS[9]: fire states hash
@@ -26,17 +34,21 @@
 -- ARGV[3]: ready channel prefix (channel = prefix .. queue)
 -- ARGV[4]: the lease owner this pump acts for ("" = no lease)
 -- ARGV[5]: timer channel   ARGV[6]: slot number (the timer channel's message)
--- ARGV[7..]: triples of a namespace held to a quota, and the jobs and
+-- ARGV[7]: how far ahead (ms) a fire is written (0: only when due)
+-- ARGV[8..]: triples of a namespace held to a quota, and the jobs and
 --   bytes the pump admitted for it in this call (jobs -1: refused); a
 --   namespace not named is not held (one named twice: its first triple).
 -- Returns {-1} and no change when ARGV[4] does not hold the lease, else
---   {fired, next_fire_ms (-1: none; now when more are due), now_ms,
---    n, then n quintuples (member, rev, cursor, timing, key) of schedules
---    to plan, m, then m lateness values (ms after due, one per fire
+--   {fired, next_fire_ms (-1: none; now when more are due within ARGV[7]
+--    ms than the call could fire), now_ms, ready_ms (the earliest due
+--    time of the jobs written ahead, when the slot's timer must make the
+--    first ready; -1: none), the number of jobs written ahead, n, then
+--    n quintuples (member, rev, cursor, timing, key) of schedules to
+--    plan, m, then m lateness values (ms after due, one per fire
 --    published), h, then h triples (namespace, jobs, bytes) of what each
 --    held namespace's fires stored, then per queue fired into: queue,
 --    fires published, fires a key answered, fires a quota refused}.
-local prefix, limit, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local prefix, limit, chan, ahead = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[7])
 if ARGV[4] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[4] then
   return { -1 }
 end
@@ -48,7 +60,7 @@ local fired, more = 0, false
 -- Namespace → what is left of what the pump admitted, and what its fires
 -- used, for those held to a quota.
 local rooms, held = {}, {}
-for i = 7, #ARGV, 3 do
+for i = 8, #ARGV, 3 do
   local jobs = tonumber(ARGV[i + 1])
   if not rooms[ARGV[i]] then
     rooms[ARGV[i]] = { refused = jobs < 0, jobs = jobs, bytes = tonumber(ARGV[i + 2]), used_jobs = 0,
@@ -57,8 +69,10 @@ for i = 7, #ARGV, 3 do
   end
 end
 -- How long a schedule whose fire finds no room waits for the pump to
--- admit it again.
+-- admit it again: its entry is scored `ahead` later, as the pumps call
+-- `ahead` before an entry's score.
 local ROOM_WAIT_MS = 25
+local room_wait_at = now + ROOM_WAIT_MS + ahead
 -- Whether schedule `member`'s namespace has nothing left of what the pump
 -- admitted for it.
 local function no_room(member)
@@ -68,9 +82,13 @@ end
 local lateness, replan, per, qns = {}, {}, {}, {}
 -- Writes gathered over the call and made once per key at the end, as a
 -- publish of many jobs makes them: job records, ready ids per list, their
--- expiries (`expiries`), fire states and fire zset entries.
+-- expiries (`expiries`), timer entries of the jobs written ahead, fire
+-- states and fire zset entries.
 local records, ready, lists, ex, expiring = {}, {}, {}, expiries(k, now), false
-local texts, arms, key_sets = {}, {}, {}
+local texts, arms, key_sets, timers = {}, {}, {}, {}
+-- The earliest due time of the jobs written ahead (nil: none), and how
+-- many were.
+local ready_at, written_ahead = nil, 0
 -- Key index field → the id it names (false: none), as this call found or
 -- made it.
 local claimed = {}
@@ -79,11 +97,11 @@ local claimed = {}
 local kinds = {}
 
 -- The fires of `queue` published, answered by a key, and refused by a
--- quota, so far.
+-- quota, so far, and of those published, the ones ready now.
 local function per_queue(queue)
   local n = per[queue]
   if not n then
-    n = { 0, 0, 0 }
+    n = { 0, 0, 0, 0 }
     per[queue] = n
   end
   return n
@@ -109,7 +127,8 @@ local function kind_of(d, queue)
     ready[list] = {}
     lists[#lists + 1] = { list, prefix .. 'r:' .. queue, d.priority }
   end
-  kind = { pack = packer(r), kpack = key_packer(r), qn = qn, expire = r.expire, list = list }
+  kind = { pack = packer(r), kpack = key_packer(r), qn = qn, expire = r.expire, list = list, policy = d.policy,
+           priority = d.priority }
   kinds[name] = kind
   return kind
 end
@@ -124,19 +143,37 @@ local function named_by(field, key, queue)
   return was
 end
 
--- Publishes fire `at` of schedule `d` (of `queue`) as job `id`, within
--- its namespace's `room` when it is held to a quota; with an idempotency
--- key that names a job already, publishes nothing. Returns whether it
+-- The record of a fire due at `due`, later than now, written ahead: a
+-- delayed job that counts from `due` (see the top).
+local function ahead_record(d, queue, kind, due, attrs)
+  local r = fresh(queue, kind.qn, 0, d.ttl, d.tries, due)
+  r.state, r.due, r.priority, r.attrs, r.body = DELAYED, due, kind.priority, attrs, d.body
+  with_policy(r, kind.policy)
+  if d.key ~= '' then
+    r.key, r.keyend = d.key, 0
+    if d.window > 0 then r.keyend = due + d.window end
+  end
+  return encode(r)
+end
+
+-- Publishes fire `at` (due at `due`) of schedule `d` (of `queue`) as job
+-- `id`, ready now, or written ahead when it is due later; within its
+-- namespace's `room` when it is held to a quota; with an idempotency key
+-- that names a job already, publishes nothing. Returns whether it
 -- published, or nil when the room has no place for it.
-local function publish(d, queue, id, at, room)
+local function publish(d, queue, id, at, due, room)
   local kind = kind_of(d, queue)
   local attrs = d.attrs .. string.format(',"scheduled-at":"%d"}', at)
   local record, field
-  if d.key == '' then
-    record = kind.pack(attrs, d.body)
-  else
+  if d.key ~= '' then
     field = key_field(kind.qn, d.key)
     if named_by(field, d.key, queue) then return false end
+  end
+  if due > now then
+    record = ahead_record(d, queue, kind, due, attrs)
+  elseif d.key == '' then
+    record = kind.pack(attrs, d.body)
+  else
     local keyend = 0
     if d.window > 0 then keyend = now + d.window end
     record = kind.kpack(d.key, keyend, attrs, d.body)
@@ -152,17 +189,26 @@ local function publish(d, queue, id, at, room)
     claimed[field] = id
   end
   records[#records + 1], records[#records + 2] = id, record
-  local ids = ready[kind.list]
-  ids[#ids + 1] = id
-  if kind.expire > 0 then
-    ex.add(id, kind.expire)
-    expiring = true
-  end
-  counts.state(READY, queue, 1)
-  counts.add('P' .. queue, 1)
-  counts.use(queue, 1, bytes)
   local n = per_queue(queue)
   n[1] = n[1] + 1
+  if due > now then
+    -- Its timer entry; its expiry is armed when it is made ready.
+    timers[#timers + 1], timers[#timers + 2] = due, id
+    if not ready_at or due < ready_at then ready_at = due end
+    written_ahead = written_ahead + 1
+    counts.state(DELAYED, queue, 1)
+  else
+    local ids = ready[kind.list]
+    ids[#ids + 1] = id
+    if kind.expire > 0 then
+      ex.add(id, kind.expire)
+      expiring = true
+    end
+    counts.state(READY, queue, 1)
+    n[4] = n[4] + 1
+  end
+  counts.add('P' .. queue, 1)
+  counts.use(queue, 1, bytes)
   return true
 end
 
@@ -174,7 +220,7 @@ local function fire_due(member, d, st)
   local wait = false
   while st.plan ~= '' and fired < limit do
     local at, due, id, how = planned(st.plan)
-    if due > now then break end
+    if due > now + ahead then break end
     if at > st.cursor then
       if how == 'n' and now - due > d.grace then
         st.plan = ''
@@ -186,7 +232,7 @@ local function fire_due(member, d, st)
         local n = per_queue(queue)
         n[3] = n[3] + 1
       else
-        local published = publish(d, queue, id, at, room)
+        local published = publish(d, queue, id, at, due, room)
         -- Nothing left of what was admitted fits it: it waits.
         if published == nil then
           wait = true
@@ -194,9 +240,10 @@ local function fire_due(member, d, st)
         end
         if published then
           fired = fired + 1
-          lateness[#lateness + 1] = now - due
+          -- Written ahead: on time, as far as this script can tell.
+          lateness[#lateness + 1] = math.max(0, now - due)
           st.fired = st.fired + 1
-          st.last, st.last_at, st.last_id = string.format('%d', at), string.format('%d', now), id
+          st.last, st.last_at, st.last_id = string.format('%d', at), string.format('%d', math.max(now, due)), id
         else
           local n = per_queue(queue)
           n[2] = n[2] + 1
@@ -208,11 +255,11 @@ local function fire_due(member, d, st)
   end
   local n = #arms
   if wait then
-    arms[n + 1], arms[n + 2] = now + ROOM_WAIT_MS, member
+    arms[n + 1], arms[n + 2] = room_wait_at, member
   elseif st.plan ~= '' then
     local _, due = planned(st.plan)
     arms[n + 1], arms[n + 2] = due, member
-    if due <= now then more = true end
+    if due <= now + ahead then more = true end
   else
     arms[n + 1], arms[n + 2] = now + REPLAN_MS, member
   end
@@ -220,7 +267,7 @@ local function fire_due(member, d, st)
   return not string.find(st.plan, ' ', 1, true)
 end
 
-local due = redis.call('ZRANGEBYSCORE', fkey, '-inf', now, 'LIMIT', 0, limit)
+local due = redis.call('ZRANGEBYSCORE', fkey, '-inf', now + ahead, 'LIMIT', 0, limit)
 local defs, states = hmget_many(dkey, due), hmget_many(skey, due)
 for i, member in ipairs(due) do
   local def, raw = defs[i], states[i]
@@ -228,7 +275,7 @@ for i, member in ipairs(due) do
     redis.call('ZREM', fkey, member)
   elseif no_room(member) then
     local n = #arms
-    arms[n + 1], arms[n + 2] = now + ROOM_WAIT_MS, member
+    arms[n + 1], arms[n + 2] = room_wait_at, member
   else
     local d, st = fire_def(def), fire_state(raw)
     if d.paused or st.ended ~= '0' then
@@ -243,11 +290,16 @@ for i, member in ipairs(due) do
   end
 end
 call_many('HSET', k.j, records, 2)
+-- Due within `ahead`, nearer than NEAR_MS: on the timer, not the wheel.
+-- No pump is told: the one that called this is told by `ready_ms`.
+call_many('ZADD', k.t, timers, 2)
 call_many('HSET', prefix .. 'k', key_sets, 2)
 for _, l in ipairs(lists) do
   local list, rkey, p = l[1], l[2], l[3]
-  call_many('LPUSH', list, ready[list], 1)
-  if p > 0 then mark_level(rkey, p) end
+  if #ready[list] > 0 then
+    call_many('LPUSH', list, ready[list], 1)
+    if p > 0 then mark_level(rkey, p) end
+  end
 end
 if expiring then
   -- Their expiries wake a sleeping pump as due times do, when one needs it
@@ -260,12 +312,12 @@ call_many('HSET', skey, texts, 2)
 call_many('ZADD', fkey, arms, 2)
 counts.flush(KEYS[3])
 for queue, n in pairs(per) do
-  if n[1] > 0 then announce(chan .. queue, n[1]) end
+  if n[4] > 0 then announce(chan .. queue, n[4]) end
 end
 
 local next_fire = zmin(fkey) or -1
 if more then next_fire = now end
-local out = { fired, next_fire, now, #replan / 5 }
+local out = { fired, next_fire, now, ready_at or -1, written_ahead, #replan / 5 }
 for _, v in ipairs(replan) do out[#out + 1] = v end
 out[#out + 1] = #lateness
 for _, v in ipairs(lateness) do out[#out + 1] = v end

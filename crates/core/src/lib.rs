@@ -56,12 +56,12 @@ pub use conn::{
 };
 pub use engine::{
     Ack, Acked, AdminTables, Admission, BacklogAsk, BadKey, Copied, Counts, DeadJob, DeadPage,
-    Delivery, ExportPage, FireDef, FireOutcome, FireState, Fires, InTransit, JobPage, JobView,
-    KeyHit, KeyMode, Keys, ListAsk, ListState, ListedJob, MAX_KEY_BYTES, MAX_KEY_WINDOW_SECS, Mark,
-    Memory, MoveMode, NewJob, Outcome, PAGE_BYTES, PackedPolicy, PageSize, Plan, PlannedFire,
-    PortableJob, Publication, PumpOutcome, PumpProcess, QueueFires, RateGrant, RateTake, Release,
-    Released, Room, Schedule, Served, Shard, ShardCheck, Taken, ToPlan, Totals, Touch, Touched,
-    Usage, Want, check_key, key_lane, state,
+    Delivery, ExportPage, FIRE_AHEAD_MS, FireDef, FireOutcome, FireState, Fires, InTransit,
+    JobPage, JobView, KeyHit, KeyMode, Keys, ListAsk, ListState, ListedJob, MAX_KEY_BYTES,
+    MAX_KEY_WINDOW_SECS, Mark, Memory, MoveMode, NewJob, Outcome, PAGE_BYTES, PackedPolicy,
+    PageSize, Plan, PlannedFire, PortableJob, Publication, PumpOutcome, PumpProcess, QueueFires,
+    RateGrant, RateTake, Release, Released, Room, Schedule, Served, Shard, ShardCheck, Taken,
+    ToPlan, Totals, Touch, Touched, Usage, Want, check_key, key_lane, state,
 };
 pub use error::EngineError;
 pub use job::{JobId, Limits};

@@ -4,7 +4,7 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use sundial_core::{PumpOutcome, Shard};
+use sundial_core::{FIRE_AHEAD_MS, PumpOutcome, Shard};
 use tokio::{sync::Notify, time::Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -34,6 +34,23 @@ pub(crate) struct SlotPump {
     /// The slot's schedules; `None` where this process has no schedule
     /// table (a test's pumps).
     pub(crate) schedules: Option<SlotSchedules>,
+    /// Jobs the fire steps wrote ahead since a pump call last made jobs
+    /// ready: the next pump call may move that many ([`batches_for`]).
+    pub(crate) written_ahead: u64,
+}
+
+/// The most batches one pump call moves.
+const BATCHES_MOST: u32 = 4;
+
+/// The batches of the pump call that makes ready the `written` jobs fire
+/// steps wrote ahead (due within [`FIRE_AHEAD_MS`], most often at one
+/// instant): all of them in one call, up to [`BATCHES_MOST`], so that the
+/// consumers the first batch wakes do not hold the rest up.
+fn batches_for(written: u64, batch: u32) -> u32 {
+    let n = written.div_ceil(u64::from(batch.max(1)));
+    u32::try_from(n)
+        .unwrap_or(BATCHES_MOST)
+        .clamp(1, BATCHES_MOST)
 }
 
 /// Why a slot's loop ended.
@@ -52,13 +69,13 @@ async fn pump_once(
     calls: &CallPermits,
     shard: &Shard,
     slot: u32,
-    opts: &PumpOptions,
+    limit: u32,
     owner: &str,
 ) -> Result<PumpOutcome, sundial_core::EngineError> {
     let permits = calls.of(shard, slot);
     // Never closed: a permit always comes.
     let _call = permits.acquire().await;
-    shard.timers().pump(slot, opts.batch, Some(owner)).await
+    shard.timers().pump(slot, limit, Some(owner)).await
 }
 
 /// Pumps one slot while its owner holds the lease, until `shutdown`: pump
@@ -172,7 +189,11 @@ enum Step {
 /// (backlog or not).
 async fn step(job: &mut SlotPump) -> Step {
     let (pool, shard, slot, opts) = (&job.pool, &job.shard, job.slot, &job.opts);
-    let o = match pump_once(&job.calls, shard, slot, opts, &job.owner).await {
+    let limit = opts
+        .batch
+        .saturating_mul(batches_for(job.written_ahead, opts.batch));
+    let sent = Instant::now();
+    let o = match pump_once(&job.calls, shard, slot, limit, &job.owner).await {
         Ok(o) if o.fenced => return Step::Fenced,
         Ok(o) => o,
         Err(e) => {
@@ -186,6 +207,9 @@ async fn step(job: &mut SlotPump) -> Step {
         }
     };
     record(pool, &o);
+    if o.to_ready > 0 {
+        job.written_ahead = 0;
+    }
     let late_ms = match (o.processed, o.oldest_due_ms) {
         (0, _) | (_, None) => 0,
         (_, Some(oldest)) => o.now_ms.saturating_sub(oldest),
@@ -194,8 +218,11 @@ async fn step(job: &mut SlotPump) -> Step {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(slot, late_ms);
-    let backlog = o.processed >= u64::from(opts.batch);
-    let pause = until_next(o.next_due_ms, o.now_ms, opts.idle_check);
+    let backlog = o.processed >= u64::from(limit);
+    // Counted from before the call, not from its answer: the shard's clock
+    // it answers with was read in between, and a long call would make the
+    // slot's next wake-up late by its length.
+    let pause = until_next(o.next_due_ms, o.now_ms, opts.idle_check).saturating_sub(sent.elapsed());
     let Some(schedules) = job.schedules.as_mut() else {
         return if backlog {
             Step::Again
@@ -208,8 +235,11 @@ async fn step(job: &mut SlotPump) -> Step {
         // what it lacks.
         schedules.forget();
     }
-    let pause = match fire(schedules, (pool, shard, slot), opts, &o, pause).await {
-        Ok(pause) => pause,
+    let pause = match fire(schedules, (pool, shard, slot), opts, (&o, sent), pause).await {
+        Ok((pause, written)) => {
+            job.written_ahead += written;
+            pause
+        }
         Err(step) => return step,
     };
     if backlog {
@@ -220,21 +250,29 @@ async fn step(job: &mut SlotPump) -> Step {
 
 /// Fires the slot's schedules when one is due, as the pump call `o`
 /// found; returns the pause `pause` (counted from that call) made no
-/// longer than the next fire, or the step to end with.
+/// longer than the next fire and the first job written ahead, with the
+/// number written ahead; or the step to end with.
 async fn fire(
     schedules: &mut SlotSchedules,
     (pool, shard, slot): (&str, &Shard, u32),
     opts: &PumpOptions,
-    o: &PumpOutcome,
+    (o, sent): (&PumpOutcome, Instant),
     pause: Duration,
-) -> Result<Duration, Step> {
-    if o.next_fire_ms.is_none_or(|at| at > o.now_ms) {
-        let next = until_next(o.next_fire_ms, o.now_ms, opts.idle_check);
-        return Ok(if o.next_fire_ms.is_some() {
-            pause.min(next)
-        } else {
-            pause
-        });
+) -> Result<(Duration, u64), Step> {
+    // Fires are called for FIRE_AHEAD_MS before they are due, and written
+    // ahead as delayed jobs.
+    let call_at = |next_ms: Option<u64>| next_ms.map(|at| at.saturating_sub(FIRE_AHEAD_MS));
+    if call_at(o.next_fire_ms).is_none_or(|at| at > o.now_ms) {
+        let next = until_next(call_at(o.next_fire_ms), o.now_ms, opts.idle_check)
+            .saturating_sub(sent.elapsed());
+        return Ok((
+            if o.next_fire_ms.is_some() {
+                pause.min(next)
+            } else {
+                pause
+            },
+            0,
+        ));
     }
     // The fire step's time is taken from the pump call's pause, and the
     // next fire counts from the step's last fire call.
@@ -248,12 +286,16 @@ async fn fire(
             return Err(Step::Sleep(opts.retry_after));
         }
     };
+    // The pump call's pause ends no later than the first job written
+    // ahead is due, for the timer to make it ready.
     let mut pause = pause.saturating_sub(began.elapsed());
-    if fired.next_ms.is_some() {
-        let next = until_next(fired.next_ms, fired.now_ms, opts.idle_check);
-        pause = pause.min(next.saturating_sub(fired.at.elapsed()));
+    for next_ms in [call_at(fired.next_ms), fired.ready_ms] {
+        if next_ms.is_some() {
+            let next = until_next(next_ms, fired.now_ms, opts.idle_check);
+            pause = pause.min(next.saturating_sub(fired.at.elapsed()));
+        }
     }
-    Ok(pause)
+    Ok((pause, fired.written_ahead))
 }
 
 /// How long to sleep: until the next deadline `next_ms`, measured on the
@@ -301,6 +343,16 @@ fn record(pool: &str, o: &PumpOutcome) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_pump_call_takes_what_was_written_ahead_in_up_to_four_batches() {
+        assert_eq!(batches_for(0, 500), 1);
+        assert_eq!(batches_for(500, 500), 1);
+        assert_eq!(batches_for(501, 500), 2);
+        assert_eq!(batches_for(1_000, 500), 2);
+        assert_eq!(batches_for(u64::MAX, 500), BATCHES_MOST);
+        assert_eq!(batches_for(3, 0), 3, "a batch of 0 counts as 1");
+    }
+
     #[tokio::test]
     async fn a_slot_pumps_only_with_a_call_permit() {
         use sundial_core::{JobId, NewJob, Schedule, ShardOptions};
@@ -347,6 +399,7 @@ mod tests {
                 lag: Lags::default(),
                 calls: calls.clone(),
                 schedules: None,
+                written_ahead: 0,
             },
             stop.clone(),
         ));

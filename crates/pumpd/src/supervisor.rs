@@ -274,6 +274,7 @@ impl ShardPumps {
             opts: self.opts.clone(),
             lag: self.lags.clone(),
             calls: self.calls.clone(),
+            written_ahead: 0,
             schedules: self.book.clone().map(|(book, topology)| {
                 let places = PoolPlaces {
                     topology,

@@ -61,7 +61,8 @@ pub use checks::ShardCheck;
 pub use dead_letter::{DeadJob, DeadLetter, DeadPage};
 pub use decode::{Delivery, JobView, state};
 pub use fires::{
-    FireDef, FireOutcome, FireState, Fires, LastFire, Plan, PlannedFire, QueueFires, Room, ToPlan,
+    FIRE_AHEAD_MS, FireDef, FireOutcome, FireState, Fires, LastFire, Plan, PlannedFire, QueueFires,
+    Room, ToPlan,
 };
 pub use jobs::{
     Ack, Acked, BadKey, Jobs, KeyHit, KeyMode, Keys, MAX_KEY_BYTES, MAX_KEY_WINDOW_SECS, NewJob,

@@ -8,7 +8,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use redis::Commands;
 use sundial_core::{
-    FireDef, FireOutcome, JobId, Plan, PlannedFire, QueueFires, Room, Shard, Usage, keys::SlotKeys,
+    FIRE_AHEAD_MS, FireDef, FireOutcome, JobId, Plan, PlannedFire, QueueFires, Room, Shard, Usage,
+    keys::SlotKeys,
 };
 use sundial_tests::RedisServer;
 
@@ -598,11 +599,13 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
     assert_eq!(stored(&o), vec![("ns".to_owned(), Usage::default())]);
     assert_eq!(
         o.next_fire_ms,
-        Some(o.now_ms + 25),
+        Some(o.now_ms + 25 + FIRE_AHEAD_MS),
         "they wait, not at once"
     );
+    // Their entries are scored FIRE_AHEAD_MS later, as a pump calls that
+    // long before an entry's score.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(f.due(B, 100, 0).await.expect("due").len(), 3);
+    assert_eq!(f.due(B, 100, FIRE_AHEAD_MS).await.expect("due").len(), 3);
 
     // Two jobs admitted: two fire, the third waits; the call says what
     // they stored, as the slot counts it.
@@ -621,9 +624,13 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
         two,
         "what the fires stored, as the slot counts it"
     );
-    assert_eq!(o.next_fire_ms, Some(o.now_ms + 25), "the third waits");
+    assert_eq!(
+        o.next_fire_ms,
+        Some(o.now_ms + 25 + FIRE_AHEAD_MS),
+        "the third waits"
+    );
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(f.due(B, 100, 0).await.expect("due").len(), 1);
+    assert_eq!(f.due(B, 100, FIRE_AHEAD_MS).await.expect("due").len(), 1);
 
     // Bytes for less than one fire: it waits, whatever the jobs.
     let o = f
@@ -635,7 +642,7 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
         (0, vec![("ns".to_owned(), Usage::default())])
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let left = f.due(B, 100, 0).await.expect("due");
+    let left = f.due(B, 100, FIRE_AHEAD_MS).await.expect("due");
     assert_eq!(left.len(), 1);
 
     // Refused: the last is handled, published nothing, and counts refused.
@@ -656,4 +663,73 @@ async fn a_namespace_held_to_a_quota_stores_no_more_than_was_admitted_and_nothin
         "the refused fire is not fired again"
     );
     assert_eq!((st.fired, st.last), (0, None));
+}
+
+/// A fire that comes due within [`FIRE_AHEAD_MS`] is written ahead: a
+/// delayed job, counted from its due time, that the slot's timer makes
+/// ready at that time and not before.
+#[tokio::test]
+async fn a_fire_due_within_the_ahead_window_is_written_as_a_delayed_job_ready_at_its_time() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let mut o = applied(&s).await;
+    // The fire is planned 40 ms out; a machine slow enough to pass that
+    // before the call tries again with the next plan.
+    let (fire_at, written) = loop {
+        let at = o.now_ms + 40;
+        let p = plan(&o, vec![planned(at - 10, at, true)]);
+        s.fires().store_plans(B, None, &[p]).await.expect("store");
+        let w = fire(&s).await;
+        if w.now_ms < at {
+            break (at, w);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        o = fire(&s).await;
+    };
+    assert_eq!(written.fired, 1);
+    assert_eq!(written.ready_ms, Some(fire_at), "the timer is told when");
+    assert_eq!(written.lateness_ms, vec![0]);
+    assert_eq!(written.per_queue, vec![per("ns/q", 1, 0, 0)]);
+    let counts = s.queues().counts(B, &qn("q")).await.expect("counts");
+    assert_eq!((counts.delayed, counts.ready, counts.published), (1, 0, 1));
+    let st = s
+        .fires()
+        .state(B, MEMBER)
+        .await
+        .expect("state")
+        .expect("held");
+    let id = JobId::parse(&st.last.expect("its last fire").id).expect("an id");
+    let job = s
+        .jobs()
+        .peek(B, &qn("q"), &id)
+        .await
+        .expect("peek")
+        .expect("stored");
+    assert_eq!(
+        (job.state, job.elapsed_ms),
+        (sundial_core::state::DELAYED, 0)
+    );
+    let attrs: serde_json::Value = serde_json::from_str(&job.attrs).expect("json");
+    assert_eq!(attrs["scheduled-at"], (fire_at - 10).to_string());
+
+    // The timer moves it when it is due, never before.
+    let mut pumped = s.timers().pump(B, 100, None).await.expect("pump");
+    while pumped.now_ms < fire_at {
+        assert_eq!((pumped.to_ready, ready(&s).await), (0, 0), "never early");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        pumped = s.timers().pump(B, 100, None).await.expect("pump");
+    }
+    assert_eq!(ready(&s).await, 1);
+    let job = s
+        .jobs()
+        .peek(B, &qn("q"), &id)
+        .await
+        .expect("peek")
+        .expect("stored");
+    assert_eq!(job.state, sundial_core::state::READY);
+    assert!(
+        job.elapsed_ms <= pumped.now_ms - fire_at + 5,
+        "it counts from its due time: {} ms",
+        job.elapsed_ms
+    );
 }

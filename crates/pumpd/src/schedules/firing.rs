@@ -24,11 +24,15 @@ const FIRE_CALLS_MOST: u32 = 4;
 /// plan, and a thousand schedules due together ask together.
 const PLANS_PER_CALL: usize = 100;
 
-/// What a step fired: the slot's next fire, on the shard's clock, as of
-/// `now_ms` (its last fire call's), which was when `at` was.
+/// What a step fired: the slot's next fire, and the earliest due time of
+/// the jobs it wrote ahead (see [`sundial_core::FIRE_AHEAD_MS`]), on the
+/// shard's clock, as of `now_ms` (its last fire call's), which was when
+/// `at` was; and how many jobs it wrote ahead.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Fired {
     pub(crate) next_ms: Option<u64>,
+    pub(crate) ready_ms: Option<u64>,
+    pub(crate) written_ahead: u64,
     pub(crate) now_ms: u64,
     pub(crate) at: std::time::Instant,
 }
@@ -48,6 +52,8 @@ impl SlotSchedules {
         };
         let fired = |next_ms| Fired {
             next_ms,
+            ready_ms: o.ready_ms,
+            written_ahead: o.written_ahead,
             now_ms: o.now_ms,
             at,
         };
@@ -75,7 +81,7 @@ impl SlotSchedules {
         }
         // More due than one call fired: come back at once.
         let next = match (o.next_fire_ms, next) {
-            (Some(more), _) if more <= o.now_ms => Some(more),
+            (Some(more), _) if more <= o.now_ms + sundial_core::FIRE_AHEAD_MS => Some(more),
             (_, next) => next,
         };
         Ok(Ok(fired(next)))
@@ -93,8 +99,10 @@ impl SlotSchedules {
 
     /// Fires what is due, a call of `limit` at a time, while more are due
     /// (at most [`FIRE_CALLS_MOST`] calls). Returns the last call's
-    /// outcome and when it came, and the schedules to plan, each with the
-    /// state it asked with last; or `None` when the lease was lost.
+    /// outcome (with the earliest job any call wrote ahead, and the number
+    /// all wrote) and when it
+    /// came, and the schedules to plan, each with the state it asked with
+    /// last; or `None` when the lease was lost.
     async fn fire_due(
         &self,
         shard: &Shard,
@@ -103,22 +111,31 @@ impl SlotSchedules {
         let owner = Some(self.owner.as_str());
         let mut asked: Vec<ToPlan> = Vec::new();
         let mut calls = 0;
+        let (mut ready_ms, mut written_ahead) = (None, 0);
         loop {
             let rooms = self.rooms(shard, limit).await?;
+            // Before the call: the shard's clock it answers with was read
+            // after this, so a wake-up counted from here is never late.
+            let at = std::time::Instant::now();
             let o = shard
                 .fires()
                 .fire(self.slot, limit, owner, &rooms.rooms)
                 .await;
-            let at = std::time::Instant::now();
             rooms.ended(o.as_ref()).await;
             let mut o = o?;
             if o.fenced {
                 return Ok(None);
             }
             calls += 1;
+            ready_ms = ready_ms.into_iter().chain(o.ready_ms).min();
+            written_ahead += o.written_ahead;
+            (o.ready_ms, o.written_ahead) = (ready_ms, written_ahead);
             self.record(&o);
             asked.append(&mut o.to_plan);
-            let more = o.next_fire_ms.is_some_and(|at| at <= o.now_ms);
+            // More due within the call's reach than it could fire.
+            let more = o
+                .next_fire_ms
+                .is_some_and(|at| at <= o.now_ms + sundial_core::FIRE_AHEAD_MS);
             if !more || calls >= FIRE_CALLS_MOST {
                 // A schedule that asked twice asks with its later state.
                 let mut seen = HashSet::new();
@@ -307,6 +324,7 @@ mod tests {
                     pages,
                     Box::new(crate::schedules::keeper::Here),
                 )),
+                written_ahead: 0,
             },
             stop.clone(),
         ));

@@ -15,7 +15,7 @@ use std::{
     sync::Arc,
 };
 
-use sundial_core::{EngineError, FireDef, Room, Shard, Usage};
+use sundial_core::{EngineError, FIRE_AHEAD_MS, FireDef, Room, Shard, Usage};
 use sundial_router::{
     LiveTopology, admin::AdminStore, headroom::Headroom, placement::NamespacePools, quota::Bound,
 };
@@ -26,10 +26,11 @@ use super::rooms::{self, Ask, Rooms, Waiting};
 /// body and key: its id, record header, fire time and key window, with
 /// room to spare (the estimate is never to be under what is stored).
 const FIRE_BYTES_OVER: u64 = 128;
-/// How far ahead of now a fire call's admission counts fires: those that
-/// come due between the read of what is due and the call are admitted too
-/// (what the call does not store is given back when it ends).
-const DUE_AHEAD_MS: u64 = 100;
+/// How far ahead of now a fire call's admission counts fires: those the
+/// call writes ahead ([`FIRE_AHEAD_MS`]), and those that come due between
+/// the read of what is due and the call too (what the call does not store
+/// is given back when it ends).
+const DUE_AHEAD_MS: u64 = FIRE_AHEAD_MS + 50;
 /// A due schedule that the book does not list (it is leaving the slot, or
 /// this process's copy is behind): counted as the largest fire a
 /// definition allows (149 KiB, the gateway's bound on one).

@@ -12,6 +12,11 @@ use crate::{
     scripts::SCRIPTS,
 };
 
+/// How far ahead of its due time a fire call writes a fire: as a delayed
+/// job, which the slot's timer makes ready at that time. A pump calls for
+/// fires this long before the slot's next one is due.
+pub const FIRE_AHEAD_MS: u64 = 50;
+
 /// A schedule that asked to be planned: it has one planned fire or none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToPlan {
@@ -33,14 +38,20 @@ pub struct FireOutcome {
     /// Jobs published.
     pub fired: u64,
     /// The slot's next planned fire (ms, shard clock); `now_ms` when more
-    /// are due than the call could fire.
+    /// are due (within [`FIRE_AHEAD_MS`]) than the call could fire.
     pub next_fire_ms: Option<u64>,
     pub now_ms: u64,
+    /// The earliest due time of the jobs the call wrote ahead: when the
+    /// slot's timer must make the first of them ready.
+    pub ready_ms: Option<u64>,
+    /// Jobs the call wrote ahead.
+    pub written_ahead: u64,
     /// The slot's lease was not held: nothing was fired.
     pub fenced: bool,
     /// Schedules to plan.
     pub to_plan: Vec<ToPlan>,
-    /// How late each fire was published after it was due (ms).
+    /// How late each fire was published after it was due (ms; 0 for one
+    /// written ahead).
     pub lateness_ms: Vec<u64>,
     /// Per namespace held to a quota (named in the call's rooms): what its
     /// fires stored (nothing for one refused).
@@ -92,6 +103,7 @@ impl Fires<'_> {
             owner.unwrap_or_default().into(),
             self.0.timer_channel(slot).into(),
             i64::from(slot).into(),
+            FIRE_AHEAD_MS.to_string().into(),
         ];
         let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         for (ns, room) in rooms {
@@ -122,6 +134,8 @@ impl Fires<'_> {
             fired: f.uint()?,
             next_fire_ms: u64::try_from(f.int()?).ok(),
             now_ms: f.uint()?,
+            ready_ms: u64::try_from(f.int()?).ok(),
+            written_ahead: f.uint()?,
             ..Default::default()
         };
         for _ in 0..f.uint()? {

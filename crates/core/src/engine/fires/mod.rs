@@ -12,7 +12,7 @@ mod state;
 
 use fred::{interfaces::HashesInterface, types::Value};
 
-pub use firing::{FireOutcome, QueueFires, Room, ToPlan};
+pub use firing::{FIRE_AHEAD_MS, FireOutcome, QueueFires, Room, ToPlan};
 pub use state::{FireDef, FireState, LastFire, PlannedFire};
 
 use super::decode::Fields;

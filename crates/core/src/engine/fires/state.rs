@@ -157,7 +157,8 @@ impl PlannedFire {
 pub struct LastFire {
     /// The time it was for (ms).
     pub at_ms: u64,
-    /// When it published its job (ms, shard clock).
+    /// When it published its job (ms, shard clock); for one written ahead
+    /// (see [`super::FIRE_AHEAD_MS`]), when its job is due to be ready.
     pub published_ms: u64,
     pub id: String,
 }
