@@ -30,6 +30,7 @@ mod memory;
 mod noisy;
 mod priority;
 mod publish;
+mod ready_watch;
 mod rebalance;
 mod retries;
 mod schedules;

@@ -7,12 +7,12 @@
 //!   cost what none costs.
 //! - Firing: `firing` schedules firing every second, on the same second,
 //!   for `secs`, taken and acknowledged by long-polling consumers: how late
-//!   each fire was published after the time it was for (its
-//!   `scheduled-at`; never early), how late it reached a consumer, and
-//!   Redis's CPU per fire. A fire's publish is read from its job: the time
-//!   it arrived less its `elapsed_ms` (which Redis's clock counts from the
-//!   publish), so that the time the answer took counts as lateness too.
-//!   With `max_jobs`, the namespace is held to that backlog quota while
+//!   each fire's job was ready after the time it was for (read from Redis
+//!   as it happens: `ready_watch`), how late it reached a consumer (its
+//!   `scheduled-at`, on this clock; never early), and Redis's CPU per fire.
+//!   A fire is written ahead of its time as a delayed job, so its job's
+//!   `elapsed_ms` counts from its time, and says nothing of when it was
+//!   ready. With `max_jobs`, the namespace is held to that backlog quota while
 //!   it fires (set high, so that every fire is admitted): what holding
 //!   fires to a quota costs.
 //!
@@ -36,7 +36,7 @@ use anyhow::bail;
 use hdrhistogram::Histogram;
 use tokio::sync::Mutex;
 
-use crate::{Ctx, now_ms};
+use crate::{Ctx, now_ms, ready_watch::Watch};
 
 /// The admin table of schedules, and the tables' version (standalone keys).
 const TABLE: &str = "sd:schedules";
@@ -94,7 +94,8 @@ pub(crate) async fn schedules(
     }
     if firing > 0 {
         for spread in [false, true] {
-            fire(&ctx, &mut c, (slots, firing, spread), secs, concurrency).await?;
+            let run = (run.redis.as_str(), slots, firing, spread);
+            fire(&ctx, &mut c, run, secs, concurrency).await?;
         }
     }
     Ok(())
@@ -106,17 +107,21 @@ pub(crate) async fn schedules(
 async fn fire(
     ctx: &Arc<Ctx>,
     c: &mut redis::Connection,
-    (slots, firing, spread): (u32, u64, bool),
+    (url, slots, firing, spread): (&str, u32, u64, bool),
     secs: u64,
     concurrency: usize,
 ) -> anyhow::Result<()> {
     let offset = |i: u64| if spread { i * 1000 / firing } else { 0 };
-    let at = start(0);
+    // Far enough ahead for the pumps to hold them all before the first.
+    let at = start(5000);
     write(c, &ctx.ns, firing, |i| {
-        format!(r#""every":1,"anchor_ms":{}"#, at + offset(i))
+        format!(
+            r#""every":1,"anchor_ms":{},"start_ms":{at}"#,
+            at + offset(i)
+        )
     })?;
     let stop = Arc::new(AtomicBool::new(false));
-    let hist = Arc::new(Mutex::new([Histogram::<u64>::new(3)?, Histogram::new(3)?]));
+    let hist = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
     let (early, received) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let counting = Arc::new(AtomicBool::new(false));
     let requests = Arc::new(AtomicU64::new(0));
@@ -126,7 +131,7 @@ async fn fire(
         let (early, received, counting) = (early.clone(), received.clone(), counting.clone());
         let requests = requests.clone();
         consumers.push(tokio::spawn(async move {
-            let mut local = [0, 1].map(|_| Histogram::<u64>::new(3).expect("histogram"));
+            let mut local = Histogram::<u64>::new(3).expect("histogram");
             while !stop.load(Ordering::Relaxed) {
                 let Some((arrived, jobs)) = crate::lateness::take(&ctx, "q").await else {
                     continue;
@@ -140,14 +145,12 @@ async fn fire(
                         .as_str()
                         .and_then(|s| s.parse().ok())
                         .unwrap_or(0);
-                    let published = arrived.saturating_sub(j["elapsed_ms"].as_u64().unwrap_or(0));
                     if counting.load(Ordering::Relaxed) {
                         received.fetch_add(1, Ordering::Relaxed);
-                        if published < at {
+                        if arrived < at {
                             early.fetch_add(1, Ordering::Relaxed);
                         } else {
-                            let _ = local[0].record((published - at) * 1000);
-                            let _ = local[1].record((arrived - at) * 1000);
+                            let _ = local.record((arrived - at) * 1000);
                         }
                     }
                     let id = j["job_id"].as_str().unwrap_or_default();
@@ -159,29 +162,53 @@ async fn fire(
                         .await;
                 }
             }
-            let mut h = hist.lock().await;
-            for (h, l) in h.iter_mut().zip(&local) {
-                let _ = h.add(l);
-            }
+            let _ = hist.lock().await.add(&local);
         }));
     }
     settle(c, slots, firing).await?;
+    if now_ms() + 100 > at {
+        bail!("the pumps held the schedules too close to their first fire to watch it");
+    }
+    // Fires on the same second are watched from just before it to 150 ms
+    // after; spread ones, all the time.
+    let reading = move |now: u64| spread || (now + 5).saturating_sub(at) % 1000 < 155;
+    let watch = Watch::start(url, holding(c, slots)?, &format!("{}/q", ctx.ns), reading)?;
     // A few seconds of fires first, then the measured window.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_millis(at - now_ms() + 3000)).await;
     let cpu = ctx.cpu.sample();
+    let from = now_ms();
     counting.store(true, Ordering::Relaxed);
     tokio::time::sleep(Duration::from_secs(secs)).await;
     counting.store(false, Ordering::Relaxed);
+    let until = now_ms();
     let report = ctx.cpu.report(
         cpu,
         requests.load(Ordering::Relaxed),
         received.load(Ordering::Relaxed),
     );
+    // Time for the last fires of the window to be ready.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let counted = watch.stop()?;
     stop.store(true, Ordering::Relaxed);
     for t in consumers {
         t.await?;
     }
     clear(c, slots).await?;
+    // The n-th job made ready is matched with the n-th fire due: fire `i`
+    // of second `k` (offsets grow with `i`).
+    let mut ready_late = Histogram::<u64>::new(3)?;
+    let mut ready_early = 0;
+    for (n, ready) in counted.ready_times().into_iter().enumerate() {
+        let (k, i) = (n as u64 / firing, n as u64 % firing);
+        let due = at + k * 1000 + offset(i);
+        if due < from || due > until {
+            continue;
+        }
+        match ready.checked_sub(due) {
+            Some(late) => ready_late.record(late * 1000)?,
+            None => ready_early += 1,
+        }
+    }
     let h = hist.lock().await;
     let late = |h: &Histogram<u64>| {
         let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
@@ -193,7 +220,7 @@ async fn fire(
         )
     };
     println!(
-        "schedules firing: {firing} schedules every second ({}) for {secs} s: {} fires received, {} early; published late by {}; received late by {}",
+        "schedules firing: {firing} schedules every second ({}) for {secs} s: {} fires received, {} early; ready late by {} ({} early, {} watched in {} reads); received late by {}",
         if spread {
             "spread over the second"
         } else {
@@ -201,8 +228,11 @@ async fn fire(
         },
         received.load(Ordering::Relaxed),
         early.load(Ordering::Relaxed),
-        late(&h[0]),
-        late(&h[1]),
+        late(&ready_late),
+        ready_early,
+        ready_late.len() + ready_early,
+        counted.reads,
+        late(&h),
     );
     println!("  {report} (a job here is a fire: its publish, consume and ack)");
     Ok(())
@@ -270,6 +300,18 @@ async fn settle(c: &mut redis::Connection, slots: u32, n: u64) -> anyhow::Result
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The slots that hold schedules.
+fn holding(c: &mut redis::Connection, slots: u32) -> anyhow::Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for s in 0..slots {
+        let n: u64 = redis::cmd("HLEN").arg(format!("sd:{{{s}}}:sn")).query(c)?;
+        if n > 0 {
+            out.push(s);
+        }
+    }
+    Ok(out)
 }
 
 /// The commands clients have sent so far (`total_commands_processed`).
