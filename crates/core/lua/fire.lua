@@ -1,5 +1,6 @@
 -- Fires the due schedules of one slot (see `lua/lib/fires.lua`): each due
--- planned fire publishes its schedule's job, ready at once, with the
+-- planned fire publishes its schedule's job (ready at once, or written
+-- ahead: below), with the
 -- schedule's name and the fire's time as attributes (`schedule`,
 -- `scheduled-at`), and the schedule's next planned fire is armed, in this
 -- one script, fenced by the slot's lease. A planned fire whose job id is
@@ -23,8 +24,11 @@
 -- So the work of a fire is done before its time, and what is left at that
 -- time is the timer's move to ready, a fraction of it: many fires due at
 -- one instant are ready together. Such a job counts from its fire's due
--- time, as if published then (its `elapsed_ms` and TTL, and its key's
--- window); its key is checked and taken when it is written.
+-- time, as if published then (its `elapsed_ms` and TTL). A schedule whose
+-- job has an idempotency key is not written ahead: its key is checked at
+-- the fire's time, as a publish then would check it (its fire zset entry
+-- is scored `ahead` after its due time, as the pumps call `ahead` before
+-- an entry's score).
 -- KEYS[1]: jobs hash   KEYS[2]: timer zset   KEYS[3]: counters hash   KEYS[4]: wheel index zset
 -- KEYS[5]: the slot's lease   KEYS[6]: queue table   KEYS[7]: fire zset
 -- KEYS[8]: definitions hash   KEYS[9]: fire states hash
@@ -149,10 +153,6 @@ local function ahead_record(d, queue, kind, due, attrs)
   local r = fresh(queue, kind.qn, 0, d.ttl, d.tries, due)
   r.state, r.due, r.priority, r.attrs, r.body = DELAYED, due, kind.priority, attrs, d.body
   with_policy(r, kind.policy)
-  if d.key ~= '' then
-    r.key, r.keyend = d.key, 0
-    if d.window > 0 then r.keyend = due + d.window end
-  end
   return encode(r)
 end
 
@@ -218,9 +218,12 @@ local function fire_due(member, d, st)
   local queue = string.match(member, '^[^/]+/[^/]+')
   local room = rooms[string.match(queue, '^[^/]+')]
   local wait = false
+  -- How far ahead this schedule's fires are written (none with a key).
+  local lead = ahead
+  if d.key ~= '' then lead = 0 end
   while st.plan ~= '' and fired < limit do
     local at, due, id, how = planned(st.plan)
-    if due > now + ahead then break end
+    if due > now + lead then break end
     if at > st.cursor then
       if how == 'n' and now - due > d.grace then
         st.plan = ''
@@ -258,8 +261,8 @@ local function fire_due(member, d, st)
     arms[n + 1], arms[n + 2] = room_wait_at, member
   elseif st.plan ~= '' then
     local _, due = planned(st.plan)
-    arms[n + 1], arms[n + 2] = due, member
-    if due <= now + ahead then more = true end
+    arms[n + 1], arms[n + 2] = due + ahead - lead, member
+    if due <= now + lead then more = true end
   else
     arms[n + 1], arms[n + 2] = now + REPLAN_MS, member
   end

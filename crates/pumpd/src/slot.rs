@@ -64,18 +64,20 @@ pub(crate) enum Ended {
     Fenced,
 }
 
-/// One pump call of `slot`, once its server has a call permit free.
+/// One pump call of `slot`, once its server has a call permit free; and
+/// when it was sent.
 async fn pump_once(
     calls: &CallPermits,
     shard: &Shard,
     slot: u32,
     limit: u32,
     owner: &str,
-) -> Result<PumpOutcome, sundial_core::EngineError> {
+) -> (Instant, Result<PumpOutcome, sundial_core::EngineError>) {
     let permits = calls.of(shard, slot);
     // Never closed: a permit always comes.
     let _call = permits.acquire().await;
-    shard.timers().pump(slot, limit, Some(owner)).await
+    let sent = Instant::now();
+    (sent, shard.timers().pump(slot, limit, Some(owner)).await)
 }
 
 /// Pumps one slot while its owner holds the lease, until `shutdown`: pump
@@ -192,8 +194,8 @@ async fn step(job: &mut SlotPump) -> Step {
     let limit = opts
         .batch
         .saturating_mul(batches_for(job.written_ahead, opts.batch));
-    let sent = Instant::now();
-    let o = match pump_once(&job.calls, shard, slot, limit, &job.owner).await {
+    let (sent, o) = pump_once(&job.calls, shard, slot, limit, &job.owner).await;
+    let o = match o {
         Ok(o) if o.fenced => return Step::Fenced,
         Ok(o) => o,
         Err(e) => {
@@ -283,7 +285,11 @@ async fn fire(
         Err(e) => {
             tracing::warn!(pool, shard = shard.name(), slot, error = %e, "schedules not fired");
             schedules.forget();
-            return Err(Step::Sleep(opts.retry_after));
+            // Soon, whatever the retry pause: a call of the step may have
+            // written jobs ahead, due within FIRE_AHEAD_MS, before another
+            // failed, and the pump call makes them ready.
+            let soon = Duration::from_millis(FIRE_AHEAD_MS / 4);
+            return Err(Step::Sleep(opts.retry_after.min(soon)));
         }
     };
     // The pump call's pause ends no later than the first job written

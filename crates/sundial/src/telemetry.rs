@@ -270,7 +270,7 @@ const METRICS: &[(Kind, &str, Option<Unit>, &str)] = &[
         Kind::Histogram,
         "sundial_schedule_fire_lateness_seconds",
         Some(Unit::Seconds),
-        "How long after it was due each schedule's fire published its job",
+        "How long after it was due each schedule's fire published its job (0 when written ahead)",
     ),
     (
         Kind::Gauge,

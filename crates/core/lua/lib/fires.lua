@@ -21,7 +21,8 @@
 --   fired, missed: fires published, and fires missed (counted by the plan
 --           that skipped them);
 --   last, last_at, last_id: the last fire's time, when it was published
---           (ms), and its job's id (0, 0, `-` before the first);
+--           (ms; for one written ahead, its due time), and its job's id
+--           (0, 0, `-` before the first);
 --   ended   1 when the schedule has no fire left (past its end), `p` when
 --           it is parked: its slot moved (or its namespace did), the
 --           place it moved to takes its state over (`schedule_set.lua`),

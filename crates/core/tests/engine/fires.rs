@@ -674,24 +674,26 @@ async fn a_fire_due_within_the_ahead_window_is_written_as_a_delayed_job_ready_at
     let s = shard(&redis).await;
     let mut o = applied(&s).await;
     // The fire is planned 40 ms out; a machine slow enough to pass that
-    // before the call tries again with the next plan.
+    // before the call tries again once the schedule asks for a plan.
     let (fire_at, written) = loop {
-        let at = o.now_ms + 40;
+        let at = o.now_ms + FIRE_AHEAD_MS - 10;
         let p = plan(&o, vec![planned(at - 10, at, true)]);
         s.fires().store_plans(B, None, &[p]).await.expect("store");
         let w = fire(&s).await;
         if w.now_ms < at {
             break (at, w);
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
         o = fire(&s).await;
     };
     assert_eq!(written.fired, 1);
     assert_eq!(written.ready_ms, Some(fire_at), "the timer is told when");
+    assert_eq!(written.written_ahead, 1);
     assert_eq!(written.lateness_ms, vec![0]);
     assert_eq!(written.per_queue, vec![per("ns/q", 1, 0, 0)]);
     let counts = s.queues().counts(B, &qn("q")).await.expect("counts");
-    assert_eq!((counts.delayed, counts.ready, counts.published), (1, 0, 1));
+    assert_eq!(counts.delayed, 1);
+    let ready_before = counts.ready;
     let st = s
         .fires()
         .state(B, MEMBER)
@@ -715,11 +717,12 @@ async fn a_fire_due_within_the_ahead_window_is_written_as_a_delayed_job_ready_at
     // The timer moves it when it is due, never before.
     let mut pumped = s.timers().pump(B, 100, None).await.expect("pump");
     while pumped.now_ms < fire_at {
-        assert_eq!((pumped.to_ready, ready(&s).await), (0, 0), "never early");
+        assert_eq!(pumped.to_ready, 0, "never early");
+        assert_eq!(ready(&s).await, ready_before);
         tokio::time::sleep(Duration::from_millis(5)).await;
         pumped = s.timers().pump(B, 100, None).await.expect("pump");
     }
-    assert_eq!(ready(&s).await, 1);
+    assert_eq!(ready(&s).await, ready_before + 1);
     let job = s
         .jobs()
         .peek(B, &qn("q"), &id)
@@ -732,4 +735,39 @@ async fn a_fire_due_within_the_ahead_window_is_written_as_a_delayed_job_ready_at
         "it counts from its due time: {} ms",
         job.elapsed_ms
     );
+}
+
+/// A schedule whose job has an idempotency key is not written ahead: its
+/// key is checked at the fire's time, as a publish then would.
+#[tokio::test]
+async fn a_keyed_fire_is_not_written_ahead() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let keyed = FireDef {
+        key: "tick".to_owned(),
+        ..def(1)
+    };
+    let f = s.fires();
+    f.apply(B, None, &[(MEMBER.to_owned(), keyed, None)])
+        .await
+        .expect("apply");
+    let o = fire(&s).await;
+    let at = o.now_ms + FIRE_AHEAD_MS - 10;
+    let p = plan(&o, vec![planned(at, at, true)]);
+    f.store_plans(B, None, &[p]).await.expect("store");
+    let early = fire(&s).await;
+    if early.now_ms < at {
+        assert_eq!((early.fired, early.ready_ms, ready(&s).await), (0, None, 0));
+        assert_eq!(
+            early.next_fire_ms,
+            Some(at + FIRE_AHEAD_MS),
+            "called again at its time"
+        );
+        let counts = s.queues().counts(B, &qn("q")).await.expect("counts");
+        assert_eq!(counts.delayed, 0, "nothing written ahead");
+        tokio::time::sleep(Duration::from_millis(at - early.now_ms + 5)).await;
+        let o = fire(&s).await;
+        assert_eq!(o.fired, 1);
+    }
+    assert_eq!(ready(&s).await, 1, "ready at once at its time");
 }

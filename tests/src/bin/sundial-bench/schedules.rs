@@ -278,8 +278,8 @@ async fn clear(c: &mut redis::Connection, slots: u32) -> anyhow::Result<()> {
     settle(c, slots, 0).await
 }
 
-/// Waits until the slots hold `n` schedules, each planned (on the fire
-/// zsets), at most [`SETTLE`].
+/// Waits until the slots hold `n` schedules, each on its slot's fire zset
+/// (armed when written, planned at its first call), at most [`SETTLE`].
 async fn settle(c: &mut redis::Connection, slots: u32, n: u64) -> anyhow::Result<()> {
     let deadline = Instant::now() + SETTLE;
     loop {

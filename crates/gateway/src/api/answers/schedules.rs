@@ -42,7 +42,8 @@ impl From<Missed> for MissedPolicy {
     }
 }
 
-/// The job a schedule publishes at each fire: ready at once, with the
+/// The job a schedule publishes at each fire: ready at the fire's time
+/// (written 50 ms ahead as a delayed job, unless it has a key), with the
 /// attributes `schedule` (its name) and `scheduled-at` (the fire's time,
 /// Unix ms) beside its own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -179,7 +180,8 @@ impl ScheduleSpec {
 pub struct LastFire {
     /// The time it was for (Unix ms).
     pub at_ms: u64,
-    /// When its job was published (Unix ms, the shard's clock).
+    /// When its job was published (Unix ms, the shard's clock); for one
+    /// written ahead, when it was due to be ready.
     pub published_ms: u64,
     pub job_id: String,
 }
