@@ -55,6 +55,20 @@ async fn applied(s: &Shard) -> FireOutcome {
     o
 }
 
+/// Applies `def(1)` with its job's idempotency key `key`, and returns the
+/// outcome of the fire call that finds it due to be planned.
+async fn applied_keyed(s: &Shard, key: &str) -> FireOutcome {
+    let keyed = FireDef {
+        key: key.to_owned(),
+        ..def(1)
+    };
+    s.fires()
+        .apply(B, None, &[(MEMBER.to_owned(), keyed, None)])
+        .await
+        .expect("apply");
+    fire(s).await
+}
+
 fn planned(at_ms: u64, due_ms: u64, late_ok: bool) -> PlannedFire {
     PlannedFire {
         at_ms,
@@ -471,15 +485,8 @@ async fn a_parked_schedule_fires_nothing_and_its_state_is_taken_over_where_it_mo
 async fn a_fire_whose_key_names_a_live_job_publishes_nothing_until_it_is_done() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let keyed = FireDef {
-        key: "report".to_owned(),
-        ..def(1)
-    };
     let f = s.fires();
-    f.apply(B, None, &[(MEMBER.to_owned(), keyed, None)])
-        .await
-        .expect("apply");
-    let o = fire(&s).await;
+    let o = applied_keyed(&s, "report").await;
     let now = o.now_ms;
     let fires = vec![
         planned(now + 100, now + 100, true),
@@ -743,15 +750,8 @@ async fn a_fire_due_within_the_ahead_window_is_written_as_a_delayed_job_ready_at
 async fn a_keyed_fire_is_not_written_ahead() {
     let redis = RedisServer::start();
     let s = shard(&redis).await;
-    let keyed = FireDef {
-        key: "tick".to_owned(),
-        ..def(1)
-    };
     let f = s.fires();
-    f.apply(B, None, &[(MEMBER.to_owned(), keyed, None)])
-        .await
-        .expect("apply");
-    let o = fire(&s).await;
+    let o = applied_keyed(&s, "tick").await;
     let at = o.now_ms + FIRE_AHEAD_MS - 10;
     let p = plan(&o, vec![planned(at, at, true)]);
     f.store_plans(B, None, &[p]).await.expect("store");
