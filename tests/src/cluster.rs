@@ -17,7 +17,8 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     /// Starts the nodes, creates the cluster, and waits until every node
-    /// sees all slots served (`cluster_state:ok`).
+    /// sees all slots served (`cluster_state:ok`) and every replica has
+    /// synced with its master.
     pub fn start(masters: usize, replicas: usize) -> Self {
         assert!(masters >= 3, "redis-cli --cluster create needs 3 masters");
         let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
@@ -37,6 +38,10 @@ impl RedisCluster {
                     // Tests stall a node with DEBUG SLEEP.
                     "--enable-debug-command",
                     "local",
+                    // A replica's first sync starts at once, not after
+                    // Redis's default 5 s wait for more replicas.
+                    "--repl-diskless-sync-delay",
+                    "0",
                 ])
             })
             .collect();
@@ -65,6 +70,15 @@ impl RedisCluster {
                     && field(&info, "cluster_slots_ok") == Some(&CLUSTER_SLOTS.to_string())
                     && field(&info, "cluster_known_nodes") == Some(&total.to_string())
             })
+        });
+        // A replica that has not finished its first sync yet would make a
+        // test's WAIT, or a failover, depend on how busy the machine is.
+        wait_until(Duration::from_secs(30), "every replica to sync", || {
+            let linked = cluster
+                .nodes
+                .iter()
+                .filter(|n| field(&replication_info(n), "master_link_status") == Some("up"));
+            linked.count() == masters * replicas
         });
         cluster
     }
@@ -333,6 +347,12 @@ fn connect(node: &RedisServer) -> Option<redis::Connection> {
 fn cluster_info(node: &RedisServer) -> String {
     connect(node)
         .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query(&mut c).ok())
+        .unwrap_or_default()
+}
+
+fn replication_info(node: &RedisServer) -> String {
+    connect(node)
+        .and_then(|mut c| redis::cmd("INFO").arg("replication").query(&mut c).ok())
         .unwrap_or_default()
 }
 
