@@ -292,11 +292,11 @@ for i, member in ipairs(due) do
     end
   end
 end
-call_many('HSET', k.j, records, 2)
+hset_many(k.j, records)
 -- Due within `ahead`, nearer than NEAR_MS: on the timer, not the wheel.
 -- No pump is told: the one that called this is told by `ready_ms`.
 call_many('ZADD', k.t, timers, 2)
-call_many('HSET', prefix .. 'k', key_sets, 2)
+hset_many(prefix .. 'k', key_sets)
 for _, l in ipairs(lists) do
   local list, rkey, p = l[1], l[2], l[3]
   if #ready[list] > 0 then
@@ -311,7 +311,7 @@ if expiring then
   local at = ex.write()
   if before == nil or at < before then announce(ARGV[5], ARGV[6]) end
 end
-call_many('HSET', skey, texts, 2)
+hset_many(skey, texts)
 call_many('ZADD', fkey, arms, 2)
 counts.flush(KEYS[3])
 for queue, n in pairs(per) do

@@ -171,7 +171,7 @@ if #taken > 0 then
   call_many('HDEL', jkey, taken, 1)
   call_many('ZREM', tkey, taken, 1)
   unplace_all(tkey, unplaced)
-  call_many('HSET', mkey, entries, 2)
+  hset_many(mkey, entries)
   t.flush(ckey)
 elseif only == '' and redis.call('HLEN', jkey) == 0 and redis.call('HLEN', mkey) == 0 then
   for _, second in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do

@@ -218,8 +218,8 @@ for _, p in ipairs(pubs) do
   end
 end
 
-call_many('HSET', KEYS[1], records, 2)
-call_many('HSET', k.prefix .. 'k', key_sets, 2)
+hset_many(KEYS[1], records)
+hset_many(k.prefix .. 'k', key_sets)
 for _, p in ipairs(ready_levels) do
   call_many('LPUSH', ready_list(KEYS[4], p), ready_ids[p], 1)
   if p > 0 then mark_level(KEYS[4], p) end

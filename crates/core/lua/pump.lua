@@ -186,7 +186,7 @@ local function retry(id, raw, queue, tries, expire, delivered)
   tally(queue, 2)
 end
 local function write()
-  call_many('HSET', jkey, records, 2)
+  hset_many(jkey, records)
   for _, lkey in ipairs(list_order) do
     call_many('LPUSH', lkey, lists[lkey], 1)
     local level = levels[lkey]

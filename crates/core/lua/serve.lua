@@ -283,7 +283,7 @@ call_many('HDEL', jkey, expired_ids, 1)
 call_many('ZREM', tkey, expired_ids, 1)
 if #expired_ids > 0 then t.use(queue, -#expired_ids, -expired_bytes) end
 if #taken > 0 then
-  call_many('HSET', jkey, records, 2)
+  hset_many(jkey, records)
   local before = zmin(tkey)
   call_many('ZADD', tkey, armed, 2)
   if before == nil or earliest < before then

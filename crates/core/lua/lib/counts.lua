@@ -97,6 +97,28 @@ local function call_many(cmd, key, args, width)
   end
 end
 
+-- Redis keeps a small hash compact (a listpack) and, before 7.2, fills
+-- one from a long HSET a field at a time, each after a linear search of
+-- those before it: 1,000 new fields in one HSET took 1.3 to 2.0 ms where
+-- a hash table takes 0.13 to 0.21 ms (Redis 7.0.15), and the expiries of
+-- 1,000 jobs made ready together all start one such hash. A batch of more
+-- than TABLE_AT fields into a hash that is absent or still compact first
+-- makes it a table: a field whose value is longer than a compact hash
+-- holds (`hash-max-listpack-value`, 64 bytes by default), set and removed
+-- again. A table never turns compact again, and a table is what such a
+-- hash becomes past `hash-max-listpack-entries` anyway.
+local TABLE_AT = 128
+local TABLE_FIELD, TABLE_VALUE = '\0table', string.rep('-', 8192)
+local function hset_many(key, args)
+  if #args > 2 * TABLE_AT and redis.call('OBJECT', 'ENCODING', key) ~= 'hashtable' then
+    redis.call('HSET', key, TABLE_FIELD, TABLE_VALUE)
+    call_many('HSET', key, args, 2)
+    redis.call('HDEL', key, TABLE_FIELD)
+    return
+  end
+  call_many('HSET', key, args, 2)
+end
+
 -- The values of the fields `ids` of hash `key`, in order (false where a
 -- field is absent), read with one HMGET per 1,000 fields.
 local function hmget_many(key, ids)

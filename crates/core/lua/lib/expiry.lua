@@ -54,7 +54,7 @@ local function expiries(k, now)
   function self.write()
     call_many('ZADD', k.t, near, 2)
     for _, second in ipairs(seconds) do
-      call_many('HSET', k.prefix .. 'e:' .. second, far[second], 2)
+      hset_many(k.prefix .. 'e:' .. second, far[second])
       redis.call('ZADD', k.s, second * SECOND_MS, second)
     end
     local at = soonest

@@ -316,3 +316,55 @@ async fn a_huge_second_being_opened_leaves_room_for_due_reservations() {
     let c = counts(&s, "q").await.expect("counts");
     assert_eq!((c.live(), c.ready), (1, 1));
 }
+
+/// A batch of expiries larger than a compact hash holds is written into a
+/// hash table at once (Redis before 7.2 fills a compact one a field at a
+/// time, in quadratic time), and the field that made it one is gone; a
+/// small batch keeps its hash compact.
+#[tokio::test]
+async fn a_second_of_many_expiries_is_written_as_a_hash_table_and_a_few_stay_compact() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let lane = 3;
+    let b = keys::slot_of("ns", "q", lane, S);
+    let k = SlotKeys::new(b);
+    let mut r = redis.client();
+    // Compact up to 1,000 fields: only the conversion makes a table of 300.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("hash-max-listpack-entries")
+        .arg(1_000)
+        .query(&mut r)
+        .expect("config");
+    for (n, ttl_ms, encoding) in [(20, 600_000, "listpack"), (300, 1_200_000, "hashtable")] {
+        let jobs: Vec<NewJob> = (0..n)
+            .map(|_| NewJob {
+                id: JobId::mint_in_lane(false, lane, L),
+                attrs: String::new(),
+                body: Bytes::from_static(b"x"),
+            })
+            .collect();
+        s.jobs()
+            .publish(b, &qn("q"), &sched(0, ttl_ms, 1), &jobs)
+            .await
+            .expect("bulk");
+        let seconds: Vec<u64> = r.zrange(k.wheel_index(), 0, -1).expect("zrange");
+        let last = k.expiry_wheel(*seconds.last().expect("a wheel second"));
+        let found: String = redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(&last)
+            .query(&mut r)
+            .expect("encoding");
+        let fields: u64 = r.hlen(&last).expect("hlen");
+        assert_eq!(
+            (found.as_str(), fields),
+            (encoding, n as u64),
+            "{n} expiries"
+        );
+    }
+    assert_eq!(
+        expiry_wheel(&redis, b).len(),
+        320,
+        "only the jobs' expiries"
+    );
+}
