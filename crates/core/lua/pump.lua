@@ -313,13 +313,13 @@ end
 -- Seconds left to open now: the pump comes back at once.
 local more = opened >= wheel_limit
 
-local due = {}
-if limit > opened then
-  due = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit - opened)
-end
-if #due > 0 then seen_due(tonumber(due[2])) end
+-- The ids alone, half the reply to convert; the first one's due time
+-- (the earliest) read on its own.
 local ids = {}
-for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+if limit > opened then
+  ids = redis.call('ZRANGEBYSCORE', tkey, '-inf', now, 'LIMIT', 0, limit - opened)
+end
+if #ids > 0 then seen_due(tonumber(redis.call('ZSCORE', tkey, ids[1]))) end
 each_record(ids, function(id, raw)
   if not raw then
     unarmed[#unarmed + 1] = id
@@ -346,7 +346,7 @@ write()
 
 local next_due = next_wake(tkey, skey) or -1
 if more then next_due = now end
-local out = { opened + #due / 2, to_ready, retried, dead, gone, next_due, oldest, now, zmin(KEYS[7]) or -1 }
+local out = { opened + #ids, to_ready, retried, dead, gone, next_due, oldest, now, zmin(KEYS[7]) or -1 }
 for q, t in pairs(per) do
   out[#out + 1] = q
   for i = 1, 4 do out[#out + 1] = t[i] end

@@ -61,8 +61,21 @@ local function tally()
   function t.add(field, n)
     t.d[field] = (t.d[field] or 0) + n
   end
+  -- Counter field names by queue and state, made once per call rather
+  -- than once per job.
+  local fields = {}
   function t.state(state, queue, n)
-    t.add(COUNTER[state] .. queue, n)
+    local q = fields[queue]
+    if not q then
+      q = {}
+      fields[queue] = q
+    end
+    local f = q[state]
+    if not f then
+      f = COUNTER[state] .. queue
+      q[state] = f
+    end
+    t.d[f] = (t.d[f] or 0) + n
   end
   -- Usage (see `use`): jobs and bytes that arrive (> 0) or leave (< 0).
   function t.use(queue, jobs, bytes)
