@@ -195,7 +195,7 @@ async fn step(job: &mut SlotPump) -> Step {
         .batch
         .saturating_mul(batches_for(job.written_ahead, opts.batch));
     let (sent, o) = pump_once(&job.calls, shard, slot, limit, &job.owner).await;
-    let o = match o {
+    let mut o = match o {
         Ok(o) if o.fenced => return Step::Fenced,
         Ok(o) => o,
         Err(e) => {
@@ -212,15 +212,12 @@ async fn step(job: &mut SlotPump) -> Step {
     if o.to_ready > 0 {
         job.written_ahead = 0;
     }
-    let late_ms = match (o.processed, o.oldest_due_ms) {
-        (0, _) | (_, None) => 0,
-        (_, Some(oldest)) => o.now_ms.saturating_sub(oldest),
-    };
-    job.lag
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(slot, late_ms);
+    report_lag(job, &o);
     let backlog = o.processed >= u64::from(limit);
+    if !backlog && plan_deferred(job, &mut o).await.is_err() {
+        return Step::Fenced;
+    }
+    let (pool, shard, opts) = (&job.pool, &job.shard, &job.opts);
     // Counted from before the call, not from its answer: the shard's clock
     // it answers with was read in between, and a long call would make the
     // slot's next wake-up late by its length.
@@ -248,6 +245,39 @@ async fn step(job: &mut SlotPump) -> Step {
         return Step::Again;
     }
     Step::Sleep(pause)
+}
+
+/// Reports how late the pump call `o` found the slot's oldest due job.
+fn report_lag(job: &SlotPump, o: &PumpOutcome) {
+    let late_ms = match (o.processed, o.oldest_due_ms) {
+        (0, _) | (_, None) => 0,
+        (_, Some(oldest)) => o.now_ms.saturating_sub(oldest),
+    };
+    job.lag
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(job.slot, late_ms);
+}
+
+/// Stores the plans that wait for jobs written ahead, once the first of
+/// those is due by the pump call `o` (which made it ready); `o`'s next
+/// fire becomes the slot's next fire after them. Fails when the lease
+/// was lost.
+async fn plan_deferred(job: &mut SlotPump, o: &mut PumpOutcome) -> Result<(), Fenced> {
+    let Some(s) = job.schedules.as_mut().filter(|s| s.plans_due(o.now_ms)) else {
+        return Ok(());
+    };
+    match s
+        .plan_deferred(&job.shard, o.now_ms, &mut o.next_fire_ms)
+        .await
+    {
+        Ok(planned) => planned,
+        Err(e) => {
+            let (pool, slot) = (&job.pool, job.slot);
+            tracing::warn!(pool, shard = job.shard.name(), slot, error = %e, "schedules not planned");
+            Ok(())
+        }
+    }
 }
 
 /// Fires the slot's schedules when one is due, as the pump call `o`

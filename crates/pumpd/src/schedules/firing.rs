@@ -39,14 +39,14 @@ pub(crate) struct Fired {
 
 impl SlotSchedules {
     /// Fires the slot's due fires (up to [`FIRE_CALLS_MOST`] calls of
-    /// `limit`) and plans the schedules that asked. Returns the slot's next
-    /// fire.
+    /// `limit`) and plans the schedules that asked, or defers their plans
+    /// when it wrote jobs ahead (see [`SlotSchedules::plan_deferred`]).
+    /// Returns the slot's next fire.
     pub(crate) async fn fire(
-        &self,
+        &mut self,
         shard: &Shard,
         limit: u32,
     ) -> Result<Result<Fired, Fenced>, EngineError> {
-        let owner = Some(self.owner.as_str());
         let Some((o, to_plan, at)) = self.fire_due(shard, limit).await? else {
             return Ok(Err(Fenced));
         };
@@ -57,20 +57,88 @@ impl SlotSchedules {
             now_ms: o.now_ms,
             at,
         };
-        if to_plan.is_empty() {
+        if let Some(ready_ms) = o.ready_ms.filter(|_| !to_plan.is_empty()) {
+            // Planning holds Redis about 20 µs a plan, and every-second
+            // schedules due together ask together: planned now, a
+            // thousand would hold up the timer's move of the jobs just
+            // written ahead. Each asked with a fire still planned, and
+            // the slot's next fire is known without them.
+            self.deferred.extend(to_plan);
+            self.deferred_until_ms = match self.deferred_until_ms {
+                0 => ready_ms,
+                until => until.min(ready_ms),
+            };
             return Ok(Ok(fired(o.next_fire_ms)));
         }
-        let plans: Vec<Plan> = to_plan
+        let mut next = o.next_fire_ms;
+        if !self.store(shard, to_plan, o.now_ms, &mut next).await? {
+            return Ok(Err(Fenced));
+        }
+        // More due than one call fired: come back at once.
+        let next = match o.next_fire_ms {
+            Some(more) if more <= o.now_ms + sundial_core::FIRE_AHEAD_MS => Some(more),
+            _ => next,
+        };
+        Ok(Ok(fired(next)))
+    }
+
+    /// Whether plans wait for the jobs written ahead with them, and the
+    /// first of those is due by `now_ms`.
+    pub(crate) fn plans_due(&self, now_ms: u64) -> bool {
+        !self.deferred.is_empty() && now_ms >= self.deferred_until_ms
+    }
+
+    /// Stores the plans fire steps deferred (their jobs were written
+    /// ahead), as of `now_ms`, once the pump call that made the first of
+    /// those jobs ready has run; `next_fire` becomes the slot's next fire
+    /// after them. Kept for the next step when a call fails (a plan over a
+    /// state that moved since is refused, and its schedule asks again).
+    pub(crate) async fn plan_deferred(
+        &mut self,
+        shard: &Shard,
+        now_ms: u64,
+        next_fire: &mut Option<u64>,
+    ) -> Result<Result<(), Fenced>, EngineError> {
+        let to_plan = std::mem::take(&mut self.deferred);
+        match self.store(shard, to_plan.clone(), now_ms, next_fire).await {
+            Ok(true) => {
+                self.deferred_until_ms = 0;
+                Ok(Ok(()))
+            }
+            Ok(false) => Ok(Err(Fenced)),
+            Err(e) => {
+                self.deferred = to_plan;
+                Err(e)
+            }
+        }
+    }
+
+    /// Plans the schedules of `to_plan` (one that asked twice with its
+    /// later state) as of `now_ms`, and stores the plans; `next` becomes the
+    /// slot's next fire after them when a call was made. False when the
+    /// lease was lost.
+    async fn store(
+        &self,
+        shard: &Shard,
+        to_plan: Vec<ToPlan>,
+        now_ms: u64,
+        next: &mut Option<u64>,
+    ) -> Result<bool, EngineError> {
+        let mut seen = HashSet::new();
+        let mut plans: Vec<Plan> = to_plan
             .iter()
-            .filter_map(|t| self.plan(t, o.now_ms))
+            .rev()
+            .filter(|t| seen.insert(t.member.as_str()))
+            .filter_map(|t| self.plan(t, now_ms))
             .collect();
-        let mut next = None;
+        plans.reverse();
+        let owner = Some(self.owner.as_str());
         for chunk in plans.chunks(PLANS_PER_CALL) {
             let Some((after, stored)) = shard.fires().store_plans(self.slot, owner, chunk).await?
             else {
-                return Ok(Err(Fenced));
+                return Ok(false);
             };
-            next = after;
+            *next = after;
             for (p, _) in chunk
                 .iter()
                 .zip(&stored)
@@ -79,12 +147,7 @@ impl SlotSchedules {
                 self.count(&p.member, "missed", p.skipped);
             }
         }
-        // More due than one call fired: come back at once.
-        let next = match (o.next_fire_ms, next) {
-            (Some(more), _) if more <= o.now_ms + sundial_core::FIRE_AHEAD_MS => Some(more),
-            (_, next) => next,
-        };
-        Ok(Ok(fired(next)))
+        Ok(true)
     }
 
     /// The rooms of the slot's namespaces held to a quota, for a fire call
@@ -100,9 +163,8 @@ impl SlotSchedules {
     /// Fires what is due, a call of `limit` at a time, while more are due
     /// (at most [`FIRE_CALLS_MOST`] calls). Returns the last call's
     /// outcome (with the earliest job any call wrote ahead, and the number
-    /// all wrote) and when it
-    /// came, and the schedules to plan, each with the state it asked with
-    /// last; or `None` when the lease was lost.
+    /// all wrote) and when it came, and the schedules that asked to be
+    /// planned, in the order they asked; or `None` when the lease was lost.
     async fn fire_due(
         &self,
         shard: &Shard,
@@ -137,15 +199,7 @@ impl SlotSchedules {
                 .next_fire_ms
                 .is_some_and(|at| at <= o.now_ms + sundial_core::FIRE_AHEAD_MS);
             if !more || calls >= FIRE_CALLS_MOST {
-                // A schedule that asked twice asks with its later state.
-                let mut seen = HashSet::new();
-                let mut to_plan: Vec<ToPlan> = asked
-                    .into_iter()
-                    .rev()
-                    .filter(|t| seen.insert(t.member.clone()))
-                    .collect();
-                to_plan.reverse();
-                return Ok(Some((o, to_plan, at)));
+                return Ok(Some((o, asked, at)));
             }
         }
     }
@@ -355,5 +409,90 @@ mod tests {
         assert_eq!(ready().await, after, "no fire once it went");
         stop.cancel();
         assert_eq!(task.await.expect("slot task"), Ended::Stopped);
+    }
+
+    /// A fire step that writes jobs ahead leaves the plans its schedules
+    /// asked for until the pump call that makes those jobs ready has run:
+    /// planning a thousand schedules due together would hold that call
+    /// up. Then they are stored, and the slot's next fire is theirs.
+    #[tokio::test]
+    async fn plans_asked_by_a_step_that_wrote_ahead_are_stored_after_the_jobs_are_ready() {
+        let redis = sundial_tests::RedisServer::start();
+        let shard = Shard::connect("t", &ShardOptions::new(redis.url())).expect("connect");
+        shard
+            .wait_connected(Duration::from_secs(5))
+            .await
+            .expect("connected");
+        let slot = keys::slot_of("ns", "q", keys::schedule_lane("tick", 1), 8);
+        assert!(shard.leases().claim(slot, "me").await.expect("claim"));
+        let member = "ns/q/tick".to_owned();
+        let def = (*every_second(0)).clone();
+        let applied = shard
+            .fires()
+            .apply(slot, Some("me"), &[(member.clone(), def, None)])
+            .await
+            .expect("apply");
+        assert_eq!(applied, Some(vec![true]));
+        let asked = shard
+            .fires()
+            .fire(slot, 10, Some("me"), &[])
+            .await
+            .expect("fire");
+        let t = &asked.to_plan[0];
+        // One fire left, due within the window the pumps write ahead.
+        let due = asked.now_ms + sundial_core::FIRE_AHEAD_MS / 2;
+        let one = Plan {
+            member: member.clone(),
+            rev: t.rev,
+            cursor_ms: t.cursor_ms,
+            new_cursor_ms: t.cursor_ms,
+            skipped: 0,
+            fires: vec![PlannedFire {
+                at_ms: due,
+                due_ms: due,
+                id: JobId::mint_in_lane(true, 0, 1).as_str().to_owned(),
+                late_ok: true,
+            }],
+        };
+        let stored = shard.fires().store_plans(slot, Some("me"), &[one]).await;
+        assert_eq!(stored.expect("store").map(|s| s.1), Some(vec![true]));
+
+        let (_book, pages) = watch::channel(Arc::new(Book::of(Vec::new())));
+        let mut s = SlotSchedules::new(
+            "p".into(),
+            slot,
+            1,
+            "me".into(),
+            pages,
+            Box::new(crate::schedules::keeper::Here),
+        );
+        let fired = s.fire(&shard, 10).await.expect("fire").expect("held");
+        assert_eq!((fired.written_ahead, fired.ready_ms), (1, Some(due)));
+        let states = shard.fires().states(slot).await.expect("states");
+        assert!(states[0].1.plan.is_empty(), "not planned yet");
+        assert!(!s.plans_due(due - 1), "not before the jobs are due");
+        assert!(s.plans_due(due));
+
+        // The pump call that makes the job ready, then the plans.
+        tokio::time::sleep(Duration::from_millis(sundial_core::FIRE_AHEAD_MS)).await;
+        let o = shard
+            .timers()
+            .pump(slot, 100, Some("me"))
+            .await
+            .expect("pump");
+        assert_eq!(o.to_ready, 1);
+        let mut next = o.next_fire_ms;
+        let planned = s.plan_deferred(&shard, o.now_ms, &mut next).await;
+        planned.expect("plan").expect("held");
+        assert!(!s.plans_due(u64::MAX), "nothing is left to plan");
+        let states = shard.fires().states(slot).await.expect("states");
+        let plan = &states[0].1.plan;
+        assert!(plan.len() >= 2, "planned ahead: {plan:?}");
+        assert_eq!(
+            next,
+            Some(plan[0].due_ms),
+            "the slot's next fire is the plan's first"
+        );
+        assert!(plan[0].due_ms > o.now_ms);
     }
 }

@@ -5,7 +5,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use sundial_core::{FireDef, Shard};
+use sundial_core::{FireDef, Shard, ToPlan};
 use sundial_router::{Pool, placement, topology::Topology};
 use tokio::sync::watch;
 
@@ -67,6 +67,11 @@ pub(crate) struct SlotSchedules {
     pub(super) stale: bool,
     /// A schedule waits for the place it moves from to park it.
     pub(super) waiting: bool,
+    /// The plans that fire steps which wrote jobs ahead asked for, stored
+    /// once the timer made those jobs ready (`firing.rs`), and when the
+    /// first of those jobs is due (the shard's clock).
+    pub(super) deferred: Vec<ToPlan>,
+    pub(super) deferred_until_ms: u64,
 }
 
 /// The lease was not held: the slot's loop ends.
@@ -93,6 +98,8 @@ impl SlotSchedules {
             known: None,
             stale: true,
             waiting: false,
+            deferred: Vec::new(),
+            deferred_until_ms: 0,
         }
     }
 
