@@ -120,11 +120,12 @@ end
 -- holds (`hash-max-listpack-value`, 64 bytes by default), set and removed
 -- again. A table never turns compact again, and a table is what such a
 -- hash becomes past `hash-max-listpack-entries` anyway.
-local TABLE_AT = 128
-local TABLE_FIELD, TABLE_VALUE = '\0table', string.rep('-', 8192)
+-- (The long value is made only then: the helpers run with every script
+-- call, and 8 KiB made each time would cost every call.)
+local TABLE_AT, TABLE_FIELD = 128, '\0table'
 local function hset_many(key, args)
   if #args > 2 * TABLE_AT and redis.call('OBJECT', 'ENCODING', key) ~= 'hashtable' then
-    redis.call('HSET', key, TABLE_FIELD, TABLE_VALUE)
+    redis.call('HSET', key, TABLE_FIELD, string.rep('-', 8192))
     call_many('HSET', key, args, 2)
     redis.call('HDEL', key, TABLE_FIELD)
     return
