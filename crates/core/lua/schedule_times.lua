@@ -1,7 +1,7 @@
 -- Stores the fires the pumps planned for schedules of one slot (see
 -- `lua/lib/fires.lua`), over the state they planned from: a schedule whose
--- revision or cursor moved since (it fired, or was revised) is left as it
--- is, and asks again when it needs a plan. A plan replaces the schedule's
+-- revision or cursor moved since (it fired, or was revised), or that was
+-- parked since, is left as it is, and asks again when it needs a plan. A plan replaces the schedule's
 -- planned fires, moves its cursor past the missed fires it skipped (and
 -- counts them), and arms its first fire; a plan of no fire ends the
 -- schedule (it has no fire left) until it is revised.
@@ -26,7 +26,9 @@ for i = 2, #ARGV, 6 do
   local member, rev, cursor = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local raw = redis.call('HGET', skey, member)
   local st = raw and fire_state(raw)
-  if not st or st.rev ~= rev or st.cursor ~= cursor then
+  -- A parked schedule (its slot or namespace moved) fires nothing here,
+  -- and its place stays parked whatever was planned for it before.
+  if not st or st.rev ~= rev or st.cursor ~= cursor or st.ended == 'p' then
     out[#out + 1] = 0
   else
     st.cursor = math.max(st.cursor, tonumber(ARGV[i + 3]))

@@ -214,7 +214,7 @@ async fn step(job: &mut SlotPump) -> Step {
     }
     report_lag(job, &o);
     let backlog = o.processed >= u64::from(limit);
-    if !backlog && plan_deferred(job, &mut o).await.is_err() {
+    if plan_deferred(job, &mut o, backlog).await.is_err() {
         return Step::Fenced;
     }
     let (pool, shard, opts) = (&job.pool, &job.shard, &job.opts);
@@ -260,11 +260,21 @@ fn report_lag(job: &SlotPump, o: &PumpOutcome) {
 }
 
 /// Stores the plans that wait for jobs written ahead, once the first of
-/// those is due by the pump call `o` (which made it ready); `o`'s next
-/// fire becomes the slot's next fire after them. Fails when the lease
-/// was lost.
-async fn plan_deferred(job: &mut SlotPump, o: &mut PumpOutcome) -> Result<(), Fenced> {
-    let Some(s) = job.schedules.as_mut().filter(|s| s.plans_due(o.now_ms)) else {
+/// those is due by the pump call `o` (which made it ready), or, when `o`
+/// moved a `backlog` (the rest of those jobs may be next), once it is
+/// [`FIRE_AHEAD_MS`] past; `o`'s next fire becomes the slot's next fire
+/// after them. Fails when the lease was lost.
+async fn plan_deferred(
+    job: &mut SlotPump,
+    o: &mut PumpOutcome,
+    backlog: bool,
+) -> Result<(), Fenced> {
+    let late_ms = if backlog { FIRE_AHEAD_MS } else { 0 };
+    let Some(s) = job
+        .schedules
+        .as_mut()
+        .filter(|s| s.plans_due(o.now_ms, late_ms))
+    else {
         return Ok(());
     };
     match s

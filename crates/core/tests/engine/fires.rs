@@ -771,3 +771,25 @@ async fn a_keyed_fire_is_not_written_ahead() {
     }
     assert_eq!(ready(&s).await, 1, "ready at once at its time");
 }
+
+/// Plans made for a schedule before it was parked (a pump stores its plans
+/// a step after they were asked for) are refused: the parked state stays
+/// parked, neither ended by an empty plan nor armed by another, for the
+/// place it moved to to take over.
+#[tokio::test]
+async fn a_plan_made_before_its_schedule_was_parked_is_refused() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let o = applied(&s).await;
+    let f = s.fires();
+    let parked = f.park(B, None, &[MEMBER.to_owned()]).await.expect("park");
+    assert_eq!(parked, Some(vec![true]));
+    let at = o.to_plan[0].cursor_ms + 1_000;
+    for fires in [Vec::new(), vec![planned(at, at, true)]] {
+        let stored = f.store_plans(B, None, &[plan(&o, fires)]).await;
+        assert_eq!(stored.expect("store"), Some((None, vec![false])));
+        let st = f.states(B).await.expect("states")[0].1.clone();
+        assert!(st.parked && !st.ended && st.plan.is_empty(), "{st:?}");
+    }
+    assert_eq!(fire(&s).await.next_fire_ms, None, "nothing is armed");
+}

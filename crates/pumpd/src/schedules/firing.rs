@@ -61,17 +61,24 @@ impl SlotSchedules {
             // Planning holds Redis about 20 µs a plan, and every-second
             // schedules due together ask together: planned now, a
             // thousand would hold up the timer's move of the jobs just
-            // written ahead. Each asked with a fire still planned, and
-            // the slot's next fire is known without them.
-            self.deferred.extend(to_plan);
+            // written ahead. Most asked with a fire still planned; one
+            // with none (new, revised, or out of plans) waits no more than
+            // FIRE_AHEAD_MS and a pump call for its plan, and the slot's
+            // next fire is known without them.
+            self.deferred
+                .extend(to_plan.into_iter().map(|t| (t.member.clone(), t)));
             self.deferred_until_ms = match self.deferred_until_ms {
                 0 => ready_ms,
                 until => until.min(ready_ms),
             };
             return Ok(Ok(fired(o.next_fire_ms)));
         }
+        // Nothing written ahead now: whatever waits is planned with these.
+        let mut asked: Vec<ToPlan> = std::mem::take(&mut self.deferred).into_values().collect();
+        asked.extend(to_plan);
+        self.deferred_until_ms = 0;
         let mut next = o.next_fire_ms;
-        if !self.store(shard, to_plan, o.now_ms, &mut next).await? {
+        if !self.store(shard, asked, o.now_ms, &mut next).await? {
             return Ok(Err(Fenced));
         }
         // More due than one call fired: come back at once.
@@ -83,9 +90,15 @@ impl SlotSchedules {
     }
 
     /// Whether plans wait for the jobs written ahead with them, and the
-    /// first of those is due by `now_ms`.
-    pub(crate) fn plans_due(&self, now_ms: u64) -> bool {
-        !self.deferred.is_empty() && now_ms >= self.deferred_until_ms
+    /// first of those is due by `now_ms`, or is `late_ms` past it: a pump
+    /// call that moves a backlog does not hold them longer than that. A
+    /// time further ahead than jobs are ever written (the shard's clock
+    /// went back: a failover to a host behind) counts as due.
+    pub(crate) fn plans_due(&self, now_ms: u64, late_ms: u64) -> bool {
+        let until = self.deferred_until_ms;
+        !self.deferred.is_empty()
+            && (now_ms >= until.saturating_add(late_ms)
+                || now_ms.saturating_add(sundial_core::FIRE_AHEAD_MS) < until)
     }
 
     /// Stores the plans fire steps deferred (their jobs were written
@@ -99,17 +112,15 @@ impl SlotSchedules {
         now_ms: u64,
         next_fire: &mut Option<u64>,
     ) -> Result<Result<(), Fenced>, EngineError> {
-        let to_plan = std::mem::take(&mut self.deferred);
-        match self.store(shard, to_plan.clone(), now_ms, next_fire).await {
+        let asked: Vec<ToPlan> = self.deferred.values().cloned().collect();
+        match self.store(shard, asked, now_ms, next_fire).await {
             Ok(true) => {
+                self.deferred.clear();
                 self.deferred_until_ms = 0;
                 Ok(Ok(()))
             }
             Ok(false) => Ok(Err(Fenced)),
-            Err(e) => {
-                self.deferred = to_plan;
-                Err(e)
-            }
+            Err(e) => Err(e),
         }
     }
 
@@ -470,8 +481,15 @@ mod tests {
         assert_eq!((fired.written_ahead, fired.ready_ms), (1, Some(due)));
         let states = shard.fires().states(slot).await.expect("states");
         assert!(states[0].1.plan.is_empty(), "not planned yet");
-        assert!(!s.plans_due(due - 1), "not before the jobs are due");
-        assert!(s.plans_due(due));
+        assert!(!s.plans_due(due - 1, 0), "not before the jobs are due");
+        assert!(s.plans_due(due, 0));
+        assert!(!s.plans_due(due, 50), "a backlog's call holds them a while");
+        assert!(s.plans_due(due + 50, 50), "but not longer");
+        let behind = due - sundial_core::FIRE_AHEAD_MS - 1;
+        assert!(
+            s.plans_due(behind, 0),
+            "a clock that went back does not hold them"
+        );
 
         // The pump call that makes the job ready, then the plans.
         tokio::time::sleep(Duration::from_millis(sundial_core::FIRE_AHEAD_MS)).await;
@@ -484,7 +502,7 @@ mod tests {
         let mut next = o.next_fire_ms;
         let planned = s.plan_deferred(&shard, o.now_ms, &mut next).await;
         planned.expect("plan").expect("held");
-        assert!(!s.plans_due(u64::MAX), "nothing is left to plan");
+        assert!(!s.plans_due(u64::MAX, 0), "nothing is left to plan");
         let states = shard.fires().states(slot).await.expect("states");
         let plan = &states[0].1.plan;
         assert!(plan.len() >= 2, "planned ahead: {plan:?}");

@@ -67,10 +67,11 @@ pub(crate) struct SlotSchedules {
     pub(super) stale: bool,
     /// A schedule waits for the place it moves from to park it.
     pub(super) waiting: bool,
-    /// The plans that fire steps which wrote jobs ahead asked for, stored
-    /// once the timer made those jobs ready (`firing.rs`), and when the
-    /// first of those jobs is due (the shard's clock).
-    pub(super) deferred: Vec<ToPlan>,
+    /// The plans that fire steps which wrote jobs ahead asked for, by
+    /// schedule (its latest ask), stored once the timer made those jobs
+    /// ready (`firing.rs`), and when the first of those jobs is due (the
+    /// shard's clock; 0 with none).
+    pub(super) deferred: HashMap<String, ToPlan>,
     pub(super) deferred_until_ms: u64,
 }
 
@@ -98,7 +99,7 @@ impl SlotSchedules {
             known: None,
             stale: true,
             waiting: false,
-            deferred: Vec::new(),
+            deferred: HashMap::new(),
             deferred_until_ms: 0,
         }
     }
