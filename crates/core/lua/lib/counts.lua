@@ -110,21 +110,23 @@ local function call_many(cmd, key, args, width)
   end
 end
 
--- Redis keeps a small hash compact (a listpack) and, before 7.2, fills
--- one from a long HSET a field at a time, each after a linear search of
--- those before it: 1,000 new fields in one HSET took 1.3 to 2.0 ms where
--- a hash table takes 0.13 to 0.21 ms (Redis 7.0.15), and the expiries of
--- 1,000 jobs made ready together all start one such hash. A batch of more
--- than TABLE_AT fields into a hash that is absent or still compact first
--- makes it a table: a field whose value is longer than a compact hash
--- holds (`hash-max-listpack-value`, 64 bytes by default), set and removed
--- again. A table never turns compact again, and a table is what such a
--- hash becomes past `hash-max-listpack-entries` anyway.
--- (The long value is made only then: the helpers run with every script
--- call, and 8 KiB made each time would cost every call.)
-local TABLE_AT, TABLE_FIELD = 128, '\0table'
+-- Redis keeps a small hash compact (a listpack) up to
+-- `hash-max-listpack-entries` fields (512 unless configured), and before
+-- 7.2 it fills one from a long HSET a field at a time, each after a
+-- linear search of those before it: 1,000 new fields in one HSET took
+-- 1.3 to 2.0 ms where a hash table takes 0.13 to 0.21 ms (Redis 7.0.15),
+-- and the expiries of 1,000 jobs made ready together all start one such
+-- hash. So a batch that takes a compact hash (or none) past TABLE_AT
+-- fields, which Redis would turn into a table by its end anyway, first
+-- makes it one, as Redis 7.2 does: a field whose value is longer than a
+-- compact hash holds (`hash-max-listpack-value`, 64 bytes by default),
+-- set and removed again. A smaller batch leaves the hash as Redis keeps
+-- it. (The long value is made only here: the helpers run with every
+-- script call, and 8 KiB made each time would cost every call.)
+local TABLE_AT, TABLE_FIELD = 512, '\0table'
 local function hset_many(key, args)
-  if #args > 2 * TABLE_AT and redis.call('OBJECT', 'ENCODING', key) ~= 'hashtable' then
+  if #args > 2 * 64 and redis.call('HLEN', key) + #args / 2 > TABLE_AT
+      and redis.call('OBJECT', 'ENCODING', key) ~= 'hashtable' then
     redis.call('HSET', key, TABLE_FIELD, string.rep('-', 8192))
     call_many('HSET', key, args, 2)
     redis.call('HDEL', key, TABLE_FIELD)
