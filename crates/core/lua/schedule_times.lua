@@ -1,10 +1,11 @@
 -- Stores the fires the pumps planned for schedules of one slot (see
 -- `lua/lib/fires.lua`), over the state they planned from: a schedule whose
 -- revision or cursor moved since (it fired, or was revised), or that was
--- parked since, is left as it is, and asks again when it needs a plan. A plan replaces the schedule's
--- planned fires, moves its cursor past the missed fires it skipped (and
--- counts them), and arms its first fire; a plan of no fire ends the
--- schedule (it has no fire left) until it is revised.
+-- parked since, is left as it is, and asks again when it needs a plan. A
+-- plan replaces the schedule's planned fires, moves its cursor past the
+-- missed fires it skipped (and counts them), and arms its first fire; a
+-- plan of no fire ends the schedule (it has no fire left) until it is
+-- revised.
 -- The pump that planned is the slot's own loop, which sleeps until the
 -- next fire this returns: no one else needs telling.
 -- KEYS[1]: fire states hash   KEYS[2]: fire zset   KEYS[3]: the slot's lease

@@ -22,6 +22,8 @@ mod schedules;
 mod slot;
 mod status;
 mod supervisor;
+#[cfg(test)]
+mod testing;
 
 use std::{sync::Arc, time::Duration};
 

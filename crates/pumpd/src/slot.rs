@@ -401,19 +401,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_slot_pumps_only_with_a_call_permit() {
-        use sundial_core::{JobId, NewJob, Schedule, ShardOptions};
+        use sundial_core::{JobId, NewJob, Schedule};
         let redis = sundial_tests::RedisServer::start();
-        let shard = Shard::connect("t", &ShardOptions::new(redis.url())).expect("connect");
-        shard
-            .wait_connected(Duration::from_secs(5))
-            .await
-            .expect("connected");
-        shard.load_scripts().await.expect("scripts");
         let slot = 3;
-        assert!(
-            shard.leases().claim(slot, "me").await.expect("claim"),
-            "taken"
-        );
+        let shard = crate::testing::leased_shard(&redis, slot).await;
+        shard.load_scripts().await.expect("scripts");
         let schedule = Schedule {
             delay_ms: 20,
             ttl_ms: 0,

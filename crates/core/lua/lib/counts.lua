@@ -123,9 +123,11 @@ end
 -- set and removed again. A smaller batch leaves the hash as Redis keeps
 -- it. (The long value is made only here: the helpers run with every
 -- script call, and 8 KiB made each time would cost every call.)
-local TABLE_AT, TABLE_FIELD = 512, '\0table'
+-- A batch of BATCH_AT fields or fewer costs little either way, and skips
+-- the two reads.
+local TABLE_AT, BATCH_AT, TABLE_FIELD = 512, 64, '\0table'
 local function hset_many(key, args)
-  if #args > 2 * 64 and redis.call('HLEN', key) + #args / 2 > TABLE_AT
+  if #args > 2 * BATCH_AT and redis.call('HLEN', key) + #args / 2 > TABLE_AT
       and redis.call('OBJECT', 'ENCODING', key) ~= 'hashtable' then
     redis.call('HSET', key, TABLE_FIELD, string.rep('-', 8192))
     call_many('HSET', key, args, 2)

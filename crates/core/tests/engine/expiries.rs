@@ -16,6 +16,17 @@ use crate::helpers::{
     L, S, consume, counts, destroy, expiry_wheel, publish, qn, respawn, sched, shard, slot,
 };
 
+/// `n` jobs of body "x" in lane `lane`, for one bulk publish.
+fn bulk(n: usize, lane: u32) -> Vec<NewJob> {
+    (0..n)
+        .map(|_| NewJob {
+            id: JobId::mint_in_lane(false, lane, L),
+            attrs: String::new(),
+            body: Bytes::from_static(b"x"),
+        })
+        .collect()
+}
+
 /// Pumps slot `b` in batches of `limit` until `n` jobs expired in all;
 /// each call opens or handles at most `limit` entries.
 async fn pump_until_expired(s: &Shard, b: u32, limit: u32, n: u64) {
@@ -212,13 +223,7 @@ async fn an_expiry_hash_larger_than_a_batch_opens_over_several_calls() {
     let s = shard(&redis).await;
     let lane = 3;
     let b = keys::slot_of("ns", "q", lane, S);
-    let jobs: Vec<NewJob> = (0..64)
-        .map(|_| NewJob {
-            id: JobId::mint_in_lane(false, lane, L),
-            attrs: String::new(),
-            body: Bytes::from_static(b"x"),
-        })
-        .collect();
+    let jobs = bulk(64, lane);
     let published = Instant::now();
     s.jobs()
         .publish(b, &qn("q"), &sched(0, 2_200, 1), &jobs)
@@ -338,13 +343,7 @@ async fn a_second_of_many_expiries_is_written_as_a_hash_table_and_a_few_stay_com
         .query(&mut r)
         .expect("config");
     for (n, ttl_ms, encoding) in [(300, 600_000, "listpack"), (600, 1_200_000, "hashtable")] {
-        let jobs: Vec<NewJob> = (0..n)
-            .map(|_| NewJob {
-                id: JobId::mint_in_lane(false, lane, L),
-                attrs: String::new(),
-                body: Bytes::from_static(b"x"),
-            })
-            .collect();
+        let jobs = bulk(n, lane);
         s.jobs()
             .publish(b, &qn("q"), &sched(0, ttl_ms, 1), &jobs)
             .await

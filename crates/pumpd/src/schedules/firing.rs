@@ -2,8 +2,6 @@
 //! missed fires their policies keep and the fires ahead, with job ids in
 //! the slot's lane; and the fires counted in the metrics.
 
-use std::collections::HashSet;
-
 use sundial_core::{
     EngineError, FireOutcome, JobId, Plan, PlannedFire, Shard, ToPlan,
     series::{Handle, Kind},
@@ -57,7 +55,11 @@ impl SlotSchedules {
             now_ms: o.now_ms,
             at,
         };
-        if let Some(ready_ms) = o.ready_ms.filter(|_| !to_plan.is_empty()) {
+        // Every ask waits in `deferred` (a schedule's latest), until now or
+        // until the jobs written ahead are ready.
+        self.deferred
+            .extend(to_plan.into_iter().map(|t| (t.member.clone(), t)));
+        if let Some(ready_ms) = o.ready_ms.filter(|_| !self.deferred.is_empty()) {
             // Planning holds Redis about 20 µs a plan, and every-second
             // schedules due together ask together: planned now, a
             // thousand would hold up the timer's move of the jobs just
@@ -65,20 +67,18 @@ impl SlotSchedules {
             // with none (new, revised, or out of plans) waits no more than
             // FIRE_AHEAD_MS and a pump call for its plan, and the slot's
             // next fire is known without them.
-            self.deferred
-                .extend(to_plan.into_iter().map(|t| (t.member.clone(), t)));
             self.deferred_until_ms = match self.deferred_until_ms {
                 0 => ready_ms,
                 until => until.min(ready_ms),
             };
             return Ok(Ok(fired(o.next_fire_ms)));
         }
-        // Nothing written ahead now: whatever waits is planned with these.
-        let mut asked: Vec<ToPlan> = std::mem::take(&mut self.deferred).into_values().collect();
-        asked.extend(to_plan);
-        self.deferred_until_ms = 0;
         let mut next = o.next_fire_ms;
-        if !self.store(shard, asked, o.now_ms, &mut next).await? {
+        if self
+            .plan_deferred(shard, o.now_ms, &mut next)
+            .await?
+            .is_err()
+        {
             return Ok(Err(Fenced));
         }
         // More due than one call fired: come back at once.
@@ -101,55 +101,29 @@ impl SlotSchedules {
                 || now_ms.saturating_add(sundial_core::FIRE_AHEAD_MS) < until)
     }
 
-    /// Stores the plans fire steps deferred (their jobs were written
-    /// ahead), as of `now_ms`, once the pump call that made the first of
-    /// those jobs ready has run; `next_fire` becomes the slot's next fire
-    /// after them. Kept for the next step when a call fails (a plan over a
-    /// state that moved since is refused, and its schedule asks again).
+    /// Plans the schedules that asked (`deferred`) as of `now_ms`, and
+    /// stores the plans; `next_fire` becomes the slot's next fire after
+    /// them when a call was made. The asks are kept for the next step when
+    /// a call fails (a plan over a state that moved since is refused, and
+    /// its schedule asks again).
     pub(crate) async fn plan_deferred(
         &mut self,
         shard: &Shard,
         now_ms: u64,
         next_fire: &mut Option<u64>,
     ) -> Result<Result<(), Fenced>, EngineError> {
-        let asked: Vec<ToPlan> = self.deferred.values().cloned().collect();
-        match self.store(shard, asked, now_ms, next_fire).await {
-            Ok(true) => {
-                self.deferred.clear();
-                self.deferred_until_ms = 0;
-                Ok(Ok(()))
-            }
-            Ok(false) => Ok(Err(Fenced)),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Plans the schedules of `to_plan` (one that asked twice with its
-    /// later state) as of `now_ms`, and stores the plans; `next` becomes the
-    /// slot's next fire after them when a call was made. False when the
-    /// lease was lost.
-    async fn store(
-        &self,
-        shard: &Shard,
-        to_plan: Vec<ToPlan>,
-        now_ms: u64,
-        next: &mut Option<u64>,
-    ) -> Result<bool, EngineError> {
-        let mut seen = HashSet::new();
-        let mut plans: Vec<Plan> = to_plan
-            .iter()
-            .rev()
-            .filter(|t| seen.insert(t.member.as_str()))
+        let plans: Vec<Plan> = self
+            .deferred
+            .values()
             .filter_map(|t| self.plan(t, now_ms))
             .collect();
-        plans.reverse();
         let owner = Some(self.owner.as_str());
         for chunk in plans.chunks(PLANS_PER_CALL) {
             let Some((after, stored)) = shard.fires().store_plans(self.slot, owner, chunk).await?
             else {
-                return Ok(false);
+                return Ok(Err(Fenced));
             };
-            *next = after;
+            *next_fire = after;
             for (p, _) in chunk
                 .iter()
                 .zip(&stored)
@@ -158,7 +132,9 @@ impl SlotSchedules {
                 self.count(&p.member, "missed", p.skipped);
             }
         }
-        Ok(true)
+        self.deferred.clear();
+        self.deferred_until_ms = 0;
+        Ok(Ok(()))
     }
 
     /// The rooms of the slot's namespaces held to a quota, for a fire call
@@ -302,7 +278,7 @@ mod tests {
     use std::time::Duration;
 
     use bytes::Bytes;
-    use sundial_core::{FireDef, ShardOptions, keys};
+    use sundial_core::{FireDef, keys};
     use sundial_router::schedule::Missed;
     use tokio::sync::Notify;
     use tokio_util::sync::CancellationToken;
@@ -351,13 +327,8 @@ mod tests {
     #[tokio::test]
     async fn a_slot_loop_fires_its_schedules_and_stops_once_they_go() {
         let redis = sundial_tests::RedisServer::start();
-        let shard = Shard::connect("t", &ShardOptions::new(redis.url())).expect("connect");
-        shard
-            .wait_connected(Duration::from_secs(5))
-            .await
-            .expect("connected");
         let slot = keys::slot_of("ns", "q", keys::schedule_lane("tick", 1), 8);
-        assert!(shard.leases().claim(slot, "me").await.expect("claim"));
+        let shard = crate::testing::leased_shard(&redis, slot).await;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .expect("clock")
@@ -429,13 +400,8 @@ mod tests {
     #[tokio::test]
     async fn plans_asked_by_a_step_that_wrote_ahead_are_stored_after_the_jobs_are_ready() {
         let redis = sundial_tests::RedisServer::start();
-        let shard = Shard::connect("t", &ShardOptions::new(redis.url())).expect("connect");
-        shard
-            .wait_connected(Duration::from_secs(5))
-            .await
-            .expect("connected");
         let slot = keys::slot_of("ns", "q", keys::schedule_lane("tick", 1), 8);
-        assert!(shard.leases().claim(slot, "me").await.expect("claim"));
+        let shard = crate::testing::leased_shard(&redis, slot).await;
         let member = "ns/q/tick".to_owned();
         let def = (*every_second(0)).clone();
         let applied = shard
