@@ -1,5 +1,6 @@
 //! CPU time of the gateway and of Redis, per request and per job, and
-//! whether an AOF rewrite overlapped the measurement.
+//! whether an AOF rewrite, or the host's steal of this machine's cores,
+//! overlapped the measurement.
 
 /// CPU time of the gateway process and of Redis over a measurement.
 pub(crate) struct CpuMeter {
@@ -9,12 +10,13 @@ pub(crate) struct CpuMeter {
 
 /// CPU seconds used so far by the gateway and by Redis, the script calls
 /// Redis has served (`EVALSHA`), and its AOF rewrites.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) struct CpuSample {
     gateway: Option<f64>,
     pub(crate) redis: Option<f64>,
     calls: Option<u64>,
     rewrites: Option<Rewrites>,
+    steal: Option<Vec<u64>>,
 }
 
 /// The AOF rewrites of Redis so far (`INFO persistence`), summed over
@@ -39,13 +41,15 @@ impl CpuMeter {
             redis: redis.and_then(|r| sum(r, redis_cpu)),
             calls: redis.and_then(|r| sum(r, script_calls)),
             rewrites: redis.and_then(rewrites),
+            steal: steal(),
         }
     }
 
     /// "gateway CPU … µs/request; Redis CPU … µs/job; … script calls/job"
     /// since `before`, and "; an AOF rewrite ran" if one ran in between:
     /// a rewrite costs a round much of its rate, so a reader must be able
-    /// to tell those rounds apart.
+    /// to tell those rounds apart; and the host's steal in between
+    /// ([`steal_note`]).
     pub(crate) fn report(&self, before: CpuSample, requests: u64, jobs: u64) -> String {
         let after = self.sample();
         let per = |b: Option<f64>, a: Option<f64>, n: u64| match (b, a) {
@@ -57,10 +61,11 @@ impl CpuMeter {
             _ => "n/a".to_owned(),
         };
         format!(
-            "gateway CPU {} µs/request ({requests} requests); Redis CPU {} µs/job; {calls} script calls/job{}",
+            "gateway CPU {} µs/request ({requests} requests); Redis CPU {} µs/job; {calls} script calls/job{}{}",
             per(before.gateway, after.gateway, requests),
             per(before.redis, after.redis, jobs),
             rewrite_note(before.rewrites, after.rewrites),
+            steal_note(before.steal.as_deref(), after.steal.as_deref()),
         )
     }
 }
@@ -92,12 +97,49 @@ impl CpuMeter {
             _ => "n/a".to_owned(),
         };
         format!(
-            "gateway CPU {}% of a core; Redis CPU {}% of a core{}",
+            "gateway CPU {}% of a core; Redis CPU {}% of a core{}{}",
             pct(before.gateway, after.gateway),
             pct(before.redis, after.redis),
             rewrite_note(before.rewrites, after.rewrites),
+            steal_note(before.steal.as_deref(), after.steal.as_deref()),
         )
     }
+}
+
+/// The time each core of this machine was ready to run but the host (a
+/// hypervisor) ran something else, so far, in clock ticks (`steal`, the
+/// eighth figure of each `cpuN` line of `/proc/stat`); `None` where the
+/// file cannot be read.
+fn steal() -> Option<Vec<u64>> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    stat.lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .map(|l| l.split_whitespace().nth(8)?.parse().ok())
+        .collect()
+}
+
+/// "; the host took … ms from core 0, … ms from core 1 (steal)" when
+/// it took any between the two readings, else nothing. A virtual
+/// machine's cores are stopped for that long, in pieces of up to tens of
+/// milliseconds, whatever runs on them: latencies measured then are the
+/// host's as much as the service's.
+fn steal_note(before: Option<&[u64]>, after: Option<&[u64]>) -> String {
+    let (Some(b), Some(a)) = (before, after) else {
+        return String::new();
+    };
+    // Clock ticks of USER_HZ (100 a second), as in `process_cpu`.
+    const MS_PER_TICK: u64 = 10;
+    let taken: Vec<String> = b
+        .iter()
+        .zip(a)
+        .enumerate()
+        .filter(|(_, (b, a))| a > b)
+        .map(|(core, (b, a))| format!("{} ms from core {core}", (a - b) * MS_PER_TICK))
+        .collect();
+    if taken.is_empty() {
+        return String::new();
+    }
+    format!("; the host took {} (steal)", taken.join(", "))
 }
 
 /// `each` of every comma-separated URL of `urls`, summed; `None` if one
