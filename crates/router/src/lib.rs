@@ -13,6 +13,8 @@
 //! - [`scope`]: what a token may do, and on which queues.
 //! - [`schedule`]: when a schedule fires (cron in a time zone, or an
 //!   interval), and what it does with fires it missed.
+//! - [`push`]: push delivery's parts (being built): how a push request
+//!   is signed.
 //! - [`config`]: what the operator writes about pools and shards.
 //! - [`layout`]: a pool's ring membership, and how shards pin it.
 //! - [`ring`]: consistent hashing of a pool's slots over its shards.
@@ -56,6 +58,7 @@ pub mod mover;
 pub mod placement;
 pub mod policy;
 pub mod prepare;
+pub mod push;
 pub mod quota;
 pub mod reload;
 pub mod ring;
