@@ -12,13 +12,14 @@
 -- KEYS[5]: dead list   KEYS[6]: wheel index zset   KEYS[7]: queue table
 -- KEYS[8]: transit hash   KEYS[9]: the slot's guard (never read: see `SlotKeys::guard`)
 -- ARGV[1]: qualified queue   ARGV[2]: job id   ARGV[3]: fence (a delivery, 0 = none)
--- ARGV[4]: delay ms, or -1 for the job's retry policy's (none: 0)
+-- ARGV[4]: delay ms, or -1 for the job's retry policy's (none: ARGV[13])
 -- ARGV[5]: 1 to spend the try, 0 to give it back
 -- ARGV[6]: 1 to put the job at the head of its priority's ready list (a
 --   consume given back), 0 at its back   ARGV[7]: reason (recorded when ARGV[8] is 1)
 -- ARGV[8]: 1 to record the reason, 0 to keep the one the job has
 -- ARGV[9]: ready channel   ARGV[10]: timer channel   ARGV[11]: slot number
 -- ARGV[12]: slot key prefix
+-- ARGV[13]: with ARGV[4] -1, the delay ms of a job without a retry policy
 -- Returns: {the job's state now (READY 2, DELAYED 1 or DEAD 4), its delay
 -- ms (0 unless delayed)}; or {0} when no such job exists in that queue,
 -- {-1} when the fence refused it, {-2} when the job is in transit to
@@ -57,7 +58,7 @@ if ARGV[8] == '1' then
 end
 count(ckey, RESERVED, queue, -1)
 local slot_keys = { j = jkey, t = tkey, s = KEYS[6], prefix = ARGV[12] }
-if delay_ms < 0 then delay_ms = retry_delay(r.policy, r.delivery) or 0 end
+if delay_ms < 0 then delay_ms = retry_delay(r.policy, r.delivery) or tonumber(ARGV[13]) end
 -- The slot's next wake-up before this call (read only when the job has an
 -- expiry or a delay): a pump asleep until then is told when the job's
 -- expiry or due time needs it sooner.

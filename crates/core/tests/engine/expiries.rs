@@ -54,6 +54,7 @@ async fn release_now(s: &Shard, b: u32, queue: &str, id: &str) -> Released {
         id: id.to_owned(),
         delivery: None,
         delay_ms: Some(0),
+        default_delay_ms: 0,
         spend_try: true,
         reason: None,
     };

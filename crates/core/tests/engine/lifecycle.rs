@@ -207,6 +207,7 @@ fn release(id: &JobId, delivery: u32, delay_ms: u64, spend_try: bool, reason: &s
         id: id.as_str().to_owned(),
         delivery: Some(delivery),
         delay_ms: Some(delay_ms),
+        default_delay_ms: 0,
         spend_try,
         reason: Some(reason.to_owned()),
     }

@@ -149,6 +149,7 @@ async fn delayed_retried_and_released_jobs_keep_their_priority() {
         id: got[0].job.id.clone(),
         delivery: Some(1),
         delay_ms: Some(0),
+        default_delay_ms: 0,
         spend_try: true,
         reason: Some("busy".to_owned()),
     };

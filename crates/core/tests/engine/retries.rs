@@ -12,7 +12,7 @@ use sundial_core::{
 };
 use sundial_tests::RedisServer;
 
-use crate::helpers::{consume, qn, shard, slot};
+use crate::helpers::{consume, publish, qn, sched, shard, slot};
 use crate::usage::assert_usage_true;
 
 /// A packed policy (`policy_of` in `lua/lib/record.lua`).
@@ -130,11 +130,59 @@ async fn a_release_without_a_delay_takes_its_policy_s() {
         id: id.as_str().to_owned(),
         delivery: Some(1),
         delay_ms: None,
+        default_delay_ms: 7_000,
         spend_try: true,
         reason: Some("later".to_owned()),
     };
     let how = s.jobs().release(sl, &qn("q"), &r).await.expect("release");
-    assert_eq!(how, Released::Delayed(5_000), "the fixed backoff");
+    assert_eq!(
+        how,
+        Released::Delayed(5_000),
+        "the fixed backoff, not the default"
+    );
+}
+
+#[tokio::test]
+async fn a_release_without_a_delay_or_a_policy_waits_the_default_it_names() {
+    let redis = RedisServer::start();
+    let s = shard(&redis).await;
+    let release = |id: &JobId, delivery: u32, default_delay_ms: u64| Release {
+        id: id.as_str().to_owned(),
+        delivery: Some(delivery),
+        delay_ms: None,
+        default_delay_ms,
+        spend_try: true,
+        reason: Some("push failed: 503".to_owned()),
+    };
+    let id = publish(&s, "q", sched(0, 0, 3), "x").await;
+    let sl = slot("q", &id);
+    consume(&s, &["q"], 1, 30_000).await.expect("consume");
+    let how = s
+        .jobs()
+        .release(sl, &qn("q"), &release(&id, 1, 0))
+        .await
+        .expect("release");
+    assert_eq!(how, Released::Ready, "no default: ready at once, as lmstfy");
+    consume(&s, &["q"], 1, 30_000).await.expect("consume");
+    let how = s
+        .jobs()
+        .release(sl, &qn("q"), &release(&id, 2, 300))
+        .await
+        .expect("release");
+    assert_eq!(how, Released::Delayed(300));
+    assert!(
+        consume(&s, &["q"], 1, 1).await.expect("consume").is_empty(),
+        "not before its default delay"
+    );
+    tokio::time::sleep(Duration::from_millis(320)).await;
+    s.timers().pump(sl, 100, None).await.expect("pump");
+    let got = consume(&s, &["q"], 1, 30_000).await.expect("consume");
+    assert_eq!(got[0].job.id, id.as_str());
+    assert_eq!(
+        (got[0].job.tries_left, got[0].job.reason.as_str()),
+        (0, "push failed: 503"),
+        "each release spent a try and kept its reason"
+    );
 }
 
 #[tokio::test]
@@ -173,6 +221,7 @@ async fn jitter_spreads_the_delays_within_its_share() {
             id: id.as_str().to_owned(),
             delivery: Some(1),
             delay_ms: None,
+            default_delay_ms: 0,
             spend_try: true,
             reason: None,
         };

@@ -113,6 +113,7 @@ pub(super) async fn release(tenant: Tenant) -> Result<impl IntoResponse, ApiErro
         id: t.id.as_str().to_owned(),
         delivery,
         delay_ms: asked.delay_ms,
+        default_delay_ms: 0,
         spend_try: asked.spend_try,
         reason: Some(asked.reason),
     };

@@ -22,8 +22,13 @@ pub struct Release {
     /// Only while this delivery holds the job (`?delivery=N`).
     pub delivery: Option<u32>,
     /// How long the job waits before it is ready again (0: ready now);
-    /// `None`: as its retry policy says (none: ready now).
+    /// `None`: as its retry policy says, else [`Self::default_delay_ms`].
     pub delay_ms: Option<u64>,
+    /// With no `delay_ms` and no retry policy on the job: how long it
+    /// waits (0: ready now, as a worker's release in lmstfy; a pusher
+    /// gives its request timeout, the TTR a failed push would have run
+    /// out).
+    pub default_delay_ms: u64,
     /// Whether the delivery counts as a try (by default it does): a job
     /// released with no try left goes to the dead letter.
     pub spend_try: bool,
@@ -79,6 +84,7 @@ impl Jobs<'_> {
             id: d.job.id.clone(),
             delivery: Some(d.number()),
             delay_ms: Some(0),
+            default_delay_ms: 0,
             spend_try: false,
             reason: None,
         };
@@ -109,6 +115,7 @@ impl Jobs<'_> {
             self.0.timer_channel(slot).into(),
             i64::from(slot).into(),
             k.prefix().into(),
+            (r.default_delay_ms as i64).into(),
         ];
         let keys = keysets::release(&k, qualified);
         let v = self.0.conn().eval(&SCRIPTS.release, keys, args).await?;
