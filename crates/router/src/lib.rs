@@ -14,7 +14,7 @@
 //! - [`schedule`]: when a schedule fires (cron in a time zone, or an
 //!   interval), and what it does with fires it missed.
 //! - [`push`]: push delivery's parts (being built): how a push request
-//!   is signed.
+//!   is signed, and which addresses a push may reach.
 //! - [`config`]: what the operator writes about pools and shards.
 //! - [`layout`]: a pool's ring membership, and how shards pin it.
 //! - [`ring`]: consistent hashing of a pool's slots over its shards.

@@ -9,8 +9,14 @@
 //! It is for the address each connection goes to, after name
 //! resolution, so that a name that resolves to a public address when a
 //! subscription is saved and to a private one later (DNS rebinding) gets
-//! nothing; and for an endpoint written as an address. IPv6 addresses that carry an IPv4 address (mapped,
-//! compatible, NAT64) are judged by that address.
+//! nothing; and for an endpoint written as an address.
+//!
+//! An IPv6 address that carries an IPv4 address (mapped, compatible,
+//! translated, NAT64) is judged by that address alone, against the
+//! allowed networks too: allowing an IPv6 range never opens the IPv4
+//! addresses written inside it. Teredo, 6to4 and local-use NAT64
+//! addresses are refused outright (the first two are deprecated, and
+//! where the last carries its IPv4 address depends on the network).
 //!
 //! Rust's own `is_global` and `is_shared` are not stable yet: the ranges
 //! are listed here, from the IANA special-purpose registries.
@@ -44,9 +50,14 @@ const V6: &[(&str, &str)] = &[
     ("::/128", "an unspecified"),
     ("::1/128", "a loopback"),
     ("100::/64", "a discard-only"),
+    ("64:ff9b:1::/48", "a local-use NAT64"),
     ("2001::/32", "a Teredo"),
+    ("2001::/23", "an IETF protocol"),
     ("2001:db8::/32", "a documentation"),
     ("2002::/16", "a 6to4"),
+    ("3fff::/20", "a documentation"),
+    ("5f00::/16", "a segment-routing (SRv6)"),
+    ("fec0::/10", "a site-local"),
     ("fc00::/7", "a unique-local (private)"),
     ("fe80::/10", "a link-local"),
     ("ff00::/8", "a multicast"),
@@ -93,32 +104,27 @@ impl Networks {
     /// Whether a push may connect to `ip`: a public address, or one of an
     /// allowed network.
     pub fn check(&self, ip: IpAddr) -> Result<(), Refused> {
-        let Some(range) = special(ip) else {
-            return Ok(());
-        };
+        // Judged by the IPv4 address it carries, if any, alone.
         let judged = match ip {
             IpAddr::V6(v6) => embedded_v4(v6).map_or(ip, IpAddr::V4),
             IpAddr::V4(_) => ip,
         };
-        if self
-            .allowed
-            .iter()
-            .any(|n| n.contains(&ip) || n.contains(&judged))
-        {
+        let Some(range) = special(judged) else {
+            return Ok(());
+        };
+        if self.allowed.iter().any(|n| n.contains(&judged)) {
             return Ok(());
         }
         Err(Refused { ip, range })
     }
 }
 
-/// The special range `ip` falls in, if any.
+/// The special range `ip` falls in, if any (an IPv6 address that
+/// carries an IPv4 one is passed as that one: see `check`).
 fn special(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => special_v4(v4),
-        IpAddr::V6(v6) => match embedded_v4(v6) {
-            Some(v4) => special_v4(v4),
-            None => find(V6, IpAddr::V6(v6)),
-        },
+        IpAddr::V6(_) => find(V6, ip),
     }
 }
 
@@ -138,14 +144,15 @@ fn find(table: &[(&str, &'static str)], ip: IpAddr) -> Option<&'static str> {
 }
 
 /// The IPv4 address an IPv6 address carries: IPv4-mapped
-/// (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`, deprecated, but
-/// some stacks still route it) or NAT64 (`64:ff9b::a.b.c.d`, which a
-/// NAT64 gateway forwards to that IPv4 address).
+/// (`::ffff:a.b.c.d`), IPv4-translated (`::ffff:0:a.b.c.d`, SIIT),
+/// IPv4-compatible (`::a.b.c.d`, deprecated, but some stacks still route
+/// it) or NAT64 (`64:ff9b::a.b.c.d`, which a NAT64 gateway forwards to
+/// that IPv4 address).
 fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     let o = v6.octets();
     let tail = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
     match v6.segments() {
-        [0, 0, 0, 0, 0, 0xffff, _, _] => Some(tail),
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => Some(tail),
         // `::` and `::1` are IPv6's own, not IPv4-compatible.
         [0, 0, 0, 0, 0, 0, _, _] if v6 != Ipv6Addr::UNSPECIFIED && v6 != Ipv6Addr::LOCALHOST => {
             Some(tail)
@@ -198,7 +205,12 @@ mod tests {
             ("fd00:ec2::254", "a unique-local (private)"),
             ("ff02::1", "a multicast"),
             ("2002:7f00:1::1", "a 6to4"),
+            ("2002:808:808::1", "a 6to4"),
             ("2001:0:4136:e378::1", "a Teredo"),
+            ("2001:2::1", "an IETF protocol"),
+            ("64:ff9b:1::a9fe:a9fe", "a local-use NAT64"),
+            ("fec0::1", "a site-local"),
+            ("3fff::1", "a documentation"),
         ] {
             assert_eq!(refused(ip), Some(range), "{ip}");
         }
@@ -216,6 +228,7 @@ mod tests {
         );
         assert_eq!(refused("::10.0.0.1"), Some("a private"));
         assert_eq!(refused("64:ff9b::a00:1"), Some("a private"));
+        assert_eq!(refused("::ffff:0:7f00:1"), Some("a loopback"), "translated");
         assert_eq!(refused("::ffff:8.8.8.8"), None);
         assert_eq!(refused("64:ff9b::808:808"), None);
     }
@@ -234,6 +247,23 @@ mod tests {
         assert!(!ok("10.9.9.8"));
         assert!(!ok("169.254.169.254"));
         assert!(!ok("::1"), "IPv6 loopback is not 127.0.0.0/8");
+    }
+
+    #[test]
+    fn allowing_an_ipv6_range_opens_no_ipv4_address_written_inside_it() {
+        let n = Networks::parse(&["::/0", "64:ff9b::/96"]).expect("networks");
+        let ok = |ip: &str| n.check(ip.parse().expect("address")).is_ok();
+        assert!(ok("fd00::5"), "IPv6 itself is allowed");
+        assert!(ok("fe80::1"));
+        for ip in [
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "::ffff:0:a9fe:a9fe",
+            "::10.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+        ] {
+            assert!(!ok(ip), "{ip}");
+        }
     }
 
     #[test]
