@@ -44,10 +44,10 @@ local to_ready, retried, dead, gone = 0, 0, 0, 0
 local woken = {}
 local counts = tally()
 local per = {}
-local function tally(queue, i)
+local function tally(queue, i, n)
   local t = per[queue]
   if not t then t = { 0, 0, 0, 0 }; per[queue] = t end
-  t[i] = t[i] + 1
+  t[i] = t[i] + (n or 1)
 end
 local oldest = -1
 local function seen_due(at)
@@ -182,9 +182,7 @@ local function settle_ready()
     counts.state(DELAYED, queue, -n)
     counts.state(READY, queue, n)
     to_ready = to_ready + n
-    local t = per[queue]
-    if not t then t = { 0, 0, 0, 0 }; per[queue] = t end
-    t[1] = t[1] + n
+    tally(queue, 1, n)
     woken[queue] = (woken[queue] or 0) + n
   end
   readied = {}

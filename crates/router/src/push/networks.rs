@@ -21,7 +21,10 @@
 //! Rust's own `is_global` and `is_shared` are not stable yet: the ranges
 //! are listed here, from the IANA special-purpose registries.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    sync::LazyLock,
+};
 
 use ipnet::IpNet;
 
@@ -124,7 +127,7 @@ impl Networks {
 fn special(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => special_v4(v4),
-        IpAddr::V6(_) => find(V6, ip),
+        IpAddr::V6(_) => find(ip),
     }
 }
 
@@ -132,15 +135,22 @@ fn special_v4(v4: Ipv4Addr) -> Option<&'static str> {
     if v4.is_broadcast() {
         return Some("a broadcast");
     }
-    find(V4, IpAddr::V4(v4))
+    find(IpAddr::V4(v4))
 }
 
-fn find(table: &[(&str, &'static str)], ip: IpAddr) -> Option<&'static str> {
-    table.iter().find_map(|(net, name)| {
-        // The tables are constants, checked by a test.
-        let net: IpNet = net.parse().ok()?;
-        net.contains(&ip).then_some(*name)
-    })
+/// [`V4`] and [`V6`] read once (every connection is checked).
+static TABLES: LazyLock<Vec<(IpNet, &'static str)>> = LazyLock::new(|| {
+    V4.iter()
+        .chain(V6)
+        // The tables are constants, each checked by a test.
+        .filter_map(|(net, name)| Some((net.parse().ok()?, *name)))
+        .collect()
+});
+
+fn find(ip: IpAddr) -> Option<&'static str> {
+    TABLES
+        .iter()
+        .find_map(|(net, name)| net.contains(&ip).then_some(*name))
 }
 
 /// The IPv4 address an IPv6 address carries: IPv4-mapped
@@ -176,6 +186,7 @@ mod tests {
         for (net, _) in V4.iter().chain(V6) {
             assert!(net.parse::<IpNet>().is_ok(), "{net}");
         }
+        assert_eq!(TABLES.len(), V4.len() + V6.len(), "none left out");
     }
 
     #[test]

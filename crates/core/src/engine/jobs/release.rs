@@ -115,7 +115,7 @@ impl Jobs<'_> {
             self.0.timer_channel(slot).into(),
             i64::from(slot).into(),
             k.prefix().into(),
-            (r.default_delay_ms as i64).into(),
+            i64::try_from(r.default_delay_ms).unwrap_or(i64::MAX).into(),
         ];
         let keys = keysets::release(&k, qualified);
         let v = self.0.conn().eval(&SCRIPTS.release, keys, args).await?;
